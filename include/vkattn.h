@@ -1,0 +1,593 @@
+/*
+ * vkattn — a tiny GPT's forward and training passes on any Vulkan GPU, with a plain-C CPU path
+ * that validates every kernel.
+ *
+ * Threading: the library has no global mutable state of its own. One vka_context (and every
+ * object created from it) is used by one thread at a time; separate contexts are independent
+ * and may be used from different threads. The one process-wide thing is volk's pointer to the
+ * Vulkan loader, which is set once, under a lock, the first time a Vulkan context is created.
+ *
+ * Errors: every call that can fail returns a vka_result (VKA_SUCCESS = 0, failures negative).
+ * vka_result_string() names the kind; vka_last_error(ctx) gives the detailed message of the last
+ * failure on that context (which file, which shape, which limit). The library never exits,
+ * aborts or prints; give the context a logger to see what it does.
+ *
+ * Conventions: desc structs are zero-initialised for defaults (each field says what 0 means);
+ * vka_x_destroy(NULL) is a no-op. Tensor shapes follow llm.c: B batch, T time (sequence
+ * length), C channels (embedding size), NH heads, HS = C/NH head size, V vocabulary size,
+ * Vp vocabulary padded to a multiple of 128, L layers. All tensors are row-major float32;
+ * token ids are int32.
+ */
+#ifndef VKATTN_H
+#define VKATTN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Version
+ * ------------------------------------------------------------------------------------------- */
+#define VKA_VERSION_MAJOR 0
+#define VKA_VERSION_MINOR 1
+#define VKA_VERSION_PATCH 0
+#define VKA_VERSION_STRING "0.1.0"
+/** (major << 16) | (minor << 8) | patch of the library actually linked. */
+uint32_t vka_version(void);
+/** "major.minor.patch" of the library actually linked. */
+const char *vka_version_string(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Results
+ * ------------------------------------------------------------------------------------------- */
+/* X(name, value, description): one list makes both the enum and vka_result_string(). */
+#define VKA_RESULT_LIST(X)                                                                      \
+    X(VKA_SUCCESS, 0, "success")                                                                \
+    X(VKA_ERROR_INVALID_ARGUMENT, -1, "invalid argument")                                       \
+    X(VKA_ERROR_OUT_OF_HOST_MEMORY, -2, "out of host memory")                                   \
+    X(VKA_ERROR_OUT_OF_DEVICE_MEMORY, -3, "out of device memory")                               \
+    X(VKA_ERROR_NO_VULKAN, -4, "Vulkan loader not found")                                       \
+    X(VKA_ERROR_NO_DEVICE, -5, "no suitable Vulkan device")                                     \
+    X(VKA_ERROR_DEVICE_LIMIT, -6, "exceeds a device limit")                                     \
+    X(VKA_ERROR_VULKAN, -7, "Vulkan call failed")                                               \
+    X(VKA_ERROR_DEVICE_LOST, -8, "Vulkan device lost")                                          \
+    X(VKA_ERROR_IO, -9, "file input/output error")                                              \
+    X(VKA_ERROR_FORMAT, -10, "malformed file")                                                  \
+    X(VKA_ERROR_VOCABULARY, -11, "text outside the vocabulary")                                 \
+    X(VKA_ERROR_MISMATCH, -12, "results differ beyond tolerance")                               \
+    X(VKA_ERROR_UNSUPPORTED, -13, "unsupported on this device or build")
+
+typedef enum vka_result {
+#define VKA_X_ENUM(name, value, text) name = value,
+    VKA_RESULT_LIST(VKA_X_ENUM)
+#undef VKA_X_ENUM
+} vka_result;
+
+/** Static description of a result code ("out of device memory"); never NULL. */
+const char *vka_result_string(vka_result result);
+
+/* ---------------------------------------------------------------------------------------------
+ * Context: the backend (Vulkan device or CPU) everything else runs on.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct vka_context vka_context;
+
+typedef enum vka_backend {
+    VKA_BACKEND_VULKAN = 0, /* GLSL compute shaders on a Vulkan device (default) */
+    VKA_BACKEND_CPU = 1,    /* plain C reference (OpenMP where built with it) */
+} vka_backend;
+
+typedef enum vka_log_level {
+    VKA_LOG_ERROR = 0,
+    VKA_LOG_WARN = 1,
+    VKA_LOG_INFO = 2,
+    VKA_LOG_DEBUG = 3,
+} vka_log_level;
+
+/** Logger: called synchronously on the thread using the context; message has no newline. */
+typedef void (*vka_log_fn)(void *user_data, vka_log_level level, const char *message);
+
+/**
+ * Optional: run on the application's own Vulkan objects instead of creating them. The
+ * application keeps ownership; all of them must outlive the context. The queue must support
+ * compute. Handles are passed as void* / uint64_t so this header needs no Vulkan headers.
+ */
+typedef struct vka_vulkan_env {
+    void *get_instance_proc_addr; /* PFN_vkGetInstanceProcAddr; NULL = load the system loader */
+    void *instance;               /* VkInstance */
+    void *physical_device;        /* VkPhysicalDevice */
+    void *device;                 /* VkDevice, created with the queue family below */
+    void *queue;                  /* VkQueue with VK_QUEUE_COMPUTE_BIT */
+    uint32_t queue_family;        /* family index of queue */
+} vka_vulkan_env;
+
+typedef struct vka_context_desc {
+    vka_backend backend;    /* 0 = VKA_BACKEND_VULKAN */
+    const char *device;     /* Vulkan device by index as vka_context_device_info lists it ("1");
+                               NULL = the VKATTN_DEVICE environment variable if set, else the
+                               best: discrete > integrated > virtual > CPU */
+    int validation;         /* 1 = enable VK_LAYER_KHRONOS_validation and count its messages
+                               (fails if the layer is missing); -1 = off; 0 = on when the
+                               environment variable VKATTN_VALIDATION=1 */
+    int cpu_threads;        /* CPU backend threads; 0 = OpenMP's default */
+    vka_log_fn log;         /* NULL = silent */
+    void *log_user_data;    /* passed to log */
+    vka_log_level log_level;/* most verbose level passed to log; 0 = errors only */
+    const vka_vulkan_env *vulkan; /* NULL = create our own instance and device */
+    const char *label;      /* name used in log messages; NULL = "vkattn" */
+} vka_context_desc;
+
+/**
+ * Create a context. On failure *out is still set (unless host memory ran out) to a context that
+ * only answers vka_last_error() and vka_context_destroy(), so the reason can be read.
+ * Errors: VKA_ERROR_NO_VULKAN (no loader), VKA_ERROR_NO_DEVICE (no device, or the one asked for
+ * does not exist or has no compute queue), VKA_ERROR_UNSUPPORTED (validation asked for but the
+ * layer is missing), VKA_ERROR_VULKAN, VKA_ERROR_OUT_OF_HOST_MEMORY.
+ */
+vka_result vka_context_create(const vka_context_desc *desc, vka_context **out);
+/** Destroy a context; everything created from it must be destroyed first. NULL is a no-op. */
+void vka_context_destroy(vka_context *ctx);
+/** Detailed message of the last failure on ctx ("" if none); valid until the next call. */
+const char *vka_last_error(const vka_context *ctx);
+/** The backend the context runs on. */
+vka_backend vka_context_backend(const vka_context *ctx);
+/**
+ * Validation-layer messages (warnings and errors) seen since the context was created; 0 when
+ * validation is off. Tests treat any as a failure.
+ */
+uint32_t vka_context_validation_messages(const vka_context *ctx);
+
+typedef enum vka_device_type {
+    VKA_DEVICE_TYPE_OTHER = 0,
+    VKA_DEVICE_TYPE_INTEGRATED_GPU = 1,
+    VKA_DEVICE_TYPE_DISCRETE_GPU = 2,
+    VKA_DEVICE_TYPE_VIRTUAL_GPU = 3,
+    VKA_DEVICE_TYPE_CPU = 4, /* software drivers such as lavapipe, and the CPU backend */
+} vka_device_type;
+
+/** What a device is and what it allows. Limits are Vulkan's VkPhysicalDeviceLimits names. */
+typedef struct vka_device_info {
+    uint32_t index;                 /* position in the Vulkan device list */
+    char name[256];                 /* deviceName, or the CPU model for the CPU backend */
+    vka_device_type type;
+    uint32_t vendor_id, device_id;
+    uint32_t api_version;           /* VK_MAKE_API_VERSION packing */
+    uint32_t driver_version;        /* vendor-specific packing */
+    char driver_name[256];          /* e.g. "llvmpipe", "NVIDIA"; "" if unknown */
+    char driver_info[256];          /* e.g. "Mesa 22.3.6 (LLVM 15.0.6)"; "" if unknown */
+    uint64_t device_local_bytes;    /* size of the largest device-local heap */
+    uint64_t max_storage_buffer_range;   /* bytes one tensor may span */
+    uint64_t max_memory_allocation_size; /* bytes */
+    uint32_t max_compute_work_group_count[3];
+    uint32_t max_compute_work_group_size[3];
+    uint32_t max_compute_work_group_invocations;
+    uint32_t max_compute_shared_memory_size;  /* bytes */
+    uint32_t max_push_constants_size;         /* bytes */
+    uint32_t subgroup_size;         /* 0 if unknown (Vulkan 1.0 device) */
+    bool unified_memory;            /* device-local memory is host-visible (zero-copy path) */
+    bool timestamps;                /* the compute queue supports timestamp queries */
+    float timestamp_period;         /* nanoseconds per timestamp tick */
+    bool has_compute;               /* has a queue family with compute */
+    bool selected;                  /* the device this context runs on */
+} vka_device_info;
+
+/** Number of Vulkan devices the context's instance sees (1 for the CPU backend). */
+uint32_t vka_context_device_count(const vka_context *ctx);
+/** Device i of vka_context_device_count(). Errors: VKA_ERROR_INVALID_ARGUMENT (i out of range). */
+vka_result vka_context_device_info(const vka_context *ctx, uint32_t i, vka_device_info *out);
+/** The device the context runs on. */
+vka_result vka_context_selected_device(const vka_context *ctx, vka_device_info *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Tensors, graphs and ops: the kernels themselves, for tests, benchmarks and applications that
+ * use vkattn as a compute backend.
+ *
+ * A vka_tensor is n 4-byte elements (float32, or int32 token ids) on the context's device,
+ * zero-filled when created. Ops are recorded into a graph between vka_graph_begin() and
+ * vka_graph_end(); nothing runs until vka_graph_run(), which submits the whole graph once and
+ * waits once (Vulkan: one command buffer with the barriers it needs). A graph can be run any
+ * number of times; write new inputs with vka_tensor_write() between runs. An op called outside
+ * vka_graph_begin/end fails with VKA_ERROR_INVALID_ARGUMENT.
+ *
+ * Every op checks its tensors hold the elements its shape needs and returns
+ * VKA_ERROR_INVALID_ARGUMENT naming the tensor and shape if not (the graph is then marked
+ * failed: vka_graph_end returns the first error). As in llm.c, outputs come first, then inputs,
+ * then weights, then sizes; backward ops ADD into their gradient outputs (dx += ...) unless the
+ * comment says "writes". Each op's CPU-backend version is the reference its shader is tested
+ * against.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct vka_tensor vka_tensor;
+typedef struct vka_graph vka_graph;
+
+/** A zero-filled tensor of n elements. Errors: VKA_ERROR_DEVICE_LIMIT (n*4 bytes beyond
+ * maxStorageBufferRange: the message gives both), out of memory. */
+vka_result vka_tensor_create(vka_context *ctx, size_t n, vka_tensor **out);
+void vka_tensor_destroy(vka_tensor *t);
+/** Number of elements. */
+size_t vka_tensor_size(const vka_tensor *t);
+/** Copy n elements from host src into elements [off, off+n) (immediate, waits). */
+vka_result vka_tensor_write(vka_tensor *t, size_t off, const void *src, size_t n);
+/** Copy elements [off, off+n) into host dst (immediate, waits). */
+vka_result vka_tensor_read(const vka_tensor *t, size_t off, void *dst, size_t n);
+
+/** Start recording ops on ctx. Errors: VKA_ERROR_INVALID_ARGUMENT (already recording). */
+vka_result vka_graph_begin(vka_context *ctx);
+/** Stop recording; *out receives the graph. Returns the first error of any op recorded. */
+vka_result vka_graph_end(vka_context *ctx, vka_graph **out);
+/** Run the graph once and wait. Errors: VKA_ERROR_DEVICE_LOST, VKA_ERROR_VULKAN. */
+vka_result vka_graph_run(vka_graph *graph);
+void vka_graph_destroy(vka_graph *graph);
+
+/** t[i] = value for all i. */
+vka_result vka_fill(vka_context *ctx, vka_tensor *t, float value);
+/** dst[i] = src[i] for i < n. */
+vka_result vka_copy(vka_context *ctx, vka_tensor *dst, const vka_tensor *src, size_t n);
+
+/** Batched row-major matrix product (the tiled matmul kernel):
+ *    out[b] = alpha * op(a[b]) * op(b[b]) (+ bias) (+ out[b] if accumulate)
+ * op(a) is (M, K): a stored (M, K), or (K, M) when trans_a; op(b) is (K, N): stored (K, N), or
+ * (N, K) when trans_b; out is (M, N); matrices are packed, batches stride_* elements apart
+ * (0 = packed). bias (N), optional, is added to every row. */
+typedef struct vka_matmul_desc {
+    vka_tensor *out;        /* (batch, M, N) */
+    const vka_tensor *a;    /* (batch, M, K), or (batch, K, M) if trans_a */
+    const vka_tensor *b;    /* (batch, K, N), or (batch, N, K) if trans_b */
+    const vka_tensor *bias; /* (N); NULL = none */
+    int M, N, K;
+    int batch;              /* 0 = 1 */
+    bool trans_a, trans_b;
+    size_t stride_a, stride_b, stride_out; /* elements between batches; 0 = packed */
+    float alpha;            /* 0 = 1 */
+    bool accumulate;        /* add into out instead of overwriting it */
+} vka_matmul_desc;
+vka_result vka_matmul(vka_context *ctx, const vka_matmul_desc *desc);
+/** dbias (OC) += column sums of dout (N, OC): the bias gradient of a linear layer. */
+vka_result vka_bias_backward(vka_context *ctx, vka_tensor *dbias, const vka_tensor *dout, int N,
+                             int OC);
+
+/** Masked row softmax over R rows of Tk keys (Vaswani et al. 2017, eq. 1), stable:
+ *    out[r,k] = exp(scale*inp[r,k] + mask[r/mask_rows, k] - max_r) / sum_r  for unmasked k,
+ *    out[r,k] = 0 for masked k.
+ * causal: row r is query q = r % Tq (aligned to the last key), keys k > q + Tk - Tq are masked.
+ * mask (optional, additive, -INFINITY = masked, e.g. padding) has R / mask_rows rows of Tk.
+ * A row with every key masked is all zeros, never NaN. */
+typedef struct vka_softmax_desc {
+    vka_tensor *out;        /* (R, Tk) */
+    const vka_tensor *inp;  /* (R, Tk) */
+    const vka_tensor *mask; /* (R / mask_rows, Tk); NULL = none */
+    int R;                  /* rows, e.g. B*NH*Tq */
+    int Tq;                 /* queries per (batch, head): used by causal; 0 = R */
+    int Tk;                 /* row length (keys) */
+    int mask_rows;          /* consecutive rows sharing one mask row; 0 = 1 */
+    float scale;            /* multiplies inp before the mask, e.g. 1/sqrt(HS); 0 = 1 */
+    bool causal;
+} vka_softmax_desc;
+vka_result vka_softmax_forward(vka_context *ctx, const vka_softmax_desc *desc);
+/** dinp (R,Tk) += scale * out * (dout - sum_k(out * dout)), out = the forward's output
+ * (scale 0 = 1); masked keys (out = 0) get 0. */
+vka_result vka_softmax_backward(vka_context *ctx, vka_tensor *dinp, const vka_tensor *dout,
+                                const vka_tensor *out, int R, int Tk, float scale);
+
+/** Multi-head split: qkv inp (B,T,3C) -> q, k, v (B,NH,T,HS), C = NH*HS. */
+vka_result vka_permute_forward(vka_context *ctx, vka_tensor *q, vka_tensor *k, vka_tensor *v,
+                               const vka_tensor *inp, int B, int T, int NH, int HS);
+/** dinp (B,T,3C) += dq, dk, dv (B,NH,T,HS) put back in place. */
+vka_result vka_permute_backward(vka_context *ctx, vka_tensor *dinp, const vka_tensor *dq,
+                                const vka_tensor *dk, const vka_tensor *dv, int B, int T, int NH,
+                                int HS);
+/** Heads side by side: inp (B,NH,T,HS) -> out (B,T,C). */
+vka_result vka_unpermute_forward(vka_context *ctx, vka_tensor *out, const vka_tensor *inp, int B,
+                                 int T, int NH, int HS);
+/** dinp (B,NH,T,HS) += dout (B,T,C) rearranged. */
+vka_result vka_unpermute_backward(vka_context *ctx, vka_tensor *dinp, const vka_tensor *dout,
+                                  int B, int T, int NH, int HS);
+
+/** Layer normalisation (Ba et al. 2016), eps 1e-5, over the last dimension:
+ * out (N,C) = (inp - mean) * rstd * weight (C) + bias (C); saves mean (N) and rstd (N) =
+ * 1/sqrt(var + eps), var = mean((x - mean)^2) computed in a second pass (never E[x^2]-E[x]^2). */
+vka_result vka_layernorm_forward(vka_context *ctx, vka_tensor *out, vka_tensor *mean,
+                                 vka_tensor *rstd, const vka_tensor *inp,
+                                 const vka_tensor *weight, const vka_tensor *bias, int N, int C);
+/** dinp (N,C), dweight (C), dbias (C) += gradients from dout (N,C) (llm.c layernorm_backward). */
+vka_result vka_layernorm_backward(vka_context *ctx, vka_tensor *dinp, vka_tensor *dweight,
+                                  vka_tensor *dbias, const vka_tensor *dout,
+                                  const vka_tensor *inp, const vka_tensor *weight,
+                                  const vka_tensor *mean, const vka_tensor *rstd, int N, int C);
+
+/** GELU, tanh approximation (Hendrycks & Gimpel 2016), as GPT-2:
+ * out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); finite for every finite x. */
+vka_result vka_gelu_forward(vka_context *ctx, vka_tensor *out, const vka_tensor *inp, size_t N);
+/** dinp (N) += gelu'(inp) * dout. */
+vka_result vka_gelu_backward(vka_context *ctx, vka_tensor *dinp, const vka_tensor *inp,
+                             const vka_tensor *dout, size_t N);
+/** out = a + b (residual connection), N elements. */
+vka_result vka_residual_forward(vka_context *ctx, vka_tensor *out, const vka_tensor *a,
+                                const vka_tensor *b, size_t N);
+/** dst += src, N elements (residual backward). */
+vka_result vka_add_inplace(vka_context *ctx, vka_tensor *dst, const vka_tensor *src, size_t N);
+
+/** Token + position embedding: out (B,T,C) = wte[tokens[b,t]] + wpe[t]; tokens (B,T) int32
+ * ids < rows of wte (Vp,C); wpe (maxT,C), T <= maxT. */
+vka_result vka_encoder_forward(vka_context *ctx, vka_tensor *out, const vka_tensor *tokens,
+                               const vka_tensor *wte, const vka_tensor *wpe, int B, int T, int C);
+/** dwte (Vp,C) += dout rows gathered by token; dwpe (maxT,C) += dout summed over b.
+ * Deterministic, no float atomics: buckets (VKA_BUCKETS_SIZE(B*T) int32) must hold
+ * vka_encoder_buckets() of the same tokens. */
+vka_result vka_encoder_backward(vka_context *ctx, vka_tensor *dwte, vka_tensor *dwpe,
+                                const vka_tensor *dout, const vka_tensor *tokens,
+                                const vka_tensor *buckets, int B, int T, int C);
+#define VKA_BUCKETS_SIZE(BT) (3 * (size_t)(BT) + 2)
+/** Host-side grouping of the BT positions by token for vka_encoder_backward (see backend.h). */
+void vka_encoder_buckets(const int32_t *tokens, int BT, int32_t *buckets);
+
+/** Cross-entropy of softmax(logits): losses (N) = logsumexp(logits[i,:V]) -
+ * logits[i, targets[i]] (nats); logits (N,Vp) with V real columns, targets (N) int32 < V. */
+vka_result vka_crossentropy_forward(vka_context *ctx, vka_tensor *losses,
+                                    const vka_tensor *logits, const vka_tensor *targets, int N,
+                                    int V, int Vp);
+/** WRITES dlogits (N,Vp) = (softmax(logits[i,:V]) - onehot(targets[i])) * dloss for j < V and 0
+ * in the padding columns; dlogits may be logits (in place). dloss = 1/N for a mean loss. */
+vka_result vka_crossentropy_backward(vka_context *ctx, vka_tensor *dlogits,
+                                     const vka_tensor *logits, const vka_tensor *targets,
+                                     float dloss, int N, int V, int Vp);
+/** WRITES out[0] = mean of inp[0:N], summed in a fixed order (deterministic). */
+vka_result vka_mean(vka_context *ctx, vka_tensor *out, const vka_tensor *inp, size_t N);
+/** WRITES out[0] = the L2 norm of all count tensors together and out[1] = the clip scale
+ * min(1, max_norm / (norm + 1e-6)) (1 when max_norm <= 0). partials is scratch of
+ * count * VKA_NORM_PARTIALS elements. Deterministic (fixed reduction order). */
+#define VKA_NORM_PARTIALS 64
+vka_result vka_grad_norm(vka_context *ctx, vka_tensor *out, vka_tensor *partials,
+                         const vka_tensor *const *grads, int count, float max_norm);
+
+/** AdamW step t >= 1 on N elements (Loshchilov & Hutter 2019; PyTorch's torch.optim.AdamW):
+ *   g = grad * gscale[1]; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+ *   param -= lr * ((m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + weight_decay * param)
+ * hyper (VKA_HYPER_COUNT) holds the step's scalars (written by the host before each run so a
+ * recorded graph can be replayed); gscale, optional, is grad_norm's out (NULL = no scaling). */
+enum {
+    VKA_HYPER_LR = 0,
+    VKA_HYPER_BETA1 = 1,
+    VKA_HYPER_BETA2 = 2,
+    VKA_HYPER_EPS = 3,
+    VKA_HYPER_BC1 = 4, /* 1 - beta1^t */
+    VKA_HYPER_BC2 = 5, /* 1 - beta2^t */
+    VKA_HYPER_COUNT = 8
+};
+vka_result vka_adamw(vka_context *ctx, vka_tensor *param, const vka_tensor *grad, vka_tensor *m,
+                     vka_tensor *v, const vka_tensor *hyper, const vka_tensor *gscale, size_t N,
+                     float weight_decay);
+
+/* ---------------------------------------------------------------------------------------------
+ * Tokenizer: character (byte) level, as nanoGPT's shakespeare_char; files in llm.c's format.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct vka_tokenizer vka_tokenizer;
+
+/**
+ * Vocabulary of the distinct bytes of text, sorted by byte value (token i is the i-th smallest
+ * byte present). The end-of-text id stored in files is that of '\n' if present, else 0.
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (empty text).
+ */
+vka_result vka_tokenizer_create_from_text(vka_context *ctx, const char *text, size_t len,
+                                          vka_tokenizer **out);
+/**
+ * Read llm.c's tokenizer file: int32 header[256] {20240328, 2, n, eot}, then per token a
+ * length byte and its bytes. Only single-byte tokens are accepted (character level).
+ * Errors: VKA_ERROR_IO (cannot open/read), VKA_ERROR_FORMAT (magic, version, truncation).
+ */
+vka_result vka_tokenizer_load(vka_context *ctx, const char *path, vka_tokenizer **out);
+/** Write llm.c's tokenizer file, to a temporary name then renamed. Errors: VKA_ERROR_IO. */
+vka_result vka_tokenizer_save(const vka_tokenizer *tok, const char *path);
+void vka_tokenizer_destroy(vka_tokenizer *tok);
+/** Number of tokens V. */
+int vka_tokenizer_vocab_size(const vka_tokenizer *tok);
+/**
+ * Encode len bytes of text into ids (out: capacity len; *n_out = tokens written = len).
+ * Errors: VKA_ERROR_VOCABULARY naming the first byte not in the vocabulary and its offset.
+ */
+vka_result vka_tokenizer_encode(const vka_tokenizer *tok, const char *text, size_t len,
+                                int32_t *out, size_t *n_out);
+/** The bytes of token id (*len set to their count), or NULL if id is out of range. */
+const char *vka_tokenizer_decode(const vka_tokenizer *tok, int32_t id, size_t *len);
+
+/* ---------------------------------------------------------------------------------------------
+ * Data: a text corpus tokenised and split 90/10 into train and validation.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct vka_data vka_data;
+
+typedef enum vka_split { VKA_SPLIT_TRAIN = 0, VKA_SPLIT_VAL = 1 } vka_split;
+
+/**
+ * Load a text file (path NULL = the built-in corpus, see vka_builtin_corpus) and tokenise it with
+ * tok, or (tok NULL) with a character tokenizer built from the text. The first 90% of tokens are
+ * the training split, the rest validation.
+ * Errors: VKA_ERROR_IO (missing/unreadable), VKA_ERROR_FORMAT (empty, or not text: NUL bytes),
+ * VKA_ERROR_VOCABULARY (a byte outside tok).
+ */
+vka_result vka_data_load(vka_context *ctx, const char *path, const vka_tokenizer *tok,
+                         vka_data **out);
+void vka_data_destroy(vka_data *data);
+/** The tokenizer the data was encoded with (owned by data, or the one passed in). */
+const vka_tokenizer *vka_data_tokenizer(const vka_data *data);
+/** Token ids of a split; *n set to their count. */
+const int32_t *vka_data_tokens(const vka_data *data, vka_split split, size_t *n);
+/**
+ * A batch of B random windows of T+1 tokens of a split: inputs (B, T) and targets (B, T) =
+ * inputs shifted by one. The window starts are drawn from *rng_state (advanced), so a saved
+ * state reproduces the same batches.
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (split has fewer than T+1 tokens).
+ */
+vka_result vka_data_batch(const vka_data *data, vka_split split, int B, int T,
+                          uint64_t *rng_state, int32_t *inputs, int32_t *targets);
+/**
+ * The built-in training corpus: deterministic simple English stories written by a generator
+ * (nothing copied), about bytes long (0 = 1 MiB). Caller frees with free().
+ */
+char *vka_builtin_corpus(size_t bytes, size_t *len);
+
+/* ---------------------------------------------------------------------------------------------
+ * GPT-2 model (Radford et al. 2019; layout and file format of Karpathy's llm.c).
+ * ------------------------------------------------------------------------------------------- */
+typedef struct vka_gpt vka_gpt;
+
+typedef struct vka_gpt_config {
+    int max_T; /* maximum sequence length (positions in wpe) */
+    int V;     /* vocabulary size */
+    int Vp;    /* padded vocabulary (rows of wte); 0 = V rounded up to a multiple of 128 */
+    int L;     /* layers */
+    int NH;    /* heads; C % NH == 0 */
+    int C;     /* channels */
+} vka_gpt_config;
+
+/**
+ * A new model with GPT-2's initialisation: weights N(0, 0.02) from seed, biases 0, layernorm
+ * weights 1. Parameters, gradients, activations and AdamW state each live in one arena.
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (non-positive size, C % NH != 0),
+ * VKA_ERROR_DEVICE_LIMIT (a tensor beyond maxStorageBufferRange, or the model beyond device
+ * memory: the message names the tensor and limit), VKA_ERROR_OUT_OF_DEVICE_MEMORY.
+ */
+vka_result vka_gpt_create(vka_context *ctx, const vka_gpt_config *config, uint64_t seed,
+                          vka_gpt **out);
+/**
+ * Read an llm.c GPT-2 checkpoint: int32 header[256] {20240326, 3, maxT, V, L, NH, C, Vp}, then
+ * fp32 wte (Vp,C), wpe (maxT,C), ln1w (L,C), ln1b (L,C), qkvw (L,3C,C), qkvb (L,3C),
+ * attprojw (L,C,C), attprojb (L,C), ln2w (L,C), ln2b (L,C), fcw (L,4C,C), fcb (L,4C),
+ * fcprojw (L,C,4C), fcprojb (L,C), lnfw (C), lnfb (C).
+ * Errors: VKA_ERROR_IO, VKA_ERROR_FORMAT (magic, version, sizes, truncation: the message says
+ * which), VKA_ERROR_DEVICE_LIMIT, VKA_ERROR_OUT_OF_DEVICE_MEMORY.
+ */
+vka_result vka_gpt_load(vka_context *ctx, const char *path, vka_gpt **out);
+/** Write the llm.c checkpoint (temporary name, then rename). Errors: VKA_ERROR_IO. */
+vka_result vka_gpt_save(vka_gpt *gpt, const char *path);
+void vka_gpt_destroy(vka_gpt *gpt);
+/** The model's configuration (Vp filled in). */
+vka_gpt_config vka_gpt_get_config(const vka_gpt *gpt);
+/** Number of parameters (floats) in llm.c order, padded vocabulary rows included. */
+size_t vka_gpt_num_params(const vka_gpt *gpt);
+/** Copy all n = vka_gpt_num_params() parameters out / in, in the checkpoint's order. */
+vka_result vka_gpt_get_params(vka_gpt *gpt, float *out, size_t n);
+vka_result vka_gpt_set_params(vka_gpt *gpt, const float *in, size_t n);
+/** Copy out the gradients of the last vka_gpt_forward_backward / train step (same order). */
+vka_result vka_gpt_get_grads(vka_gpt *gpt, float *out, size_t n);
+
+/**
+ * Forward pass on inputs (B, T) of token ids in [0, V). With targets (B, T) it sets *loss to the
+ * mean cross-entropy over the B*T positions (nats). With logits non-NULL it copies the logits
+ * (B, T, V) out (padding columns dropped). B*T and T <= max_T are fixed per call; activations
+ * are (re)allocated when B or T grow.
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (T > max_T, id out of range), VKA_ERROR_DEVICE_LIMIT.
+ */
+vka_result vka_gpt_forward(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets, int B,
+                           int T, float *loss, float *logits);
+/** Forward and backward: zeroes then fills the gradients; *loss as vka_gpt_forward. */
+vka_result vka_gpt_forward_backward(vka_gpt *gpt, const int32_t *inputs,
+                                    const int32_t *targets, int B, int T, float *loss);
+
+/**
+ * AdamW (Loshchilov & Hutter 2019, as PyTorch's torch.optim.AdamW): bias-corrected moments,
+ * weight decay decoupled and applied only to 2-D weights (wte, wpe, qkvw, attprojw, fcw,
+ * fcprojw), as nanoGPT does. Gradients are first scaled so their global L2 norm is at most
+ * grad_clip.
+ */
+typedef struct vka_adamw_desc {
+    float lr;           /* learning rate of this step; used as given (0 = no update) */
+    float beta1;        /* 0 = 0.9 */
+    float beta2;        /* 0 = 0.999 */
+    float eps;          /* 0 = 1e-8 */
+    float weight_decay; /* decoupled decay of 2-D weights; 0 = none */
+    float grad_clip;    /* max global gradient norm; 0 = no clipping */
+} vka_adamw_desc;
+
+/**
+ * One training step recorded in one command buffer and submitted once: forward, backward,
+ * gradient clipping, AdamW. The host waits once and reads back only the loss (*loss, mean over
+ * B*T before the update). Optional *grad_norm receives the global norm before clipping.
+ * Errors: as vka_gpt_forward.
+ */
+vka_result vka_gpt_train_step(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets,
+                              int B, int T, const vka_adamw_desc *opt, float *loss,
+                              float *grad_norm);
+/** Optimizer steps taken so far (the AdamW t). */
+uint64_t vka_gpt_step(const vka_gpt *gpt);
+
+/**
+ * Mean cross-entropy over the windows of T+1 tokens starting at 0, T, 2T, ... while a whole
+ * window fits (T = 0: max_T), each window scored on its T next-token predictions.
+ * *loss is in nats; *windows the number scored.
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (fewer than T+1 tokens, T > max_T, id out of range).
+ */
+vka_result vka_gpt_eval(vka_gpt *gpt, const int32_t *tokens, size_t n, int T, double *loss,
+                        size_t *windows);
+
+typedef struct vka_sample_desc {
+    float temperature; /* softmax temperature; 0 = greedy (argmax) */
+    int top_k;         /* sample from the k most likely tokens; 0 = all */
+    uint64_t seed;     /* sampling RNG seed */
+} vka_sample_desc;
+
+/** Called with each generated token; return false to stop early. */
+typedef bool (*vka_token_fn)(void *user_data, int32_t token);
+
+/**
+ * Autoregressive sampling: continue prompt (n_prompt >= 1 ids) by up to n_new tokens, each from
+ * the model's distribution at the last position (the context is the last max_T tokens).
+ * Generated ids go to out (capacity n_new, may be NULL) and to fn (may be NULL).
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (empty prompt, id out of range).
+ */
+vka_result vka_gpt_generate(vka_gpt *gpt, const int32_t *prompt, size_t n_prompt, int n_new,
+                            const vka_sample_desc *sample, int32_t *out, vka_token_fn fn,
+                            void *user_data);
+
+/* ---------------------------------------------------------------------------------------------
+ * Training state: everything --resume needs to continue exactly.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct vka_train_state {
+    uint64_t step;          /* optimizer steps done (restored into the model) */
+    uint64_t rng_state;     /* batch sampler state (vka_data_batch) */
+    uint64_t seed;          /* seed the run started from */
+    uint64_t total_steps;   /* steps the run was asked for */
+    int32_t B, T;           /* batch and context of the run */
+    float lr, min_lr;       /* peak and final learning rate of the schedule */
+    int32_t warmup_steps;   /* linear warm-up steps */
+    int32_t eval_every;     /* steps between validation evaluations */
+    vka_adamw_desc adamw;   /* optimizer settings (lr field unused) */
+    float best_val_loss;    /* lowest validation loss seen so far (NaN if none) */
+} vka_train_state;
+
+/**
+ * Write a training-state file: the model (llm.c header and parameters), AdamW m and v, and
+ * *state; temporary name, then rename. Errors: VKA_ERROR_IO.
+ */
+vka_result vka_gpt_save_state(vka_gpt *gpt, const vka_train_state *state, const char *path);
+/** Read a training-state file into a new model (m, v, step restored) and *state. */
+vka_result vka_gpt_load_state(vka_context *ctx, const char *path, vka_gpt **out,
+                              vka_train_state *state);
+
+/* ---------------------------------------------------------------------------------------------
+ * Self-check: every op, and one training step, on this context's device against the CPU.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct vka_check_row {
+    const char *op;    /* "matmul_forward", "softmax_backward", "train_step", ... */
+    const char *shape; /* e.g. "M=65 N=33 K=17" */
+    double max_abs;    /* max |gpu - cpu| */
+    double max_rel;    /* max |gpu - cpu| / max(|cpu|, 1e-6) over elements with |cpu| > tol */
+    double tol;        /* tolerance on max_abs */
+    bool pass;
+} vka_check_row;
+
+typedef void (*vka_check_fn)(void *user_data, const vka_check_row *row);
+
+/**
+ * Run every op forward and backward, and one training step of a small model, on ctx (Vulkan)
+ * and on the CPU reference with the same random data (from seed); report each to fn.
+ * *n_failed = rows past tolerance. Returns VKA_ERROR_MISMATCH if any failed.
+ */
+vka_result vka_check(vka_context *ctx, uint64_t seed, vka_check_fn fn, void *user_data,
+                     int *n_failed);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VKATTN_H */

@@ -1,0 +1,243 @@
+/*
+ * The backend interface: the GPT model (src/model/gpt.c) is written once against these ops;
+ * src/cpu/ (plain C) and src/vk/ (GLSL compute shaders) implement them, so the CPU path
+ * validates the Vulkan path op by op.
+ *
+ * Execution model. Ops are recorded into a graph between graph_begin() and graph_end(), and run
+ * by graph_run(), as often as wanted:
+ *  - CPU: the graph is a list of commands; graph_run() executes them in order.
+ *  - Vulkan: the graph is a command buffer holding each op's dispatches and the barriers they
+ *    need; graph_run() submits it once and waits once.
+ * A recorded graph is replayed as is, so its ops must not depend on host values that change
+ * between runs: per-run inputs (tokens, the AdamW step scalars) go into VKB_ARENA_HOST tensors
+ * with write() before graph_run(). Nothing is allocated per run.
+ *
+ * Errors are sticky: an op that fails (a pipeline that cannot be built, a shape beyond a
+ * limit) records the first failure in be->status and the message in the context; later ops are
+ * ignored and graph_run() returns it. Ops never fail silently.
+ *
+ * Conventions (llm.c): outputs first, then inputs, then weights, then sizes. Backward ops
+ * ACCUMULATE (+=) into their gradient outputs unless the comment says "writes". All tensors are
+ * float32 except token/target ids (int32, stored in the same 4-byte arena elements).
+ */
+#ifndef VKA_BACKEND_H
+#define VKA_BACKEND_H
+
+#include "vka_internal.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct vkb_backend vkb_backend;
+typedef struct vkb_arena vkb_arena;
+typedef struct vkb_graph vkb_graph;
+
+/* A view of n consecutive 4-byte elements of one buffer ("chunk") of an arena. A tensor never
+ * spans two chunks. arena == NULL means "no tensor" (an absent optional argument). */
+typedef struct vkb_tensor {
+    vkb_arena *arena;
+    uint32_t chunk;  /* which buffer of the arena */
+    uint32_t offset; /* element offset within the chunk */
+    size_t n;        /* elements */
+} vkb_tensor;
+
+/* Elements [off, off + n) of t (must lie inside t). */
+static inline vkb_tensor vkb_slice(vkb_tensor t, size_t off, size_t n) {
+    vkb_tensor s = t;
+    s.offset = (uint32_t)(t.offset + off);
+    s.n = n;
+    return s;
+}
+static inline bool vkb_present(vkb_tensor t) { return t.arena != NULL; }
+static const vkb_tensor VKB_NONE = {0};
+
+typedef enum vkb_arena_kind {
+    VKB_ARENA_DEVICE = 0, /* device-local: parameters, gradients, activations, AdamW state */
+    VKB_ARENA_HOST = 1,   /* host-visible and coherent: per-run inputs and read-back outputs */
+} vkb_arena_kind;
+
+/* Every tensor of an arena starts at a multiple of this many elements (64 bytes). */
+#define VKB_TENSOR_ALIGN 16
+
+/* AdamW step scalars are VKA_HYPER_* (vkattn.h), written by the host into a VKB_ARENA_HOST
+ * tensor before each run. grad_norm() reduces each gradient tensor into VKA_NORM_PARTIALS
+ * partial sums. */
+
+/* Batched row-major matrix product
+ *   out[b] = alpha * op(A[b]) * op(B[b]) (+ bias) (+ out[b] if accumulate)
+ * op(A) is (M, K): A stored (M, K), or (K, M) when trans_a. op(B) is (K, N): B stored (K, N), or
+ * (N, K) when trans_b. out is (M, N). Matrices are packed; batches are stride_* elements apart
+ * (0 = packed: M*K, K*N, M*N). bias (N) is added to every row of the product. */
+typedef struct vkb_matmul {
+    vkb_tensor out;  /* (batch, M, N) */
+    vkb_tensor a;    /* (batch, M, K) or (batch, K, M) */
+    vkb_tensor b;    /* (batch, K, N) or (batch, N, K) */
+    vkb_tensor bias; /* (N) or VKB_NONE */
+    int M, N, K, batch;
+    bool trans_a, trans_b;
+    size_t stride_a, stride_b, stride_out;
+    float alpha;
+    bool accumulate;
+} vkb_matmul;
+
+/* Masked row softmax of R rows of Tk keys (Vaswani et al. 2017, eq. 1, stable: max subtracted):
+ *   out[r, k] = exp(scale * inp[r, k] + mask[r / mask_rows, k] - max) / sum   (unmasked k)
+ *   out[r, k] = 0                                                          (masked k)
+ * causal: row r is query q = r % Tq, aligned to the end of the keys, so keys k > q + (Tk - Tq)
+ * are masked. mask (optional, additive, -INFINITY = masked, e.g. padding) has R / mask_rows
+ * rows of Tk; mask_rows = 0 means 1. A row with every key masked is all zeros (never NaN). */
+typedef struct vkb_softmax {
+    vkb_tensor out;  /* (R, Tk) */
+    vkb_tensor inp;  /* (R, Tk) */
+    vkb_tensor mask; /* (R / mask_rows, Tk) or VKB_NONE */
+    int R, Tq, Tk;
+    int mask_rows;
+    float scale;
+    bool causal;
+} vkb_softmax;
+
+/* What a backend can hold: the model checks shapes against these and reports the limit. */
+typedef struct vkb_limits {
+    uint64_t max_tensor_bytes;  /* one tensor (maxStorageBufferRange) */
+    uint64_t max_chunk_bytes;   /* one buffer of an arena */
+    uint64_t memory_bytes;      /* all arenas together (device-local heap); 0 = unknown */
+} vkb_limits;
+
+typedef struct vkb_ops {
+    void (*destroy)(vkb_backend *be);
+
+    /* --- memory ---------------------------------------------------------------------------- */
+    /* One arena holding count tensors of sizes[i] elements (each aligned to VKB_TENSOR_ALIGN,
+     * packed into chunks of at most limits.max_chunk_bytes), zero-filled; tensors[i] receives
+     * the views. names[i] (may be NULL) names tensors in error messages.
+     * Errors: VKA_ERROR_DEVICE_LIMIT (a tensor beyond max_tensor_bytes), out of memory. */
+    vka_result (*arena_create)(vkb_backend *be, const char *label, vkb_arena_kind kind,
+                               const size_t *sizes, const char *const *names, int count,
+                               vkb_tensor *tensors, vkb_arena **out);
+    void (*arena_destroy)(vkb_backend *be, vkb_arena *arena);
+    /* Immediate host <-> tensor copies of n elements starting at element off of t; not part of
+     * any graph, and only when no graph is running. */
+    vka_result (*write)(vkb_backend *be, vkb_tensor t, size_t off, const void *src, size_t n);
+    vka_result (*read)(vkb_backend *be, vkb_tensor t, size_t off, void *dst, size_t n);
+
+    /* --- graphs ----------------------------------------------------------------------------- */
+    /* If *graph is NULL: create it, start recording (resetting be->status) and return true: the
+     * caller emits the ops, then calls graph_end(). Otherwise return false: *graph is already
+     * recorded and the caller emits nothing. (On allocation failure: *graph stays NULL, true is
+     * returned, ops are ignored and graph_end() reports the error.) */
+    bool (*graph_begin)(vkb_backend *be, vkb_graph **graph);
+    /* Stop recording; returns be->status (the first op failure). A failed graph must be
+     * destroyed, not run. */
+    vka_result (*graph_end)(vkb_backend *be, vkb_graph *graph);
+    /* Run a recorded graph once and wait for it. */
+    vka_result (*graph_run)(vkb_backend *be, vkb_graph *graph);
+    /* NULL is a no-op. */
+    void (*graph_destroy)(vkb_backend *be, vkb_graph *graph);
+
+    /* --- ops --------------------------------------------------------------------------------- */
+    /* t[i] = value */
+    void (*fill)(vkb_backend *be, vkb_tensor t, float value);
+    /* dst[i] = src[i] for i < src.n */
+    void (*copy)(vkb_backend *be, vkb_tensor dst, vkb_tensor src);
+    void (*matmul)(vkb_backend *be, const vkb_matmul *mm);
+    /* dbias (OC) += column sums of dout (N, OC) */
+    void (*bias_backward)(vkb_backend *be, vkb_tensor dbias, vkb_tensor dout, int N, int OC);
+    /* out (B,T,C) = wte[tokens[b,t]] + wpe[t]; tokens (B,T) int32, wte (Vp,C), wpe (maxT,C) */
+    void (*encoder_forward)(vkb_backend *be, vkb_tensor out, vkb_tensor tokens, vkb_tensor wte,
+                            vkb_tensor wpe, int B, int T, int C);
+    /* dwte (Vp,C) += dout rows by token, dwpe (maxT,C) += dout summed over b; deterministic
+     * (no float atomics): buckets is the host-made grouping of positions by token (see
+     * vka_encoder_buckets), size VKA_BUCKETS_SIZE(B*T). */
+    void (*encoder_backward)(vkb_backend *be, vkb_tensor dwte, vkb_tensor dwpe, vkb_tensor dout,
+                             vkb_tensor tokens, vkb_tensor buckets, int B, int T, int C);
+    /* Ba et al. 2016, eps 1e-5: out (N,C) = (inp - mean) * rstd * weight + bias, saving mean (N)
+     * and rstd (N) = 1/sqrt(var + eps); var is the mean of (x - mean)^2 (two passes). */
+    void (*layernorm_forward)(vkb_backend *be, vkb_tensor out, vkb_tensor mean, vkb_tensor rstd,
+                              vkb_tensor inp, vkb_tensor weight, vkb_tensor bias, int N, int C);
+    /* dinp (N,C), dweight (C), dbias (C) += from dout (N,C); as llm.c layernorm_backward */
+    void (*layernorm_backward)(vkb_backend *be, vkb_tensor dinp, vkb_tensor dweight,
+                               vkb_tensor dbias, vkb_tensor dout, vkb_tensor inp,
+                               vkb_tensor weight, vkb_tensor mean, vkb_tensor rstd, int N, int C);
+    /* qkv inp (B,T,3C) -> q, k, v (B,NH,T,HS) with C = NH*HS */
+    void (*permute_forward)(vkb_backend *be, vkb_tensor q, vkb_tensor k, vkb_tensor v,
+                            vkb_tensor inp, int B, int T, int NH, int HS);
+    /* dinp (B,T,3C) += (dq, dk, dv) (B,NH,T,HS) put back */
+    void (*permute_backward)(vkb_backend *be, vkb_tensor dinp, vkb_tensor dq, vkb_tensor dk,
+                             vkb_tensor dv, int B, int T, int NH, int HS);
+    /* out (B,T,C) = inp (B,NH,T,HS) with heads side by side */
+    void (*unpermute_forward)(vkb_backend *be, vkb_tensor out, vkb_tensor inp, int B, int T,
+                              int NH, int HS);
+    /* dinp (B,NH,T,HS) += dout (B,T,C) rearranged */
+    void (*unpermute_backward)(vkb_backend *be, vkb_tensor dinp, vkb_tensor dout, int B, int T,
+                               int NH, int HS);
+    void (*softmax_forward)(vkb_backend *be, const vkb_softmax *sm);
+    /* dinp (R,Tk) += scale * out * (dout - sum_k out * dout), out being the forward's output */
+    void (*softmax_backward)(vkb_backend *be, vkb_tensor dinp, vkb_tensor dout, vkb_tensor out,
+                             int R, int Tk, float scale);
+    /* GELU, tanh form (Hendrycks & Gimpel 2016): 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))),
+     * finite for every finite x */
+    void (*gelu_forward)(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N);
+    /* dinp += gelu'(inp) * dout */
+    void (*gelu_backward)(vkb_backend *be, vkb_tensor dinp, vkb_tensor inp, vkb_tensor dout,
+                          size_t N);
+    /* out = a + b */
+    void (*residual_forward)(vkb_backend *be, vkb_tensor out, vkb_tensor a, vkb_tensor b,
+                             size_t N);
+    /* dst += src (residual backward) */
+    void (*add_inplace)(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size_t N);
+    /* losses (N) = logsumexp(logits[i, :V]) - logits[i, targets[i]]; logits (N,Vp), targets (N)
+     * int32 in [0, V) */
+    void (*crossentropy_forward)(vkb_backend *be, vkb_tensor losses, vkb_tensor logits,
+                                 vkb_tensor targets, int N, int V, int Vp);
+    /* WRITES dlogits (N,Vp) = (softmax(logits[i, :V]) - onehot(targets[i])) * dloss for j < V,
+     * 0 for the padding columns; dlogits may be logits itself (in place, as llm.c) */
+    void (*crossentropy_backward)(vkb_backend *be, vkb_tensor dlogits, vkb_tensor logits,
+                                  vkb_tensor targets, float dloss, int N, int V, int Vp);
+    /* WRITES out[0] = sum(inp[0:N]) / N, summed in a fixed order (deterministic) */
+    void (*mean)(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N);
+    /* WRITES out[0] = global L2 norm of all count tensors, out[1] = clip scale =
+     * min(1, max_norm / (norm + 1e-6)) (1 if max_norm <= 0); partials: scratch of
+     * count * VKA_NORM_PARTIALS elements. Deterministic. */
+    void (*grad_norm)(vkb_backend *be, vkb_tensor out, vkb_tensor partials,
+                      const vkb_tensor *grads, int count, float max_norm);
+    /* AdamW on N elements (PyTorch semantics), hyper = VKA_HYPER_* scalars, gscale[1] = clip
+     * scale from grad_norm (VKB_NONE = 1): g = grad * gscale[1]; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+     * param -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + weight_decay * param) */
+    void (*adamw)(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m, vkb_tensor v,
+                  vkb_tensor hyper, vkb_tensor gscale, size_t N, float weight_decay);
+} vkb_ops;
+
+struct vkb_backend {
+    const vkb_ops *ops;
+    vka_context *ctx;     /* for error messages and logging */
+    vka_result status;    /* sticky first failure since graph_begin */
+    vkb_limits limits;
+    const char *name;     /* "cpu" or "vulkan" */
+};
+
+/* Record a failure in be->status (first one wins) and the context's error message. */
+void vkb_fail(vkb_backend *be, vka_result r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Encoder-backward buckets (vka_encoder_buckets): positions grouped by token, so each token's
+ * gradient row is summed by one worker in a fixed order. Layout of the int32 array
+ * (VKA_BUCKETS_SIZE(BT) elements):
+ *   [0]                     n_buckets (distinct tokens)
+ *   [1 .. BT+1]             start[j]: first index into order of bucket j (start[n] = BT)
+ *   [BT+2 .. 2BT+2)         token[j] of bucket j, ascending
+ *   [2BT+2 .. 3BT+2)        order: positions b*T+t, sorted by token, ascending within a token
+ * Unused entries (j >= n_buckets) are 0. */
+
+/* Lay out count tensors into chunks of at most max_chunk_elems elements (first fit, in order,
+ * each start aligned to VKB_TENSOR_ALIGN). Fills chunk_of[i], offset_of[i] and chunk sizes
+ * (chunk_elems, capacity count) and returns the number of chunks, or -1 if a tensor is larger
+ * than max_chunk_elems (its index in *bad). Shared by both backends. */
+int vkb_arena_layout(const size_t *sizes, int count, size_t max_chunk_elems, uint32_t *chunk_of,
+                     uint32_t *offset_of, size_t *chunk_elems, int *bad);
+
+/* Backends. Each keeps ctx for messages; the context owns and destroys its backend. */
+vka_result vkb_cpu_create(vka_context *ctx, int threads, vkb_backend **out);
+vka_result vkb_vulkan_create(vka_context *ctx, vkb_backend **out);
+
+#endif

@@ -1,0 +1,105 @@
+/* vka_context: picks the backend (Vulkan device or CPU) everything else runs on. */
+#include "backend.h"
+#include "vk/vk_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void cpu_model_name(char *out, size_t cap) {
+    snprintf(out, cap, "CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            const char *colon = strchr(line, ':');
+            if (colon) {
+                colon++;
+                while (*colon == ' ' || *colon == '\t') colon++;
+                snprintf(out, cap, "%s", colon);
+                out[strcspn(out, "\n")] = '\0';
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+vka_result vka_context_create(const vka_context_desc *desc, vka_context **out) {
+    if (!out) return VKA_ERROR_INVALID_ARGUMENT;
+    *out = NULL;
+    vka_context_desc d = desc ? *desc : (vka_context_desc){0};
+    vka_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return VKA_ERROR_OUT_OF_HOST_MEMORY;
+    ctx->backend_kind = d.backend;
+    snprintf(ctx->label, sizeof ctx->label, "%s", d.label ? d.label : "vkattn");
+    ctx->log = d.log;
+    ctx->log_user_data = d.log_user_data;
+    ctx->log_level = d.log_level;
+    ctx->cpu_threads = d.cpu_threads;
+
+    vka_result r;
+    if (d.backend == VKA_BACKEND_CPU) {
+        r = vkb_cpu_create(ctx, d.cpu_threads, &ctx->be);
+    } else if (d.backend == VKA_BACKEND_VULKAN) {
+        r = vkr_device_create(ctx, &d, &ctx->vk);
+        if (r == VKA_SUCCESS) r = vkb_vulkan_create(ctx, &ctx->be);
+    } else {
+        r = vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "unknown backend %d", (int)d.backend);
+    }
+    if (r != VKA_SUCCESS) {
+        /* Keep the context so vka_last_error() can say why; release what was made. */
+        if (ctx->be) ctx->be->ops->destroy(ctx->be);
+        ctx->be = NULL;
+        vkr_device_destroy(ctx->vk);
+        ctx->vk = NULL;
+        ctx->create_status = r;
+    }
+    *out = ctx;
+    return r;
+}
+
+void vka_context_destroy(vka_context *ctx) {
+    if (!ctx) return;
+    if (ctx->be) ctx->be->ops->destroy(ctx->be);
+    vkr_device_destroy(ctx->vk);
+    free(ctx);
+}
+
+vka_backend vka_context_backend(const vka_context *ctx) { return ctx->backend_kind; }
+
+uint32_t vka_context_validation_messages(const vka_context *ctx) {
+    return ctx && ctx->vk ? ctx->vk->validation_messages : 0;
+}
+
+uint32_t vka_context_device_count(const vka_context *ctx) {
+    if (!ctx || ctx->create_status != VKA_SUCCESS) return 0;
+    return ctx->vk ? ctx->vk->n_phys : 1;
+}
+
+vka_result vka_context_device_info(const vka_context *ctx, uint32_t i, vka_device_info *out) {
+    if (!ctx || !out || ctx->create_status != VKA_SUCCESS) return VKA_ERROR_INVALID_ARGUMENT;
+    if (i >= vka_context_device_count(ctx))
+        return vka_set_error((vka_context *)ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "device %u does not exist (%u devices)", i,
+                             vka_context_device_count(ctx));
+    if (ctx->vk) {
+        *out = ctx->vk->infos[i];
+        return VKA_SUCCESS;
+    }
+    memset(out, 0, sizeof *out);
+    cpu_model_name(out->name, sizeof out->name);
+    out->type = VKA_DEVICE_TYPE_CPU;
+    snprintf(out->driver_name, sizeof out->driver_name, "vkattn cpu backend");
+    out->max_storage_buffer_range = ctx->be->limits.max_tensor_bytes;
+    out->max_memory_allocation_size = ctx->be->limits.max_chunk_bytes;
+    out->unified_memory = true;
+    out->has_compute = true;
+    out->selected = true;
+    return VKA_SUCCESS;
+}
+
+vka_result vka_context_selected_device(const vka_context *ctx, vka_device_info *out) {
+    if (!ctx || ctx->create_status != VKA_SUCCESS) return VKA_ERROR_INVALID_ARGUMENT;
+    return vka_context_device_info(ctx, ctx->vk ? ctx->vk->selected : 0, out);
+}

@@ -1,0 +1,93 @@
+/* Result strings, per-context error messages, logging, atomic file writes. */
+#include "vka_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+uint32_t vka_version(void) {
+    return ((uint32_t)VKA_VERSION_MAJOR << 16) | ((uint32_t)VKA_VERSION_MINOR << 8) |
+           (uint32_t)VKA_VERSION_PATCH;
+}
+
+const char *vka_version_string(void) { return VKA_VERSION_STRING; }
+
+const char *vka_result_string(vka_result result) {
+    switch (result) {
+#define VKA_X_CASE(name, value, text) \
+    case name:                        \
+        return text;
+        VKA_RESULT_LIST(VKA_X_CASE)
+#undef VKA_X_CASE
+    }
+    return "unknown result";
+}
+
+const char *vka_last_error(const vka_context *ctx) { return ctx ? ctx->error : ""; }
+
+void vka_log(const vka_context *ctx, vka_log_level level, const char *fmt, ...) {
+    if (!ctx || !ctx->log || level > ctx->log_level) return;
+    char msg[VKA_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ctx->log(ctx->log_user_data, level, msg);
+}
+
+vka_result vka_set_error(vka_context *ctx, vka_result r, const char *fmt, ...) {
+    if (!ctx) return r;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+    va_end(ap);
+    vka_log(ctx, VKA_LOG_ERROR, "%s", ctx->error);
+    return r;
+}
+
+vka_result vka_write_file_atomic(vka_context *ctx, const char *path, const void *const *parts,
+                                 const size_t *sizes, int n_parts) {
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 32);
+    if (!tmp) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "writing %s: out of memory", path);
+    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        vka_result r = vka_set_error(ctx, VKA_ERROR_IO, "cannot create %s: %s", tmp, strerror(errno));
+        free(tmp);
+        return r;
+    }
+    for (int i = 0; i < n_parts; i++) {
+        if (sizes[i] && fwrite(parts[i], 1, sizes[i], f) != sizes[i]) {
+            int e = errno;
+            fclose(f);
+            remove(tmp);
+            vka_result r = vka_set_error(ctx, VKA_ERROR_IO, "writing %s: %s", tmp, strerror(e));
+            free(tmp);
+            return r;
+        }
+    }
+    int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
+    int e = errno;
+    if (fclose(f) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    if (bad) {
+        remove(tmp);
+        vka_result r = vka_set_error(ctx, VKA_ERROR_IO, "writing %s: %s", tmp, strerror(e));
+        free(tmp);
+        return r;
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        remove(tmp);
+        vka_result r = vka_set_error(ctx, VKA_ERROR_IO, "cannot rename %s to %s: %s", tmp, path,
+                                     strerror(e));
+        free(tmp);
+        return r;
+    }
+    free(tmp);
+    return VKA_SUCCESS;
+}

@@ -1,0 +1,149 @@
+/*
+ * The Vulkan runtime (not installed): device (vk_device.c), memory (vk_memory.c), pipelines and
+ * descriptor sets (vk_pipeline.c), command recording (vk_commands.c) and the backend that
+ * implements the ops of src/backend.h on top of them (vk_backend.c, vk_ops_*.c).
+ *
+ * Shader conventions (shaders/common.glsl):
+ *  - set 0, bindings 0..VKV_MAX_BINDINGS-1 are storage buffers; binding i is the chunk buffer
+ *    of the op's i-th tensor, bound whole; the tensor's element offset in that buffer is passed
+ *    in the push constants (a field per tensor, named like the tensor: out_off, inp_off, ...).
+ *  - Shapes (B, T, C, NH, HS, V, ...) and offsets are in a push-constant block mirrored by a C
+ *    struct with _Static_assert(sizeof(struct) <= 128) next to the dispatch.
+ *  - Workgroup size is specialization constant 0 (local_size_x_id = 0); tile sizes and
+ *    variants are further specialization constants (ids 1, 2, ...). No subgroup size is assumed.
+ *  - A dispatch is a linear count of workgroups; vkv_dispatch folds counts beyond
+ *    maxComputeWorkGroupCount[0] into y, and shaders take vka_group_id() (= y * numX + x) and
+ *    return early (whole workgroups) past the end of their work.
+ */
+#ifndef VKA_VK_INTERNAL_H
+#define VKA_VK_INTERNAL_H
+
+#include "backend.h"
+#include "shader_registry.h"
+
+#include <volk.h>
+
+#define VKV_MAX_BINDINGS 8
+#define VKV_MAX_SPEC 8
+#define VKV_PUSH_CONSTANT_BYTES 128
+
+/* Instance-level functions, per context (volk keeps only the loader entry point globally). */
+typedef struct vkr_instance_fns {
+    PFN_vkDestroyInstance DestroyInstance;
+    PFN_vkEnumeratePhysicalDevices EnumeratePhysicalDevices;
+    PFN_vkGetPhysicalDeviceProperties GetPhysicalDeviceProperties;
+    PFN_vkGetPhysicalDeviceProperties2 GetPhysicalDeviceProperties2; /* NULL before 1.1 */
+    PFN_vkGetPhysicalDeviceFeatures GetPhysicalDeviceFeatures;
+    PFN_vkGetPhysicalDeviceMemoryProperties GetPhysicalDeviceMemoryProperties;
+    PFN_vkGetPhysicalDeviceQueueFamilyProperties GetPhysicalDeviceQueueFamilyProperties;
+    PFN_vkEnumerateDeviceExtensionProperties EnumerateDeviceExtensionProperties;
+    PFN_vkCreateDevice CreateDevice;
+    PFN_vkGetDeviceProcAddr GetDeviceProcAddr;
+    PFN_vkCreateDebugUtilsMessengerEXT CreateDebugUtilsMessengerEXT;   /* NULL w/o validation */
+    PFN_vkDestroyDebugUtilsMessengerEXT DestroyDebugUtilsMessengerEXT; /* NULL w/o validation */
+} vkr_instance_fns;
+
+/* The Vulkan side of a context: instance, chosen physical device, device, one compute queue. */
+typedef struct vkr_device {
+    vka_context *ctx;
+    PFN_vkGetInstanceProcAddr gipa;
+    VkInstance instance;
+    bool own_instance, own_device;
+    vkr_instance_fns vki;
+    struct VolkDeviceTable vk; /* device functions of this device */
+    VkDebugUtilsMessengerEXT messenger;
+    uint32_t validation_messages; /* warnings + errors from the validation layer */
+
+    uint32_t n_phys;
+    VkPhysicalDevice *phys_list;
+    vka_device_info *infos; /* n_phys entries */
+    uint32_t selected;
+
+    VkPhysicalDevice phys;
+    VkPhysicalDeviceProperties props;
+    VkPhysicalDeviceMemoryProperties mem_props;
+    VkDevice device;
+    VkQueue queue;
+    uint32_t queue_family;
+    bool is_cpu;         /* a CPU-type device (lavapipe): pick the CPU-friendly kernel variants */
+    bool unified_memory; /* device-local memory is host-visible: no staging copies */
+    bool timestamps;     /* queue family has timestamp support */
+} vkr_device;
+
+vka_result vkr_device_create(vka_context *ctx, const vka_context_desc *desc, vkr_device **out);
+void vkr_device_destroy(vkr_device *dev);
+
+/* Map a VkResult to a vka_result and set the context's message "<what>: <VkResult name>". */
+vka_result vkr_check(vka_context *ctx, VkResult vr, const char *what);
+const char *vkr_result_name(VkResult vr);
+
+/* --- The Vulkan backend ------------------------------------------------------------------- */
+typedef struct vkv_backend vkv_backend;
+
+/* One dispatch of shader over groups workgroups (linear count; see vkv_dispatch). */
+typedef struct vkv_call {
+    vka_shader_id shader;
+    uint32_t spec[VKV_MAX_SPEC]; /* specialization constants 0..n_spec-1; [0] = workgroup size */
+    int n_spec;
+    vkb_tensor bind[VKV_MAX_BINDINGS]; /* tensor i -> binding i */
+    bool writes[VKV_MAX_BINDINGS];     /* the dispatch writes (or read-modify-writes) tensor i */
+    int n_bind;
+    const void *pc;                    /* push constants */
+    uint32_t pc_size;                  /* bytes, <= VKV_PUSH_CONSTANT_BYTES */
+    uint64_t groups;                   /* workgroups */
+    const char *label;                 /* op name for errors and profiling */
+} vkv_call;
+
+/* Record one dispatch into the graph being recorded: gets (or builds) the pipeline for
+ * (shader, spec), the descriptor set for the bound buffers, inserts a barrier when a bound range
+ * overlaps one written (or, for writes, touched) since the last barrier, pushes the constants and
+ * dispatches. groups beyond maxComputeWorkGroupCount[0] are folded into y. Failures are sticky
+ * (vkb_fail). groups == 0 records nothing. */
+void vkv_dispatch(vkv_backend *vb, const vkv_call *call);
+
+/* Record a vkCmdFillBuffer / vkCmdCopyBuffer with the same hazard tracking. */
+void vkv_fill(vkv_backend *vb, vkb_tensor t, uint32_t bits);
+void vkv_copy(vkv_backend *vb, vkb_tensor dst, vkb_tensor src);
+
+/* The device the backend runs on (limits, is_cpu for variant choice). */
+const vkr_device *vkv_device(const vkv_backend *vb);
+
+/* Op implementations (vk_ops_*.c), collected into the backend's vkb_ops in vk_backend.c. */
+void vkv_matmul(vkb_backend *be, const vkb_matmul *mm);
+void vkv_bias_backward(vkb_backend *be, vkb_tensor dbias, vkb_tensor dout, int N, int OC);
+void vkv_encoder_forward(vkb_backend *be, vkb_tensor out, vkb_tensor tokens, vkb_tensor wte,
+                         vkb_tensor wpe, int B, int T, int C);
+void vkv_encoder_backward(vkb_backend *be, vkb_tensor dwte, vkb_tensor dwpe, vkb_tensor dout,
+                          vkb_tensor tokens, vkb_tensor buckets, int B, int T, int C);
+void vkv_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mean, vkb_tensor rstd,
+                           vkb_tensor inp, vkb_tensor weight, vkb_tensor bias, int N, int C);
+void vkv_layernorm_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dweight,
+                            vkb_tensor dbias, vkb_tensor dout, vkb_tensor inp, vkb_tensor weight,
+                            vkb_tensor mean, vkb_tensor rstd, int N, int C);
+void vkv_permute_forward(vkb_backend *be, vkb_tensor q, vkb_tensor k, vkb_tensor v,
+                         vkb_tensor inp, int B, int T, int NH, int HS);
+void vkv_permute_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dq, vkb_tensor dk,
+                          vkb_tensor dv, int B, int T, int NH, int HS);
+void vkv_unpermute_forward(vkb_backend *be, vkb_tensor out, vkb_tensor inp, int B, int T, int NH,
+                           int HS);
+void vkv_unpermute_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dout, int B, int T,
+                            int NH, int HS);
+void vkv_softmax_forward(vkb_backend *be, const vkb_softmax *sm);
+void vkv_softmax_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dout, vkb_tensor out,
+                          int R, int Tk, float scale);
+void vkv_gelu_forward(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N);
+void vkv_gelu_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor inp, vkb_tensor dout,
+                       size_t N);
+void vkv_residual_forward(vkb_backend *be, vkb_tensor out, vkb_tensor a, vkb_tensor b, size_t N);
+void vkv_add_inplace(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size_t N);
+void vkv_crossentropy_forward(vkb_backend *be, vkb_tensor losses, vkb_tensor logits,
+                              vkb_tensor targets, int N, int V, int Vp);
+void vkv_crossentropy_backward(vkb_backend *be, vkb_tensor dlogits, vkb_tensor logits,
+                               vkb_tensor targets, float dloss, int N, int V, int Vp);
+void vkv_mean(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N);
+void vkv_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials, const vkb_tensor *grads,
+                   int count, float max_norm);
+void vkv_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m, vkb_tensor v,
+               vkb_tensor hyper, vkb_tensor gscale, size_t N, float weight_decay);
+
+#endif

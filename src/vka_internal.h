@@ -1,0 +1,43 @@
+/* Internal declarations shared by the library's files (not installed). */
+#ifndef VKA_INTERNAL_H
+#define VKA_INTERNAL_H
+
+#include "vkattn.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+struct vkb_backend;
+struct vkr_device;
+
+#define VKA_ERROR_MAX 1024
+
+struct vka_context {
+    vka_backend backend_kind;
+    vka_result create_status;      /* != VKA_SUCCESS: a failed create; only errors/destroy work */
+    char label[64];
+    vka_log_fn log;
+    void *log_user_data;
+    vka_log_level log_level;
+    int cpu_threads;
+    char error[VKA_ERROR_MAX];     /* vka_last_error */
+    struct vkr_device *vk;         /* Vulkan runtime; NULL for the CPU backend */
+    struct vkb_backend *be;        /* the backend every op runs on */
+};
+
+/* Record a detailed message for vka_last_error(ctx) (also logged at ERROR) and return r. */
+vka_result vka_set_error(vka_context *ctx, vka_result r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Log at level if the context has a logger that wants it. */
+void vka_log(const vka_context *ctx, vka_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Write bytes to path through path.tmp.<pid> and rename (nothing lost if interrupted). */
+vka_result vka_write_file_atomic(vka_context *ctx, const char *path, const void *const *parts,
+                                 const size_t *sizes, int n_parts);
+
+#define VKA_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define VKA_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define VKA_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define VKA_CEIL_DIV(a, b) (((a) + (b) - 1) / (b))
+
+#endif

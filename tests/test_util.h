@@ -1,0 +1,141 @@
+/* Helpers shared by the tests (header-only; public API only). */
+#ifndef VKA_TEST_UTIL_H
+#define VKA_TEST_UTIL_H
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "vkattn.h"
+
+static inline void tu_log(void *user, vka_log_level level, const char *msg) {
+    (void)user;
+    if (level <= VKA_LOG_WARN) fprintf(stderr, "vkattn: %s\n", msg);
+}
+
+/* A CPU-backend context (never fails). */
+static inline vka_context *tu_cpu(void) {
+    vka_context_desc d = {.backend = VKA_BACKEND_CPU, .log = tu_log};
+    vka_context *ctx = NULL;
+    vka_result r = vka_context_create(&d, &ctx);
+    if (r != VKA_SUCCESS) fail_msg("CPU context: %s", vka_last_error(ctx));
+    return ctx;
+}
+
+/* A Vulkan context with the validation layer on, or NULL after skip() when there is no Vulkan
+ * device -- unless VKATTN_REQUIRE_GPU=1, when that fails the test. */
+static inline vka_context *tu_gpu(void) {
+    vka_context_desc d = {.backend = VKA_BACKEND_VULKAN, .validation = 1, .log = tu_log};
+    const char *v = getenv("VKATTN_VALIDATION");
+    if (v && strcmp(v, "0") == 0) d.validation = -1;
+    vka_context *ctx = NULL;
+    vka_result r = vka_context_create(&d, &ctx);
+    if (r != VKA_SUCCESS) {
+        const char *req = getenv("VKATTN_REQUIRE_GPU");
+        char msg[1200];
+        snprintf(msg, sizeof msg, "%s", vka_last_error(ctx));
+        vka_context_destroy(ctx);
+        if (req && strcmp(req, "1") == 0) fail_msg("no Vulkan context: %s", msg);
+        print_message("skipping: no Vulkan context (%s)\n", msg);
+        skip();
+        return NULL;
+    }
+    return ctx;
+}
+
+/* Destroy a context, failing the test on any validation message it saw. */
+static inline void tu_done(vka_context *ctx) {
+    if (!ctx) return;
+    uint32_t n = vka_context_validation_messages(ctx);
+    vka_context_destroy(ctx);
+    if (n != 0) fail_msg("%u Vulkan validation message(s)", n);
+}
+
+/* A tensor of n elements holding data (or zeros if data is NULL). */
+static inline vka_tensor *tu_tensor(vka_context *ctx, size_t n, const void *data) {
+    vka_tensor *t = NULL;
+    vka_result r = vka_tensor_create(ctx, n, &t);
+    if (r != VKA_SUCCESS) fail_msg("tensor of %zu: %s", n, vka_last_error(ctx));
+    if (data && vka_tensor_write(t, 0, data, n) != VKA_SUCCESS)
+        fail_msg("tensor write: %s", vka_last_error(ctx));
+    return t;
+}
+
+/* A tensor of n elements filled with NaN, so elements an op fails to write show up. */
+static inline vka_tensor *tu_tensor_nan(vka_context *ctx, size_t n) {
+    float *nan_data = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) nan_data[i] = NAN;
+    vka_tensor *t = tu_tensor(ctx, n, nan_data);
+    free(nan_data);
+    return t;
+}
+
+/* The n elements of t in a malloc'd array. */
+static inline float *tu_read(const vka_tensor *t, size_t n) {
+    float *out = malloc((n ? n : 1) * sizeof(float));
+    if (vka_tensor_read(t, 0, out, n) != VKA_SUCCESS) fail_msg("tensor read failed");
+    return out;
+}
+
+static inline void tu_begin(vka_context *ctx) {
+    vka_result r = vka_graph_begin(ctx);
+    if (r != VKA_SUCCESS) fail_msg("graph_begin: %s", vka_last_error(ctx));
+}
+
+/* End the graph, run it once, destroy it; fail the test on any error. */
+static inline void tu_run(vka_context *ctx) {
+    vka_graph *g = NULL;
+    vka_result r = vka_graph_end(ctx, &g);
+    if (r != VKA_SUCCESS) fail_msg("graph_end: %s (%s)", vka_result_string(r), vka_last_error(ctx));
+    r = vka_graph_run(g);
+    vka_graph_destroy(g);
+    if (r != VKA_SUCCESS) fail_msg("graph_run: %s (%s)", vka_result_string(r), vka_last_error(ctx));
+}
+
+/* Deterministic uniform numbers in [-scale, scale). */
+static inline void tu_random(float *x, size_t n, uint64_t seed, float scale) {
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        x[i] = scale * (2.0f * (float)((s >> 40) & 0xFFFFFF) / 16777216.0f - 1.0f);
+    }
+}
+
+/* Compare got with want: each |got - want| <= atol + rtol * |want|, no NaN in got.
+ * On failure prints the max difference and where, and fails the test. Returns max abs diff. */
+static inline double tu_assert_close(const char *what, const float *got, const float *want,
+                                     size_t n, double atol, double rtol) {
+    double max_abs = 0.0;
+    size_t worst = 0, bad = 0, first_bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)want[i]);
+        if (isnan(got[i]) != isnan(want[i])) d = INFINITY;
+        if (d > max_abs) {
+            max_abs = d;
+            worst = i;
+        }
+        if (!(d <= atol + rtol * fabs((double)want[i]))) {
+            if (!bad) first_bad = i;
+            bad++;
+        }
+    }
+    if (bad) {
+        print_message("%s: %zu of %zu elements differ; max |diff| %.3g at %zu (got %.9g want %.9g); "
+                      "first bad at %zu (got %.9g want %.9g)\n",
+                      what, bad, n, max_abs, worst, got[worst], want[worst], first_bad,
+                      got[first_bad], want[first_bad]);
+        fail_msg("%s: mismatch", what);
+    }
+    return max_abs;
+}
+
+#endif
