@@ -77,11 +77,9 @@ static vka_result header_config(vka_context *ctx, const char *path, const uint32
     if (cfg->Vp <= 0)
         return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: Vp = %d in the header is not positive",
                              path, cfg->Vp);
-    if (gpt_check_config(ctx, cfg, path) != VKA_SUCCESS) {
-        char msg[VKA_ERROR_MAX];
-        snprintf(msg, sizeof msg, "%s", vka_last_error(ctx));
-        return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s (bad header)", msg);
-    }
+    char msg[256];
+    if (gpt_config_problem(cfg, msg, sizeof msg) != VKA_SUCCESS)
+        return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: bad header: %s", path, msg);
     return VKA_SUCCESS;
 }
 

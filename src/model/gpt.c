@@ -47,7 +47,7 @@ gpt_param_kind gpt_tensor_kind(int L, int i, int *layer) {
     return (gpt_param_kind)(P_LN1W + (i - 2) / L);
 }
 
-vka_result gpt_check_config(vka_context *ctx, vka_gpt_config *cfg, const char *what) {
+vka_result gpt_config_problem(vka_gpt_config *cfg, char *msg, size_t cap) {
     const struct {
         const char *name;
         int value, max;
@@ -56,27 +56,30 @@ vka_result gpt_check_config(vka_context *ctx, vka_gpt_config *cfg, const char *w
                 {"C", cfg->C, GPT_MAX_C},         {"Vp", cfg->Vp, GPT_MAX_VP}};
     for (size_t i = 0; i < VKA_ARRAY_LEN(dims); i++) {
         bool vp_default = i == 5 && dims[i].value == 0;
-        if (!vp_default && (dims[i].value <= 0 || dims[i].value > dims[i].max))
-            return vka_set_error(ctx, dims[i].value <= 0 ? VKA_ERROR_INVALID_ARGUMENT
-                                                         : VKA_ERROR_DEVICE_LIMIT,
-                                 "%s: %s = %d is out of range (1 to %d)", what, dims[i].name,
-                                 dims[i].value, dims[i].max);
+        if (!vp_default && (dims[i].value <= 0 || dims[i].value > dims[i].max)) {
+            snprintf(msg, cap, "%s = %d is out of range (1 to %d)", dims[i].name, dims[i].value,
+                     dims[i].max);
+            return dims[i].value <= 0 ? VKA_ERROR_INVALID_ARGUMENT : VKA_ERROR_DEVICE_LIMIT;
+        }
     }
-    if (cfg->C % cfg->NH != 0)
-        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
-                             "%s: C = %d is not a multiple of NH = %d", what, cfg->C, cfg->NH);
+    if (cfg->C % cfg->NH != 0) {
+        snprintf(msg, cap, "C = %d is not a multiple of NH = %d", cfg->C, cfg->NH);
+        return VKA_ERROR_INVALID_ARGUMENT;
+    }
     if (cfg->Vp == 0) cfg->Vp = (cfg->V + 127) / 128 * 128;
-    if (cfg->Vp < cfg->V)
-        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "%s: Vp = %d is smaller than V = %d",
-                             what, cfg->Vp, cfg->V);
+    if (cfg->Vp < cfg->V) {
+        snprintf(msg, cap, "Vp = %d is smaller than V = %d", cfg->Vp, cfg->V);
+        return VKA_ERROR_INVALID_ARGUMENT;
+    }
     uint64_t n = 0;
     for (int k = 0; k < P_KINDS; k++)
         n += gpt_kind_size(cfg, (gpt_param_kind)k) *
              (gpt_kind_per_layer((gpt_param_kind)k) ? (uint64_t)cfg->L : 1);
-    if (n * 4 > GPT_MAX_PARAM_BYTES)
-        return vka_set_error(ctx, VKA_ERROR_DEVICE_LIMIT,
-                             "%s: %llu parameters (%.1f GiB) is beyond any device", what,
-                             (unsigned long long)n, (double)n * 4 / (1 << 30));
+    if (n * 4 > GPT_MAX_PARAM_BYTES) {
+        snprintf(msg, cap, "%llu parameters (%.1f GiB) is beyond any device",
+                 (unsigned long long)n, (double)n * 4 / (1 << 30));
+        return VKA_ERROR_DEVICE_LIMIT;
+    }
     return VKA_SUCCESS;
 }
 
@@ -170,8 +173,9 @@ static vka_result init_params(vka_gpt *gpt, uint64_t seed) {
 vka_result gpt_new(vka_context *ctx, const vka_gpt_config *config, bool init, uint64_t seed,
                    vka_gpt **out) {
     vka_gpt_config cfg = *config;
-    vka_result r = gpt_check_config(ctx, &cfg, "model");
-    if (r != VKA_SUCCESS) return r;
+    char msg[256];
+    vka_result r = gpt_config_problem(&cfg, msg, sizeof msg);
+    if (r != VKA_SUCCESS) return vka_set_error(ctx, r, "model: %s", msg);
     vka_gpt *gpt = calloc(1, sizeof *gpt);
     if (!gpt) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
     gpt->ctx = ctx;

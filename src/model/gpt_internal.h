@@ -166,9 +166,10 @@ const char *gpt_kind_name(gpt_param_kind kind);
 /* The kind of parameter tensor i. */
 gpt_param_kind gpt_tensor_kind(int L, int i, int *layer);
 
-/* Check a configuration (sizes positive, C % NH == 0, V <= Vp, nothing absurdly large; Vp 0
- * filled in); what names its source in the message ("model", "<path>"). */
-vka_result gpt_check_config(vka_context *ctx, vka_gpt_config *cfg, const char *what);
+/* What is wrong with a configuration, if anything (sizes positive, C % NH == 0, V <= Vp,
+ * nothing absurdly large): the result code, with the problem written to msg. Vp 0 is filled
+ * in (V rounded up to a multiple of 128). */
+vka_result gpt_config_problem(vka_gpt_config *cfg, char *msg, size_t cap);
 /* A model with the parameter arena only; init: GPT-2 initialisation from seed, else zeros. */
 vka_result gpt_new(vka_context *ctx, const vka_gpt_config *cfg, bool init, uint64_t seed,
                    vka_gpt **out);
