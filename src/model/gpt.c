@@ -85,11 +85,9 @@ vka_result gpt_config_problem(vka_gpt_config *cfg, char *msg, size_t cap) {
 
 static double mib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
-/* Create an arena after checking each tensor against the device's largest tensor, so the
- * message names the tensor (what it holds: hint says how to make it smaller). */
-static vka_result make_arena(vka_gpt *gpt, const char *label, vkb_arena_kind kind,
-                             const size_t *sizes, const char *const *names, int count,
-                             vkb_tensor *tensors, vkb_arena **out, const char *hint) {
+vka_result gpt_make_arena(vka_gpt *gpt, const char *label, vkb_arena_kind kind,
+                          const size_t *sizes, const char *const *names, int count,
+                          vkb_tensor *tensors, vkb_arena **out, const char *hint) {
     const vkb_limits *lim = &gpt->be->limits;
     for (int i = 0; i < count; i++) {
         uint64_t bytes = (uint64_t)sizes[i] * 4;
@@ -112,6 +110,20 @@ static vka_result make_arena(vka_gpt *gpt, const char *label, vkb_arena_kind kin
     vka_result r = gpt->be->ops->arena_create(gpt->be, label, kind, sizes, names, count, tensors, out);
     if (r == VKA_SUCCESS && kind == VKB_ARENA_DEVICE) gpt->arena_bytes += total;
     return r;
+}
+
+void gpt_destroy_arena(vka_gpt *gpt, vkb_arena **arena, uint64_t bytes) {
+    if (*arena) {
+        gpt->be->ops->arena_destroy(gpt->be, *arena);
+        gpt->arena_bytes -= bytes;
+    }
+    *arena = NULL;
+}
+
+uint64_t gpt_sum_bytes(const size_t *sizes, size_t n) {
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) total += (uint64_t)sizes[i] * 4;
+    return total;
 }
 
 /* Names of the parameter tensors ("wte", "qkvw (layer 3)") in one allocation. */
@@ -137,8 +149,8 @@ static vka_result make_param_set(vka_gpt *gpt, const char *label, const char *pr
                                  vkb_tensor *set, vkb_arena **arena) {
     const char **names = param_names(gpt, prefix);
     if (!names) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
-    vka_result r = make_arena(gpt, label, VKB_ARENA_DEVICE, gpt->tensor_sizes, names,
-                              gpt->n_tensors, set, arena, "");
+    vka_result r = gpt_make_arena(gpt, label, VKB_ARENA_DEVICE, gpt->tensor_sizes, names,
+                                  gpt->n_tensors, set, arena, "");
     free(names);
     return r;
 }
@@ -237,8 +249,8 @@ vka_result gpt_ensure_grads(vka_gpt *gpt) {
     all[n] = "grad norm partial sums";
     sizes[n + 1] = 2;
     all[n + 1] = "grad norm";
-    r = make_arena(gpt, "gradients", VKB_ARENA_DEVICE, sizes, all, n + 2, tensors,
-                   &gpt->grads_arena, "");
+    r = gpt_make_arena(gpt, "gradients", VKB_ARENA_DEVICE, sizes, all, n + 2, tensors,
+                       &gpt->grads_arena, "");
     if (r == VKA_SUCCESS) {
         memcpy(gpt->grads, tensors, (size_t)n * sizeof *tensors);
         gpt->norm_partials = tensors[n];
@@ -257,177 +269,6 @@ vka_result gpt_ensure_opt(vka_gpt *gpt) {
     if (!gpt->m_arena) r = make_param_set(gpt, "adamw m", "m of ", gpt->m, &gpt->m_arena);
     if (r == VKA_SUCCESS && !gpt->v_arena)
         r = make_param_set(gpt, "adamw v", "v of ", gpt->v, &gpt->v_arena);
-    return r;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Activation and host arenas
- * ------------------------------------------------------------------------------------------- */
-
-typedef enum act_size { S_ONE, S_BT, S_BTC, S_BT3C, S_BT4C, S_ATT, S_LOGITS } act_size;
-
-typedef struct act_desc {
-    size_t offset;   /* of the tensor in gpt_acts / gpt_layer_acts */
-    const char *name;
-    act_size size;
-    bool backward;   /* needed only by backward (1 element otherwise) */
-} act_desc;
-
-#define GA(field, size, bw) {offsetof(gpt_acts, field), #field, size, bw}
-static const act_desc GLOBAL_ACTS[GPT_GLOBAL_ACTS] = {
-    GA(encoded, S_BTC, false),   GA(lnf, S_BTC, false),      GA(lnf_mean, S_BT, false),
-    GA(lnf_rstd, S_BT, false),   GA(logits, S_LOGITS, false), GA(losses, S_BT, false),
-    GA(loss, S_ONE, false),      GA(qkv, S_BT3C, false),     GA(preatt, S_ATT, false),
-    GA(vaccum, S_BTC, false),    GA(proj, S_BTC, false),     GA(dresidual, S_BTC, true),
-    GA(dln, S_BTC, true),        GA(datty, S_BTC, true),     GA(dvaccum, S_BTC, true),
-    GA(datt, S_ATT, true),       GA(dpreatt, S_ATT, true),   GA(dqkvr, S_BT3C, true),
-    GA(dqkv, S_BT3C, true),      GA(dfch_gelu, S_BT4C, true), GA(dfch, S_BT4C, true),
-};
-#undef GA
-#define LA(field, size) {offsetof(gpt_layer_acts, field), #field, size, false}
-static const act_desc LAYER_ACTS[GPT_LAYER_ACTS] = {
-    LA(ln1, S_BTC),       LA(ln1_mean, S_BT),  LA(ln1_rstd, S_BT), LA(qkvr, S_BT3C),
-    LA(att, S_ATT),       LA(atty, S_BTC),     LA(residual2, S_BTC), LA(ln2, S_BTC),
-    LA(ln2_mean, S_BT),   LA(ln2_rstd, S_BT),  LA(fch, S_BT4C),    LA(fch_gelu, S_BT4C),
-    LA(residual3, S_BTC),
-};
-#undef LA
-
-static size_t act_elems(const vka_gpt_config *cfg, const gpt_shape *s, act_size size) {
-    size_t BT = (size_t)s->B * (size_t)s->T, C = (size_t)cfg->C;
-    switch (size) {
-    case S_BT: return BT;
-    case S_BTC: return BT * C;
-    case S_BT3C: return BT * 3 * C;
-    case S_BT4C: return BT * 4 * C;
-    case S_ATT: return (size_t)s->B * (size_t)cfg->NH * (size_t)s->T * (size_t)s->T;
-    case S_LOGITS: return BT * (size_t)cfg->Vp;
-    default: return 1;
-    }
-}
-
-/* Number of activation tensors, and for each (where the array is given): its size for shape
- * s, its name and where its view goes. */
-static int act_list(vka_gpt *gpt, const gpt_shape *s, size_t *sizes, const char **names,
-                    vkb_tensor **slots, char (*name_buf)[48]) {
-    int n = 0;
-    for (size_t i = 0; i < GPT_GLOBAL_ACTS; i++, n++) {
-        const act_desc *d = &GLOBAL_ACTS[i];
-        if (sizes) sizes[n] = (d->backward && !s->train) ? 1 : act_elems(&gpt->cfg, s, d->size);
-        if (names) names[n] = d->name;
-        if (slots) slots[n] = (vkb_tensor *)((char *)&gpt->acts + d->offset);
-    }
-    for (int l = 0; l < gpt->cfg.L; l++) {
-        for (size_t i = 0; i < GPT_LAYER_ACTS; i++, n++) {
-            const act_desc *d = &LAYER_ACTS[i];
-            if (sizes) sizes[n] = (l > 0 && !s->train) ? 1 : act_elems(&gpt->cfg, s, d->size);
-            if (names) {
-                snprintf(name_buf[n], sizeof name_buf[n], "%s (layer %d)", d->name, l);
-                names[n] = name_buf[n];
-            }
-            if (slots) slots[n] = (vkb_tensor *)((char *)&gpt->layer[l] + d->offset);
-        }
-    }
-    return n;
-}
-
-static void host_sizes(const vka_gpt *gpt, const gpt_shape *s, size_t *sizes) {
-    size_t BT = (size_t)s->B * (size_t)s->T;
-    size_t want[GPT_HOST_TENSORS] = {
-        BT, BT, VKA_BUCKETS_SIZE(BT), VKA_HYPER_COUNT, 1, BT, 2,
-        s->host_logits ? (size_t)s->T * (size_t)gpt->cfg.Vp : 1};
-    memcpy(sizes, want, sizeof want);
-}
-
-void gpt_drop_graphs(vka_gpt *gpt) {
-    for (int i = 0; i < gpt->n_graphs; i++)
-        gpt->be->ops->graph_destroy(gpt->be, gpt->graphs[i].graph);
-    gpt->n_graphs = 0;
-    gpt->next_evict = 0;
-}
-
-static void destroy_arena(vka_gpt *gpt, vkb_arena **arena, uint64_t bytes) {
-    if (*arena) {
-        gpt->be->ops->arena_destroy(gpt->be, *arena);
-        gpt->arena_bytes -= bytes;
-    }
-    *arena = NULL;
-}
-
-static uint64_t sum_bytes(const size_t *sizes, size_t n) {
-    uint64_t total = 0;
-    for (size_t i = 0; i < n; i++) total += (uint64_t)sizes[i] * 4;
-    return total;
-}
-
-static void free_run_arenas(vka_gpt *gpt) {
-    gpt_drop_graphs(gpt);
-    destroy_arena(gpt, &gpt->acts_arena,
-                  sum_bytes(gpt->acts_cap, GPT_GLOBAL_ACTS + GPT_LAYER_ACTS * (size_t)gpt->cfg.L));
-    destroy_arena(gpt, &gpt->host_arena, 0);
-}
-
-static const char *const HOST_NAMES[GPT_HOST_TENSORS] = {
-    "inputs", "targets", "encoder buckets", "adamw scalars", "loss", "losses", "grad norm",
-    "logits for sampling"};
-
-vka_result gpt_reserve(vka_gpt *gpt, const gpt_shape *shape) {
-    size_t n_acts = GPT_GLOBAL_ACTS + GPT_LAYER_ACTS * (size_t)gpt->cfg.L;
-    size_t *sizes = malloc(n_acts * sizeof *sizes);
-    if (!sizes) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
-    act_list(gpt, shape, sizes, NULL, NULL, NULL);
-    size_t hsizes[GPT_HOST_TENSORS];
-    host_sizes(gpt, shape, hsizes);
-    bool grow = !gpt->acts_arena || !gpt->host_arena;
-    for (size_t i = 0; i < n_acts; i++) grow |= sizes[i] > gpt->acts_cap[i];
-    for (size_t i = 0; i < GPT_HOST_TENSORS; i++) grow |= hsizes[i] > gpt->host_cap[i];
-    if (!grow) {
-        free(sizes);
-        return VKA_SUCCESS;
-    }
-    /* Grow every tensor to the larger of what it held and what this shape needs. */
-    free_run_arenas(gpt);
-    for (size_t i = 0; i < n_acts; i++) gpt->acts_cap[i] = VKA_MAX(gpt->acts_cap[i], sizes[i]);
-    for (size_t i = 0; i < GPT_HOST_TENSORS; i++)
-        gpt->host_cap[i] = VKA_MAX(gpt->host_cap[i], hsizes[i]);
-    free(sizes);
-
-    const char **names = malloc(n_acts * sizeof *names);
-    vkb_tensor **slots = malloc(n_acts * sizeof *slots);
-    vkb_tensor *tensors = malloc(n_acts * sizeof *tensors);
-    char (*name_buf)[48] = malloc(n_acts * sizeof *name_buf);
-    size_t bucket_cap = gpt->host_cap[2];
-    int32_t *buckets = realloc(gpt->bucket_buf, bucket_cap * sizeof *buckets);
-    vka_result r = VKA_SUCCESS;
-    if (!names || !slots || !tensors || !name_buf || !buckets) {
-        r = vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
-        if (buckets) gpt->bucket_buf = buckets;
-        goto done;
-    }
-    gpt->bucket_buf = buckets;
-    gpt->bucket_cap = bucket_cap;
-    act_list(gpt, shape, NULL, names, slots, name_buf);
-    r = make_arena(gpt, "activations", VKB_ARENA_DEVICE, gpt->acts_cap, names, (int)n_acts,
-                   tensors, &gpt->acts_arena, " (the activations of this B and T: use a "
-                   "smaller batch B or context T)");
-    if (r != VKA_SUCCESS) goto done;
-    for (size_t i = 0; i < n_acts; i++) *slots[i] = tensors[i];
-    vkb_tensor host[GPT_HOST_TENSORS];
-    r = make_arena(gpt, "host inputs and outputs", VKB_ARENA_HOST, gpt->host_cap, HOST_NAMES,
-                   (int)GPT_HOST_TENSORS, host, &gpt->host_arena, "");
-    if (r != VKA_SUCCESS) goto done;
-    gpt->host = (gpt_host){host[0], host[1], host[2], host[3], host[4], host[5], host[6], host[7]};
-done:
-    if (r != VKA_SUCCESS) {
-        /* Nothing half-made stays: the next call starts from empty arenas. */
-        free_run_arenas(gpt);
-        memset(gpt->acts_cap, 0, n_acts * sizeof *gpt->acts_cap);
-        memset(gpt->host_cap, 0, sizeof gpt->host_cap);
-    }
-    free(names);
-    free(slots);
-    free(tensors);
-    free(name_buf);
     return r;
 }
 
@@ -490,12 +331,12 @@ vka_result vka_gpt_get_grads(vka_gpt *gpt, float *out, size_t n) {
 void vka_gpt_destroy(vka_gpt *gpt) {
     if (!gpt) return;
     if (gpt->be) {
-        free_run_arenas(gpt);
+        gpt_free_run_arenas(gpt);
         uint64_t set_bytes = (uint64_t)gpt->num_params * 4;
-        destroy_arena(gpt, &gpt->params_arena, set_bytes);
-        destroy_arena(gpt, &gpt->grads_arena, 0);
-        destroy_arena(gpt, &gpt->m_arena, set_bytes);
-        destroy_arena(gpt, &gpt->v_arena, set_bytes);
+        gpt_destroy_arena(gpt, &gpt->params_arena, set_bytes);
+        gpt_destroy_arena(gpt, &gpt->grads_arena, 0);
+        gpt_destroy_arena(gpt, &gpt->m_arena, set_bytes);
+        gpt_destroy_arena(gpt, &gpt->v_arena, set_bytes);
     }
     free(gpt->tensor_sizes);
     free(gpt->params);

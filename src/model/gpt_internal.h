@@ -139,8 +139,7 @@ struct vka_gpt {
     vkb_arena *acts_arena, *host_arena;
     size_t *acts_cap;      /* capacity of each activation tensor (elements) */
     size_t host_cap[GPT_HOST_TENSORS];
-    int32_t *bucket_buf;   /* host scratch for vka_encoder_buckets, VKA_BUCKETS_SIZE(cap) */
-    size_t bucket_cap;
+    int32_t *bucket_buf;   /* host scratch for vka_encoder_buckets, host_cap[2] elements */
 
     gpt_graph graphs[GPT_MAX_GRAPHS];
     int n_graphs, next_evict;
@@ -173,6 +172,17 @@ vka_result gpt_config_problem(vka_gpt_config *cfg, char *msg, size_t cap);
 /* A model with the parameter arena only; init: GPT-2 initialisation from seed, else zeros. */
 vka_result gpt_new(vka_context *ctx, const vka_gpt_config *cfg, bool init, uint64_t seed,
                    vka_gpt **out);
+/* Create an arena after checking each tensor against the device's largest tensor and the
+ * whole against its memory, so a message names the tensor and the limit (hint: how to need
+ * less). Device arenas count into gpt->arena_bytes. */
+vka_result gpt_make_arena(vka_gpt *gpt, const char *label, vkb_arena_kind kind,
+                          const size_t *sizes, const char *const *names, int count,
+                          vkb_tensor *tensors, vkb_arena **out, const char *hint);
+/* Destroy *arena (if any) of bytes device bytes and set it NULL. */
+void gpt_destroy_arena(vka_gpt *gpt, vkb_arena **arena, uint64_t bytes);
+uint64_t gpt_sum_bytes(const size_t *sizes, size_t n);
+/* Destroy the recorded graphs and the activation and host arenas. */
+void gpt_free_run_arenas(vka_gpt *gpt);
 /* Create the gradient arena / the AdamW m and v arenas if missing (zero-filled). */
 vka_result gpt_ensure_grads(vka_gpt *gpt);
 vka_result gpt_ensure_opt(vka_gpt *gpt);
