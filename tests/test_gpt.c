@@ -434,6 +434,29 @@ static void test_gpt_rejects_bad_config(void **state) {
     tu_done(ctx);
 }
 
+/* A wte one row past the device's largest tensor is refused before anything is allocated,
+ * with a message naming the tensor and the limit. (Vulkan only: the CPU backend's limit is
+ * 1 TiB, beyond what any configuration may ask for.) */
+static void test_gpt_tensor_beyond_device_limit(void **state) {
+    vka_context *ctx = tu_gpu();
+    vka_device_info info;
+    assert_int_equal(vka_context_selected_device(ctx, &info), VKA_SUCCESS);
+    int C = 1024;
+    uint64_t rows = info.max_storage_buffer_range / (4 * (uint64_t)C) + 1;
+    if (rows > (1u << 24) - 128) {
+        print_message("skipping: maxStorageBufferRange %llu is beyond any vocabulary\n",
+                      (unsigned long long)info.max_storage_buffer_range);
+        tu_done(ctx);
+        skip();
+    }
+    vka_gpt_config cfg = {.max_T = 8, .V = (int)rows, .Vp = (int)rows, .L = 1, .NH = 8, .C = C};
+    vka_gpt *gpt = (vka_gpt *)1;
+    tf_expect_error(ctx, vka_gpt_create(ctx, &cfg, 0, &gpt), VKA_ERROR_DEVICE_LIMIT, "wte",
+                    "maxStorageBufferRange", NULL);
+    assert_null(gpt);
+    tu_done(ctx);
+}
+
 static void test_gpt_rejects_bad_inputs(void **state) {
     vka_context *ctx = tu_cpu();
     vka_gpt_config cfg = {.max_T = 8, .V = 10, .L = 1, .NH = 2, .C = 8};
@@ -487,6 +510,7 @@ int main(void) {
         BOTH(test_gpt_overfits_one_batch),
         BOTH(test_gpt_resume_is_exact),
         cmocka_unit_test(test_gpt_rejects_bad_config),
+        cmocka_unit_test(test_gpt_tensor_beyond_device_limit),
         cmocka_unit_test(test_gpt_rejects_bad_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
