@@ -81,10 +81,10 @@ vka_result vka_write_file_atomic(vka_context *ctx, const char *path, const void 
         return r;
     }
     if (rename(tmp, path) != 0) {
-        int e = errno;
+        int rename_errno = errno;
         remove(tmp);
         vka_result r = vka_set_error(ctx, VKA_ERROR_IO, "cannot rename %s to %s: %s", tmp, path,
-                                     strerror(e));
+                                     strerror(rename_errno));
         free(tmp);
         return r;
     }
