@@ -53,6 +53,10 @@ static void chk_positive(chk *c, const char *name, int64_t v) {
                          (long long)v);
 }
 
+static void chk_nonzero(chk *c, const char *name, size_t v) {
+    if (v == 0) chk_fail(c, VKA_ERROR_INVALID_ARGUMENT, "%s = 0 must be positive", name);
+}
+
 /* t is a tensor of this context (required unless optional). */
 static bool chk_tensor(chk *c, const vka_tensor *t, const char *name, bool optional) {
     if (c->r != VKA_SUCCESS) return false;
@@ -170,7 +174,7 @@ vka_result vka_fill(vka_context *ctx, vka_tensor *t, float value) {
 
 vka_result vka_copy(vka_context *ctx, vka_tensor *dst, const vka_tensor *src, size_t n) {
     chk c = chk_start(ctx, "vka_copy");
-    if (c.r == VKA_SUCCESS && n == 0) chk_fail(&c, VKA_ERROR_INVALID_ARGUMENT, "n = 0");
+    chk_nonzero(&c, "n", n);
     need_t nd = need_n("n", n);
     chk_holds(&c, dst, "dst", nd);
     chk_holds(&c, src, "src", nd);
@@ -182,7 +186,7 @@ vka_result vka_copy(vka_context *ctx, vka_tensor *dst, const vka_tensor *src, si
 static chk chk_elementwise(vka_context *ctx, const char *op, const vka_tensor *const *t,
                            const char *const *names, int count, size_t N) {
     chk c = chk_start(ctx, op);
-    if (c.r == VKA_SUCCESS && N == 0) chk_fail(&c, VKA_ERROR_INVALID_ARGUMENT, "N = 0");
+    chk_nonzero(&c, "N", N);
     need_t nd = need_n("N", N);
     for (int i = 0; i < count; i++) chk_holds(&c, t[i], names[i], nd);
     return c;
@@ -489,7 +493,7 @@ vka_result vka_crossentropy_backward(vka_context *ctx, vka_tensor *dlogits,
 
 vka_result vka_mean(vka_context *ctx, vka_tensor *out, const vka_tensor *inp, size_t N) {
     chk c = chk_start(ctx, "vka_mean");
-    if (c.r == VKA_SUCCESS && N == 0) chk_fail(&c, VKA_ERROR_INVALID_ARGUMENT, "N = 0");
+    chk_nonzero(&c, "N", N);
     chk_holds(&c, out, "out", need_n(NULL, 1));
     chk_holds(&c, inp, "inp", need_n("N", N));
     if (!chk_ok(&c)) return c.r;
@@ -525,7 +529,7 @@ vka_result vka_adamw(vka_context *ctx, vka_tensor *param, const vka_tensor *grad
                      vka_tensor *v, const vka_tensor *hyper, const vka_tensor *gscale, size_t N,
                      float weight_decay) {
     chk c = chk_start(ctx, "vka_adamw");
-    if (c.r == VKA_SUCCESS && N == 0) chk_fail(&c, VKA_ERROR_INVALID_ARGUMENT, "N = 0");
+    chk_nonzero(&c, "N", N);
     need_t n = need_n("N", N);
     chk_holds(&c, param, "param", n);
     chk_holds(&c, grad, "grad", n);

@@ -17,7 +17,8 @@ static vka_result usable(vka_context *ctx, const char *fn) {
 vka_result vka_tensor_create(vka_context *ctx, size_t n, vka_tensor **out) {
     vka_result r = usable(ctx, "vka_tensor_create");
     if (r != VKA_SUCCESS) return r;
-    if (!out) return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_tensor_create: out is NULL");
+    if (!out)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_tensor_create: out is NULL");
     *out = NULL;
     if (n == 0)
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
@@ -85,7 +86,8 @@ vka_result vka_graph_begin(vka_context *ctx) {
                              "vka_graph_begin: already recording a graph (call vka_graph_end "
                              "first)");
     vka_graph *g = calloc(1, sizeof *g);
-    if (!g) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "vka_graph_begin: out of memory");
+    if (!g)
+        return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "vka_graph_begin: out of memory");
     g->ctx = ctx;
     /* A new graph always records (true); on allocation failure g->g stays NULL and graph_end
      * reports it. */
@@ -116,9 +118,9 @@ vka_result vka_graph_end(vka_context *ctx, vka_graph **out) {
     vka_graph_note_status(ctx);
     ctx->recording = NULL;
     if (r != VKA_SUCCESS) {
-        /* The first failure's message, even if later ops failed too; the graph is released
-         * (*out stays NULL) as a failed graph cannot run. */
-        if (g->first_error[0]) vka_set_error(ctx, r, "%s", g->first_error);
+        /* The first failure's message (already logged), even if later ops failed too; the
+         * graph is released (*out stays NULL) as a failed graph cannot run. */
+        if (g->first_error[0]) snprintf(ctx->error, sizeof ctx->error, "%s", g->first_error);
         vka_graph_destroy(g);
         return r;
     }

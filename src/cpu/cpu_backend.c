@@ -35,8 +35,8 @@ static vka_result alloc_chunks(vkb_backend *be, const char *label, vkb_arena *ar
                                  "cpu: cannot allocate %zu bytes for chunk %d of arena '%s'",
                                  bytes, c, label);
         arena->bases[c] = base;
-        uintptr_t aligned = ((uintptr_t)base + CPU_ALIGN_BYTES - 1) & ~(uintptr_t)(CPU_ALIGN_BYTES - 1);
-        arena->chunks[c] = (float *)aligned;
+        uintptr_t mask = CPU_ALIGN_BYTES - 1;
+        arena->chunks[c] = (float *)(((uintptr_t)base + mask) & ~mask);
     }
     return VKA_SUCCESS;
 }
