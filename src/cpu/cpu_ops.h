@@ -23,8 +23,13 @@
 #ifdef VKA_HAVE_OPENMP
 #define VKA_PRAGMA(x) _Pragma(#x)
 #define VKA_OMP_FOR(nt, cond) VKA_PRAGMA(omp parallel for num_threads(nt) schedule(static) if(cond))
+/* For few, large work items (matmul tiles): a thread that shares its core with another process
+ * does not hold the others back. Results do not depend on the schedule. */
+#define VKA_OMP_FOR_DYNAMIC(nt, cond) \
+    VKA_PRAGMA(omp parallel for num_threads(nt) schedule(dynamic, 1) if(cond))
 #else
 #define VKA_OMP_FOR(nt, cond)
+#define VKA_OMP_FOR_DYNAMIC(nt, cond)
 #endif
 /* Below this much work (~multiply-adds) a parallel region costs more than it saves. */
 #define VKA_OMP_MIN_WORK 32768

@@ -135,7 +135,7 @@ void matmul_forward_cpu(float *out, const float *a, const float *b, const float 
     long tiles = (long)batch * tiles_m * tiles_n;
     double work = (double)batch * M * N * K;
     (void)work; /* unused without OpenMP */
-    VKA_OMP_FOR(nt, work > VKA_OMP_MIN_WORK)
+    VKA_OMP_FOR_DYNAMIC(nt, work > VKA_OMP_MIN_WORK)
     for (long t = 0; t < tiles; t++) {
         long bi = t / (tiles_m * tiles_n), rest = t % (tiles_m * tiles_n);
         int i0 = (int)(rest / tiles_n) * MM_MB, j0 = (int)(rest % tiles_n) * MM_NB;
