@@ -102,8 +102,9 @@ static need_t need_prod(const char *names, const int64_t *f, int count) {
     for (int i = 0; i < count; i++) {
         uint64_t v = f[i] > 0 ? (uint64_t)f[i] : 0;
         if (!nd.overflow) nd.overflow = mul_overflows(nd.n, v, &nd.n);
-        len += (size_t)snprintf(vals + len, len < sizeof vals ? sizeof vals - len : 0, "%s%lld",
-                                i ? "*" : "", (long long)f[i]);
+        if (len < sizeof vals)
+            len += (size_t)snprintf(vals + len, sizeof vals - len, "%s%lld", i ? "*" : "",
+                                    (long long)f[i]);
     }
     if (count == 1) snprintf(nd.expr, sizeof nd.expr, "%s", names);
     else snprintf(nd.expr, sizeof nd.expr, "%s = %s", names, vals);
