@@ -412,19 +412,29 @@ static vka_result create_device(vkr_device *dev) {
     return VKA_SUCCESS;
 }
 
+/* Kernel variants: the desc, else VKATTN_KERNELS=gpu|cpu, else by device type. */
+static bool want_cpu_kernels(vka_kernels k, vka_device_type type) {
+    if (k == VKA_KERNELS_GPU) return false;
+    if (k == VKA_KERNELS_CPU) return true;
+    const char *env = getenv("VKATTN_KERNELS");
+    if (env && strcmp(env, "gpu") == 0) return false;
+    if (env && strcmp(env, "cpu") == 0) return true;
+    return type == VKA_DEVICE_TYPE_CPU;
+}
+
 /* Fill the chosen device's properties the backend needs. */
-static void finish_selection(vkr_device *dev) {
+static void finish_selection(vkr_device *dev, vka_kernels kernels) {
     dev->infos[dev->selected].selected = true;
     dev->phys = dev->phys_list[dev->selected];
     dev->vki.GetPhysicalDeviceProperties(dev->phys, &dev->props);
     dev->vki.GetPhysicalDeviceMemoryProperties(dev->phys, &dev->mem_props);
     const vka_device_info *info = &dev->infos[dev->selected];
-    dev->is_cpu = info->type == VKA_DEVICE_TYPE_CPU;
+    dev->is_cpu = want_cpu_kernels(kernels, info->type);
     dev->unified_memory = info->unified_memory;
     dev->timestamps = info->timestamps;
 }
 
-static vka_result adopt_env(vkr_device *dev, const vka_vulkan_env *env) {
+static vka_result adopt_env(vkr_device *dev, const vka_vulkan_env *env, vka_kernels kernels) {
     vka_context *ctx = dev->ctx;
     if (!env->instance || !env->physical_device || !env->device || !env->queue)
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
@@ -449,7 +459,7 @@ static vka_result adopt_env(vkr_device *dev, const vka_vulkan_env *env) {
     dev->queue_family = env->queue_family;
     r = load_device_table(dev);
     if (r != VKA_SUCCESS) return r;
-    finish_selection(dev);
+    finish_selection(dev, kernels);
     /* Timestamps depend on the application's queue family. */
     uint32_t n = 0;
     dev->vki.GetPhysicalDeviceQueueFamilyProperties(dev->phys, &n, NULL);
@@ -474,7 +484,7 @@ vka_result vkr_device_create(vka_context *ctx, const vka_context_desc *desc, vkr
     if (!dev) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     dev->ctx = ctx;
     *out = dev;
-    if (desc->vulkan) return adopt_env(dev, desc->vulkan);
+    if (desc->vulkan) return adopt_env(dev, desc->vulkan, desc->kernels);
 
     dev->gipa = loader_gipa;
     if (!dev->gipa)
@@ -485,7 +495,7 @@ vka_result vkr_device_create(vka_context *ctx, const vka_context_desc *desc, vkr
     if (r == VKA_SUCCESS) r = enumerate_devices(dev);
     if (r == VKA_SUCCESS) r = select_device(dev, desc->device);
     if (r == VKA_SUCCESS) r = create_device(dev);
-    if (r == VKA_SUCCESS) finish_selection(dev);
+    if (r == VKA_SUCCESS) finish_selection(dev, desc->kernels);
     if (r == VKA_SUCCESS) {
         const vka_device_info *i = &dev->infos[dev->selected];
         vka_log(ctx, VKA_LOG_INFO, "Vulkan device %u: %s (%s %s)", dev->selected, i->name,
