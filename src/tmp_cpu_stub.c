@@ -25,3 +25,13 @@ int vkb_arena_layout(const size_t *sizes, int count, size_t max_chunk_elems, uin
     chunk_elems[n-1] = used > 0 ? used : 1;
     return n;
 }
+void vka_encoder_buckets(const int32_t *tokens, int BT, int32_t *buckets) {
+    int32_t *start = buckets + 1, *tok = buckets + BT + 2, *order = buckets + 2 * BT + 2;
+    memset(buckets, 0, (3 * (size_t)BT + 2) * 4);
+    int n = 0, pos = 0;
+    for (int v = 0; v < (1 << 20) && pos < BT; v++) {
+        int first = 1;
+        for (int i = 0; i < BT; i++) if (tokens[i] == v) { if (first) { tok[n] = v; start[n++] = pos; first = 0; } order[pos++] = i; }
+    }
+    start[n] = BT; buckets[0] = n;
+}
