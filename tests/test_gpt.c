@@ -5,45 +5,9 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "test_files.h"
+#include "gpt_util.h"
 
 #include <stdint.h>
-
-static const int ON_CPU = 0, ON_GPU = 1;
-
-static vka_context *ctx_for(void **state) {
-    return *(const int *)*state == ON_GPU ? tu_gpu() : tu_cpu();
-}
-
-static vka_gpt *new_model(vka_context *ctx, vka_gpt_config cfg, uint64_t seed) {
-    vka_gpt *gpt = NULL;
-    if (vka_gpt_create(ctx, &cfg, seed, &gpt) != VKA_SUCCESS)
-        fail_msg("create: %s", vka_last_error(ctx));
-    return gpt;
-}
-
-static void random_tokens(int32_t *ids, size_t n, int V, uint64_t seed) {
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 12345;
-    for (size_t i = 0; i < n; i++) {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        ids[i] = (int32_t)(s % (uint64_t)V);
-    }
-}
-
-static float *get_params(vka_gpt *gpt) {
-    size_t n = vka_gpt_num_params(gpt);
-    float *p = malloc(n * sizeof *p);
-    assert_int_equal(vka_gpt_get_params(gpt, p, n), VKA_SUCCESS);
-    return p;
-}
-
-static float *get_grads(vka_gpt *gpt) {
-    size_t n = vka_gpt_num_params(gpt);
-    float *g = malloc(n * sizeof *g);
-    assert_int_equal(vka_gpt_get_grads(gpt, g, n), VKA_SUCCESS);
-    return g;
-}
 
 /* The 16 parameter tensors of llm.c in order: name, elements, whether 2-D (decayed). */
 typedef struct span {
@@ -82,21 +46,21 @@ static int layout(const vka_gpt_config *c, span *out) {
  * positions varies by far less than 0.05. The band [ln V - 0.05, ln V + 0.1] fails for a model
  * whose outputs are not near uniform at the start (a wrong init scale or a broken layernorm). */
 static void test_gpt_initial_loss_is_ln_v(void **state) {
-    vka_context *ctx = ctx_for(state);
+    vka_context *ctx = tm_ctx(state);
     vka_gpt_config cfg = {.max_T = 32, .V = 65, .L = 2, .NH = 4, .C = 64};
-    vka_gpt *gpt = new_model(ctx, cfg, 1337);
+    vka_gpt *gpt = tm_model(ctx, cfg, 1337);
     assert_int_equal(vka_gpt_get_config(gpt).Vp, 128);
     enum { B = 8, T = 32 };
     int32_t in[B * T], tg[B * T];
-    random_tokens(in, B * T, 65, 1);
-    random_tokens(tg, B * T, 65, 2);
+    tm_tokens(in, B * T, 65, 1);
+    tm_tokens(tg, B * T, 65, 2);
     float loss = 0;
     assert_int_equal(vka_gpt_forward(gpt, in, tg, B, T, &loss, NULL), VKA_SUCCESS);
     double lnv = log(65.0);
     print_message("initial loss %.4f, ln V = %.4f\n", loss, lnv);
     assert_true(loss > lnv - 0.05 && loss < lnv + 0.1);
     /* Padded wte rows start at zero. */
-    float *p = get_params(gpt);
+    float *p = tm_params(gpt);
     for (size_t i = 65 * 64; i < 128 * 64; i++) assert_true(p[i] == 0.0f);
     free(p);
     vka_gpt_destroy(gpt);
@@ -106,13 +70,13 @@ static void test_gpt_initial_loss_is_ln_v(void **state) {
 /* The logits copied out are (B, T, V): their host-computed cross-entropy is the model's loss.
  * (Were the padding columns not dropped, rows would be misaligned and this would fail.) */
 static void test_gpt_forward_logits_give_the_loss(void **state) {
-    vka_context *ctx = ctx_for(state);
+    vka_context *ctx = tm_ctx(state);
     vka_gpt_config cfg = {.max_T = 9, .V = 13, .L = 1, .NH = 2, .C = 16};
-    vka_gpt *gpt = new_model(ctx, cfg, 7);
+    vka_gpt *gpt = tm_model(ctx, cfg, 7);
     enum { B = 3, T = 7, V = 13 };
     int32_t in[B * T], tg[B * T];
-    random_tokens(in, B * T, V, 3);
-    random_tokens(tg, B * T, V, 4);
+    tm_tokens(in, B * T, V, 3);
+    tm_tokens(tg, B * T, V, 4);
     float *logits = malloc(B * T * V * sizeof *logits);
     float loss;
     assert_int_equal(vka_gpt_forward(gpt, in, tg, B, T, &loss, logits), VKA_SUCCESS);
@@ -140,12 +104,12 @@ static void test_gpt_forward_logits_give_the_loss(void **state) {
 
 /* Shapes that grow and shrink reuse and regrow the arenas without changing results. */
 static void test_gpt_forward_after_shape_changes(void **state) {
-    vka_context *ctx = ctx_for(state);
+    vka_context *ctx = tm_ctx(state);
     vka_gpt_config cfg = {.max_T = 16, .V = 20, .L = 2, .NH = 2, .C = 8};
-    vka_gpt *gpt = new_model(ctx, cfg, 9);
+    vka_gpt *gpt = tm_model(ctx, cfg, 9);
     int32_t in[4 * 16], tg[4 * 16];
-    random_tokens(in, 64, 20, 5);
-    random_tokens(tg, 64, 20, 6);
+    tm_tokens(in, 64, 20, 5);
+    tm_tokens(tg, 64, 20, 6);
     float a, b, c, d;
     assert_int_equal(vka_gpt_forward(gpt, in, tg, 1, 5, &a, NULL), VKA_SUCCESS);
     assert_int_equal(vka_gpt_forward_backward(gpt, in, tg, 4, 16, &b), VKA_SUCCESS);
@@ -178,7 +142,7 @@ static float loss_at(vka_gpt *gpt, const float *p, size_t n, const int32_t *in,
 static void test_gpt_gradients_match_finite_differences(void **state) {
     vka_context *ctx = tu_cpu();
     vka_gpt_config cfg = {.max_T = 6, .V = 11, .Vp = 16, .L = 2, .NH = 2, .C = 8};
-    vka_gpt *gpt = new_model(ctx, cfg, 1);
+    vka_gpt *gpt = tm_model(ctx, cfg, 1);
     size_t n = vka_gpt_num_params(gpt);
     float *p = malloc(n * sizeof *p);
     tu_random(p, n, 77, 0.5f);
@@ -189,12 +153,12 @@ static void test_gpt_gradients_match_finite_differences(void **state) {
             for (size_t i = 0; i < sp[k].n; i++) p[sp[k].off + i] += 1.0f;
     enum { B = 2, T = 5 };
     int32_t in[B * T], tg[B * T];
-    random_tokens(in, B * T, 11, 8);
-    random_tokens(tg, B * T, 11, 9);
+    tm_tokens(in, B * T, 11, 8);
+    tm_tokens(tg, B * T, 11, 9);
     assert_int_equal(vka_gpt_set_params(gpt, p, n), VKA_SUCCESS);
     float loss;
     assert_int_equal(vka_gpt_forward_backward(gpt, in, tg, B, T, &loss), VKA_SUCCESS);
-    float *g = get_grads(gpt);
+    float *g = tm_grads(gpt);
 
     const float h = 1e-2f;
     double err2 = 0, ref2 = 0, worst = 0;
@@ -242,20 +206,20 @@ static void test_gpt_gradients_match_finite_differences(void **state) {
 
 /* On Vulkan: the same gradients as the CPU reference (same weights and batch). */
 static void test_gpt_gradients_match_cpu(void **state) {
-    vka_context *gctx = tu_gpu();
+    vka_context *gctx = tm_gpu();
     vka_context *cctx = tu_cpu();
     vka_gpt_config cfg = {.max_T = 20, .V = 37, .L = 2, .NH = 4, .C = 32};
-    vka_gpt *g_gpt = new_model(gctx, cfg, 2), *c_gpt = new_model(cctx, cfg, 2);
+    vka_gpt *g_gpt = tm_model(gctx, cfg, 2), *c_gpt = tm_model(cctx, cfg, 2);
     enum { B = 3, T = 17 };
     int32_t in[B * T], tg[B * T];
-    random_tokens(in, B * T, 37, 10);
-    random_tokens(tg, B * T, 37, 11);
+    tm_tokens(in, B * T, 37, 10);
+    tm_tokens(tg, B * T, 37, 11);
     float gl, cl;
     assert_int_equal(vka_gpt_forward_backward(g_gpt, in, tg, B, T, &gl), VKA_SUCCESS);
     assert_int_equal(vka_gpt_forward_backward(c_gpt, in, tg, B, T, &cl), VKA_SUCCESS);
     print_message("loss gpu %.7f cpu %.7f\n", gl, cl);
     assert_true(fabs(gl - cl) < 1e-4);
-    float *gg = get_grads(g_gpt), *cg = get_grads(c_gpt);
+    float *gg = tm_grads(g_gpt), *cg = tm_grads(c_gpt);
     span sp[16];
     layout(&cfg, sp);
     for (int k = 0; k < 16; k++) {
@@ -280,25 +244,25 @@ static void test_gpt_gradients_match_cpu(void **state) {
  * gradients and norms the model reports: every parameter matches (decay on 2-D weights only,
  * the clip scale min(1, clip / (norm + 1e-6)), bias corrections for t = 1, 2). */
 static void test_gpt_train_step_is_adamw(void **state) {
-    vka_context *ctx = ctx_for(state);
+    vka_context *ctx = tm_ctx(state);
     vka_gpt_config cfg = {.max_T = 8, .V = 11, .Vp = 16, .L = 2, .NH = 2, .C = 8};
-    vka_gpt *gpt = new_model(ctx, cfg, 4);
+    vka_gpt *gpt = tm_model(ctx, cfg, 4);
     size_t n = vka_gpt_num_params(gpt);
     span sp[16];
     layout(&cfg, sp);
     enum { B = 2, T = 8 };
     int32_t in[B * T], tg[B * T];
-    random_tokens(in, B * T, 11, 12);
-    random_tokens(tg, B * T, 11, 13);
+    tm_tokens(in, B * T, 11, 12);
+    tm_tokens(tg, B * T, 11, 13);
     const vka_adamw_desc opt = {.lr = 1e-2f, .beta1 = 0.8f, .beta2 = 0.95f, .eps = 1e-6f,
                                 .weight_decay = 0.5f, .grad_clip = 0.3f};
     double *m = calloc(n, sizeof *m), *v = calloc(n, sizeof *v);
-    float *p = get_params(gpt);
+    float *p = tm_params(gpt);
     for (int t = 1; t <= 2; t++) {
         float loss, norm;
         assert_int_equal(vka_gpt_train_step(gpt, in, tg, B, T, &opt, &loss, &norm), VKA_SUCCESS);
         assert_int_equal(vka_gpt_step(gpt), (uint64_t)t);
-        float *g = get_grads(gpt), *got = get_params(gpt);
+        float *g = tm_grads(gpt), *got = tm_params(gpt);
         double norm2 = 0;
         for (size_t i = 0; i < n; i++) norm2 += (double)g[i] * g[i];
         assert_true(fabs(norm - sqrt(norm2)) <= 1e-5 * sqrt(norm2));
@@ -333,13 +297,13 @@ static void test_gpt_train_step_is_adamw(void **state) {
 
 /* 30 steps on one batch of random tokens: a model that learns memorises it. */
 static void test_gpt_overfits_one_batch(void **state) {
-    vka_context *ctx = ctx_for(state);
+    vka_context *ctx = tm_ctx(state);
     vka_gpt_config cfg = {.max_T = 16, .V = 24, .L = 2, .NH = 4, .C = 32};
-    vka_gpt *gpt = new_model(ctx, cfg, 11);
+    vka_gpt *gpt = tm_model(ctx, cfg, 11);
     enum { B = 4, T = 16 };
     int32_t in[B * T], tg[B * T];
-    random_tokens(in, B * T, 24, 14);
-    random_tokens(tg, B * T, 24, 15);
+    tm_tokens(in, B * T, 24, 14);
+    tm_tokens(tg, B * T, 24, 15);
     vka_adamw_desc opt = {.lr = 1e-2f};
     float first = 0, loss = 0;
     for (int s = 0; s < 30; s++) {
@@ -368,7 +332,7 @@ static void train(vka_gpt *gpt, const vka_data *data, uint64_t *rng, int from, i
 }
 
 static void test_gpt_resume_is_exact(void **state) {
-    vka_context *ctx = ctx_for(state);
+    vka_context *ctx = tm_ctx(state);
     tf_dir d = tf_mkdir();
     vka_data *data = NULL;
     assert_int_equal(vka_data_load(ctx, NULL, NULL, &data), VKA_SUCCESS);
@@ -376,18 +340,18 @@ static void test_gpt_resume_is_exact(void **state) {
     vka_gpt_config cfg = {.max_T = 12, .V = V, .L = 2, .NH = 2, .C = 16};
     enum { N = 4 };
     float full[2 * N], split[2 * N];
-    vka_gpt *a = new_model(ctx, cfg, 21);
+    vka_gpt *a = tm_model(ctx, cfg, 21);
     uint64_t rng = 99;
     train(a, data, &rng, 0, 2 * N, full);
 
-    vka_gpt *b = new_model(ctx, cfg, 21);
+    vka_gpt *b = tm_model(ctx, cfg, 21);
     rng = 99;
     train(b, data, &rng, 0, N, split);
     vka_train_state st = {.step = N, .rng_state = rng, .seed = 21};
     const char *path = tf_path(&d, "state.bin");
     assert_int_equal(vka_gpt_save_state(b, &st, path), VKA_SUCCESS);
     vka_gpt_destroy(b);
-    vka_context *ctx2 = ctx_for(state);
+    vka_context *ctx2 = tm_ctx(state);
     vka_train_state got;
     assert_int_equal(vka_gpt_load_state(ctx2, path, &b, &got), VKA_SUCCESS);
     assert_int_equal(vka_gpt_step(b), N);
@@ -396,7 +360,7 @@ static void test_gpt_resume_is_exact(void **state) {
 
     for (int s = 0; s < 2 * N; s++) print_message("step %d: %.7f %.7f\n", s, full[s], split[s]);
     assert_memory_equal(full, split, sizeof full);
-    float *pa = get_params(a), *pb = get_params(b);
+    float *pa = tm_params(a), *pb = tm_params(b);
     assert_memory_equal(pa, pb, vka_gpt_num_params(a) * sizeof *pa);
     free(pa);
     free(pb);
@@ -460,7 +424,7 @@ static void test_gpt_tensor_beyond_device_limit(void **state) {
 static void test_gpt_rejects_bad_inputs(void **state) {
     vka_context *ctx = tu_cpu();
     vka_gpt_config cfg = {.max_T = 8, .V = 10, .L = 1, .NH = 2, .C = 8};
-    vka_gpt *gpt = new_model(ctx, cfg, 0);
+    vka_gpt *gpt = tm_model(ctx, cfg, 0);
     int32_t in[2 * 9] = {0}, tg[2 * 9] = {0};
     float loss;
     tf_expect_error(ctx, vka_gpt_forward(gpt, in, tg, 2, 9, &loss, NULL),
@@ -495,20 +459,16 @@ static void test_gpt_rejects_bad_inputs(void **state) {
     tu_done(ctx);
 }
 
-#define BOTH(fn)                                              \
-    cmocka_unit_test_prestate(fn, (void *)&ON_CPU),           \
-        cmocka_unit_test_prestate(fn, (void *)&ON_GPU)
-
 int main(void) {
     const struct CMUnitTest tests[] = {
-        BOTH(test_gpt_initial_loss_is_ln_v),
-        BOTH(test_gpt_forward_logits_give_the_loss),
-        BOTH(test_gpt_forward_after_shape_changes),
+        TM_BOTH(test_gpt_initial_loss_is_ln_v),
+        TM_BOTH(test_gpt_forward_logits_give_the_loss),
+        TM_BOTH(test_gpt_forward_after_shape_changes),
         cmocka_unit_test(test_gpt_gradients_match_finite_differences),
         cmocka_unit_test(test_gpt_gradients_match_cpu),
-        BOTH(test_gpt_train_step_is_adamw),
-        BOTH(test_gpt_overfits_one_batch),
-        BOTH(test_gpt_resume_is_exact),
+        TM_BOTH(test_gpt_train_step_is_adamw),
+        TM_BOTH(test_gpt_overfits_one_batch),
+        TM_BOTH(test_gpt_resume_is_exact),
         cmocka_unit_test(test_gpt_rejects_bad_config),
         cmocka_unit_test(test_gpt_tensor_beyond_device_limit),
         cmocka_unit_test(test_gpt_rejects_bad_inputs),

@@ -2,22 +2,9 @@
  * Generation and evaluation of the GPT-2 model, checked against plain vka_gpt_forward calls.
  * Run on the CPU backend and again on Vulkan (skipped where there is no Vulkan device).
  */
-#include "test_util.h"
+#include "gpt_util.h"
 
 #include <stdint.h>
-
-static const int ON_CPU = 0, ON_GPU = 1;
-
-static vka_context *ctx_for(void **state) {
-    return *(const int *)*state == ON_GPU ? tu_gpu() : tu_cpu();
-}
-
-static vka_gpt *new_model(vka_context *ctx, vka_gpt_config cfg, uint64_t seed) {
-    vka_gpt *gpt = NULL;
-    if (vka_gpt_create(ctx, &cfg, seed, &gpt) != VKA_SUCCESS)
-        fail_msg("create: %s", vka_last_error(ctx));
-    return gpt;
-}
 
 /* Weights large enough that the next-token distributions are far from uniform. */
 static void sharpen(vka_gpt *gpt) {
@@ -27,16 +14,6 @@ static void sharpen(vka_gpt *gpt) {
     for (size_t i = 0; i < n; i++) p[i] *= 25.0f;
     assert_int_equal(vka_gpt_set_params(gpt, p, n), VKA_SUCCESS);
     free(p);
-}
-
-static void random_tokens(int32_t *ids, size_t n, int V, uint64_t seed) {
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 12345;
-    for (size_t i = 0; i < n; i++) {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        ids[i] = (int32_t)(s % (uint64_t)V);
-    }
 }
 
 /* The model's logits (V) for the token after seq[0:len], with the context cut to max_T. */
@@ -63,13 +40,13 @@ static bool count_tokens(void *user, int32_t token) {
 /* Greedy decoding picks the argmax of exactly the logits a plain forward pass gives, with the
  * context sliding once prompt + generated exceeds max_T. */
 static void test_generate_greedy_is_argmax(void **state) {
-    vka_context *ctx = ctx_for(state);
+    vka_context *ctx = tm_ctx(state);
     vka_gpt_config cfg = {.max_T = 8, .V = 19, .L = 2, .NH = 2, .C = 16};
-    vka_gpt *gpt = new_model(ctx, cfg, 31);
+    vka_gpt *gpt = tm_model(ctx, cfg, 31);
     sharpen(gpt);
     enum { P = 5, NEW = 12 };
     int32_t seq[P + NEW];
-    random_tokens(seq, P, 19, 1);
+    tm_tokens(seq, P, 19, 1);
     int32_t out[NEW];
     vka_sample_desc greedy = {.temperature = 0.0f};
     assert_int_equal(vka_gpt_generate(gpt, seq, P, NEW, &greedy, out, NULL, NULL), VKA_SUCCESS);
@@ -95,13 +72,13 @@ static void test_generate_greedy_is_argmax(void **state) {
 /* Sampling is a function of the seed; each token is among the top_k of its logits; the
  * callback sees every token and can stop early. */
 static void test_generate_sampling_is_seeded_and_top_k(void **state) {
-    vka_context *ctx = ctx_for(state);
+    vka_context *ctx = tm_ctx(state);
     vka_gpt_config cfg = {.max_T = 16, .V = 23, .L = 1, .NH = 2, .C = 16};
-    vka_gpt *gpt = new_model(ctx, cfg, 32);
+    vka_gpt *gpt = tm_model(ctx, cfg, 32);
     sharpen(gpt);
     enum { P = 3, NEW = 20, K = 4 };
     int32_t seq[P + NEW];
-    random_tokens(seq, P, 23, 2);
+    tm_tokens(seq, P, 23, 2);
     int32_t a[NEW], b[NEW], c[NEW];
     vka_sample_desc s = {.temperature = 1.0f, .top_k = K, .seed = 123};
     assert_int_equal(vka_gpt_generate(gpt, seq, P, NEW, &s, a, NULL, NULL), VKA_SUCCESS);
@@ -134,7 +111,7 @@ static void test_generate_sampling_is_seeded_and_top_k(void **state) {
 static void test_generate_rejects_bad_input(void **state) {
     vka_context *ctx = tu_cpu();
     vka_gpt_config cfg = {.max_T = 8, .V = 10, .L = 1, .NH = 2, .C = 8};
-    vka_gpt *gpt = new_model(ctx, cfg, 0);
+    vka_gpt *gpt = tm_model(ctx, cfg, 0);
     int32_t prompt[3] = {1, 12, 3}, out[4];
     vka_sample_desc s = {.temperature = 1.0f};
     vka_result r = vka_gpt_generate(gpt, prompt, 3, 4, &s, out, NULL, NULL);
@@ -156,14 +133,14 @@ static void test_generate_rejects_bad_input(void **state) {
  * one forward pass over the same windows. 600 windows span two eval batches (the last one
  * partial). */
 static void test_eval_matches_forward_over_the_windows(void **state) {
-    vka_context *ctx = ctx_for(state);
+    vka_context *ctx = tm_ctx(state);
     vka_gpt_config cfg = {.max_T = 8, .V = 17, .L = 1, .NH = 2, .C = 16};
-    vka_gpt *gpt = new_model(ctx, cfg, 33);
+    vka_gpt *gpt = tm_model(ctx, cfg, 33);
     sharpen(gpt);
     enum { T = 4, W = 600 };
     size_t n = (size_t)W * T + 1;
     int32_t *tokens = malloc((n + T) * sizeof *tokens);
-    random_tokens(tokens, n + T, 17, 4);
+    tm_tokens(tokens, n + T, 17, 4);
     double loss;
     size_t windows;
     assert_int_equal(vka_gpt_eval(gpt, tokens, n, T, &loss, &windows), VKA_SUCCESS);
@@ -199,16 +176,12 @@ static void test_eval_matches_forward_over_the_windows(void **state) {
     tu_done(ctx);
 }
 
-#define BOTH(fn)                                              \
-    cmocka_unit_test_prestate(fn, (void *)&ON_CPU),           \
-        cmocka_unit_test_prestate(fn, (void *)&ON_GPU)
-
 int main(void) {
     const struct CMUnitTest tests[] = {
-        BOTH(test_generate_greedy_is_argmax),
-        BOTH(test_generate_sampling_is_seeded_and_top_k),
+        TM_BOTH(test_generate_greedy_is_argmax),
+        TM_BOTH(test_generate_sampling_is_seeded_and_top_k),
         cmocka_unit_test(test_generate_rejects_bad_input),
-        BOTH(test_eval_matches_forward_over_the_windows),
+        TM_BOTH(test_eval_matches_forward_over_the_windows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

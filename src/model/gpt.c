@@ -5,6 +5,7 @@
 #include "model/gpt_internal.h"
 #include "model/rng.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -93,10 +94,11 @@ vka_result gpt_make_arena(vka_gpt *gpt, const char *label, vkb_arena_kind kind,
         uint64_t bytes = (uint64_t)sizes[i] * 4;
         if (lim->max_tensor_bytes && bytes > lim->max_tensor_bytes)
             return vka_set_error(gpt->ctx, VKA_ERROR_DEVICE_LIMIT,
-                                 "%s (%zu floats) needs %.1f MiB but this device's "
-                                 "maxStorageBufferRange is %.1f MiB%s",
-                                 names[i], sizes[i], mib(bytes), mib(lim->max_tensor_bytes),
-                                 hint);
+                                 "%s (%zu floats) needs %.1f MiB (%" PRIu64 " bytes) but this "
+                                 "device's maxStorageBufferRange is %.1f MiB (%" PRIu64
+                                 " bytes)%s",
+                                 names[i], sizes[i], mib(bytes), bytes,
+                                 mib(lim->max_tensor_bytes), lim->max_tensor_bytes, hint);
     }
     uint64_t total = 0;
     for (int i = 0; i < count; i++) total += (uint64_t)sizes[i] * 4;
