@@ -150,6 +150,9 @@ vka_backend vka_context_backend(const vka_context *ctx);
  * validation is off. Tests treat any as a failure.
  */
 uint32_t vka_context_validation_messages(const vka_context *ctx);
+/** Threads the CPU backend's kernels run on (desc.cpu_threads, else OpenMP's default, which
+ * OMP_NUM_THREADS sets; 1 in a build without OpenMP). 0 for a Vulkan context. */
+int vka_context_cpu_threads(const vka_context *ctx);
 
 typedef enum vka_device_type {
     VKA_DEVICE_TYPE_OTHER = 0,

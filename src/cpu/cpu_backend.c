@@ -231,3 +231,8 @@ vka_result vkb_cpu_create(vka_context *ctx, int threads, vkb_backend **out) {
     *out = &cb->base;
     return VKA_SUCCESS;
 }
+
+int vka_context_cpu_threads(const vka_context *ctx) {
+    if (!ctx || !ctx->be || vka_context_backend(ctx) != VKA_BACKEND_CPU) return 0;
+    return ((const cpu_backend *)ctx->be)->nt;
+}

@@ -1,0 +1,301 @@
+/* What the commands share: option parsing and help, contexts, errors, JSON (see cli.h). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const char *const cli_backend_names[] = {"vulkan", "cpu", NULL};
+const char *const cli_kernel_names[] = {"auto", "gpu", "cpu", NULL};
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    fprintf(stderr, "vkattn %s: ", cmd);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see `vkattn %s --help`)\n", cmd);
+    return CLI_USAGE;
+}
+
+cli_opt *cli_find(cli_opt *opts, int n_opts, const char *name) {
+    for (int i = 0; i < n_opts; i++)
+        if (strcmp(opts[i].name, name) == 0) return &opts[i];
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Values
+ * ------------------------------------------------------------------------------------------- */
+
+static int parse_int(const char *cmd, const cli_opt *o, const char *s) {
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || errno == ERANGE)
+        return cli_usage_error(cmd, "--%s '%s' is not an integer", o->name, s);
+    if ((double)v < o->min || (double)v > o->max)
+        return cli_usage_error(cmd, "--%s %s is out of range (%.0f to %.0f)", o->name, s, o->min,
+                               o->max);
+    *(int *)o->value = (int)v;
+    return CLI_OK;
+}
+
+static int parse_u64(const char *cmd, const cli_opt *o, const char *s) {
+    char *end = NULL;
+    errno = 0;
+    /* strtoull accepts "-1" (as 2^64-1); a seed given as a negative number is a mistake. */
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || *end || errno == ERANGE || strchr(s, '-'))
+        return cli_usage_error(cmd, "--%s '%s' is not a non-negative integer below 2^64", o->name,
+                               s);
+    *(uint64_t *)o->value = (uint64_t)v;
+    return CLI_OK;
+}
+
+static int parse_float(const char *cmd, const cli_opt *o, const char *s) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || !isfinite(v))
+        return cli_usage_error(cmd, "--%s '%s' is not a finite number", o->name, s);
+    bool low = o->min_open ? !(v > o->min) : !(v >= o->min);
+    if (low || v > o->max)
+        return cli_usage_error(cmd, "--%s %s is out of range (%s%g to %g)", o->name, s,
+                               o->min_open ? "more than " : "", o->min, o->max);
+    *(float *)o->value = (float)v;
+    return CLI_OK;
+}
+
+static int parse_choice(const char *cmd, const cli_opt *o, const char *s) {
+    for (int i = 0; o->choices[i]; i++)
+        if (strcmp(o->choices[i], s) == 0) {
+            *(int *)o->value = i;
+            return CLI_OK;
+        }
+    char list[256] = "";
+    size_t used = 0;
+    for (int i = 0; o->choices[i] && used < sizeof list; i++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
+                                 o->choices[i]);
+    return cli_usage_error(cmd, "--%s '%s' is not one of: %s", o->name, s, list);
+}
+
+static int set_value(const char *cmd, cli_opt *o, const char *s) {
+    switch (o->kind) {
+    case OPT_INT: return parse_int(cmd, o, s);
+    case OPT_U64: return parse_u64(cmd, o, s);
+    case OPT_FLOAT: return parse_float(cmd, o, s);
+    case OPT_CHOICE: return parse_choice(cmd, o, s);
+    case OPT_STRING:
+        if (!*s) return cli_usage_error(cmd, "--%s needs a non-empty value", o->name);
+        *(const char **)o->value = s;
+        return CLI_OK;
+    case OPT_FLAG: break;
+    }
+    return CLI_USAGE;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Parsing and help
+ * ------------------------------------------------------------------------------------------- */
+
+int cli_parse(const cli_command *cmd, int argc, char **argv, cli_opt *opts, int n_opts) {
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            cli_help(stdout, cmd, opts, n_opts);
+            return -1;
+        }
+        if (strncmp(arg, "--", 2) != 0 || !arg[2])
+            return cli_usage_error(cmd->name, "unexpected argument '%s'", arg);
+        /* --name value, or --name=value */
+        char name[64];
+        const char *eq = strchr(arg + 2, '=');
+        size_t len = eq ? (size_t)(eq - (arg + 2)) : strlen(arg + 2);
+        snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1),
+                 arg + 2);
+        cli_opt *o = len < sizeof name ? cli_find(opts, n_opts, name) : NULL;
+        if (!o) return cli_usage_error(cmd->name, "unknown option '--%s'", name);
+        if (o->kind == OPT_FLAG) {
+            if (eq) return cli_usage_error(cmd->name, "--%s takes no value", o->name);
+            *(bool *)o->value = true;
+        } else {
+            const char *value = eq ? eq + 1 : NULL;
+            if (!value) {
+                if (i + 1 >= argc)
+                    return cli_usage_error(cmd->name, "--%s needs a value (%s)", o->name, o->metavar);
+                value = argv[++i];
+            }
+            int rc = set_value(cmd->name, o, value);
+            if (rc != CLI_OK) return rc;
+        }
+        o->set = true;
+    }
+    return CLI_OK;
+}
+
+/* text from column indent (where the cursor is) to at most width, continuation lines indented. */
+static void print_wrapped(FILE *f, const char *text, int indent, int width) {
+    int col = indent;
+    const char *p = text;
+    while (*p) {
+        size_t word = strcspn(p, " ");
+        if (col > indent && col + 1 + (int)word > width) {
+            fprintf(f, "\n%*s", indent, "");
+            col = indent;
+        } else if (col > indent) {
+            fputc(' ', f);
+            col++;
+        }
+        fwrite(p, 1, word, f);
+        col += (int)word;
+        p += word;
+        while (*p == ' ') p++;
+    }
+    fputc('\n', f);
+}
+
+void cli_help(FILE *f, const cli_command *cmd, const cli_opt *opts, int n_opts) {
+    fprintf(f, "Usage: vkattn %s %s\n\n%s\n", cmd->name, cmd->usage, cmd->about);
+    fprintf(f, "\nOptions:\n");
+    for (int i = 0; i < n_opts; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s%s", opts[i].name, opts[i].metavar ? " " : "",
+                 opts[i].metavar ? opts[i].metavar : "");
+        if (strlen(left) <= 20) fprintf(f, "  %-20s  ", left);
+        else fprintf(f, "  %s\n  %-20s  ", left, "");
+        print_wrapped(f, opts[i].help, 24, 96);
+    }
+    fprintf(f, "  %-20s  %s\n", "-h, --help", "show this help");
+    if (cmd->notes) fprintf(f, "\n%s\n", cmd->notes);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Contexts and errors
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct cli_log_state {
+    const char *cmd;
+    bool verbose;
+} cli_log_state;
+
+/* Errors reach the user through vka_last_error(); the logger shows warnings and the
+ * validation layer's messages (all messages with --verbose). */
+static void cli_log(void *user, vka_log_level level, const char *msg) {
+    const cli_log_state *s = user;
+    bool validation = strncmp(msg, "validation:", 11) == 0;
+    if (!s->verbose && level == VKA_LOG_ERROR && !validation) return;
+    static const char *const names[] = {"error", "warning", "info", "debug"};
+    fprintf(stderr, "vkattn %s: %s: %s\n", s->cmd, names[level], msg);
+}
+
+int cli_check_backend_opts(const char *cmd, const cli_backend_opts *b) {
+    if (b->device) {
+        const char *p = b->device;
+        while (*p >= '0' && *p <= '9') p++;
+        if (*p || p == b->device || p - b->device > 9)
+            return cli_usage_error(cmd, "--device '%s' is not a device index (see `vkattn info`)",
+                                   b->device);
+        if (b->backend == VKA_BACKEND_CPU)
+            return cli_usage_error(cmd, "--device selects a Vulkan device; it does not apply to "
+                                        "--backend cpu");
+    }
+    return CLI_OK;
+}
+
+int cli_context(const char *cmd, const cli_backend_opts *b, vka_context **out) {
+    /* The logger's state lives as long as the process (one context per command). */
+    static cli_log_state log_state;
+    log_state = (cli_log_state){.cmd = cmd, .verbose = b->verbose};
+    vka_context_desc d = {
+        .backend = b->backend == 1 ? VKA_BACKEND_CPU : VKA_BACKEND_VULKAN,
+        .device = b->device,
+        .cpu_threads = b->threads,
+        .log = cli_log,
+        .log_user_data = &log_state,
+        .log_level = b->verbose ? VKA_LOG_INFO : VKA_LOG_WARN,
+        .label = "vkattn",
+        .kernels = b->kernels == 1 ? VKA_KERNELS_GPU : b->kernels == 2 ? VKA_KERNELS_CPU
+                                                                       : VKA_KERNELS_AUTO,
+    };
+    vka_context *ctx = NULL;
+    vka_result r = vka_context_create(&d, &ctx);
+    if (r != VKA_SUCCESS) {
+        int rc = ctx ? cli_fail(cmd, ctx, r, b->backend == 1 ? "CPU backend" : "Vulkan")
+                     : (fprintf(stderr, "vkattn %s: %s\n", cmd, vka_result_string(r)), CLI_ERROR);
+        vka_context_destroy(ctx);
+        return rc;
+    }
+    *out = ctx;
+    return CLI_OK;
+}
+
+int cli_finish(const char *cmd, vka_context *ctx, int rc) {
+    uint32_t n = vka_context_validation_messages(ctx);
+    vka_context_destroy(ctx);
+    if (n == 0) return rc;
+    fprintf(stderr, "vkattn %s: the Vulkan validation layer reported %u message(s) (above)\n", cmd, n);
+    return rc == CLI_OK ? CLI_ERROR : rc;
+}
+
+void cli_device_name(vka_context *ctx, char *out, size_t cap) {
+    vka_device_info info;
+    if (vka_context_selected_device(ctx, &info) == VKA_SUCCESS) snprintf(out, cap, "%s", info.name);
+    else snprintf(out, cap, "unknown");
+}
+
+int cli_fail(const char *cmd, vka_context *ctx, vka_result r, const char *what) {
+    const char *msg = vka_last_error(ctx);
+    fprintf(stderr, "vkattn %s: %s: %s\n", cmd, what, *msg ? msg : vka_result_string(r));
+    bool vulkan = ctx && vka_context_backend(ctx) == VKA_BACKEND_VULKAN;
+    bool device_problem = r == VKA_ERROR_NO_VULKAN || r == VKA_ERROR_NO_DEVICE ||
+                          r == VKA_ERROR_UNSUPPORTED || r == VKA_ERROR_DEVICE_LOST ||
+                          r == VKA_ERROR_VULKAN;
+    if (vulkan && device_problem && !strstr(msg, "--backend cpu"))
+        fprintf(stderr, "vkattn %s: hint: without a working Vulkan device, add --backend cpu\n",
+                cmd);
+    return CLI_ERROR;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Files and output
+ * ------------------------------------------------------------------------------------------- */
+
+char *cli_sibling_path(const char *path, const char *suffix) {
+    size_t len = strlen(path);
+    if (len >= 4 && strcmp(path + len - 4, ".bin") == 0) len -= 4;
+    char *out = malloc(len + strlen(suffix) + 1);
+    if (!out) return NULL;
+    memcpy(out, path, len);
+    strcpy(out + len, suffix);
+    return out;
+}
+
+void cli_json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p == '\n') fputs("\\n", f);
+        else if (*p == '\t') fputs("\\t", f);
+        else if (*p == '\r') fputs("\\r", f);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+void cli_json_number(FILE *f, double x) {
+    if (isfinite(x)) fprintf(f, "%.9g", x);
+    else fputs("null", f);
+}
+
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

@@ -1,0 +1,143 @@
+/*
+ * The vkattn command line: what the commands share (tools/cli.c) -- exit codes, the option
+ * tables and their parser and help printer, context creation with the backend options, error
+ * reporting and JSON output. Each command lives in tools/cmd_<name>.c. The command line uses
+ * the library only through include/vkattn.h.
+ */
+#ifndef VKA_CLI_H
+#define VKA_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "vkattn.h"
+
+/* Exit codes (README "Exit codes"). */
+enum {
+    CLI_OK = 0,
+    CLI_ERROR = 1,        /* runtime error: a file, the device, the library said no */
+    CLI_USAGE = 2,        /* bad command line */
+    CLI_INTERRUPTED = 130 /* train stopped by SIGINT/SIGTERM after saving (128 + SIGINT) */
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * Option tables. Each command describes its options as an array of cli_opt; cli_parse() fills
+ * the values (and .set), cli_help() prints them, so the two cannot drift apart.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum cli_opt_kind {
+    OPT_FLAG,   /* bool, no value */
+    OPT_INT,    /* int in [min, max] */
+    OPT_U64,    /* uint64_t, decimal */
+    OPT_FLOAT,  /* float, finite, in [min, max] (or (min, max] with min_open) */
+    OPT_STRING, /* const char *, non-empty text */
+    OPT_CHOICE, /* int index into choices */
+} cli_opt_kind;
+
+typedef struct cli_opt {
+    const char *name;      /* without the leading "--" */
+    cli_opt_kind kind;
+    void *value;           /* bool*, int*, uint64_t*, float*, const char**, int* */
+    const char *metavar;   /* "N", "FILE"; NULL for flags */
+    const char *help;      /* one line; the default is part of it */
+    double min, max;       /* OPT_INT and OPT_FLOAT */
+    bool min_open;         /* OPT_FLOAT: value must be > min */
+    const char *const *choices; /* OPT_CHOICE: NULL-terminated */
+    bool set;              /* filled by cli_parse: given on the command line */
+} cli_opt;
+
+/* A command's help text around its option table. */
+/* Table entries (designated, so every other field is zero). */
+#define CLI_FLAG(n, p, h) {.name = (n), .kind = OPT_FLAG, .value = (p), .help = (h)}
+#define CLI_INT(n, p, mv, h, lo, hi)                                                            \
+    {.name = (n), .kind = OPT_INT, .value = (p), .metavar = (mv), .help = (h), .min = (lo),     \
+     .max = (hi)}
+#define CLI_U64(n, p, mv, h) {.name = (n), .kind = OPT_U64, .value = (p), .metavar = (mv), .help = (h)}
+#define CLI_FLOAT(n, p, mv, h, lo, hi)                                                          \
+    {.name = (n), .kind = OPT_FLOAT, .value = (p), .metavar = (mv), .help = (h), .min = (lo),   \
+     .max = (hi)}
+/* A float that must be above lo. */
+#define CLI_FLOAT_GT(n, p, mv, h, lo, hi)                                                       \
+    {.name = (n), .kind = OPT_FLOAT, .value = (p), .metavar = (mv), .help = (h), .min = (lo),   \
+     .max = (hi), .min_open = true}
+#define CLI_STRING(n, p, mv, h)                                                                 \
+    {.name = (n), .kind = OPT_STRING, .value = (p), .metavar = (mv), .help = (h)}
+#define CLI_CHOICE(n, p, mv, h, list)                                                           \
+    {.name = (n), .kind = OPT_CHOICE, .value = (p), .metavar = (mv), .help = (h), .choices = (list)}
+
+typedef struct cli_command {
+    const char *name;     /* "train" */
+    const char *usage;    /* "[options]" or "--model MODEL [options]" */
+    const char *about;    /* paragraph(s) before the options */
+    const char *notes;    /* paragraph(s) after the options, or NULL */
+} cli_command;
+
+/* Parse argv[1..argc) against opts. Returns CLI_OK, CLI_USAGE (message printed), or -1 when
+ * --help was asked for (help printed to stdout). */
+int cli_parse(const cli_command *cmd, int argc, char **argv, cli_opt *opts, int n_opts);
+/* Print the command's help (usage, about, options, notes). */
+void cli_help(FILE *f, const cli_command *cmd, const cli_opt *opts, int n_opts);
+/* The option named name in opts (NULL if none). */
+cli_opt *cli_find(cli_opt *opts, int n_opts, const char *name);
+/* Print "vkattn CMD: message" to stderr and return CLI_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---------------------------------------------------------------------------------------------
+ * Backend options shared by the commands that run the model.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct cli_backend_opts {
+    int backend;          /* index into cli_backend_names: 0 vulkan, 1 cpu */
+    const char *device;   /* --device N, or NULL */
+    int kernels;          /* index into cli_kernel_names: auto, gpu, cpu */
+    int threads;          /* CPU backend threads; 0 = OpenMP's default */
+    bool verbose;         /* library info messages on stderr */
+} cli_backend_opts;
+
+extern const char *const cli_backend_names[];
+extern const char *const cli_kernel_names[];
+
+/* The table entries for cli_backend_opts (5 of them), for a command's option array. */
+#define CLI_BACKEND_OPT_COUNT 5
+#define CLI_BACKEND_OPTS(b)                                                                     \
+    CLI_CHOICE("backend", &(b)->backend, "NAME", "vulkan or cpu (default: vulkan)",              \
+               cli_backend_names),                                                              \
+    CLI_STRING("device", &(b)->device, "N",                                                     \
+               "Vulkan device index as `vkattn info` lists it (default: $VKATTN_DEVICE, else "  \
+               "the best)"),                                                                    \
+    CLI_CHOICE("kernels", &(b)->kernels, "KIND",                                                \
+               "Vulkan kernel variants: auto, gpu or cpu (default: auto, by device type)",      \
+               cli_kernel_names),                                                               \
+    CLI_INT("threads", &(b)->threads, "N",                                                      \
+            "CPU backend threads (default: 0 = OpenMP's default, $OMP_NUM_THREADS)", 0, 4096),  \
+    CLI_FLAG("verbose", &(b)->verbose, "print the library's info messages to stderr")
+
+/* Check --device is an index (usage error otherwise). */
+int cli_check_backend_opts(const char *cmd, const cli_backend_opts *b);
+/* Create the context; on failure print the reason (with a hint to use --backend cpu when
+ * Vulkan is unavailable) and return CLI_ERROR. */
+int cli_context(const char *cmd, const cli_backend_opts *b, vka_context **out);
+/* Destroy ctx; returns CLI_ERROR (after saying so) if the validation layer reported anything
+ * (VKATTN_VALIDATION=1), else rc. */
+int cli_finish(const char *cmd, vka_context *ctx, int rc);
+/* "llvmpipe (LLVM 15.0.6, 256 bits)" or the CPU model: the device the context runs on. */
+void cli_device_name(vka_context *ctx, char *out, size_t cap);
+
+/* Print "vkattn CMD: what: <vka_last_error(ctx)>" (plus a --backend cpu hint where the Vulkan
+ * device is the problem) and return CLI_ERROR. */
+int cli_fail(const char *cmd, vka_context *ctx, vka_result r, const char *what);
+
+/* ---------------------------------------------------------------------------------------------
+ * Files and output
+ * ------------------------------------------------------------------------------------------- */
+/* path with a trailing ".bin" replaced by suffix (".tokenizer.bin"), or suffix appended;
+ * malloc'd (NULL if out of memory). */
+char *cli_sibling_path(const char *path, const char *suffix);
+/* Write s as a JSON string (quoted, escaped). */
+void cli_json_string(FILE *f, const char *s);
+/* Write x as a JSON number with 9 significant digits (a float32 reads back exactly); null
+ * if not finite (JSON has no NaN). */
+void cli_json_number(FILE *f, double x);
+/* Seconds since an arbitrary start (monotonic clock). */
+double cli_now(void);
+
+#endif

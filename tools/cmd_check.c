@@ -1,0 +1,93 @@
+/* vkattn check: every Vulkan kernel, and one training step, against the CPU reference. */
+#include "cli.h"
+
+#include <string.h>
+
+static const cli_command check_cmd = {
+    .name = "check",
+    .usage = "[options]",
+    .about = "Run every op forward and backward, and one training step of a small model, on the\n"
+             "Vulkan device and on the CPU reference with the same random data, and compare.",
+    .notes = "Each row: the op, its shape, the largest absolute and relative difference from the CPU\n"
+             "reference, the tolerance on the absolute difference, PASS or FAIL. Exits 1 if any row\n"
+             "fails. --json prints {\"device\",\"kernels\",\"rows\":[{\"op\",\"shape\",\"max_abs\",\n"
+             "\"max_rel\",\"tol\",\"pass\"}...],\"failed\",\"pass\"}.",
+};
+
+typedef struct check_out {
+    bool json;
+    int rows;
+} check_out;
+
+static void on_row(void *user, const vka_check_row *row) {
+    check_out *o = user;
+    if (o->json) {
+        printf("%s{\"op\":", o->rows ? "," : "");
+        cli_json_string(stdout, row->op);
+        printf(",\"shape\":");
+        cli_json_string(stdout, row->shape);
+        printf(",\"max_abs\":");
+        cli_json_number(stdout, row->max_abs);
+        printf(",\"max_rel\":");
+        cli_json_number(stdout, row->max_rel);
+        printf(",\"tol\":");
+        cli_json_number(stdout, row->tol);
+        printf(",\"pass\":%s}", row->pass ? "true" : "false");
+    } else {
+        printf("%-24s %-30s %10.3g %10.3g %10.3g  %s\n", row->op, row->shape, row->max_abs,
+               row->max_rel, row->tol, row->pass ? "PASS" : "FAIL");
+    }
+    fflush(stdout);
+    o->rows++;
+}
+
+int cmd_check(int argc, char **argv) {
+    bool json = false;
+    uint64_t seed = 1;
+    cli_backend_opts b = {0};
+    cli_opt opts[] = {
+        CLI_FLAG("json", &json, "print one JSON object instead of a table"),
+        CLI_U64("seed", &seed, "S", "seed of the random test data (default: 1)"),
+        CLI_STRING("device", &b.device, "N",
+                   "Vulkan device index (default: $VKATTN_DEVICE, else the best)"),
+        CLI_CHOICE("kernels", &b.kernels, "KIND",
+                   "kernel variants: auto, gpu or cpu (default: auto)", cli_kernel_names),
+        CLI_FLAG("verbose", &b.verbose, "print the library's info messages to stderr"),
+    };
+    int n_opts = (int)(sizeof opts / sizeof opts[0]);
+    int rc = cli_parse(&check_cmd, argc, argv, opts, n_opts);
+    if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
+    rc = cli_check_backend_opts("check", &b);
+    if (rc != CLI_OK) return rc;
+    vka_context *ctx = NULL;
+    rc = cli_context("check", &b, &ctx);
+    if (rc != CLI_OK) return rc;
+    char device[256];
+    cli_device_name(ctx, device, sizeof device);
+    if (json) {
+        printf("{\"device\":");
+        cli_json_string(stdout, device);
+        printf(",\"kernels\":\"%s\",\"seed\":%llu,\"rows\":[", cli_kernel_names[b.kernels],
+               (unsigned long long)seed);
+    } else {
+        printf("device: %s (kernels: %s)\n", device, cli_kernel_names[b.kernels]);
+        printf("%-24s %-30s %10s %10s %10s  %s\n", "op", "shape", "max abs", "max rel", "tol",
+               "result");
+    }
+    check_out out = {.json = json};
+    int failed = 0;
+    vka_result r = vka_check(ctx, seed, on_row, &out, &failed);
+    if (json) {
+        printf("],\"failed\":%d,\"pass\":%s}\n", failed, r == VKA_SUCCESS ? "true" : "false");
+    } else if (r == VKA_SUCCESS) {
+        printf("all %d checks passed\n", out.rows);
+    }
+    fflush(stdout);
+    if (r == VKA_ERROR_MISMATCH) {
+        fprintf(stderr, "vkattn check: %d of %d checks failed\n", failed, out.rows);
+        rc = CLI_ERROR;
+    } else if (r != VKA_SUCCESS) {
+        rc = cli_fail("check", ctx, r, "check");
+    }
+    return cli_finish("check", ctx, rc);
+}

@@ -1,0 +1,134 @@
+/* vkattn eval: a model's mean loss and perplexity over a whole text file. */
+#include "cli.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const cli_command eval_cmd = {
+    .name = "eval",
+    .usage = "--model MODEL --data FILE [options]",
+    .about = "Score a model on every token of a text file: the mean cross-entropy (nats per token)\n"
+             "and the perplexity exp(loss).",
+    .notes = "The file's tokens (all of them: no train/validation split) are cut into windows of\n"
+             "T+1 tokens starting at 0, T, 2T, ... while a whole window fits; each window scores its\n"
+             "T next-token predictions. The tokenizer is MODEL with .bin replaced by .tokenizer.bin\n"
+             "unless --tokenizer is given; every byte of FILE must be in its vocabulary.\n"
+             "--json prints {\"loss\",\"perplexity\",\"windows\",\"tokens\",\"ctx\"}.",
+};
+
+typedef struct eval_opts {
+    const char *model, *data, *tokenizer;
+    int ctx;
+    bool json;
+    cli_backend_opts b;
+} eval_opts;
+
+/* All of the data's tokens (training split, then validation) in one malloc'd array. */
+static int32_t *all_tokens(const vka_data *data, size_t *n) {
+    size_t n_train, n_val;
+    const int32_t *train = vka_data_tokens(data, VKA_SPLIT_TRAIN, &n_train);
+    const int32_t *val = vka_data_tokens(data, VKA_SPLIT_VAL, &n_val);
+    int32_t *all = malloc((n_train + n_val + 1) * sizeof *all);
+    if (!all) return NULL;
+    memcpy(all, train, n_train * sizeof *all);
+    memcpy(all + n_train, val, n_val * sizeof *all);
+    *n = n_train + n_val;
+    return all;
+}
+
+static int evaluate(vka_context *ctx, const eval_opts *o) {
+    char *tok_path = o->tokenizer ? NULL : cli_sibling_path(o->model, ".tokenizer.bin");
+    vka_tokenizer *tok = NULL;
+    vka_gpt *gpt = NULL;
+    vka_data *data = NULL;
+    int32_t *tokens = NULL;
+    int rc = CLI_OK;
+    vka_result r = vka_tokenizer_load(ctx, o->tokenizer ? o->tokenizer : tok_path, &tok);
+    if (r != VKA_SUCCESS) {
+        rc = cli_fail("eval", ctx, r, "tokenizer");
+        if (!o->tokenizer)
+            fprintf(stderr, "vkattn eval: the tokenizer is looked for beside the model; give its "
+                            "path with --tokenizer FILE\n");
+        goto done;
+    }
+    r = vka_gpt_load(ctx, o->model, &gpt);
+    if (r != VKA_SUCCESS) {
+        rc = cli_fail("eval", ctx, r, "model");
+        goto done;
+    }
+    vka_gpt_config cfg = vka_gpt_get_config(gpt);
+    if (vka_tokenizer_vocab_size(tok) != cfg.V) {
+        fprintf(stderr, "vkattn eval: the tokenizer has %d tokens but %s has V = %d: they do not "
+                "belong together\n", vka_tokenizer_vocab_size(tok), o->model, cfg.V);
+        rc = CLI_ERROR;
+        goto done;
+    }
+    if (o->ctx > cfg.max_T) {
+        rc = cli_usage_error("eval", "--ctx %d is longer than the model's context of %d", o->ctx,
+                             cfg.max_T);
+        goto done;
+    }
+    r = vka_data_load(ctx, o->data, tok, &data);
+    if (r != VKA_SUCCESS) {
+        rc = cli_fail("eval", ctx, r, "data");
+        goto done;
+    }
+    size_t n = 0;
+    tokens = all_tokens(data, &n);
+    if (!tokens) {
+        fprintf(stderr, "vkattn eval: out of memory\n");
+        rc = CLI_ERROR;
+        goto done;
+    }
+    int T = o->ctx ? o->ctx : cfg.max_T;
+    double loss = 0.0;
+    size_t windows = 0;
+    r = vka_gpt_eval(gpt, tokens, n, T, &loss, &windows);
+    if (r != VKA_SUCCESS) {
+        rc = cli_fail("eval", ctx, r, o->data);
+        goto done;
+    }
+    if (o->json) {
+        printf("{\"loss\":");
+        cli_json_number(stdout, loss);
+        printf(",\"perplexity\":");
+        cli_json_number(stdout, exp(loss));
+        printf(",\"windows\":%zu,\"tokens\":%zu,\"ctx\":%d}\n", windows, n, T);
+    } else {
+        printf("loss %.4f nats/token, perplexity %.3f (%zu windows of %d+1 of the %zu tokens of %s)\n",
+               loss, exp(loss), windows, T, n, o->data);
+    }
+done:
+    free(tokens);
+    vka_data_destroy(data);
+    vka_gpt_destroy(gpt);
+    vka_tokenizer_destroy(tok);
+    free(tok_path);
+    return rc;
+}
+
+int cmd_eval(int argc, char **argv) {
+    eval_opts o = {0};
+    cli_opt opts[] = {
+        CLI_STRING("model", &o.model, "MODEL", "llm.c checkpoint to score (required)"),
+        CLI_STRING("data", &o.data, "FILE", "text file to score (required)"),
+        CLI_INT("ctx", &o.ctx, "T", "window length; 0 = the model's context (default: 0)", 0,
+                1 << 24),
+        CLI_STRING("tokenizer", &o.tokenizer, "FILE", "tokenizer file (default: beside MODEL)"),
+        CLI_FLAG("json", &o.json, "print one JSON object"),
+        CLI_BACKEND_OPTS(&o.b),
+    };
+    int n_opts = (int)(sizeof opts / sizeof opts[0]);
+    int rc = cli_parse(&eval_cmd, argc, argv, opts, n_opts);
+    if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
+    if (!o.model) return cli_usage_error("eval", "--model MODEL is required");
+    if (!o.data) return cli_usage_error("eval", "--data FILE is required");
+    rc = cli_check_backend_opts("eval", &o.b);
+    if (rc != CLI_OK) return rc;
+    vka_context *ctx = NULL;
+    rc = cli_context("eval", &o.b, &ctx);
+    if (rc != CLI_OK) return rc;
+    rc = evaluate(ctx, &o);
+    return cli_finish("eval", ctx, rc);
+}

@@ -1,0 +1,146 @@
+/* vkattn generate: print a prompt and stream the model's continuation of it. */
+#define _POSIX_C_SOURCE 200809L /* isatty, fileno */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const cli_command generate_cmd = {
+    .name = "generate",
+    .usage = "--model MODEL [options]",
+    .about = "Print the prompt, then sample --tokens more characters from the model and print each\n"
+             "as it comes.",
+    .notes = "The tokenizer is MODEL with .bin replaced by .tokenizer.bin (as `vkattn train` saves\n"
+             "it) unless --tokenizer is given. The default prompt is a newline (the tokenizer's\n"
+             "end-of-text token). Each character of the prompt must be in the vocabulary.\n"
+             "--temperature 0 is greedy (always the most likely token): the same output every run.\n"
+             "Otherwise tokens are drawn from softmax(logits / temperature) over the --top-k most\n"
+             "likely (0 = all), with a generator seeded by --seed. The output is exactly the prompt\n"
+             "and the generated characters (plus a final newline on a terminal).",
+};
+
+typedef struct stream {
+    const vka_tokenizer *tok;
+    bool failed; /* stdout could not be written (e.g. a closed pipe) */
+} stream;
+
+static bool print_token(void *user, int32_t token) {
+    stream *s = user;
+    size_t len = 0;
+    const char *bytes = vka_tokenizer_decode(s->tok, token, &len);
+    if (bytes && len && fwrite(bytes, 1, len, stdout) != len) s->failed = true;
+    if (fflush(stdout) != 0) s->failed = true;
+    return !s->failed;
+}
+
+/* The prompt as token ids; the default (NULL) is a newline, or token 0 when the vocabulary has
+ * no newline (the end-of-text id llm.c's tokenizer file would hold). */
+static vka_result encode_prompt(vka_context *ctx, const vka_tokenizer *tok, const char *prompt,
+                                int32_t **ids, size_t *n) {
+    const char *text = prompt ? prompt : "\n";
+    size_t len = strlen(text);
+    *ids = malloc((len ? len : 1) * sizeof **ids);
+    if (!*ids) return VKA_ERROR_OUT_OF_HOST_MEMORY;
+    vka_result r = vka_tokenizer_encode(tok, text, len, *ids, n);
+    if (r == VKA_ERROR_VOCABULARY && !prompt) {
+        (*ids)[0] = 0;
+        *n = 1;
+        r = VKA_SUCCESS;
+    }
+    (void)ctx;
+    return r;
+}
+
+typedef struct generate_opts {
+    const char *model, *tokenizer, *prompt;
+    int tokens, top_k;
+    float temperature;
+    uint64_t seed;
+    cli_backend_opts b;
+} generate_opts;
+
+static int generate(vka_context *ctx, const generate_opts *o) {
+    char *tok_path = o->tokenizer ? NULL : cli_sibling_path(o->model, ".tokenizer.bin");
+    vka_tokenizer *tok = NULL;
+    vka_gpt *gpt = NULL;
+    int32_t *prompt = NULL;
+    size_t n_prompt = 0;
+    int rc = CLI_OK;
+    vka_result r = vka_tokenizer_load(ctx, o->tokenizer ? o->tokenizer : tok_path, &tok);
+    if (r != VKA_SUCCESS) {
+        rc = cli_fail("generate", ctx, r, "tokenizer");
+        if (!o->tokenizer)
+            fprintf(stderr, "vkattn generate: the tokenizer is looked for beside the model; "
+                            "give its path with --tokenizer FILE\n");
+        goto done;
+    }
+    r = vka_gpt_load(ctx, o->model, &gpt);
+    if (r != VKA_SUCCESS) {
+        rc = cli_fail("generate", ctx, r, "model");
+        goto done;
+    }
+    int V = vka_gpt_get_config(gpt).V;
+    if (vka_tokenizer_vocab_size(tok) != V) {
+        fprintf(stderr, "vkattn generate: the tokenizer has %d tokens but %s has V = %d: they do "
+                "not belong together\n", vka_tokenizer_vocab_size(tok), o->model, V);
+        rc = CLI_ERROR;
+        goto done;
+    }
+    r = encode_prompt(ctx, tok, o->prompt, &prompt, &n_prompt);
+    if (r != VKA_SUCCESS) {
+        rc = cli_fail("generate", ctx, r, "--prompt");
+        goto done;
+    }
+    if (o->prompt) {
+        fwrite(o->prompt, 1, strlen(o->prompt), stdout);
+    } else {
+        size_t len = 0;
+        const char *eot = vka_tokenizer_decode(tok, prompt[0], &len);
+        if (eot) fwrite(eot, 1, len, stdout);
+    }
+    fflush(stdout);
+    vka_sample_desc sample = {.temperature = o->temperature, .top_k = o->top_k, .seed = o->seed};
+    stream s = {.tok = tok};
+    r = vka_gpt_generate(gpt, prompt, n_prompt, o->tokens, &sample, NULL, print_token, &s);
+    if (r != VKA_SUCCESS) rc = cli_fail("generate", ctx, r, "generating");
+    else if (s.failed) {
+        fprintf(stderr, "vkattn generate: cannot write to standard output\n");
+        rc = CLI_ERROR;
+    } else if (isatty(fileno(stdout))) {
+        fputc('\n', stdout); /* leave the shell prompt on a line of its own */
+    }
+done:
+    free(prompt);
+    vka_gpt_destroy(gpt);
+    vka_tokenizer_destroy(tok);
+    free(tok_path);
+    return rc;
+}
+
+int cmd_generate(int argc, char **argv) {
+    generate_opts o = {.tokens = 256, .temperature = 0.8f, .seed = 1337};
+    cli_opt opts[] = {
+        CLI_STRING("model", &o.model, "MODEL", "llm.c checkpoint to load (required)"),
+        CLI_STRING("prompt", &o.prompt, "TEXT", "text to continue (default: a newline)"),
+        CLI_INT("tokens", &o.tokens, "N", "characters to generate (default: 256)", 0, 1 << 24),
+        CLI_FLOAT("temperature", &o.temperature, "T",
+                  "sampling temperature; 0 = greedy (default: 0.8)", 0, 100),
+        CLI_INT("top-k", &o.top_k, "K", "sample from the K most likely; 0 = all (default: 0)", 0,
+                1 << 24),
+        CLI_U64("seed", &o.seed, "S", "sampling seed (default: 1337)"),
+        CLI_STRING("tokenizer", &o.tokenizer, "FILE", "tokenizer file (default: beside MODEL)"),
+        CLI_BACKEND_OPTS(&o.b),
+    };
+    int n_opts = (int)(sizeof opts / sizeof opts[0]);
+    int rc = cli_parse(&generate_cmd, argc, argv, opts, n_opts);
+    if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
+    if (!o.model) return cli_usage_error("generate", "--model MODEL is required");
+    rc = cli_check_backend_opts("generate", &o.b);
+    if (rc != CLI_OK) return rc;
+    vka_context *ctx = NULL;
+    rc = cli_context("generate", &o.b, &ctx);
+    if (rc != CLI_OK) return rc;
+    rc = generate(ctx, &o);
+    return cli_finish("generate", ctx, rc);
+}

@@ -1,0 +1,203 @@
+/* vkattn info: the Vulkan devices, their limits, which one is used and why; CPU threads. */
+#include "cli.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const cli_command info_cmd = {
+    .name = "info",
+    .usage = "[options]",
+    .about = "List every Vulkan device with the limits that matter to vkattn, say which one the\n"
+             "other commands would use and why, and the CPU backend's thread count.",
+    .notes = "Device choice: --device N, else the environment variable VKATTN_DEVICE=N, else the\n"
+             "best by type (discrete > integrated > virtual > CPU; the first of equals).\n"
+             "Exits 1 when there is no Vulkan loader or device (use --backend cpu elsewhere).",
+};
+
+static const char *type_name(vka_device_type t) {
+    switch (t) {
+    case VKA_DEVICE_TYPE_INTEGRATED_GPU: return "integrated GPU";
+    case VKA_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
+    case VKA_DEVICE_TYPE_VIRTUAL_GPU: return "virtual GPU";
+    case VKA_DEVICE_TYPE_CPU: return "CPU";
+    default: return "other";
+    }
+}
+
+static const char *vendor_name(uint32_t id) {
+    switch (id) {
+    case 0x1002: return "AMD";
+    case 0x10DE: return "NVIDIA";
+    case 0x8086: return "Intel";
+    case 0x13B5: return "ARM";
+    case 0x5143: return "Qualcomm";
+    case 0x1010: return "Imagination";
+    case 0x106B: return "Apple";
+    case 0x10005: return "Mesa";
+    default: return "unknown";
+    }
+}
+
+/* Vulkan's version packing (variant:3, major:7, minor:10, patch:12). */
+static void api_version(uint32_t v, char *out, size_t cap) {
+    snprintf(out, cap, "%u.%u.%u", (v >> 22) & 0x7F, (v >> 12) & 0x3FF, v & 0xFFF);
+}
+
+/* Driver versions are vendor-specific; NVIDIA packs 10.8.8.6 bits, most others as Vulkan. */
+static void driver_version(const vka_device_info *d, char *out, size_t cap) {
+    uint32_t v = d->driver_version;
+    if (d->vendor_id == 0x10DE)
+        snprintf(out, cap, "%u.%u.%u.%u", v >> 22, (v >> 14) & 0xFF, (v >> 6) & 0xFF, v & 0x3F);
+    else api_version(v, out, cap);
+}
+
+static void bytes_text(uint64_t b, char *out, size_t cap) {
+    if (b >= ((uint64_t)1 << 30)) snprintf(out, cap, "%.1f GiB", (double)b / (double)(1u << 30));
+    else if (b >= ((uint64_t)1 << 20)) snprintf(out, cap, "%.1f MiB", (double)b / (double)(1u << 20));
+    else if (b >= 1024) snprintf(out, cap, "%.1f KiB", (double)b / 1024.0);
+    else snprintf(out, cap, "%" PRIu64 " bytes", b);
+}
+
+static void print_device(const vka_device_info *d) {
+    char a[64], v[64], b1[32], b2[32], b3[32];
+    api_version(d->api_version, a, sizeof a);
+    driver_version(d, v, sizeof v);
+    printf("%c %u: %s\n", d->selected ? '*' : ' ', d->index, d->name);
+    printf("    type                       %s\n", type_name(d->type));
+    printf("    vendor / device id         0x%04X (%s) / 0x%04X\n", d->vendor_id,
+           vendor_name(d->vendor_id), d->device_id);
+    printf("    driver                     %s%s%s (version %s)\n",
+           d->driver_name[0] ? d->driver_name : "unknown", d->driver_info[0] ? ", " : "",
+           d->driver_info, v);
+    printf("    Vulkan API                 %s\n", a);
+    bytes_text(d->device_local_bytes, b1, sizeof b1);
+    bytes_text(d->max_storage_buffer_range, b2, sizeof b2);
+    bytes_text(d->max_memory_allocation_size, b3, sizeof b3);
+    printf("    device-local memory        %s\n", b1);
+    printf("    maxStorageBufferRange      %s (%" PRIu64 " bytes: the largest tensor)\n", b2,
+           d->max_storage_buffer_range);
+    printf("    maxMemoryAllocationSize    %s\n", b3);
+    printf("    workgroup size             %u x %u x %u, %u invocations\n",
+           d->max_compute_work_group_size[0], d->max_compute_work_group_size[1],
+           d->max_compute_work_group_size[2], d->max_compute_work_group_invocations);
+    printf("    workgroup count            %u x %u x %u\n", d->max_compute_work_group_count[0],
+           d->max_compute_work_group_count[1], d->max_compute_work_group_count[2]);
+    printf("    shared memory              %u bytes\n", d->max_compute_shared_memory_size);
+    printf("    push constants             %u bytes\n", d->max_push_constants_size);
+    if (d->subgroup_size) printf("    subgroup size              %u\n", d->subgroup_size);
+    else printf("    subgroup size              unknown (Vulkan 1.0)\n");
+    printf("    unified memory             %s\n", d->unified_memory ? "yes" : "no");
+    if (d->timestamps)
+        printf("    timestamps                 yes (%g ns per tick)\n", (double)d->timestamp_period);
+    else printf("    timestamps                 no\n");
+    printf("    compute queue              %s\n", d->has_compute ? "yes" : "no");
+}
+
+static void json_device(const vka_device_info *d) {
+    char a[64], v[64];
+    api_version(d->api_version, a, sizeof a);
+    driver_version(d, v, sizeof v);
+    printf("{\"index\":%u,\"name\":", d->index);
+    cli_json_string(stdout, d->name);
+    printf(",\"type\":");
+    cli_json_string(stdout, type_name(d->type));
+    printf(",\"vendor_id\":%u,\"vendor\":", d->vendor_id);
+    cli_json_string(stdout, vendor_name(d->vendor_id));
+    printf(",\"device_id\":%u,\"driver_name\":", d->device_id);
+    cli_json_string(stdout, d->driver_name);
+    printf(",\"driver_info\":");
+    cli_json_string(stdout, d->driver_info);
+    printf(",\"driver_version\":\"%s\",\"api_version\":\"%s\"", v, a);
+    printf(",\"device_local_bytes\":%" PRIu64 ",\"max_storage_buffer_range\":%" PRIu64
+           ",\"max_memory_allocation_size\":%" PRIu64,
+           d->device_local_bytes, d->max_storage_buffer_range, d->max_memory_allocation_size);
+    printf(",\"max_compute_work_group_size\":[%u,%u,%u]", d->max_compute_work_group_size[0],
+           d->max_compute_work_group_size[1], d->max_compute_work_group_size[2]);
+    printf(",\"max_compute_work_group_count\":[%u,%u,%u]", d->max_compute_work_group_count[0],
+           d->max_compute_work_group_count[1], d->max_compute_work_group_count[2]);
+    printf(",\"max_compute_work_group_invocations\":%u,\"max_compute_shared_memory_size\":%u"
+           ",\"max_push_constants_size\":%u,\"subgroup_size\":%u",
+           d->max_compute_work_group_invocations, d->max_compute_shared_memory_size,
+           d->max_push_constants_size, d->subgroup_size);
+    printf(",\"unified_memory\":%s,\"timestamps\":%s,\"timestamp_period\":",
+           d->unified_memory ? "true" : "false", d->timestamps ? "true" : "false");
+    cli_json_number(stdout, d->timestamp_period);
+    printf(",\"has_compute\":%s,\"selected\":%s}", d->has_compute ? "true" : "false",
+           d->selected ? "true" : "false");
+}
+
+/* Why the selected device was chosen (mirrors the library's rule in vka_context_desc.device). */
+static void selection_reason(const char *device_opt, char *out, size_t cap) {
+    const char *env = getenv("VKATTN_DEVICE");
+    if (device_opt) snprintf(out, cap, "--device %s", device_opt);
+    else if (env && *env) snprintf(out, cap, "VKATTN_DEVICE=%s", env);
+    else snprintf(out, cap, "ranking: discrete > integrated > virtual > CPU");
+}
+
+/* The CPU backend's thread count, from a CPU context (0 if that cannot be made). */
+static int cpu_threads(void) {
+    vka_context_desc d = {.backend = VKA_BACKEND_CPU};
+    vka_context *ctx = NULL;
+    int n = vka_context_create(&d, &ctx) == VKA_SUCCESS ? vka_context_cpu_threads(ctx) : 0;
+    vka_context_destroy(ctx);
+    return n;
+}
+
+static int report(vka_context *ctx, bool json, const char *device_opt, int threads) {
+    uint32_t n = vka_context_device_count(ctx);
+    vka_device_info sel;
+    vka_result r = vka_context_selected_device(ctx, &sel);
+    if (r != VKA_SUCCESS) return cli_fail("info", ctx, r, "selected device");
+    char why[128];
+    selection_reason(device_opt, why, sizeof why);
+    if (json) printf("{\"version\":\"%s\",\"devices\":[", vka_version_string());
+    else printf("Vulkan devices (%u):\n", n);
+    for (uint32_t i = 0; i < n; i++) {
+        vka_device_info d;
+        r = vka_context_device_info(ctx, i, &d);
+        if (r != VKA_SUCCESS) return cli_fail("info", ctx, r, "device info");
+        if (json) {
+            if (i) putchar(',');
+            json_device(&d);
+        } else print_device(&d);
+    }
+    if (json) {
+        printf("],\"selected\":%u,\"selected_by\":", sel.index);
+        cli_json_string(stdout, why);
+        printf(",\"cpu_threads\":%d}\n", threads);
+    } else {
+        printf("\nSelected: device %u, %s (by %s)\n", sel.index, sel.name, why);
+        printf("CPU backend (--backend cpu): %d thread(s) (set by --threads or OMP_NUM_THREADS)\n",
+               threads);
+    }
+    return CLI_OK;
+}
+
+int cmd_info(int argc, char **argv) {
+    bool json = false;
+    cli_backend_opts b = {0};
+    cli_opt opts[] = {
+        CLI_FLAG("json", &json, "print one JSON object instead of text"),
+        CLI_STRING("device", &b.device, "N",
+                   "select device N, as the other commands' --device does"),
+        CLI_FLAG("verbose", &b.verbose, "print the library's info messages to stderr"),
+    };
+    int n_opts = (int)(sizeof opts / sizeof opts[0]);
+    int rc = cli_parse(&info_cmd, argc, argv, opts, n_opts);
+    if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
+    rc = cli_check_backend_opts("info", &b);
+    if (rc != CLI_OK) return rc;
+    int threads = cpu_threads();
+    vka_context *ctx = NULL;
+    rc = cli_context("info", &b, &ctx);
+    if (rc != CLI_OK) {
+        if (json) printf("{\"version\":\"%s\",\"devices\":[],\"cpu_threads\":%d}\n",
+                         vka_version_string(), threads);
+        else fprintf(stderr, "vkattn info: no usable Vulkan device; the CPU backend "
+                             "(--backend cpu) runs with %d thread(s)\n", threads);
+        return rc;
+    }
+    rc = report(ctx, json, b.device, threads);
+    return cli_finish("info", ctx, rc);
+}

@@ -1,0 +1,287 @@
+/* vkattn train: options, resuming, and setting up the data and the model (the loop is in
+ * train_loop.c). */
+#define _POSIX_C_SOURCE 200809L /* access */
+#include "train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const cli_command train_cmd = {
+    .name = "train",
+    .usage = "[options]",
+    .about =
+        "Train a character-level GPT-2 on a text file (default: the built-in corpus) and save\n"
+        "the model, its tokenizer and the training state. The last 10% of the text is the\n"
+        "validation split.",
+    .notes =
+        "Optimizer: AdamW, betas (--beta1, --beta2), eps 1e-8, decoupled weight decay on the 2-D\n"
+        "weights only (wte, wpe, qkvw, attprojw, fcw, fcprojw); before each update the gradients\n"
+        "are scaled so their global L2 norm is at most --grad-clip (0 = no clipping).\n"
+        "\n"
+        "Learning rate of step s (s = 0 .. steps-1), with W = --warmup and S = --steps:\n"
+        "  s <  W:  lr * (s + 1) / W                                      (linear warm-up)\n"
+        "  s >= W:  min_lr + (lr - min_lr) * (1 + cos(pi * (s - W) / max(1, S - 1 - W))) / 2\n"
+        "so the first step after the warm-up uses lr and the last step uses min_lr.\n"
+        "\n"
+        "Batches: B windows of ctx+1 tokens at uniformly random offsets of the training split,\n"
+        "drawn from a generator seeded by --seed (which also seeds the initial weights).\n"
+        "Evaluation (every --eval-every steps and at the end): the mean loss over the windows of\n"
+        "ctx+1 tokens of the validation split starting at 0, ctx, 2*ctx, ... (all of them, or the\n"
+        "first --eval-windows); the same windows every time, so values are comparable.\n"
+        "\n"
+        "Files: MODEL (--out, default model.bin) is an llm.c GPT-2 checkpoint (float32, version\n"
+        "3); its tokenizer is MODEL with .bin replaced by .tokenizer.bin (llm.c format); the\n"
+        "training state (model, AdamW moments, step, batch generator, settings) is MODEL with .bin\n"
+        "replaced by .state.bin. All are written to a temporary name and renamed, at the end,\n"
+        "every --save-every steps, at --stop-at, and on interrupt.\n"
+        "\n"
+        "--resume STATE continues a run exactly where it stopped: the same batches, the same\n"
+        "schedule and settings (which come from STATE; giving a different value is an error).\n"
+        "Give the same --data. MODEL defaults to STATE with .state.bin replaced by .bin.\n"
+        "\n"
+        "Interrupt (Ctrl-C, SIGINT or SIGTERM): the current step finishes, everything is saved and\n"
+        "vkattn exits with status 130; a second interrupt aborts at once.\n"
+        "\n"
+        "--json: one JSON object per line on stdout, per step {\"step\",\"loss\",\"lr\",\"grad_norm\",\n"
+        "\"ms\",\"tokens_per_s\"} (+\"val_loss\" when evaluated), then {\"event\":\"done\"} (or\n"
+        "\"stopped\", \"interrupted\") with \"val_loss\", \"backend\", \"device\", \"steps\" and the file\n"
+        "paths; other messages go to stderr.",
+};
+
+/* Options a resumed run takes from the state file. */
+static int resume_conflict(const char *name, const cli_opt *o, double given, double saved,
+                           const char *state_path) {
+    if (!o->set || given == saved) return CLI_OK;
+    return cli_usage_error("train", "--%s %g differs from %g saved in %s: a resumed run keeps "
+                           "the settings it started with", name, given, saved, state_path);
+}
+
+static int check_resume_options(cli_opt *opts, int n, const train_run *r) {
+    vka_gpt_config c = vka_gpt_get_config(r->gpt);
+    const vka_train_state *s = &r->st;
+    const train_opts *o = r->o;
+    const struct {
+        const char *name;
+        double given, saved;
+    } v[] = {
+        {"layers", o->layers, c.L},
+        {"heads", o->heads, c.NH},
+        {"embd", o->embd, c.C},
+        {"ctx", o->ctx, s->T},
+        {"batch", o->batch, s->B},
+        {"steps", o->steps, (double)s->total_steps},
+        {"warmup", o->warmup, s->warmup_steps},
+        {"lr", o->lr, s->lr},
+        {"min-lr", o->min_lr, s->min_lr},
+        {"weight-decay", o->weight_decay, s->adamw.weight_decay},
+        {"grad-clip", o->grad_clip, s->adamw.grad_clip},
+        {"beta1", o->beta1, s->adamw.beta1},
+        {"beta2", o->beta2, s->adamw.beta2},
+        {"seed", (double)o->seed, (double)s->seed},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        int rc = resume_conflict(v[i].name, cli_find(opts, n, v[i].name), v[i].given, v[i].saved,
+                                 o->resume);
+        if (rc != CLI_OK) return rc;
+    }
+    return CLI_OK;
+}
+
+/* Usage checks that involve more than one option. */
+static int check_options(train_opts *o, cli_opt *opts, int n) {
+    int rc = cli_check_backend_opts("train", &o->b);
+    if (rc != CLI_OK) return rc;
+    if (o->resume) return CLI_OK; /* the settings come from the state file */
+    if (o->embd % o->heads != 0)
+        return cli_usage_error("train", "--heads %d does not divide --embd %d (head size = embd / "
+                               "heads)", o->heads, o->embd);
+    if (o->warmup < 0) o->warmup = o->steps / 20;
+    if (o->warmup > o->steps)
+        return cli_usage_error("train", "--warmup %d is longer than --steps %d", o->warmup, o->steps);
+    if (o->min_lr < 0.0f) o->min_lr = o->lr / 10.0f;
+    if (o->min_lr > o->lr)
+        return cli_usage_error("train", "--min-lr %g is above --lr %g", (double)o->min_lr,
+                               (double)o->lr);
+    (void)opts;
+    (void)n;
+    return CLI_OK;
+}
+
+/* Model, tokenizer and state paths (see the help's "Files"). */
+static int set_paths(train_run *r) {
+    const train_opts *o = r->o;
+    const char *out = o->out;
+    char *derived = NULL;
+    if (!out && o->resume) {
+        size_t len = strlen(o->resume);
+        const char *suffix = ".state.bin";
+        if (len > strlen(suffix) && strcmp(o->resume + len - strlen(suffix), suffix) == 0) {
+            derived = malloc(len + 1);
+            if (derived) snprintf(derived, len + 1, "%.*s.bin", (int)(len - strlen(suffix)), o->resume);
+            out = derived;
+        }
+    }
+    if (!out) out = "model.bin";
+    r->model_path = malloc(strlen(out) + 1);
+    if (r->model_path) strcpy(r->model_path, out);
+    free(derived);
+    r->tok_path = r->model_path ? cli_sibling_path(r->model_path, ".tokenizer.bin") : NULL;
+    r->state_path = r->model_path ? cli_sibling_path(r->model_path, ".state.bin") : NULL;
+    if (!r->model_path || !r->tok_path || !r->state_path) {
+        fprintf(stderr, "vkattn train: out of memory\n");
+        return CLI_ERROR;
+    }
+    if (o->resume && strcmp(r->state_path, o->resume) != 0 && r->info)
+        fprintf(r->info, "resuming from %s; saving to %s\n", o->resume, r->state_path);
+    return CLI_OK;
+}
+
+/* The data, tokenised with the resumed run's tokenizer when there is one. */
+static int load_data(train_run *r) {
+    const char *name = r->o->data ? r->o->data : "the built-in corpus";
+    vka_result res;
+    if (r->o->resume && access(r->tok_path, F_OK) == 0) {
+        res = vka_tokenizer_load(r->ctx, r->tok_path, &r->tok);
+        if (res != VKA_SUCCESS) return cli_fail("train", r->ctx, res, "tokenizer");
+    }
+    res = vka_data_load(r->ctx, r->o->data, r->tok, &r->data);
+    if (res != VKA_SUCCESS) return cli_fail("train", r->ctx, res, "data");
+    int T = r->o->resume ? r->st.T : r->o->ctx;
+    static const char *const split_names[] = {"training split (first 90%)",
+                                              "validation split (last 10%)"};
+    for (int s = 0; s < 2; s++) {
+        size_t n;
+        vka_data_tokens(r->data, (vka_split)s, &n);
+        if (n < (size_t)T + 1) {
+            fprintf(stderr, "vkattn train: %s: the %s has %zu tokens, fewer than ctx+1 = %d; use "
+                    "more text or a smaller --ctx\n", name, split_names[s], n, T + 1);
+            return CLI_ERROR;
+        }
+    }
+    return CLI_OK;
+}
+
+/* A fresh model and state from the options. */
+static int new_model(train_run *r) {
+    const train_opts *o = r->o;
+    vka_gpt_config cfg = {.max_T = o->ctx,
+                          .V = vka_tokenizer_vocab_size(vka_data_tokenizer(r->data)),
+                          .L = o->layers, .NH = o->heads, .C = o->embd};
+    vka_result res = vka_gpt_create(r->ctx, &cfg, o->seed, &r->gpt);
+    if (res != VKA_SUCCESS) return cli_fail("train", r->ctx, res, "model");
+    r->st = (vka_train_state){
+        .step = 0,
+        /* A stream apart from the initialisation's (splitmix64: any state is a good seed). */
+        .rng_state = o->seed ^ 0xD1B54A32D192ED03ull,
+        .seed = o->seed,
+        .total_steps = (uint64_t)o->steps,
+        .B = o->batch,
+        .T = o->ctx,
+        .lr = o->lr,
+        .min_lr = o->min_lr,
+        .warmup_steps = o->warmup,
+        .eval_every = o->eval_every,
+        .adamw = {.beta1 = o->beta1, .beta2 = o->beta2, .eps = 1e-8f,
+                  .weight_decay = o->weight_decay, .grad_clip = o->grad_clip},
+        .best_val_loss = NAN,
+    };
+    return CLI_OK;
+}
+
+static int check_vocabulary(train_run *r) {
+    int V_model = vka_gpt_get_config(r->gpt).V;
+    int V_data = vka_tokenizer_vocab_size(vka_data_tokenizer(r->data));
+    if (V_model == V_data) return CLI_OK;
+    fprintf(stderr, "vkattn train: %s was trained with a vocabulary of %d characters but %s has %d; "
+            "resume with the same --data\n", r->o->resume, V_model,
+            r->o->data ? r->o->data : "the built-in corpus", V_data);
+    return CLI_ERROR;
+}
+
+static int setup(train_run *r, cli_opt *opts, int n_opts) {
+    const train_opts *o = r->o;
+    int rc = cli_context("train", &o->b, &r->ctx);
+    if (rc != CLI_OK) return rc;
+    r->backend = o->b.backend == 1 ? "cpu" : "vulkan";
+    cli_device_name(r->ctx, r->device, sizeof r->device);
+    if (o->resume) {
+        vka_result res = vka_gpt_load_state(r->ctx, o->resume, &r->gpt, &r->st);
+        if (res != VKA_SUCCESS) return cli_fail("train", r->ctx, res, "resume");
+        rc = check_resume_options(opts, n_opts, r);
+        if (rc != CLI_OK) return rc;
+        if (cli_find(opts, n_opts, "eval-every")->set) r->st.eval_every = o->eval_every;
+    }
+    rc = set_paths(r);
+    if (rc == CLI_OK) rc = load_data(r);
+    if (rc != CLI_OK) return rc;
+    rc = o->resume ? check_vocabulary(r) : new_model(r);
+    if (rc != CLI_OK) return rc;
+    size_t n_val;
+    vka_data_tokens(r->data, VKA_SPLIT_VAL, &n_val);
+    r->val_windows = (n_val - 1) / (size_t)r->st.T;
+    if (o->eval_windows > 0 && (size_t)o->eval_windows < r->val_windows)
+        r->val_windows = (size_t)o->eval_windows;
+    r->first_step = r->st.step;
+    r->last_val = NAN;
+    return CLI_OK;
+}
+
+int cmd_train(int argc, char **argv) {
+    train_opts o = {
+        .layers = 4, .heads = 4, .embd = 128, .ctx = 64, .batch = 12, .steps = 2000,
+        .warmup = -1, .lr = 1e-3f, .min_lr = -1.0f, .weight_decay = 0.1f, .grad_clip = 1.0f,
+        .beta1 = 0.9f, .beta2 = 0.99f, .seed = 1337, .eval_every = 250, .save_every = 500,
+        .log_every = 10,
+    };
+    cli_opt opts[] = {
+        CLI_STRING("data", &o.data, "FILE", "text to train on (default: the built-in corpus)"),
+        CLI_STRING("out", &o.out, "MODEL", "model file to write (default: model.bin)"),
+        CLI_STRING("resume", &o.resume, "STATE", "continue the run saved in STATE exactly"),
+        CLI_BACKEND_OPTS(&o.b),
+        CLI_INT("layers", &o.layers, "L", "transformer blocks (default: 4)", 1, 256),
+        CLI_INT("heads", &o.heads, "NH", "attention heads; must divide --embd (default: 4)", 1, 4096),
+        CLI_INT("embd", &o.embd, "C", "channels (default: 128)", 1, 1 << 20),
+        CLI_INT("ctx", &o.ctx, "T", "context length in tokens (default: 64)", 1, 1 << 20),
+        CLI_INT("batch", &o.batch, "B", "sequences per step (default: 12)", 1, 1 << 20),
+        CLI_INT("steps", &o.steps, "N", "optimizer steps (default: 2000)", 1, 1e9),
+        CLI_FLOAT_GT("lr", &o.lr, "LR", "peak learning rate (default: 1e-3)", 0, 10),
+        CLI_FLOAT("min-lr", &o.min_lr, "LR", "final learning rate (default: lr/10)", 0, 10),
+        CLI_INT("warmup", &o.warmup, "N", "linear warm-up steps (default: steps/20)", 0, 1e9),
+        CLI_FLOAT("weight-decay", &o.weight_decay, "WD", "AdamW weight decay (default: 0.1)", 0, 10),
+        CLI_FLOAT("grad-clip", &o.grad_clip, "NORM", "max global gradient norm; 0 = none "
+                  "(default: 1.0)", 0, 1e6),
+        CLI_FLOAT_GT("beta1", &o.beta1, "B1", "AdamW beta1 (default: 0.9)", 0, 0.999999),
+        CLI_FLOAT_GT("beta2", &o.beta2, "B2", "AdamW beta2 (default: 0.99)", 0, 0.999999),
+        CLI_U64("seed", &o.seed, "S", "seed of the weights and the batches (default: 1337)"),
+        CLI_INT("eval-every", &o.eval_every, "N", "validate every N steps; 0 = only at the end "
+                "(default: 250)", 0, 1e9),
+        CLI_INT("eval-windows", &o.eval_windows, "N", "validation windows scored; 0 = all "
+                "(default: 0)", 0, 1e9),
+        CLI_INT("save-every", &o.save_every, "N", "save every N steps; 0 = only at the end "
+                "(default: 500)", 0, 1e9),
+        CLI_INT("stop-at", &o.stop_at, "STEP", "save and stop after step STEP, to --resume later "
+                "(default: 0 = run to the end)", 0, 1e9),
+        CLI_INT("log-every", &o.log_every, "N", "progress line every N steps when stdout is not "
+                "a terminal (default: 10)", 1, 1e9),
+        CLI_FLAG("json", &o.json, "JSON lines on stdout (see below)"),
+        CLI_FLAG("quiet", &o.quiet, "no progress; only errors and the final summary"),
+    };
+    int n_opts = (int)(sizeof opts / sizeof opts[0]);
+    int rc = cli_parse(&train_cmd, argc, argv, opts, n_opts);
+    if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
+    rc = check_options(&o, opts, n_opts);
+    if (rc != CLI_OK) return rc;
+
+    train_run r = {.o = &o, .info = o.quiet ? NULL : o.json ? stderr : stdout};
+    rc = setup(&r, opts, n_opts);
+    if (rc == CLI_OK) rc = train_loop(&r);
+    vka_gpt_destroy(r.gpt);
+    vka_data_destroy(r.data);
+    vka_tokenizer_destroy(r.tok);
+    free(r.model_path);
+    free(r.tok_path);
+    free(r.state_path);
+    return r.ctx ? cli_finish("train", r.ctx, rc) : rc;
+}

@@ -1,0 +1,78 @@
+/*
+ * vkattn train, shared by cmd_train.c (options, resume, setup), train_loop.c (the loop, the
+ * learning-rate schedule, evaluation, saving, signals) and train_report.c (progress as text or
+ * JSON lines).
+ */
+#ifndef VKA_TRAIN_H
+#define VKA_TRAIN_H
+
+#include "cli.h"
+
+typedef struct train_opts {
+    const char *data;     /* NULL = the built-in corpus */
+    const char *out;      /* model path; NULL = default */
+    const char *resume;   /* training state to continue, or NULL */
+    cli_backend_opts b;
+    int layers, heads, embd, ctx, batch;
+    int steps, warmup;    /* warmup -1 = steps / 20 */
+    float lr, min_lr;     /* min_lr < 0 = lr / 10 */
+    float weight_decay, grad_clip, beta1, beta2;
+    uint64_t seed;
+    int eval_every, eval_windows, save_every, stop_at, log_every;
+    bool json, quiet;
+} train_opts;
+
+/* What train_report.c keeps between calls. */
+typedef struct train_report_state {
+    bool tty;               /* stdout is a terminal: one updating progress line */
+    bool line_open;         /* a progress line without its newline is on the terminal */
+    double t_start;         /* when the first step of this invocation ended */
+    double last_draw;       /* when the progress line was last redrawn */
+    double sum_ms;          /* step times after the first (which records the graphs) */
+    uint64_t n_ms;
+} train_report_state;
+
+typedef struct train_run {
+    const train_opts *o;
+    vka_context *ctx;
+    vka_data *data;
+    vka_tokenizer *tok;     /* loaded for a resume; else the data's own */
+    vka_gpt *gpt;
+    vka_train_state st;     /* st.step = optimizer steps done */
+    char *model_path, *tok_path, *state_path;
+    char device[256];
+    const char *backend;    /* "vulkan" or "cpu" */
+    uint64_t first_step;    /* st.step when this invocation started */
+    double last_val;        /* latest validation loss (NaN: none yet) */
+    size_t val_windows;     /* windows the evaluations score */
+    FILE *info;             /* human messages: stdout, or stderr with --json; NULL with --quiet */
+    train_report_state rep;
+} train_run;
+
+/* The learning rate of the step that takes the model from st->step = s to s + 1 (see the
+ * schedule in cmd_train.c's help and README.md). */
+float train_lr_at(const vka_train_state *st, uint64_t s);
+/* Run the steps from r->st.step to the end (or --stop-at, or a signal), evaluating, reporting
+ * and saving. Returns an exit code. */
+int train_loop(train_run *r);
+/* Mean validation loss over r->val_windows windows (vka_gpt_eval). */
+vka_result train_eval(train_run *r, double *loss);
+/* Save tokenizer (if not yet), model and state; on failure print why and return CLI_ERROR. */
+int train_save(train_run *r);
+
+/* Progress (train_report.c). */
+typedef struct train_progress {
+    uint64_t step;          /* steps done after this one */
+    float loss, lr, grad_norm;
+    double val_loss;        /* NaN if not evaluated at this step */
+    double ms;              /* this step's wall time */
+} train_progress;
+
+void report_start(train_run *r);
+void report_step(train_run *r, const train_progress *p);
+/* event: "done", "stopped" or "interrupted"; val_loss NaN if none. */
+void report_end(train_run *r, const char *event, double val_loss);
+/* A human message (to r->info), ending any progress line first. */
+void report_note(train_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

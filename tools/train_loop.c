@@ -1,0 +1,175 @@
+/* vkattn train: the loop -- batches, the learning-rate schedule, steps, evaluation, saving,
+ * and stopping cleanly on SIGINT/SIGTERM. */
+#define _POSIX_C_SOURCE 200809L /* sigaction */
+#include "train.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * Signals: the first SIGINT/SIGTERM asks the loop to stop after the current step (and save);
+ * a second one restores the default action and re-raises it, so the process ends at once.
+ * ------------------------------------------------------------------------------------------- */
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig) {
+    if (stop_signal) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    stop_signal = sig;
+}
+
+static void catch_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART; /* file reads and writes carry on; the loop polls stop_signal */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Schedule
+ * ------------------------------------------------------------------------------------------- */
+
+float train_lr_at(const vka_train_state *st, uint64_t s) {
+    double lr = st->lr, min_lr = st->min_lr;
+    uint64_t W = (uint64_t)(st->warmup_steps > 0 ? st->warmup_steps : 0);
+    if (s < W) return (float)(lr * (double)(s + 1) / (double)W);
+    uint64_t span = st->total_steps > W + 1 ? st->total_steps - 1 - W : 1;
+    double p = (double)(s - W) / (double)span;
+    if (p > 1.0) p = 1.0;
+    const double pi = 3.14159265358979323846;
+    return (float)(min_lr + (lr - min_lr) * 0.5 * (1.0 + cos(pi * p)));
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Evaluation and saving
+ * ------------------------------------------------------------------------------------------- */
+
+vka_result train_eval(train_run *r, double *loss) {
+    size_t n_val;
+    const int32_t *val = vka_data_tokens(r->data, VKA_SPLIT_VAL, &n_val);
+    size_t n = r->val_windows * (size_t)r->st.T + 1; /* windows at 0, T, 2T, ... */
+    if (n > n_val) n = n_val;
+    size_t windows = 0;
+    return vka_gpt_eval(r->gpt, val, n, r->st.T, loss, &windows);
+}
+
+int train_save(train_run *r) {
+    const vka_tokenizer *tok = vka_data_tokenizer(r->data);
+    vka_result res = vka_tokenizer_save(tok, r->tok_path);
+    if (res == VKA_SUCCESS) res = vka_gpt_save(r->gpt, r->model_path);
+    if (res == VKA_SUCCESS) res = vka_gpt_save_state(r->gpt, &r->st, r->state_path);
+    if (res != VKA_SUCCESS) return cli_fail("train", r->ctx, res, "saving");
+    return CLI_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The loop
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct batch_buf {
+    int32_t *inputs, *targets; /* (B, T) */
+} batch_buf;
+
+/* One optimizer step on the next batch; fills p. */
+static vka_result step_once(train_run *r, batch_buf *bb, train_progress *p) {
+    vka_train_state *st = &r->st;
+    double t0 = cli_now();
+    vka_result res = vka_data_batch(r->data, VKA_SPLIT_TRAIN, st->B, st->T, &st->rng_state,
+                                    bb->inputs, bb->targets);
+    vka_adamw_desc opt = st->adamw;
+    opt.lr = train_lr_at(st, st->step);
+    float loss = NAN, norm = NAN;
+    if (res == VKA_SUCCESS)
+        res = vka_gpt_train_step(r->gpt, bb->inputs, bb->targets, st->B, st->T, &opt, &loss, &norm);
+    if (res != VKA_SUCCESS) return res;
+    st->step++;
+    *p = (train_progress){.step = st->step, .loss = loss, .lr = opt.lr, .grad_norm = norm,
+                          .val_loss = NAN, .ms = 1e3 * (cli_now() - t0)};
+    return VKA_SUCCESS;
+}
+
+static int evaluate(train_run *r, double *val) {
+    vka_result res = train_eval(r, val);
+    if (res != VKA_SUCCESS) return cli_fail("train", r->ctx, res, "validation");
+    r->last_val = *val;
+    if (isnan(r->st.best_val_loss) || *val < r->st.best_val_loss) r->st.best_val_loss = (float)*val;
+    return CLI_OK;
+}
+
+/* Save, then report how the run ended. */
+static int finish(train_run *r, const char *event, int code) {
+    int rc = train_save(r);
+    if (rc != CLI_OK) return rc;
+    double val = NAN;
+    if (strcmp(event, "done") == 0) {
+        /* The last step evaluated already (the loop evaluates at the end). */
+        val = r->last_val;
+        if (isnan(val) && evaluate(r, &val) != CLI_OK) return CLI_ERROR;
+    }
+    report_end(r, event, val);
+    return code;
+}
+
+int train_loop(train_run *r) {
+    vka_train_state *st = &r->st;
+    const train_opts *o = r->o;
+    batch_buf bb = {malloc((size_t)st->B * st->T * sizeof(int32_t)),
+                    malloc((size_t)st->B * st->T * sizeof(int32_t))};
+    if (!bb.inputs || !bb.targets) {
+        free(bb.inputs);
+        free(bb.targets);
+        fprintf(stderr, "vkattn train: out of memory for a batch of %d x %d\n", st->B, st->T);
+        return CLI_ERROR;
+    }
+    /* Save the tokenizer now so a model saved mid-run can be used at once. */
+    vka_result res = vka_tokenizer_save(vka_data_tokenizer(r->data), r->tok_path);
+    int rc = res == VKA_SUCCESS ? CLI_OK : cli_fail("train", r->ctx, res, "saving");
+    if (rc == CLI_OK) {
+        catch_signals();
+        report_start(r);
+    }
+    const char *event = "done";
+    while (rc == CLI_OK && st->step < st->total_steps) {
+        if (stop_signal) {
+            event = "interrupted";
+            break;
+        }
+        if (o->stop_at > 0 && st->step >= (uint64_t)o->stop_at) {
+            event = "stopped";
+            break;
+        }
+        train_progress p;
+        res = step_once(r, &bb, &p);
+        if (res != VKA_SUCCESS) {
+            rc = cli_fail("train", r->ctx, res, "training step");
+            break;
+        }
+        if (!isfinite(p.loss)) {
+            report_note(r, "the loss is %g at step %llu; stopping without saving (try a lower --lr)",
+                        (double)p.loss, (unsigned long long)p.step);
+            rc = CLI_ERROR;
+            break;
+        }
+        bool eval_now = st->step == st->total_steps ||
+                        (st->eval_every > 0 && st->step % (uint64_t)st->eval_every == 0);
+        if (eval_now) rc = evaluate(r, &p.val_loss);
+        if (rc != CLI_OK) break;
+        report_step(r, &p);
+        if (o->save_every > 0 && st->step % (uint64_t)o->save_every == 0 &&
+            st->step < st->total_steps)
+            rc = train_save(r);
+    }
+    if (rc == CLI_OK)
+        rc = finish(r, event, strcmp(event, "interrupted") == 0 ? CLI_INTERRUPTED : CLI_OK);
+    free(bb.inputs);
+    free(bb.targets);
+    return rc;
+}

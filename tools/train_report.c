@@ -1,0 +1,175 @@
+/* vkattn train: progress as text (one updating line on a terminal, a line every --log-every
+ * steps otherwise) or as JSON lines (--json). */
+#define _POSIX_C_SOURCE 200809L /* isatty, fileno */
+#include "train.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+#include <unistd.h>
+
+/* End an open progress line so the next message starts on its own line. */
+static void close_line(train_run *r) {
+    if (!r->rep.line_open) return;
+    fputc('\n', stdout);
+    r->rep.line_open = false;
+}
+
+void report_note(train_run *r, const char *fmt, ...) {
+    FILE *f = r->info ? r->info : stderr;
+    if (f == stdout) close_line(r);
+    fprintf(f, "vkattn train: ");
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputc('\n', f);
+    fflush(f);
+}
+
+void report_start(train_run *r) {
+    r->rep.tty = !r->o->json && isatty(fileno(stdout));
+    vka_gpt_config c = vka_gpt_get_config(r->gpt);
+    size_t n_train, n_val;
+    vka_data_tokens(r->data, VKA_SPLIT_TRAIN, &n_train);
+    vka_data_tokens(r->data, VKA_SPLIT_VAL, &n_val);
+    size_t params = vka_gpt_num_params(r->gpt);
+    const vka_train_state *st = &r->st;
+    if (r->o->json) {
+        printf("{\"event\":\"start\",\"backend\":\"%s\",\"device\":", r->backend);
+        cli_json_string(stdout, r->device);
+        printf(",\"params\":%zu,\"L\":%d,\"NH\":%d,\"C\":%d,\"T\":%d,\"V\":%d,\"B\":%d"
+               ",\"first_step\":%llu,\"total_steps\":%llu,\"train_tokens\":%zu,\"val_tokens\":%zu"
+               ",\"val_windows\":%zu}\n",
+               params, c.L, c.NH, c.C, st->T, c.V, st->B, (unsigned long long)st->step + 1,
+               (unsigned long long)st->total_steps, n_train, n_val, r->val_windows);
+        fflush(stdout);
+    }
+    if (!r->info) return;
+    FILE *f = r->info;
+    fprintf(f, "data: %s: %zu training and %zu validation tokens, vocabulary of %d\n",
+            r->o->data ? r->o->data : "the built-in corpus", n_train, n_val, c.V);
+    fprintf(f, "model: L=%d NH=%d C=%d T=%d V=%d (Vp=%d): %zu parameters (%.2f M)\n", c.L, c.NH,
+            c.C, c.max_T, c.V, c.Vp, params, (double)params / 1e6);
+    fprintf(f, "backend: %s on %s\n", r->backend, r->device);
+    fprintf(f, "training: steps %llu..%llu of %llu, batch %d x %d = %d tokens/step, lr %g -> %g, "
+            "warm-up %d, weight decay %g, grad clip %g\n",
+            (unsigned long long)st->step + 1, (unsigned long long)st->total_steps,
+            (unsigned long long)st->total_steps, st->B, st->T, st->B * st->T, (double)st->lr,
+            (double)st->min_lr, st->warmup_steps, (double)st->adamw.weight_decay,
+            (double)st->adamw.grad_clip);
+    fprintf(f, "validation: %zu windows of %d+1 tokens%s\n", r->val_windows, st->T,
+            st->eval_every > 0 ? "" : " (at the end only)");
+    fflush(f);
+}
+
+static void duration(double s, char *out, size_t cap) {
+    if (!(s >= 0.0) || s > 1e8) snprintf(out, cap, "?");
+    else if (s >= 3600) snprintf(out, cap, "%dh%02dm", (int)(s / 3600), (int)(fmod(s, 3600) / 60));
+    else if (s >= 60) snprintf(out, cap, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+    else snprintf(out, cap, "%ds", (int)s);
+}
+
+static void json_step(train_run *r, const train_progress *p, double tokens_per_s) {
+    printf("{\"step\":%llu,\"loss\":", (unsigned long long)p->step);
+    cli_json_number(stdout, p->loss);
+    printf(",\"lr\":");
+    cli_json_number(stdout, p->lr);
+    printf(",\"grad_norm\":");
+    cli_json_number(stdout, p->grad_norm);
+    printf(",\"ms\":");
+    cli_json_number(stdout, p->ms);
+    printf(",\"tokens_per_s\":");
+    cli_json_number(stdout, tokens_per_s);
+    if (!isnan(p->val_loss)) {
+        printf(",\"val_loss\":");
+        cli_json_number(stdout, p->val_loss);
+    }
+    printf("}\n");
+    fflush(stdout);
+    (void)r;
+}
+
+void report_step(train_run *r, const train_progress *p) {
+    train_report_state *rep = &r->rep;
+    const vka_train_state *st = &r->st;
+    double now = cli_now();
+    bool first = p->step == r->first_step + 1;
+    if (first) rep->t_start = now;
+    else {
+        rep->sum_ms += p->ms;
+        rep->n_ms++;
+    }
+    double tokens_per_s = p->ms > 0 ? (double)st->B * st->T / (p->ms / 1e3) : 0.0;
+    if (r->o->json) {
+        json_step(r, p, tokens_per_s);
+        return;
+    }
+    if (!r->info || r->info != stdout) return;
+    bool evaluated = !isnan(p->val_loss), last = p->step == st->total_steps;
+    if (rep->tty) {
+        if (!evaluated && !last && !first && now - rep->last_draw < 0.1) return;
+        rep->last_draw = now;
+    } else if (!evaluated && !last && !first && p->step % (uint64_t)r->o->log_every != 0) {
+        return;
+    }
+    /* ETA from the wall time per step so far, evaluations and saves included. */
+    uint64_t done = p->step - r->first_step - 1;
+    double per_step = done > 0 ? (now - rep->t_start) / (double)done : p->ms / 1e3;
+    char eta[32], val[48] = "";
+    duration(per_step * (double)(st->total_steps - p->step), eta, sizeof eta);
+    if (evaluated) snprintf(val, sizeof val, " | val %.4f", p->val_loss);
+    if (rep->tty) fputs("\r\033[K", stdout);
+    printf("step %*llu/%llu | loss %.4f%s | lr %.2e | %.1f ms/step | %.0f tok/s | ETA %s",
+           (int)snprintf(NULL, 0, "%llu", (unsigned long long)st->total_steps),
+           (unsigned long long)p->step, (unsigned long long)st->total_steps, (double)p->loss, val,
+           (double)p->lr, p->ms, tokens_per_s, eta);
+    /* On a terminal, evaluated steps stay on screen as a record; others are overwritten. */
+    if (rep->tty && !evaluated && !last) {
+        rep->line_open = true;
+    } else {
+        fputc('\n', stdout);
+        rep->line_open = false;
+    }
+    fflush(stdout);
+}
+
+void report_end(train_run *r, const char *event, double val_loss) {
+    const vka_train_state *st = &r->st;
+    double mean_ms = r->rep.n_ms ? r->rep.sum_ms / (double)r->rep.n_ms : NAN;
+    if (r->o->json) {
+        printf("{\"event\":\"%s\",\"val_loss\":", event);
+        cli_json_number(stdout, val_loss);
+        printf(",\"val_windows\":%zu,\"best_val_loss\":", r->val_windows);
+        cli_json_number(stdout, st->best_val_loss);
+        printf(",\"backend\":\"%s\",\"device\":", r->backend);
+        cli_json_string(stdout, r->device);
+        printf(",\"steps\":%llu,\"total_steps\":%llu,\"ms_per_step\":",
+               (unsigned long long)st->step, (unsigned long long)st->total_steps);
+        cli_json_number(stdout, mean_ms);
+        printf(",\"model\":");
+        cli_json_string(stdout, r->model_path);
+        printf(",\"tokenizer\":");
+        cli_json_string(stdout, r->tok_path);
+        printf(",\"state\":");
+        cli_json_string(stdout, r->state_path);
+        printf("}\n");
+        fflush(stdout);
+    }
+    /* The summary is printed even with --quiet. */
+    FILE *f = r->o->json ? stderr : stdout;
+    if (f == stdout) close_line(r);
+    if (strcmp(event, "done") == 0)
+        fprintf(f, "done: %llu steps, validation loss %.4f (perplexity %.2f) over %zu windows\n",
+                (unsigned long long)st->step, val_loss, exp(val_loss), r->val_windows);
+    else
+        fprintf(f, "%s at step %llu of %llu; continue with: vkattn train --resume %s%s%s\n",
+                strcmp(event, "interrupted") == 0 ? "interrupted" : "stopped",
+                (unsigned long long)st->step, (unsigned long long)st->total_steps, r->state_path,
+                r->o->data ? " --data " : "", r->o->data ? r->o->data : "");
+    if (!isnan(mean_ms))
+        fprintf(f, "%.1f ms/step on average (%.0f tokens/s) after the first step\n", mean_ms,
+                (double)st->B * st->T / (mean_ms / 1e3));
+    fprintf(f, "saved %s, %s, %s\n", r->model_path, r->tok_path, r->state_path);
+    fflush(f);
+}

@@ -1,0 +1,62 @@
+/* vkattn: the command line. main() finds the command and hands it its arguments. */
+#include "cli.h"
+
+#include <string.h>
+
+int cmd_info(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+
+static const struct {
+    const char *name, *summary;
+    int (*run)(int argc, char **argv);
+} commands[] = {
+    {"info", "list the Vulkan devices, their limits, and which one is used", cmd_info},
+    {"train", "train a GPT-2 on a text file (or the built-in corpus)", cmd_train},
+    {"generate", "sample text from a trained model", cmd_generate},
+    {"eval", "loss and perplexity of a model on a text file", cmd_eval},
+    {"check", "compare every Vulkan kernel with the CPU reference", cmd_check},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "Usage: vkattn <command> [options]\n\n"
+               "Train and run a tiny GPT-2 with GLSL compute shaders on any Vulkan GPU, or on the\n"
+               "CPU backend (--backend cpu).\n\nCommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n`vkattn <command> --help` lists a command's options. `vkattn --version` prints "
+               "the version.\n"
+               "Exit status: 0 success, 1 runtime error, 2 usage error, 130 training interrupted "
+               "(state saved).\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+        if (strcmp(name, "help") == 0 && argc > 2) {
+            /* `vkattn help train` is `vkattn train --help` */
+            char *help_argv[] = {argv[2], "--help", NULL};
+            for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+                if (strcmp(commands[i].name, argv[2]) == 0) return commands[i].run(2, help_argv);
+            fprintf(stderr, "vkattn: unknown command '%s' (see `vkattn --help`)\n", argv[2]);
+            return CLI_USAGE;
+        }
+        usage(stdout);
+        return CLI_OK;
+    }
+    if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) {
+        printf("vkattn %s (library %s)\n", VKA_VERSION_STRING, vka_version_string());
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(commands[i].name, name) == 0) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "vkattn: unknown %s '%s' (see `vkattn --help`)\n",
+            name[0] == '-' ? "option" : "command", name);
+    return CLI_USAGE;
+}
