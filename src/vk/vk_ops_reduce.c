@@ -49,8 +49,10 @@ static uint32_t max_wg(const vkv_backend *vb) {
     return pow2_at_most(VKA_MIN(lim->maxComputeWorkGroupInvocations, lim->maxComputeWorkGroupSize[0]));
 }
 
-/* GPU workgroup: 256 invocations (or the device's maximum if smaller). */
+/* GPU workgroups: 256 invocations for rows; 1024 for the vector and column sums, where one
+ * workgroup must keep many loads in flight (both capped by the device). */
 static uint32_t gpu_wg(const vkv_backend *vb) { return VKA_MIN(256u, max_wg(vb)); }
+static uint32_t gpu_wide_wg(const vkv_backend *vb) { return VKA_MIN(1024u, max_wg(vb)); }
 
 /* CPU-type devices: the SIMD width, in 32-bit lanes, over which llvmpipe runs invocations side
  * by side (its device name ends in "(LLVM x.y, 256 bits)"); 8 when unknown. */
@@ -62,11 +64,12 @@ static uint32_t cpu_simd(const vkv_backend *vb) {
     return b >= 128 && b <= 1024 ? pow2_at_most((uint32_t)(b / 32)) : 8;
 }
 
-/* CPU-type variant: a row at least CPU_LONG_ROW long is spread over one SIMD group of
- * invocations (a single barrier per reduction, paid once per row); shorter rows get one
- * invocation each (SIMD lanes = rows: no barrier at all), CPU_ROWS_WG rows per workgroup.
- * Chosen by measurement on lavapipe (see the commit message). */
-#define CPU_LONG_ROW 512
+/* CPU-type variant: one invocation per row (SIMD lanes = rows), so no barrier at all: on
+ * lavapipe this measured faster than spreading a row over a SIMD group with one barrier per
+ * reduction, for rows of 64 to 50,257 elements alike (llvmpipe loads each lane's element
+ * separately either way). Up to CPU_ROWS_WG rows per workgroup, fewer when there are few rows
+ * so that every thread gets work. Rows too long for llvmpipe's loop budget get more
+ * invocations (vkv_rows_layout). */
 #define CPU_ROWS_WG 64
 
 /* Per invocation, each seg_reduce costs SEG - 1 iterations (CPU) or log2(SEG) (GPU tree); two
@@ -78,11 +81,20 @@ vkv_layout vkv_rows_layout(vkv_backend *vb, uint64_t rows, uint64_t len, int pas
     uint64_t budget = loop_budget(vb);
     uint32_t top = max_wg(vb), seg;
     if (cpu)
-        seg = len >= CPU_LONG_ROW ? VKA_MIN(cpu_simd(vb), top) : 1;
-    else /* about four elements per invocation, up to a workgroup per row (longer rows loop) */
-        seg = VKA_MIN(pow2_at_least(VKA_CEIL_DIV(len, 4)), gpu_wg(vb));
+        seg = 1;
+    else /* ~16 elements per invocation, but at least 32 invocations (128 bytes) across a row
+          * longer than that, so a row's loads coalesce; up to a workgroup per row. */
+        seg = VKA_MIN(VKA_MAX(pow2_at_least(VKA_CEIL_DIV(len, 16)),
+                              VKA_MIN(32u, pow2_at_least(len))), gpu_wg(vb));
     while (seg < top && passes * VKA_CEIL_DIV(len, seg) + reduce_iters(cpu, seg) > budget) seg *= 2;
-    uint32_t wg = cpu ? (seg > 1 ? seg : CPU_ROWS_WG) : VKA_MAX(gpu_wg(vb), seg);
+    uint32_t wg;
+    if (!cpu)
+        wg = VKA_MAX(gpu_wg(vb), seg);
+    else if (seg > 1)
+        wg = VKA_MAX(seg, cpu_simd(vb));
+    else
+        wg = VKA_MIN(VKA_MAX(pow2_at_most((uint32_t)VKA_MIN(rows / 4 + 1, CPU_ROWS_WG)),
+                             cpu_simd(vb)), CPU_ROWS_WG);
     return (vkv_layout){.spec = {wg, seg, cpu},
                         .n_spec = 3,
                         .groups = VKA_CEIL_DIV(rows, wg / seg),
@@ -98,7 +110,7 @@ vkv_layout vkv_vector_layout(vkv_backend *vb, uint64_t len) {
     bool cpu = vkv_device(vb)->is_cpu;
     uint64_t budget = loop_budget(vb);
     uint32_t top = max_wg(vb);
-    uint32_t wg = VKA_MIN(cpu ? cpu_simd(vb) : gpu_wg(vb), top);
+    uint32_t wg = VKA_MIN(cpu ? cpu_simd(vb) : gpu_wide_wg(vb), top);
     while (wg < top && unrolled_iters(len, wg) + reduce_iters(cpu, wg) > budget) wg *= 2;
     return (vkv_layout){.spec = {wg, wg, cpu},
                         .n_spec = 3,
@@ -113,9 +125,12 @@ vkv_layout vkv_cols_layout(vkv_backend *vb, uint64_t rows, uint64_t cols) {
         per_group = VKA_MIN(CPU_ROWS_WG, top); /* one invocation per column: no barrier */
         row_lanes = 1;
     } else {
-        /* Coalesced rows of 16-32 columns; narrower blocks when that leaves few workgroups. */
-        per_group = VKA_MIN(cols >= 32 * 64 ? 32u : 16u, gpu_wg(vb));
-        row_lanes = gpu_wg(vb) / per_group;
+        /* Blocks of 32 columns (128-byte rows), down to 8 (32 bytes) so that there are enough
+         * workgroups; the rest of a wide workgroup splits the rows (many loads in flight). */
+        per_group = 32;
+        while (per_group > 8 && cols / per_group < 96) per_group /= 2;
+        per_group = VKA_MIN(per_group, gpu_wide_wg(vb));
+        row_lanes = gpu_wide_wg(vb) / per_group;
     }
     while (per_group * row_lanes < top &&
            unrolled_iters(rows, row_lanes) + log2_of(row_lanes) > budget)
