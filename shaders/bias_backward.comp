@@ -23,7 +23,7 @@ void main() {
     o = col_index();
     uint rows = o < pc.OC ? pc.N : 0u;
     float acc = 0.0;
-    UNROLLED_SUM(acc, element, col_row_lane(), rows, RL)
+    UNROLLED_SUM(float, acc, element, col_row_lane(), rows, RL)
     acc = col_reduce(vec2(acc, 0.0)).x;
     if (o < pc.OC && col_row_lane() == 0u) dbias[pc.dbias_off + o] += acc;
 }

@@ -22,7 +22,7 @@ float partial(uint i) { return partials[pc.partials_off + i]; }
 
 void main() {
     float sum = 0.0;
-    UNROLLED_SUM(sum, partial, seg_lane(), pc.n_partials, SEG)
+    UNROLLED_SUM(float, sum, partial, seg_lane(), pc.n_partials, SEG)
     sum = seg_sum(sum);
     if (gl_LocalInvocationID.x != 0u) return;
     float norm = sqrt(sum);

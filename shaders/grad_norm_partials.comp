@@ -47,13 +47,13 @@ void main() {
     uint block = (n + NORM_PARTIALS * SEG - 1u) / (NORM_PARTIALS * SEG) * SEG;
     uint lo = min(p * block, n), hi = min(lo + block, n);
     float sq = 0.0;
-    if (j == 0u) UNROLLED_SUM(sq, square_0, lo + lane, hi, SEG)
-    else if (j == 1u) UNROLLED_SUM(sq, square_1, lo + lane, hi, SEG)
-    else if (j == 2u) UNROLLED_SUM(sq, square_2, lo + lane, hi, SEG)
-    else if (j == 3u) UNROLLED_SUM(sq, square_3, lo + lane, hi, SEG)
-    else if (j == 4u) UNROLLED_SUM(sq, square_4, lo + lane, hi, SEG)
-    else if (j == 5u) UNROLLED_SUM(sq, square_5, lo + lane, hi, SEG)
-    else if (j == 6u) UNROLLED_SUM(sq, square_6, lo + lane, hi, SEG)
+    if (j == 0u) UNROLLED_SUM(float, sq, square_0, lo + lane, hi, SEG)
+    else if (j == 1u) UNROLLED_SUM(float, sq, square_1, lo + lane, hi, SEG)
+    else if (j == 2u) UNROLLED_SUM(float, sq, square_2, lo + lane, hi, SEG)
+    else if (j == 3u) UNROLLED_SUM(float, sq, square_3, lo + lane, hi, SEG)
+    else if (j == 4u) UNROLLED_SUM(float, sq, square_4, lo + lane, hi, SEG)
+    else if (j == 5u) UNROLLED_SUM(float, sq, square_5, lo + lane, hi, SEG)
+    else if (j == 6u) UNROLLED_SUM(float, sq, square_6, lo + lane, hi, SEG)
     sq = seg_sum(sq);
     if (gl_LocalInvocationID.x == 0u) partials[pc.partials_off + w] = sq;
 }

@@ -7,6 +7,7 @@
 // Row layout and reductions: rowreduce.glsl.
 #include "common.glsl"
 #include "rowreduce.glsl"
+#include "sumloop.glsl"
 
 layout(set = 0, binding = 0) buffer Dinp { float dinp[]; };
 layout(set = 0, binding = 1) readonly buffer Dout { float dout[]; };
@@ -30,11 +31,11 @@ void main() {
     float s = live ? rstd_[pc.rstd_off + n] : 0.0;
     uint row = n * pc.C;
 
-    vec2 sums = vec2(0.0); // (sum g, sum g * norm)
+    vec2 sums = vec2(0.0), comp = vec2(0.0); // (sum g, sum g * norm)
     for (uint c = lane; c < len; c += SEG) {
         float g = weight[pc.weight_off + c] * dout[pc.dout_off + row + c];
         float norm = (inp[pc.inp_off + row + c] - m) * s;
-        sums += vec2(g, g * norm);
+        KAHAN_ADD(vec2, sums, comp, vec2(g, g * norm))
     }
     sums = seg_reduce(sums, RED_SUM) / float(pc.C);
 

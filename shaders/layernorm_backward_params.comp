@@ -33,7 +33,7 @@ void main() {
     c = col_index();
     uint rows = c < pc.C ? pc.N : 0u;
     vec2 acc = vec2(0.0);
-    UNROLLED_SUM(acc, terms, col_row_lane(), rows, RL)
+    UNROLLED_SUM(vec2, acc, terms, col_row_lane(), rows, RL)
     acc = col_reduce(acc);
     if (c < pc.C && col_row_lane() == 0u) {
         dweight[pc.dweight_off + c] += acc.x;

@@ -6,6 +6,7 @@
 // Saves mean (N) and rstd (N) for the backward pass. Row layout and reductions: rowreduce.glsl.
 #include "common.glsl"
 #include "rowreduce.glsl"
+#include "sumloop.glsl"
 
 layout(set = 0, binding = 0) writeonly buffer Out { float out_[]; };
 layout(set = 0, binding = 1) writeonly buffer Mean { float mean_[]; };
@@ -26,14 +27,15 @@ void main() {
     uint len = n < pc.N ? pc.C : 0u;
     uint x0 = pc.inp_off + n * pc.C;
 
-    float sum = 0.0;
-    for (uint c = lane; c < len; c += SEG) sum += inp[x0 + c];
+    float sum = 0.0, comp = 0.0;
+    for (uint c = lane; c < len; c += SEG) KAHAN_ADD(float, sum, comp, inp[x0 + c])
     float m = seg_sum(sum) / float(pc.C);
 
     float sq = 0.0;
+    comp = 0.0;
     for (uint c = lane; c < len; c += SEG) {
         float d = inp[x0 + c] - m;
-        sq += d * d;
+        KAHAN_ADD(float, sq, comp, d * d)
     }
     float s = 1.0 / sqrt(seg_sum(sq) / float(pc.C) + 1e-5);
     if (n >= pc.N) return;

@@ -20,7 +20,7 @@ float element(uint i) { return inp[pc.inp_off + i]; }
 
 void main() {
     float sum = 0.0;
-    UNROLLED_SUM(sum, element, seg_lane(), pc.N, SEG)
+    UNROLLED_SUM(float, sum, element, seg_lane(), pc.N, SEG)
     sum = seg_sum(sum);
     if (gl_LocalInvocationID.x == 0u) out_[pc.out_off] = sum / float(pc.N);
 }

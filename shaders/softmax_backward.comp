@@ -5,6 +5,7 @@
 // Masked keys have out = 0 and get 0. Row layout and reductions: rowreduce.glsl.
 #include "common.glsl"
 #include "rowreduce.glsl"
+#include "sumloop.glsl"
 
 layout(set = 0, binding = 0) buffer Dinp { float dinp[]; };
 layout(set = 0, binding = 1) readonly buffer Dout { float dout[]; };
@@ -23,8 +24,9 @@ void main() {
     uint len = r < pc.R ? pc.Tk : 0u;
     uint row = r * pc.Tk;
 
-    float dot = 0.0;
-    for (uint k = lane; k < len; k += SEG) dot += out_[pc.out_off + row + k] * dout[pc.dout_off + row + k];
+    float dot = 0.0, comp = 0.0;
+    for (uint k = lane; k < len; k += SEG)
+        KAHAN_ADD(float, dot, comp, out_[pc.out_off + row + k] * dout[pc.dout_off + row + k])
     dot = seg_sum(dot);
 
     for (uint k = lane; k < len; k += SEG) {
