@@ -7,12 +7,15 @@
 // a CPU-type driver. A row longer than SEG is looped over.
 //
 // Combining a row's SEG partial results, in a fixed order (deterministic):
+//  - SEG == 1: one invocation walks the whole row; the reductions compile to nothing and there
+//    is no barrier at all. The CPU-type variant's choice for rows (lavapipe/llvmpipe runs a
+//    workgroup's SIMD groups one after another on one thread, so SIMD lanes = rows costs
+//    nothing, while each barrier() is a coroutine switch per SIMD group); also GPU rows of one
+//    element.
 //  - GPU variant (VKA_CPU false): a shared-memory tree, one barrier per level.
-//  - CPU-type variant (VKA_CPU true; lavapipe/llvmpipe runs a workgroup as a loop over SIMD
-//    groups on one thread, and each barrier() is a coroutine switch per SIMD group): a single
-//    barrier, then every invocation folds its row's SEG partials itself, in order.
-//  - SEG == 1 (the CPU-type variant on short rows, or rows of 1..4 elements): one invocation per
-//    row walks it serially; the reductions compile to nothing and there is no barrier at all.
+//  - CPU-type variant with SEG > 1 (mean, grad_norm, and rows too long for llvmpipe's loop
+//    budget): a single barrier, then every invocation folds its row's SEG partials itself, in
+//    order.
 //
 // Whole workgroups must reach seg_reduce() (it holds barriers when SEG > 1): invocations past the
 // last row take part with an empty row, and may only return early when SEG == 1.

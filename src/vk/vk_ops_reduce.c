@@ -132,6 +132,11 @@ vkv_layout vkv_cols_layout(vkv_backend *vb, uint64_t rows, uint64_t cols) {
         per_group = VKA_MIN(per_group, gpu_wide_wg(vb));
         row_lanes = gpu_wide_wg(vb) / per_group;
     }
+    /* Fewer columns than a block: a narrower block (on a GPU, the spare invocations take rows). */
+    while (per_group > 1 && per_group / 2 >= cols) {
+        per_group /= 2;
+        if (!vkv_device(vb)->is_cpu) row_lanes *= 2;
+    }
     while (per_group * row_lanes < top &&
            unrolled_iters(rows, row_lanes) + log2_of(row_lanes) > budget)
         row_lanes *= 2;
