@@ -42,7 +42,7 @@ tests/data/gpt_tiny_debug_state.bin  llm.c debug state: int32 header[256] = {202
                                      2-D weights only (wte, wpe, qkvw, attprojw, fcw, fcprojw).
 
 Why this configuration: V = 65 (a character vocabulary, Vp = 128 so padding is exercised),
-maxT = 16, L = 2, NH = 4, C = 40 so HS = 10 and C are not powers of two (a kernel that assumes
+maxT = 16, L = 2, NH = 4, C = 36 so HS = 9 (odd) and C are not powers of two (a kernel that assumes
 tiles of 8/16 or vec4 head rows fails), B = 3, T = 13 < maxT so the model must use T (not maxT)
 as the sequence stride and must leave the gradients of wpe rows T..maxT-1 at exactly zero.
 The initialisation is larger than GPT-2's N(0, 0.02) so that attention is far from uniform
