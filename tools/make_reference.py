@@ -45,8 +45,9 @@ Why this configuration: V = 65 (a character vocabulary, Vp = 128 so padding is e
 maxT = 16, L = 2, NH = 4, C = 36 so HS = 9 (odd) and C are not powers of two (a kernel that assumes
 tiles of 8/16 or vec4 head rows fails), B = 3, T = 13 < maxT so the model must use T (not maxT)
 as the sequence stride and must leave the gradients of wpe rows T..maxT-1 at exactly zero.
-The initialisation is larger than GPT-2's N(0, 0.02) so that attention is far from uniform
-(a wrong scale or mask changes the result visibly), GELU sees inputs in its curved region, and
+The initialisation is larger than GPT-2's N(0, 0.02) so that attention is clearly non-uniform
+(last-row max weight 0.17-0.34 over 13 keys; scaling by 1/HS instead of 1/sqrt(HS) moves the loss
+by 0.03, 600x its test tolerance), GELU sees inputs in its curved region, and
 biases and layernorm parameters are randomly perturbed so their paths carry signal.
 """
 import argparse
