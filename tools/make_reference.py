@@ -198,6 +198,33 @@ def train(p32, x, y, dtype):
     return losses, norms, {n: p[n].detach() for n in NAMES}
 
 
+def train_by_formula(p32, x, y):
+    """The same steps in float64 written out as vkattn.h documents them (vka_grad_norm, vka_adamw),
+    without torch.optim or clip_grad_norm_: checks that PyTorch's semantics are the documented ones.
+    """
+    p = leaf_params(p32, torch.float64)
+    m = {n: torch.zeros_like(p[n]) for n in NAMES}
+    v = {n: torch.zeros_like(p[n]) for n in NAMES}
+    losses = []
+    for step in range(1, N_STEPS + 1):
+        for n in NAMES:
+            p[n].grad = None
+        loss = forward(p, x, y)[1]
+        loss.backward()
+        losses.append(loss.item())
+        norm = math.sqrt(sum((p[n].grad ** 2).sum().item() for n in NAMES))
+        scale = min(1.0, GRAD_CLIP / (norm + 1e-6))
+        bc1, bc2 = 1 - BETA1 ** step, 1 - BETA2 ** step
+        with torch.no_grad():
+            for n in NAMES:
+                g = p[n].grad * scale
+                m[n] = BETA1 * m[n] + (1 - BETA1) * g
+                v[n] = BETA2 * v[n] + (1 - BETA2) * g * g
+                wd = WEIGHT_DECAY if n in DECAYED else 0.0
+                p[n] -= LR * ((m[n] / bc1) / (torch.sqrt(v[n] / bc2) + EPS) + wd * p[n])
+    return losses, {n: p[n].detach() for n in NAMES}
+
+
 # ----------------------------------------------------------------------------------------------
 # Files
 # ----------------------------------------------------------------------------------------------
@@ -342,6 +369,17 @@ def main():
         report_precision("train grad norms", torch.tensor(norms), torch.tensor(norms64))
         for n in NAMES:
             report_precision("after " + n, final[n], final64[n])
+        losses_f, final_f = train_by_formula(p32, x, y)
+        print("torch.optim.AdamW + clip_grad_norm_ vs vkattn.h's formulas (float64):")
+        print(f"  train losses           max|diff| "
+              f"{max_abs(torch.tensor(losses64), torch.tensor(losses_f)):.2e}")
+        # the key bias is excluded: AdamW turns its rounding-noise gradient into steps of ~lr
+        kb = torch.zeros(L, 3 * C, dtype=torch.bool)
+        kb[:, C:2 * C] = True
+        formula_diff = max(max_abs(final64[n][~kb] if n == "qkvb" else final64[n],
+                                   final_f[n][~kb] if n == "qkvb" else final_f[n]) for n in NAMES)
+        print(f"  parameters after {N_STEPS} steps  max|diff| {formula_diff:.2e} (key bias excluded)")
+        ok &= formula_diff < 1e-9
         print("gradient vs finite differences of the float64 loss:")
         worst = check_grads_by_finite_differences(p32, x, y, grads64,
                                                   torch.Generator().manual_seed(SEED + 2))
