@@ -104,6 +104,15 @@ typedef struct vka_vulkan_env {
     uint32_t queue_family;        /* family index of queue */
 } vka_vulkan_env;
 
+/** Which kernel variants the Vulkan backend uses. Some kernels have a GPU variant (shared-memory
+ * tiles, workgroup reductions with barriers) and a CPU-type variant (no barriers, one invocation
+ * per row, register tiles) for software drivers such as lavapipe; both compute the same thing. */
+typedef enum vka_kernels {
+    VKA_KERNELS_AUTO = 0, /* by device type: CPU-type variants on CPU-type devices */
+    VKA_KERNELS_GPU = 1,  /* always the GPU variants (e.g. to test them on lavapipe) */
+    VKA_KERNELS_CPU = 2,  /* always the CPU-type variants */
+} vka_kernels;
+
 typedef struct vka_context_desc {
     vka_backend backend;    /* 0 = VKA_BACKEND_VULKAN */
     const char *device;     /* Vulkan device by index as vka_context_device_info lists it ("1");
@@ -118,6 +127,8 @@ typedef struct vka_context_desc {
     vka_log_level log_level;/* most verbose level passed to log; 0 = errors only */
     const vka_vulkan_env *vulkan; /* NULL = create our own instance and device */
     const char *label;      /* name used in log messages; NULL = "vkattn" */
+    vka_kernels kernels;    /* kernel variants; 0 = VKA_KERNELS_AUTO (also set by the
+                               environment variable VKATTN_KERNELS=gpu|cpu) */
 } vka_context_desc;
 
 /**
@@ -403,8 +414,10 @@ typedef enum vka_split { VKA_SPLIT_TRAIN = 0, VKA_SPLIT_VAL = 1 } vka_split;
  * Load a text file (path NULL = the built-in corpus, see vka_builtin_corpus) and tokenise it with
  * tok, or (tok NULL) with a character tokenizer built from the text. The first 90% of tokens are
  * the training split, the rest validation.
- * Errors: VKA_ERROR_IO (missing/unreadable), VKA_ERROR_FORMAT (empty, or not text: NUL bytes),
- * VKA_ERROR_VOCABULARY (a byte outside tok).
+ * Text means: no NUL byte, and at most 2% of the bytes control characters (below 0x20 other
+ * than \t \n \r, or 0x7F); bytes >= 0x80 are allowed (UTF-8 is tokenised byte by byte).
+ * Errors: VKA_ERROR_IO (missing/unreadable), VKA_ERROR_FORMAT (empty, or not text),
+ * VKA_ERROR_VOCABULARY (a byte outside tok: the message gives the byte and its offset).
  */
 vka_result vka_data_load(vka_context *ctx, const char *path, const vka_tokenizer *tok,
                          vka_data **out);

@@ -11,7 +11,7 @@
 #ifndef VKA_COMMON_GLSL
 #define VKA_COMMON_GLSL
 
-#extension GL_GOOGLE_include_directive : require
+// Every .comp starts with: #version 450, #extension GL_GOOGLE_include_directive : require.
 
 layout(local_size_x_id = 0, local_size_y = 1, local_size_z = 1) in;
 

@@ -1,4 +1,5 @@
 /* Result strings, per-context error messages, logging, atomic file writes. */
+#define _POSIX_C_SOURCE 200809L /* fileno, fsync under -std=c11 */
 #include "vka_internal.h"
 
 #include <errno.h>
@@ -48,46 +49,30 @@ vka_result vka_set_error(vka_context *ctx, vka_result r, const char *fmt, ...) {
 
 vka_result vka_write_file_atomic(vka_context *ctx, const char *path, const void *const *parts,
                                  const size_t *sizes, int n_parts) {
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 32);
+    size_t cap = strlen(path) + 32;
+    char *tmp = malloc(cap);
     if (!tmp) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "writing %s: out of memory", path);
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         vka_result r = vka_set_error(ctx, VKA_ERROR_IO, "cannot create %s: %s", tmp, strerror(errno));
         free(tmp);
         return r;
     }
-    for (int i = 0; i < n_parts; i++) {
-        if (sizes[i] && fwrite(parts[i], 1, sizes[i], f) != sizes[i]) {
-            int e = errno;
-            fclose(f);
-            remove(tmp);
-            vka_result r = vka_set_error(ctx, VKA_ERROR_IO, "writing %s: %s", tmp, strerror(e));
-            free(tmp);
-            return r;
-        }
-    }
-    int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
-    int e = errno;
-    if (fclose(f) != 0 && !bad) {
-        bad = 1;
-        e = errno;
-    }
-    if (bad) {
+    int err = 0;
+    for (int i = 0; i < n_parts && !err; i++)
+        if (sizes[i] && fwrite(parts[i], 1, sizes[i], f) != sizes[i]) err = errno ? errno : EIO;
+    if (!err && (fflush(f) != 0 || fsync(fileno(f)) != 0)) err = errno;
+    if (fclose(f) != 0 && !err) err = errno;
+    vka_result r = VKA_SUCCESS;
+    if (err) {
+        r = vka_set_error(ctx, VKA_ERROR_IO, "writing %s: %s", tmp, strerror(err));
         remove(tmp);
-        vka_result r = vka_set_error(ctx, VKA_ERROR_IO, "writing %s: %s", tmp, strerror(e));
-        free(tmp);
-        return r;
-    }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
+    } else if (rename(tmp, path) != 0) {
+        r = vka_set_error(ctx, VKA_ERROR_IO, "cannot rename %s to %s: %s", tmp, path,
+                          strerror(errno));
         remove(tmp);
-        vka_result r = vka_set_error(ctx, VKA_ERROR_IO, "cannot rename %s to %s: %s", tmp, path,
-                                     strerror(e));
-        free(tmp);
-        return r;
     }
     free(tmp);
-    return VKA_SUCCESS;
+    return r;
 }

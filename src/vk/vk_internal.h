@@ -65,7 +65,7 @@ typedef struct vkr_device {
     VkDevice device;
     VkQueue queue;
     uint32_t queue_family;
-    bool is_cpu;         /* a CPU-type device (lavapipe): pick the CPU-friendly kernel variants */
+    bool is_cpu;         /* use the CPU-type kernel variants (lavapipe; vka_kernels overrides) */
     bool unified_memory; /* device-local memory is host-visible: no staging copies */
     bool timestamps;     /* queue family has timestamp support */
 } vkr_device;

@@ -1,0 +1,91 @@
+/* The Vulkan backend: the vkb_ops table over the runtime (memory, pipelines, commands). */
+#include "vk/vk_runtime.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void vkv_destroy(vkb_backend *be) {
+    vkv_backend *vb = (vkv_backend *)be;
+    if (!vb) return;
+    if (vb->dev && vb->dev->device) vb->vk->vkDeviceWaitIdle(vb->dev->device);
+    vkv_memory_destroy(vb);
+    vkv_pipelines_destroy(vb);
+    vkv_commands_destroy(vb);
+    free(vb);
+}
+
+static void op_fill(vkb_backend *be, vkb_tensor t, float value) {
+    uint32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    vkv_fill((vkv_backend *)be, t, bits);
+}
+
+static void op_copy(vkb_backend *be, vkb_tensor dst, vkb_tensor src) {
+    vkv_copy((vkv_backend *)be, dst, src);
+}
+
+static const vkb_ops vkv_ops = {
+    .destroy = vkv_destroy,
+    .arena_create = vkv_arena_create,
+    .arena_destroy = vkv_arena_destroy,
+    .write = vkv_write,
+    .read = vkv_read,
+    .graph_begin = vkv_graph_begin,
+    .graph_end = vkv_graph_end,
+    .graph_run = vkv_graph_run,
+    .graph_destroy = vkv_graph_destroy,
+    .fill = op_fill,
+    .copy = op_copy,
+    .matmul = vkv_matmul,
+    .bias_backward = vkv_bias_backward,
+    .encoder_forward = vkv_encoder_forward,
+    .encoder_backward = vkv_encoder_backward,
+    .layernorm_forward = vkv_layernorm_forward,
+    .layernorm_backward = vkv_layernorm_backward,
+    .permute_forward = vkv_permute_forward,
+    .permute_backward = vkv_permute_backward,
+    .unpermute_forward = vkv_unpermute_forward,
+    .unpermute_backward = vkv_unpermute_backward,
+    .softmax_forward = vkv_softmax_forward,
+    .softmax_backward = vkv_softmax_backward,
+    .gelu_forward = vkv_gelu_forward,
+    .gelu_backward = vkv_gelu_backward,
+    .residual_forward = vkv_residual_forward,
+    .add_inplace = vkv_add_inplace,
+    .crossentropy_forward = vkv_crossentropy_forward,
+    .crossentropy_backward = vkv_crossentropy_backward,
+    .mean = vkv_mean,
+    .grad_norm = vkv_grad_norm,
+    .adamw = vkv_adamw,
+};
+
+vka_result vkb_vulkan_create(vka_context *ctx, vkb_backend **out) {
+    *out = NULL;
+    vkr_device *dev = ctx->vk;
+    vkv_backend *vb = calloc(1, sizeof *vb);
+    if (!vb) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    vb->base.ops = &vkv_ops;
+    vb->base.ctx = ctx;
+    vb->base.name = "vulkan";
+    vb->dev = dev;
+    vb->vk = &dev->vk;
+    const vka_device_info *info = &dev->infos[dev->selected];
+    uint64_t range = dev->props.limits.maxStorageBufferRange;
+    vb->base.limits.max_tensor_bytes = range;
+    /* A chunk is bound whole, so it must fit one storage-buffer range and one allocation. */
+    vb->base.limits.max_chunk_bytes =
+        VKA_MIN(range, info->max_memory_allocation_size) / 64 * 64;
+    vb->base.limits.memory_bytes = info->device_local_bytes;
+    *out = &vb->base;
+
+    vka_result r = vkv_commands_init(vb);
+    if (r == VKA_SUCCESS) r = vkv_pipelines_init(vb);
+    if (r == VKA_SUCCESS) {
+        size_t one = 4;
+        vkb_tensor t;
+        vkb_arena *dummy = NULL;
+        r = vkv_arena_create(&vb->base, "dummy", VKB_ARENA_DEVICE, &one, NULL, 1, &t, &dummy);
+        vb->dummy = (vkv_arena *)(void *)dummy;
+    }
+    return r;
+}

@@ -1,0 +1,294 @@
+/*
+ * Command recording: graphs (one command buffer + fence each, recorded once, submitted once
+ * per run with one host wait), dispatches with hazard tracking, and the one-shot command
+ * buffer used by immediate host <-> device copies.
+ *
+ * Barriers: the ranges each command reads and writes since the last barrier are tracked; a
+ * command that reads or writes a range written since then, or writes a range read since then,
+ * gets one global memory barrier first. Independent dispatches (the three projections of a
+ * backward pass, say) therefore run without barriers between them. Each graph starts with a
+ * barrier against everything submitted before it and ends with one that makes its writes
+ * visible to the host.
+ */
+#include "vk/vk_runtime.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ALL_WRITES (VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT)
+#define ALL_ACCESS                                                                        \
+    (VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | \
+     VK_ACCESS_TRANSFER_WRITE_BIT)
+#define WORK_STAGES (VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT)
+
+void vkv_fail_vk(vkv_backend *vb, VkResult vr, const char *what) {
+    vka_result r = vkr_check(vb->base.ctx, vr, what);
+    if (vb->base.status == VKA_SUCCESS) vb->base.status = r;
+}
+
+const vkr_device *vkv_device(const vkv_backend *vb) { return vb->dev; }
+
+vka_result vkv_commands_init(vkv_backend *vb) {
+    vka_context *ctx = vb->base.ctx;
+    VkDevice d = vb->dev->device;
+    VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                  .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                  .queueFamilyIndex = vb->dev->queue_family};
+    VkResult vr = vb->vk->vkCreateCommandPool(d, &pi, NULL, &vb->pool);
+    if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreateCommandPool");
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                      .commandPool = vb->pool,
+                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                      .commandBufferCount = 1};
+    vr = vb->vk->vkAllocateCommandBuffers(d, &ai, &vb->once_cmd);
+    if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkAllocateCommandBuffers");
+    VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    vr = vb->vk->vkCreateFence(d, &fi, NULL, &vb->once_fence);
+    if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreateFence");
+    return VKA_SUCCESS;
+}
+
+void vkv_commands_destroy(vkv_backend *vb) {
+    VkDevice d = vb->dev->device;
+    if (vb->once_fence) vb->vk->vkDestroyFence(d, vb->once_fence, NULL);
+    if (vb->pool) vb->vk->vkDestroyCommandPool(d, vb->pool, NULL); /* frees its buffers */
+    vb->once_fence = VK_NULL_HANDLE;
+    vb->pool = VK_NULL_HANDLE;
+}
+
+static void memory_barrier(vkv_backend *vb, VkCommandBuffer cmd, VkPipelineStageFlags src_stage,
+                           VkAccessFlags src, VkPipelineStageFlags dst_stage, VkAccessFlags dst) {
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = src,
+                          .dstAccessMask = dst};
+    vb->vk->vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+/* Submit cmd, wait for it, reset the fence. */
+static vka_result submit_wait(vkv_backend *vb, VkCommandBuffer cmd, VkFence fence) {
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                       .commandBufferCount = 1,
+                       .pCommandBuffers = &cmd};
+    VkResult vr = vb->vk->vkQueueSubmit(vb->dev->queue, 1, &si, fence);
+    if (vr != VK_SUCCESS) return vkr_check(vb->base.ctx, vr, "vkQueueSubmit");
+    vr = vb->vk->vkWaitForFences(vb->dev->device, 1, &fence, VK_TRUE, UINT64_MAX);
+    if (vr != VK_SUCCESS) return vkr_check(vb->base.ctx, vr, "vkWaitForFences");
+    vr = vb->vk->vkResetFences(vb->dev->device, 1, &fence);
+    if (vr != VK_SUCCESS) return vkr_check(vb->base.ctx, vr, "vkResetFences");
+    return VKA_SUCCESS;
+}
+
+vka_result vkv_once_begin(vkv_backend *vb, VkCommandBuffer *cmd) {
+    VkResult vr = vb->vk->vkResetCommandBuffer(vb->once_cmd, 0);
+    if (vr != VK_SUCCESS) return vkr_check(vb->base.ctx, vr, "vkResetCommandBuffer");
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    vr = vb->vk->vkBeginCommandBuffer(vb->once_cmd, &bi);
+    if (vr != VK_SUCCESS) return vkr_check(vb->base.ctx, vr, "vkBeginCommandBuffer");
+    /* Order after everything submitted before (graphs that wrote what we copy). */
+    memory_barrier(vb, vb->once_cmd, WORK_STAGES | VK_PIPELINE_STAGE_HOST_BIT,
+                   ALL_WRITES | VK_ACCESS_HOST_WRITE_BIT, WORK_STAGES, ALL_ACCESS);
+    *cmd = vb->once_cmd;
+    return VKA_SUCCESS;
+}
+
+vka_result vkv_once_submit(vkv_backend *vb) {
+    memory_barrier(vb, vb->once_cmd, WORK_STAGES, ALL_WRITES, VK_PIPELINE_STAGE_HOST_BIT,
+                   VK_ACCESS_HOST_READ_BIT);
+    VkResult vr = vb->vk->vkEndCommandBuffer(vb->once_cmd);
+    if (vr != VK_SUCCESS) return vkr_check(vb->base.ctx, vr, "vkEndCommandBuffer");
+    return submit_wait(vb, vb->once_cmd, vb->once_fence);
+}
+
+static void free_graph(vkv_backend *vb, vkv_graph *g) {
+    if (!g) return;
+    if (vb->rec == g) vb->rec = NULL;
+    if (g->cmd) vb->vk->vkFreeCommandBuffers(vb->dev->device, vb->pool, 1, &g->cmd);
+    if (g->fence) vb->vk->vkDestroyFence(vb->dev->device, g->fence, NULL);
+    free(g);
+}
+
+bool vkv_graph_begin(vkb_backend *be, vkb_graph **graph) {
+    vkv_backend *vb = (vkv_backend *)be;
+    if (*graph) return false;
+    be->status = VKA_SUCCESS;
+    vb->rec = NULL;
+    vb->n_tracked = 0;
+    vkv_graph *g = calloc(1, sizeof *g);
+    if (!g) {
+        vkb_fail(be, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        return true;
+    }
+    VkDevice d = vb->dev->device;
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                      .commandPool = vb->pool,
+                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                      .commandBufferCount = 1};
+    VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    VkResult vr = vb->vk->vkAllocateCommandBuffers(d, &ai, &g->cmd);
+    if (vr == VK_SUCCESS) vr = vb->vk->vkCreateFence(d, &fi, NULL, &g->fence);
+    if (vr == VK_SUCCESS) vr = vb->vk->vkBeginCommandBuffer(g->cmd, &bi);
+    if (vr != VK_SUCCESS) {
+        vkv_fail_vk(vb, vr, "starting a graph");
+        free_graph(vb, g);
+        return true;
+    }
+    g->recording = true;
+    vb->rec = g;
+    memory_barrier(vb, g->cmd, WORK_STAGES | VK_PIPELINE_STAGE_HOST_BIT,
+                   ALL_WRITES | VK_ACCESS_HOST_WRITE_BIT, WORK_STAGES, ALL_ACCESS);
+    *graph = (vkb_graph *)(void *)g;
+    return true;
+}
+
+vka_result vkv_graph_end(vkb_backend *be, vkb_graph *graph) {
+    vkv_backend *vb = (vkv_backend *)be;
+    vkv_graph *g = (vkv_graph *)(void *)graph;
+    if (!g) {
+        if (be->status == VKA_SUCCESS)
+            vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "graph_end without a graph");
+        return be->status;
+    }
+    if (!g->recording) {
+        if (be->status == VKA_SUCCESS) vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "graph_end: not recording");
+        return be->status;
+    }
+    memory_barrier(vb, g->cmd, WORK_STAGES, ALL_WRITES, VK_PIPELINE_STAGE_HOST_BIT,
+                   VK_ACCESS_HOST_READ_BIT);
+    VkResult vr = vb->vk->vkEndCommandBuffer(g->cmd);
+    if (vr != VK_SUCCESS) vkv_fail_vk(vb, vr, "vkEndCommandBuffer");
+    g->recording = false;
+    g->recorded = be->status == VKA_SUCCESS;
+    vb->rec = NULL;
+    return be->status;
+}
+
+vka_result vkv_graph_run(vkb_backend *be, vkb_graph *graph) {
+    vkv_backend *vb = (vkv_backend *)be;
+    vkv_graph *g = (vkv_graph *)(void *)graph;
+    if (!g || !g->recorded)
+        return vka_set_error(be->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "graph_run: the graph was not recorded successfully");
+    return submit_wait(vb, g->cmd, g->fence);
+}
+
+void vkv_graph_destroy(vkb_backend *be, vkb_graph *graph) {
+    vkv_graph *g = (vkv_graph *)(void *)graph;
+    if (!g) return;
+    free_graph((vkv_backend *)be, g);
+}
+
+/* True when the op may record: a graph is open and nothing failed. */
+static bool can_record(vkv_backend *vb, const char *label) {
+    if (vb->base.status != VKA_SUCCESS) return false;
+    if (!vb->rec) {
+        vkb_fail(&vb->base, VKA_ERROR_INVALID_ARGUMENT, "%s: called outside a graph", label);
+        return false;
+    }
+    return true;
+}
+
+/* Barrier first if [lo, hi) of buffer id conflicts with what was touched since the last one. */
+static bool conflicts(const vkv_backend *vb, uint64_t id, VkDeviceSize lo, VkDeviceSize hi,
+                      bool write) {
+    for (int i = 0; i < vb->n_tracked; i++) {
+        const vkv_access *a = &vb->tracked[i];
+        if (a->id == id && a->lo < hi && lo < a->hi && (a->write || write)) return true;
+    }
+    return false;
+}
+
+/* Track accesses[0..n); emits the barrier they need. */
+static void track(vkv_backend *vb, const vkv_access *acc, int n) {
+    bool need = vb->n_tracked + n > VKV_MAX_TRACKED;
+    for (int i = 0; i < n && !need; i++) need = conflicts(vb, acc[i].id, acc[i].lo, acc[i].hi, acc[i].write);
+    if (need) {
+        memory_barrier(vb, vb->rec->cmd, WORK_STAGES, ALL_WRITES, WORK_STAGES, ALL_ACCESS);
+        vb->n_tracked = 0;
+    }
+    for (int i = 0; i < n; i++) vb->tracked[vb->n_tracked++] = acc[i];
+}
+
+static vkv_access access_of(vkb_tensor t, bool write) {
+    vkv_arena *a = vkv_arena_of(t);
+    return (vkv_access){.id = a->ids[t.chunk],
+                        .lo = (VkDeviceSize)t.offset * 4,
+                        .hi = ((VkDeviceSize)t.offset + t.n) * 4,
+                        .write = write};
+}
+
+void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
+    const char *label = call->label ? call->label : vka_shader_registry[call->shader].name;
+    if (!can_record(vb, label) || call->groups == 0) return;
+    if (call->n_bind > VKV_MAX_BINDINGS || call->pc_size > VKV_PUSH_CONSTANT_BYTES ||
+        call->pc_size % 4 || call->n_spec > VKV_MAX_SPEC) {
+        vkb_fail(&vb->base, VKA_ERROR_INVALID_ARGUMENT, "%s: bad dispatch description", label);
+        return;
+    }
+    const VkPhysicalDeviceLimits *lim = &vb->dev->props.limits;
+    uint64_t x = VKA_MIN(call->groups, (uint64_t)lim->maxComputeWorkGroupCount[0]);
+    uint64_t y = VKA_CEIL_DIV(call->groups, x);
+    if (y > lim->maxComputeWorkGroupCount[1]) {
+        vkb_fail(&vb->base, VKA_ERROR_DEVICE_LIMIT,
+                 "%s: %llu workgroups exceed this device's maxComputeWorkGroupCount (%u x %u)",
+                 label, (unsigned long long)call->groups, lim->maxComputeWorkGroupCount[0],
+                 lim->maxComputeWorkGroupCount[1]);
+        return;
+    }
+    VkBuffer buffers[VKV_MAX_BINDINGS];
+    uint64_t ids[VKV_MAX_BINDINGS];
+    vkv_access acc[VKV_MAX_BINDINGS];
+    for (int i = 0; i < VKV_MAX_BINDINGS; i++) {
+        vkb_tensor t = i < call->n_bind ? call->bind[i] : (vkb_tensor){0};
+        if (!t.arena) {
+            buffers[i] = vb->dummy->buffers[0];
+            ids[i] = vb->dummy->ids[0];
+            continue;
+        }
+        vkv_arena *a = vkv_arena_of(t);
+        buffers[i] = a->buffers[t.chunk];
+        ids[i] = a->ids[t.chunk];
+    }
+    int n_acc = 0;
+    for (int i = 0; i < call->n_bind; i++)
+        if (call->bind[i].arena && call->bind[i].n) acc[n_acc++] = access_of(call->bind[i], call->writes[i]);
+    VkPipeline pipeline = vkv_get_pipeline(vb, call->shader, call->spec, call->n_spec);
+    VkDescriptorSet set = pipeline ? vkv_get_set(vb, buffers, ids) : VK_NULL_HANDLE;
+    if (!pipeline || !set) return;
+    track(vb, acc, n_acc);
+    VkCommandBuffer cmd = vb->rec->cmd;
+    vb->vk->vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+    vb->vk->vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vb->pipeline_layout, 0, 1,
+                                    &set, 0, NULL);
+    if (call->pc_size)
+        vb->vk->vkCmdPushConstants(cmd, vb->pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                                   call->pc_size, call->pc);
+    vb->vk->vkCmdDispatch(cmd, (uint32_t)x, (uint32_t)y, 1);
+}
+
+void vkv_fill(vkv_backend *vb, vkb_tensor t, uint32_t bits) {
+    if (!can_record(vb, "fill") || !t.arena || t.n == 0) return;
+    vkv_access acc = access_of(t, true);
+    track(vb, &acc, 1);
+    vkv_arena *a = vkv_arena_of(t);
+    vb->vk->vkCmdFillBuffer(vb->rec->cmd, a->buffers[t.chunk], acc.lo, acc.hi - acc.lo, bits);
+}
+
+void vkv_copy(vkv_backend *vb, vkb_tensor dst, vkb_tensor src) {
+    if (!can_record(vb, "copy") || !src.arena || src.n == 0) return;
+    if (!dst.arena || dst.n < src.n) {
+        vkb_fail(&vb->base, VKA_ERROR_INVALID_ARGUMENT, "copy: destination smaller than source");
+        return;
+    }
+    vkv_access acc[2] = {access_of(src, false), access_of(dst, true)};
+    acc[1].hi = acc[1].lo + (acc[0].hi - acc[0].lo);
+    if (acc[0].id == acc[1].id && acc[0].lo < acc[1].hi && acc[1].lo < acc[0].hi) {
+        vkb_fail(&vb->base, VKA_ERROR_INVALID_ARGUMENT, "copy: source and destination overlap");
+        return;
+    }
+    track(vb, acc, 2);
+    VkBufferCopy region = {.srcOffset = acc[0].lo, .dstOffset = acc[1].lo, .size = acc[0].hi - acc[0].lo};
+    vb->vk->vkCmdCopyBuffer(vb->rec->cmd, vkv_arena_of(src)->buffers[src.chunk],
+                            vkv_arena_of(dst)->buffers[dst.chunk], 1, &region);
+}

@@ -1,0 +1,520 @@
+/*
+ * Vulkan instance, physical-device choice and device creation (or adoption of the
+ * application's own objects, vka_vulkan_env).
+ *
+ * The only process-wide state is volk's: the loader is opened once (call_once) and its
+ * vkGetInstanceProcAddr kept; volkLoadDeviceTable() reads volk's global vkGetDeviceProcAddr, so
+ * that global is set and used under one mutex. Everything else lives in the context:
+ * instance functions in vkr_instance_fns, device functions in a VolkDeviceTable.
+ */
+#include "vk/vk_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <threads.h>
+
+static once_flag loader_once = ONCE_FLAG_INIT;
+static mtx_t volk_lock;
+static PFN_vkGetInstanceProcAddr loader_gipa; /* written once inside call_once */
+
+static void loader_init(void) {
+    mtx_init(&volk_lock, mtx_plain);
+    if (volkInitialize() == VK_SUCCESS) loader_gipa = vkGetInstanceProcAddr;
+}
+
+const char *vkr_result_name(VkResult vr) {
+    switch (vr) {
+#define C(x) \
+    case x:  \
+        return #x;
+        C(VK_SUCCESS) C(VK_NOT_READY) C(VK_TIMEOUT) C(VK_INCOMPLETE)
+        C(VK_ERROR_OUT_OF_HOST_MEMORY) C(VK_ERROR_OUT_OF_DEVICE_MEMORY)
+        C(VK_ERROR_INITIALIZATION_FAILED) C(VK_ERROR_DEVICE_LOST) C(VK_ERROR_MEMORY_MAP_FAILED)
+        C(VK_ERROR_LAYER_NOT_PRESENT) C(VK_ERROR_EXTENSION_NOT_PRESENT)
+        C(VK_ERROR_FEATURE_NOT_PRESENT) C(VK_ERROR_INCOMPATIBLE_DRIVER)
+        C(VK_ERROR_TOO_MANY_OBJECTS) C(VK_ERROR_FORMAT_NOT_SUPPORTED) C(VK_ERROR_FRAGMENTED_POOL)
+        C(VK_ERROR_OUT_OF_POOL_MEMORY) C(VK_ERROR_INVALID_EXTERNAL_HANDLE)
+        C(VK_ERROR_FRAGMENTATION) C(VK_ERROR_UNKNOWN)
+#undef C
+    default:
+        return "VkResult(unknown)";
+    }
+}
+
+vka_result vkr_check(vka_context *ctx, VkResult vr, const char *what) {
+    if (vr == VK_SUCCESS) return VKA_SUCCESS;
+    vka_result r = VKA_ERROR_VULKAN;
+    if (vr == VK_ERROR_OUT_OF_HOST_MEMORY) r = VKA_ERROR_OUT_OF_HOST_MEMORY;
+    if (vr == VK_ERROR_OUT_OF_DEVICE_MEMORY) r = VKA_ERROR_OUT_OF_DEVICE_MEMORY;
+    if (vr == VK_ERROR_DEVICE_LOST) r = VKA_ERROR_DEVICE_LOST;
+    return vka_set_error(ctx, r, "%s failed: %s (%d)", what, vkr_result_name(vr), (int)vr);
+}
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL debug_callback(
+    VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT types,
+    const VkDebugUtilsMessengerCallbackDataEXT *data, void *user) {
+    vkr_device *dev = user;
+    (void)types;
+    if (severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
+        dev->validation_messages++;
+        vka_log(dev->ctx,
+                severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT ? VKA_LOG_ERROR
+                                                                          : VKA_LOG_WARN,
+                "validation: %s", data && data->pMessage ? data->pMessage : "(no message)");
+    }
+    return VK_FALSE;
+}
+
+static bool has_layer(PFN_vkEnumerateInstanceLayerProperties enumerate, const char *name) {
+    uint32_t n = 0;
+    if (!enumerate || enumerate(&n, NULL) != VK_SUCCESS || n == 0) return false;
+    VkLayerProperties *props = calloc(n, sizeof *props);
+    if (!props) return false;
+    bool found = false;
+    if (enumerate(&n, props) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++) found = strcmp(props[i].layerName, name) == 0;
+    free(props);
+    return found;
+}
+
+static bool has_instance_ext(PFN_vkEnumerateInstanceExtensionProperties enumerate,
+                             const char *name) {
+    uint32_t n = 0;
+    if (!enumerate || enumerate(NULL, &n, NULL) != VK_SUCCESS || n == 0) return false;
+    VkExtensionProperties *props = calloc(n, sizeof *props);
+    if (!props) return false;
+    bool found = false;
+    if (enumerate(NULL, &n, props) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++) found = strcmp(props[i].extensionName, name) == 0;
+    free(props);
+    return found;
+}
+
+static bool has_device_ext(const vkr_device *dev, VkPhysicalDevice phys, const char *name) {
+    uint32_t n = 0;
+    if (dev->vki.EnumerateDeviceExtensionProperties(phys, NULL, &n, NULL) != VK_SUCCESS || !n)
+        return false;
+    VkExtensionProperties *props = calloc(n, sizeof *props);
+    if (!props) return false;
+    bool found = false;
+    if (dev->vki.EnumerateDeviceExtensionProperties(phys, NULL, &n, props) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++) found = strcmp(props[i].extensionName, name) == 0;
+    free(props);
+    return found;
+}
+
+static void load_instance_fns(vkr_device *dev) {
+    VkInstance in = dev->instance;
+#define L(name) dev->vki.name = (PFN_vk##name)dev->gipa(in, "vk" #name)
+    L(DestroyInstance);
+    L(EnumeratePhysicalDevices);
+    L(GetPhysicalDeviceProperties);
+    L(GetPhysicalDeviceProperties2);
+    L(GetPhysicalDeviceFeatures);
+    L(GetPhysicalDeviceMemoryProperties);
+    L(GetPhysicalDeviceQueueFamilyProperties);
+    L(EnumerateDeviceExtensionProperties);
+    L(CreateDevice);
+    L(GetDeviceProcAddr);
+    L(CreateDebugUtilsMessengerEXT);
+    L(DestroyDebugUtilsMessengerEXT);
+#undef L
+}
+
+/* Whether to enable the validation layer: desc 1 = yes, -1 = no, 0 = VKATTN_VALIDATION=1. */
+static bool want_validation(const vka_context_desc *desc) {
+    if (desc->validation > 0) return true;
+    if (desc->validation < 0) return false;
+    const char *env = getenv("VKATTN_VALIDATION");
+    return env && strcmp(env, "1") == 0;
+}
+
+static vka_result create_instance(vkr_device *dev, const vka_context_desc *desc) {
+    vka_context *ctx = dev->ctx;
+    PFN_vkCreateInstance create = (PFN_vkCreateInstance)dev->gipa(NULL, "vkCreateInstance");
+    PFN_vkEnumerateInstanceVersion version_fn =
+        (PFN_vkEnumerateInstanceVersion)dev->gipa(NULL, "vkEnumerateInstanceVersion");
+    PFN_vkEnumerateInstanceLayerProperties layers_fn =
+        (PFN_vkEnumerateInstanceLayerProperties)dev->gipa(NULL, "vkEnumerateInstanceLayerProperties");
+    PFN_vkEnumerateInstanceExtensionProperties exts_fn =
+        (PFN_vkEnumerateInstanceExtensionProperties)dev->gipa(
+            NULL, "vkEnumerateInstanceExtensionProperties");
+    if (!create)
+        return vka_set_error(ctx, VKA_ERROR_NO_VULKAN,
+                             "the Vulkan loader has no vkCreateInstance; use --backend cpu");
+    uint32_t loader_version = VK_API_VERSION_1_0;
+    if (version_fn && version_fn(&loader_version) != VK_SUCCESS) loader_version = VK_API_VERSION_1_0;
+
+    const char *layers[1];
+    uint32_t n_layers = 0;
+    const char *exts[4];
+    uint32_t n_exts = 0;
+    if (want_validation(desc)) {
+        if (!has_layer(layers_fn, "VK_LAYER_KHRONOS_validation"))
+            return vka_set_error(ctx, VKA_ERROR_UNSUPPORTED,
+                                 "validation was requested but VK_LAYER_KHRONOS_validation is not "
+                                 "installed (Debian: apt install vulkan-validationlayers)");
+        layers[n_layers++] = "VK_LAYER_KHRONOS_validation";
+        exts[n_exts++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+    }
+    VkInstanceCreateFlags flags = 0;
+#ifdef VK_KHR_portability_enumeration
+    if (has_instance_ext(exts_fn, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
+        exts[n_exts++] = VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME;
+        flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+    }
+#endif
+    VkApplicationInfo app = {
+        .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+        .pApplicationName = dev->ctx->label,
+        .pEngineName = "vkattn",
+        .engineVersion = VK_MAKE_VERSION(VKA_VERSION_MAJOR, VKA_VERSION_MINOR, VKA_VERSION_PATCH),
+        /* 1.1 gives vkGetPhysicalDeviceProperties2 (subgroup size, driver name); 1.0 still works */
+        .apiVersion = loader_version >= VK_API_VERSION_1_1 ? VK_API_VERSION_1_2 : VK_API_VERSION_1_0,
+    };
+    VkDebugUtilsMessengerCreateInfoEXT messenger_info = {
+        .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+        .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                           VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+        .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                       VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+        .pfnUserCallback = debug_callback,
+        .pUserData = dev,
+    };
+    VkInstanceCreateInfo info = {
+        .sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+        .pNext = n_layers ? &messenger_info : NULL, /* also catches create/destroy messages */
+        .flags = flags,
+        .pApplicationInfo = &app,
+        .enabledLayerCount = n_layers,
+        .ppEnabledLayerNames = layers,
+        .enabledExtensionCount = n_exts,
+        .ppEnabledExtensionNames = exts,
+    };
+    VkResult vr = create(&info, NULL, &dev->instance);
+    if (vr == VK_ERROR_INCOMPATIBLE_DRIVER)
+        return vka_set_error(ctx, VKA_ERROR_NO_DEVICE,
+                             "no Vulkan driver is installed (vkCreateInstance: "
+                             "VK_ERROR_INCOMPATIBLE_DRIVER); install your GPU's Vulkan driver or "
+                             "Mesa's lavapipe (mesa-vulkan-drivers), or use --backend cpu");
+    if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreateInstance");
+    dev->own_instance = true;
+    load_instance_fns(dev);
+    if (n_layers && dev->vki.CreateDebugUtilsMessengerEXT) {
+        vr = dev->vki.CreateDebugUtilsMessengerEXT(dev->instance, &messenger_info, NULL,
+                                                   &dev->messenger);
+        if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreateDebugUtilsMessengerEXT");
+    }
+    return VKA_SUCCESS;
+}
+
+static vka_device_type map_type(VkPhysicalDeviceType t) {
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return VKA_DEVICE_TYPE_INTEGRATED_GPU;
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return VKA_DEVICE_TYPE_DISCRETE_GPU;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return VKA_DEVICE_TYPE_VIRTUAL_GPU;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return VKA_DEVICE_TYPE_CPU;
+    default: return VKA_DEVICE_TYPE_OTHER;
+    }
+}
+
+/* The compute queue family to use: prefer one with timestamps, then a compute-only one. */
+static int pick_queue_family(const vkr_device *dev, VkPhysicalDevice phys, bool *timestamps) {
+    uint32_t n = 0;
+    dev->vki.GetPhysicalDeviceQueueFamilyProperties(phys, &n, NULL);
+    VkQueueFamilyProperties *q = calloc(n ? n : 1, sizeof *q);
+    if (!q) return -1;
+    dev->vki.GetPhysicalDeviceQueueFamilyProperties(phys, &n, q);
+    int best = -1, best_score = -1;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!(q[i].queueFlags & VK_QUEUE_COMPUTE_BIT) || q[i].queueCount == 0) continue;
+        int score = (q[i].timestampValidBits > 0 ? 2 : 0) +
+                    (q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT ? 0 : 1);
+        if (score > best_score) {
+            best = (int)i;
+            best_score = score;
+            *timestamps = q[i].timestampValidBits > 0;
+        }
+    }
+    free(q);
+    return best;
+}
+
+static void fill_info(vkr_device *dev, uint32_t index, VkPhysicalDevice phys, vka_device_info *o) {
+    VkPhysicalDeviceProperties p;
+    dev->vki.GetPhysicalDeviceProperties(phys, &p);
+    VkPhysicalDeviceMemoryProperties mp;
+    dev->vki.GetPhysicalDeviceMemoryProperties(phys, &mp);
+    memset(o, 0, sizeof *o);
+    o->index = index;
+    snprintf(o->name, sizeof o->name, "%s", p.deviceName);
+    o->type = map_type(p.deviceType);
+    o->vendor_id = p.vendorID;
+    o->device_id = p.deviceID;
+    o->api_version = p.apiVersion;
+    o->driver_version = p.driverVersion;
+    for (uint32_t h = 0; h < mp.memoryHeapCount; h++)
+        if (mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+            o->device_local_bytes = VKA_MAX(o->device_local_bytes, mp.memoryHeaps[h].size);
+    for (uint32_t t = 0; t < mp.memoryTypeCount; t++) {
+        VkMemoryPropertyFlags f = mp.memoryTypes[t].propertyFlags;
+        VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT |
+                                     VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                     VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+        if ((f & want) == want &&
+            mp.memoryHeaps[mp.memoryTypes[t].heapIndex].size >= o->device_local_bytes &&
+            o->type != VKA_DEVICE_TYPE_DISCRETE_GPU)
+            o->unified_memory = true;
+    }
+    o->max_storage_buffer_range = p.limits.maxStorageBufferRange;
+    o->max_memory_allocation_size = 1ull << 31; /* Vulkan 1.1 guarantees at least 2^30 */
+    for (int i = 0; i < 3; i++) {
+        o->max_compute_work_group_count[i] = p.limits.maxComputeWorkGroupCount[i];
+        o->max_compute_work_group_size[i] = p.limits.maxComputeWorkGroupSize[i];
+    }
+    o->max_compute_work_group_invocations = p.limits.maxComputeWorkGroupInvocations;
+    o->max_compute_shared_memory_size = p.limits.maxComputeSharedMemorySize;
+    o->max_push_constants_size = p.limits.maxPushConstantsSize;
+    o->timestamp_period = p.limits.timestampPeriod;
+    bool ts = false;
+    o->has_compute = pick_queue_family(dev, phys, &ts) >= 0;
+    o->timestamps = ts && p.limits.timestampPeriod > 0;
+
+    if (dev->vki.GetPhysicalDeviceProperties2 && p.apiVersion >= VK_API_VERSION_1_1) {
+        VkPhysicalDeviceDriverProperties drv = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+        VkPhysicalDeviceMaintenance3Properties m3 = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES,
+            .pNext = p.apiVersion >= VK_API_VERSION_1_2 ? &drv : NULL};
+        VkPhysicalDeviceSubgroupProperties sg = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, .pNext = &m3};
+        VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                          .pNext = &sg};
+        dev->vki.GetPhysicalDeviceProperties2(phys, &p2);
+        o->subgroup_size = sg.subgroupSize;
+        o->max_memory_allocation_size = m3.maxMemoryAllocationSize;
+        if (p.apiVersion >= VK_API_VERSION_1_2) {
+            snprintf(o->driver_name, sizeof o->driver_name, "%s", drv.driverName);
+            snprintf(o->driver_info, sizeof o->driver_info, "%s", drv.driverInfo);
+        }
+    }
+}
+
+static int type_rank(vka_device_type t) {
+    switch (t) {
+    case VKA_DEVICE_TYPE_DISCRETE_GPU: return 4;
+    case VKA_DEVICE_TYPE_INTEGRATED_GPU: return 3;
+    case VKA_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VKA_DEVICE_TYPE_CPU: return 1;
+    default: return 0;
+    }
+}
+
+static vka_result enumerate_devices(vkr_device *dev) {
+    vka_context *ctx = dev->ctx;
+    uint32_t n = 0;
+    VkResult vr = dev->vki.EnumeratePhysicalDevices(dev->instance, &n, NULL);
+    if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkEnumeratePhysicalDevices");
+    if (n == 0)
+        return vka_set_error(ctx, VKA_ERROR_NO_DEVICE,
+                             "no Vulkan device found; install a Vulkan driver (or Mesa's lavapipe: "
+                             "mesa-vulkan-drivers) or use --backend cpu");
+    dev->phys_list = calloc(n, sizeof *dev->phys_list);
+    dev->infos = calloc(n, sizeof *dev->infos);
+    if (!dev->phys_list || !dev->infos)
+        return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    vr = dev->vki.EnumeratePhysicalDevices(dev->instance, &n, dev->phys_list);
+    if (vr != VK_SUCCESS && vr != VK_INCOMPLETE) return vkr_check(ctx, vr, "vkEnumeratePhysicalDevices");
+    dev->n_phys = n;
+    for (uint32_t i = 0; i < n; i++) fill_info(dev, i, dev->phys_list[i], &dev->infos[i]);
+    return VKA_SUCCESS;
+}
+
+static vka_result select_device(vkr_device *dev, const char *want) {
+    vka_context *ctx = dev->ctx;
+    const char *source = "device";
+    if (!want || !*want) {
+        want = getenv("VKATTN_DEVICE");
+        source = "VKATTN_DEVICE";
+        if (want && !*want) want = NULL;
+    }
+    if (want) {
+        char *end = NULL;
+        long idx = strtol(want, &end, 10);
+        if (!end || *end || end == want || idx < 0 || (uint64_t)idx >= dev->n_phys) {
+            char list[600] = "";
+            size_t used = 0;
+            for (uint32_t i = 0; i < dev->n_phys && used < sizeof list - 80; i++)
+                used += (size_t)snprintf(list + used, sizeof list - used, "%s%u: %s",
+                                         i ? ", " : "", i, dev->infos[i].name);
+            return vka_set_error(ctx, VKA_ERROR_NO_DEVICE,
+                                 "%s \"%s\" is not a device index; the devices are %s", source,
+                                 want, list);
+        }
+        if (!dev->infos[idx].has_compute)
+            return vka_set_error(ctx, VKA_ERROR_NO_DEVICE, "device %ld (%s) has no compute queue",
+                                 idx, dev->infos[idx].name);
+        dev->selected = (uint32_t)idx;
+        return VKA_SUCCESS;
+    }
+    int best = -1;
+    for (uint32_t i = 0; i < dev->n_phys; i++) {
+        if (!dev->infos[i].has_compute) continue;
+        if (best < 0 || type_rank(dev->infos[i].type) > type_rank(dev->infos[best].type)) best = (int)i;
+    }
+    if (best < 0)
+        return vka_set_error(ctx, VKA_ERROR_NO_DEVICE,
+                             "no Vulkan device has a compute queue; use --backend cpu");
+    dev->selected = (uint32_t)best;
+    return VKA_SUCCESS;
+}
+
+static vka_result load_device_table(vkr_device *dev) {
+    mtx_lock(&volk_lock);
+    vkGetDeviceProcAddr = dev->vki.GetDeviceProcAddr; /* volk's global, read by the next call */
+    volkLoadDeviceTable(&dev->vk, dev->device);
+    mtx_unlock(&volk_lock);
+    if (!dev->vk.vkCreateBuffer || !dev->vk.vkQueueSubmit)
+        return vka_set_error(dev->ctx, VKA_ERROR_VULKAN, "could not load Vulkan device functions");
+    return VKA_SUCCESS;
+}
+
+static vka_result create_device(vkr_device *dev) {
+    vka_context *ctx = dev->ctx;
+    VkPhysicalDevice phys = dev->phys_list[dev->selected];
+    bool ts = false;
+    int family = pick_queue_family(dev, phys, &ts);
+    if (family < 0)
+        return vka_set_error(ctx, VKA_ERROR_NO_DEVICE, "device %s has no compute queue",
+                             dev->infos[dev->selected].name);
+    dev->queue_family = (uint32_t)family;
+    float priority = 1.0f;
+    VkDeviceQueueCreateInfo qinfo = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                     .queueFamilyIndex = dev->queue_family,
+                                     .queueCount = 1,
+                                     .pQueuePriorities = &priority};
+    const char *exts[1];
+    uint32_t n_exts = 0;
+    /* The spec requires enabling VK_KHR_portability_subset where it is exposed (MoltenVK). */
+    if (has_device_ext(dev, phys, "VK_KHR_portability_subset")) exts[n_exts++] = "VK_KHR_portability_subset";
+    VkDeviceCreateInfo info = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                               .queueCreateInfoCount = 1,
+                               .pQueueCreateInfos = &qinfo,
+                               .enabledExtensionCount = n_exts,
+                               .ppEnabledExtensionNames = exts};
+    VkResult vr = dev->vki.CreateDevice(phys, &info, NULL, &dev->device);
+    if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreateDevice");
+    dev->own_device = true;
+    vka_result r = load_device_table(dev);
+    if (r != VKA_SUCCESS) return r;
+    dev->vk.vkGetDeviceQueue(dev->device, dev->queue_family, 0, &dev->queue);
+    return VKA_SUCCESS;
+}
+
+/* Kernel variants: the desc, else VKATTN_KERNELS=gpu|cpu, else by device type. */
+static bool want_cpu_kernels(vka_kernels k, vka_device_type type) {
+    if (k == VKA_KERNELS_GPU) return false;
+    if (k == VKA_KERNELS_CPU) return true;
+    const char *env = getenv("VKATTN_KERNELS");
+    if (env && strcmp(env, "gpu") == 0) return false;
+    if (env && strcmp(env, "cpu") == 0) return true;
+    return type == VKA_DEVICE_TYPE_CPU;
+}
+
+/* Fill the chosen device's properties the backend needs. */
+static void finish_selection(vkr_device *dev, vka_kernels kernels) {
+    dev->infos[dev->selected].selected = true;
+    dev->phys = dev->phys_list[dev->selected];
+    dev->vki.GetPhysicalDeviceProperties(dev->phys, &dev->props);
+    dev->vki.GetPhysicalDeviceMemoryProperties(dev->phys, &dev->mem_props);
+    const vka_device_info *info = &dev->infos[dev->selected];
+    dev->is_cpu = want_cpu_kernels(kernels, info->type);
+    dev->unified_memory = info->unified_memory;
+    dev->timestamps = info->timestamps;
+}
+
+static vka_result adopt_env(vkr_device *dev, const vka_vulkan_env *env, vka_kernels kernels) {
+    vka_context *ctx = dev->ctx;
+    if (!env->instance || !env->physical_device || !env->device || !env->queue)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_vulkan_env needs instance, physical_device, device and queue");
+    dev->gipa = env->get_instance_proc_addr ? (PFN_vkGetInstanceProcAddr)env->get_instance_proc_addr
+                                            : loader_gipa;
+    if (!dev->gipa)
+        return vka_set_error(ctx, VKA_ERROR_NO_VULKAN, "no vkGetInstanceProcAddr was given and the "
+                                                       "Vulkan loader could not be opened");
+    dev->instance = (VkInstance)env->instance;
+    load_instance_fns(dev);
+    vka_result r = enumerate_devices(dev);
+    if (r != VKA_SUCCESS) return r;
+    dev->selected = UINT32_MAX;
+    for (uint32_t i = 0; i < dev->n_phys; i++)
+        if (dev->phys_list[i] == (VkPhysicalDevice)env->physical_device) dev->selected = i;
+    if (dev->selected == UINT32_MAX)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_vulkan_env.physical_device is not a device of its instance");
+    dev->device = (VkDevice)env->device;
+    dev->queue = (VkQueue)env->queue;
+    dev->queue_family = env->queue_family;
+    r = load_device_table(dev);
+    if (r != VKA_SUCCESS) return r;
+    finish_selection(dev, kernels);
+    /* Timestamps depend on the application's queue family. */
+    uint32_t n = 0;
+    dev->vki.GetPhysicalDeviceQueueFamilyProperties(dev->phys, &n, NULL);
+    VkQueueFamilyProperties *q = calloc(n ? n : 1, sizeof *q);
+    if (!q) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    dev->vki.GetPhysicalDeviceQueueFamilyProperties(dev->phys, &n, q);
+    bool ok = dev->queue_family < n && (q[dev->queue_family].queueFlags & VK_QUEUE_COMPUTE_BIT);
+    dev->timestamps = ok && q[dev->queue_family].timestampValidBits > 0 &&
+                      dev->props.limits.timestampPeriod > 0;
+    free(q);
+    if (!ok)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_vulkan_env.queue_family %u has no compute support",
+                             env->queue_family);
+    return VKA_SUCCESS;
+}
+
+vka_result vkr_device_create(vka_context *ctx, const vka_context_desc *desc, vkr_device **out) {
+    *out = NULL;
+    call_once(&loader_once, loader_init);
+    vkr_device *dev = calloc(1, sizeof *dev);
+    if (!dev) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    dev->ctx = ctx;
+    *out = dev;
+    if (desc->vulkan) return adopt_env(dev, desc->vulkan, desc->kernels);
+
+    dev->gipa = loader_gipa;
+    if (!dev->gipa)
+        return vka_set_error(ctx, VKA_ERROR_NO_VULKAN,
+                             "the Vulkan loader (libvulkan.so.1) could not be opened; install it "
+                             "(Debian: libvulkan1) with a driver, or use --backend cpu");
+    vka_result r = create_instance(dev, desc);
+    if (r == VKA_SUCCESS) r = enumerate_devices(dev);
+    if (r == VKA_SUCCESS) r = select_device(dev, desc->device);
+    if (r == VKA_SUCCESS) r = create_device(dev);
+    if (r == VKA_SUCCESS) finish_selection(dev, desc->kernels);
+    if (r == VKA_SUCCESS) {
+        const vka_device_info *i = &dev->infos[dev->selected];
+        vka_log(ctx, VKA_LOG_INFO, "Vulkan device %u: %s (%s %s)", dev->selected, i->name,
+                i->driver_name, i->driver_info);
+    }
+    return r;
+}
+
+void vkr_device_destroy(vkr_device *dev) {
+    if (!dev) return;
+    if (dev->own_device && dev->device) {
+        dev->vk.vkDeviceWaitIdle(dev->device);
+        dev->vk.vkDestroyDevice(dev->device, NULL);
+    }
+    if (dev->messenger && dev->vki.DestroyDebugUtilsMessengerEXT)
+        dev->vki.DestroyDebugUtilsMessengerEXT(dev->instance, dev->messenger, NULL);
+    if (dev->own_instance && dev->instance && dev->vki.DestroyInstance)
+        dev->vki.DestroyInstance(dev->instance, NULL);
+    free(dev->phys_list);
+    free(dev->infos);
+    free(dev);
+}

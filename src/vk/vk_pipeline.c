@@ -1,0 +1,228 @@
+/*
+ * Compute pipelines from the embedded SPIR-V, built on first use for each (shader,
+ * specialization constants) pair, and descriptor sets cached by the buffers they bind.
+ * Every pipeline shares one layout: VKV_MAX_BINDINGS storage buffers in set 0 and
+ * VKV_PUSH_CONSTANT_BYTES of push constants, so a descriptor set serves any shader that binds
+ * the same buffers. Both caches are filled while recording graphs, never while running them.
+ */
+#include "vk/vk_runtime.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SETS_PER_POOL 256
+
+vka_result vkv_pipelines_init(vkv_backend *vb) {
+    vka_context *ctx = vb->base.ctx;
+    VkDevice d = vb->dev->device;
+    VkDescriptorSetLayoutBinding b[VKV_MAX_BINDINGS];
+    for (uint32_t i = 0; i < VKV_MAX_BINDINGS; i++)
+        b[i] = (VkDescriptorSetLayoutBinding){.binding = i,
+                                              .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                              .descriptorCount = 1,
+                                              .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+    VkDescriptorSetLayoutCreateInfo sl = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+                                          .bindingCount = VKV_MAX_BINDINGS,
+                                          .pBindings = b};
+    VkResult vr = vb->vk->vkCreateDescriptorSetLayout(d, &sl, NULL, &vb->set_layout);
+    if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreateDescriptorSetLayout");
+    VkPushConstantRange pc = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
+                              .offset = 0,
+                              .size = VKV_PUSH_CONSTANT_BYTES};
+    VkPipelineLayoutCreateInfo pl = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                     .setLayoutCount = 1,
+                                     .pSetLayouts = &vb->set_layout,
+                                     .pushConstantRangeCount = 1,
+                                     .pPushConstantRanges = &pc};
+    vr = vb->vk->vkCreatePipelineLayout(d, &pl, NULL, &vb->pipeline_layout);
+    if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreatePipelineLayout");
+    VkPipelineCacheCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+    vr = vb->vk->vkCreatePipelineCache(d, &ci, NULL, &vb->pipeline_cache);
+    if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreatePipelineCache");
+    return VKA_SUCCESS;
+}
+
+void vkv_pipelines_destroy(vkv_backend *vb) {
+    VkDevice d = vb->dev->device;
+    for (int i = 0; i < vb->n_pipelines; i++) vb->vk->vkDestroyPipeline(d, vb->pipelines[i].pipeline, NULL);
+    free(vb->pipelines);
+    vb->pipelines = NULL;
+    vb->n_pipelines = vb->cap_pipelines = 0;
+    for (int i = 0; i < VKA_SHADER_COUNT; i++)
+        if (vb->modules[i]) vb->vk->vkDestroyShaderModule(d, vb->modules[i], NULL);
+    for (int i = 0; i < vb->n_pools; i++) vb->vk->vkDestroyDescriptorPool(d, vb->pools[i], NULL);
+    free(vb->pools);
+    vb->pools = NULL;
+    vb->n_pools = 0;
+    free(vb->sets);
+    vb->sets = NULL;
+    vb->n_sets = vb->cap_sets = 0;
+    if (vb->pipeline_cache) vb->vk->vkDestroyPipelineCache(d, vb->pipeline_cache, NULL);
+    if (vb->pipeline_layout) vb->vk->vkDestroyPipelineLayout(d, vb->pipeline_layout, NULL);
+    if (vb->set_layout) vb->vk->vkDestroyDescriptorSetLayout(d, vb->set_layout, NULL);
+}
+
+static VkShaderModule get_module(vkv_backend *vb, vka_shader_id shader) {
+    if (vb->modules[shader]) return vb->modules[shader];
+    const vka_shader_code *code = &vka_shader_registry[shader];
+    VkShaderModuleCreateInfo info = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                     .codeSize = code->size,
+                                     .pCode = code->code};
+    VkResult vr = vb->vk->vkCreateShaderModule(vb->dev->device, &info, NULL, &vb->modules[shader]);
+    if (vr != VK_SUCCESS) {
+        char what[128];
+        snprintf(what, sizeof what, "vkCreateShaderModule(%s)", code->name);
+        vkv_fail_vk(vb, vr, what);
+        return VK_NULL_HANDLE;
+    }
+    return vb->modules[shader];
+}
+
+VkPipeline vkv_get_pipeline(vkv_backend *vb, vka_shader_id shader, const uint32_t *spec,
+                            int n_spec) {
+    for (int i = 0; i < vb->n_pipelines; i++) {
+        vkv_pipeline *p = &vb->pipelines[i];
+        if (p->shader == shader && p->n_spec == n_spec &&
+            memcmp(p->spec, spec, (size_t)n_spec * sizeof *spec) == 0)
+            return p->pipeline;
+    }
+    VkShaderModule module = get_module(vb, shader);
+    if (!module) return VK_NULL_HANDLE;
+    if (vb->n_pipelines == vb->cap_pipelines) {
+        int cap = vb->cap_pipelines ? 2 * vb->cap_pipelines : 32;
+        vkv_pipeline *grown = realloc(vb->pipelines, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            vkb_fail(&vb->base, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+            return VK_NULL_HANDLE;
+        }
+        vb->pipelines = grown;
+        vb->cap_pipelines = cap;
+    }
+    VkSpecializationMapEntry entries[VKV_MAX_SPEC];
+    for (int i = 0; i < n_spec; i++)
+        entries[i] = (VkSpecializationMapEntry){.constantID = (uint32_t)i,
+                                                .offset = (uint32_t)(i * 4),
+                                                .size = 4};
+    VkSpecializationInfo si = {.mapEntryCount = (uint32_t)n_spec,
+                               .pMapEntries = entries,
+                               .dataSize = (size_t)n_spec * 4,
+                               .pData = spec};
+    VkComputePipelineCreateInfo info = {
+        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                  .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                  .module = module,
+                  .pName = "main",
+                  .pSpecializationInfo = n_spec ? &si : NULL},
+        .layout = vb->pipeline_layout};
+    vkv_pipeline *p = &vb->pipelines[vb->n_pipelines];
+    VkResult vr = vb->vk->vkCreateComputePipelines(vb->dev->device, vb->pipeline_cache, 1, &info,
+                                                   NULL, &p->pipeline);
+    if (vr != VK_SUCCESS) {
+        char what[128];
+        snprintf(what, sizeof what, "vkCreateComputePipelines(%s)", vka_shader_registry[shader].name);
+        vkv_fail_vk(vb, vr, what);
+        return VK_NULL_HANDLE;
+    }
+    p->shader = shader;
+    p->n_spec = n_spec;
+    memset(p->spec, 0, sizeof p->spec);
+    memcpy(p->spec, spec, (size_t)n_spec * sizeof *spec);
+    vb->n_pipelines++;
+    return p->pipeline;
+}
+
+static VkDescriptorPool new_pool(vkv_backend *vb) {
+    VkDescriptorPoolSize size = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                 .descriptorCount = SETS_PER_POOL * VKV_MAX_BINDINGS};
+    VkDescriptorPoolCreateInfo info = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                                       .flags = VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT,
+                                       .maxSets = SETS_PER_POOL,
+                                       .poolSizeCount = 1,
+                                       .pPoolSizes = &size};
+    VkDescriptorPool pool = VK_NULL_HANDLE;
+    VkDescriptorPool *grown = realloc(vb->pools, (size_t)(vb->n_pools + 1) * sizeof *grown);
+    if (!grown) {
+        vkb_fail(&vb->base, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        return VK_NULL_HANDLE;
+    }
+    vb->pools = grown;
+    VkResult vr = vb->vk->vkCreateDescriptorPool(vb->dev->device, &info, NULL, &pool);
+    if (vr != VK_SUCCESS) {
+        vkv_fail_vk(vb, vr, "vkCreateDescriptorPool");
+        return VK_NULL_HANDLE;
+    }
+    vb->pools[vb->n_pools++] = pool;
+    return pool;
+}
+
+/* Allocate a set from the newest pool, opening a new pool when it is full. */
+static VkDescriptorSet alloc_set(vkv_backend *vb, VkDescriptorPool *from) {
+    for (int attempt = 0; attempt < 2; attempt++) {
+        VkDescriptorPool pool = vb->n_pools && attempt == 0 ? vb->pools[vb->n_pools - 1] : new_pool(vb);
+        if (!pool) return VK_NULL_HANDLE;
+        VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                          .descriptorPool = pool,
+                                          .descriptorSetCount = 1,
+                                          .pSetLayouts = &vb->set_layout};
+        VkDescriptorSet set = VK_NULL_HANDLE;
+        VkResult vr = vb->vk->vkAllocateDescriptorSets(vb->dev->device, &ai, &set);
+        if (vr == VK_SUCCESS) {
+            *from = pool;
+            return set;
+        }
+        if (vr != VK_ERROR_OUT_OF_POOL_MEMORY && vr != VK_ERROR_FRAGMENTED_POOL) {
+            vkv_fail_vk(vb, vr, "vkAllocateDescriptorSets");
+            return VK_NULL_HANDLE;
+        }
+    }
+    vkb_fail(&vb->base, VKA_ERROR_VULKAN, "descriptor pool exhausted");
+    return VK_NULL_HANDLE;
+}
+
+VkDescriptorSet vkv_get_set(vkv_backend *vb, const VkBuffer *buffers, const uint64_t *ids) {
+    for (int i = 0; i < vb->n_sets; i++)
+        if (memcmp(vb->sets[i].ids, ids, sizeof vb->sets[i].ids) == 0) return vb->sets[i].set;
+    if (vb->n_sets == vb->cap_sets) {
+        int cap = vb->cap_sets ? 2 * vb->cap_sets : 64;
+        vkv_set *grown = realloc(vb->sets, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            vkb_fail(&vb->base, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+            return VK_NULL_HANDLE;
+        }
+        vb->sets = grown;
+        vb->cap_sets = cap;
+    }
+    vkv_set *s = &vb->sets[vb->n_sets];
+    s->set = alloc_set(vb, &s->pool);
+    if (!s->set) return VK_NULL_HANDLE;
+    VkDescriptorBufferInfo bi[VKV_MAX_BINDINGS];
+    VkWriteDescriptorSet w[VKV_MAX_BINDINGS];
+    for (uint32_t i = 0; i < VKV_MAX_BINDINGS; i++) {
+        bi[i] = (VkDescriptorBufferInfo){.buffer = buffers[i], .offset = 0, .range = VK_WHOLE_SIZE};
+        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                      .dstSet = s->set,
+                                      .dstBinding = i,
+                                      .descriptorCount = 1,
+                                      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                      .pBufferInfo = &bi[i]};
+    }
+    vb->vk->vkUpdateDescriptorSets(vb->dev->device, VKV_MAX_BINDINGS, w, 0, NULL);
+    memcpy(s->ids, ids, sizeof s->ids);
+    vb->n_sets++;
+    return s->set;
+}
+
+void vkv_forget_buffers(vkv_backend *vb, const uint64_t *ids, int n) {
+    int kept = 0;
+    for (int i = 0; i < vb->n_sets; i++) {
+        bool stale = false;
+        for (int b = 0; b < VKV_MAX_BINDINGS && !stale; b++)
+            for (int j = 0; j < n && !stale; j++) stale = vb->sets[i].ids[b] == ids[j];
+        if (stale)
+            vb->vk->vkFreeDescriptorSets(vb->dev->device, vb->sets[i].pool, 1, &vb->sets[i].set);
+        else
+            vb->sets[kept++] = vb->sets[i];
+    }
+    vb->n_sets = kept;
+}

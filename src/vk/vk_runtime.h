@@ -1,0 +1,116 @@
+/* Private to the Vulkan runtime files (vk_memory.c, vk_pipeline.c, vk_commands.c,
+ * vk_backend.c); op files use only vk_internal.h. */
+#ifndef VKA_VK_RUNTIME_H
+#define VKA_VK_RUNTIME_H
+
+#include "vk/vk_internal.h"
+
+/* An arena: chunk buffers, each with its own memory; mapped when host-visible. */
+typedef struct vkv_arena {
+    vkb_arena_kind kind;
+    int n_chunks;
+    VkBuffer *buffers;
+    VkDeviceMemory *memory;
+    void **mapped;        /* per chunk; NULL when not host-visible */
+    size_t *chunk_elems;
+    uint64_t *ids;        /* unique buffer ids (descriptor-set cache keys) */
+    char label[48];
+} vkv_arena;
+
+static inline vkv_arena *vkv_arena_of(vkb_tensor t) { return (vkv_arena *)(void *)t.arena; }
+
+/* A byte range of one buffer touched since the last barrier. */
+typedef struct vkv_access {
+    uint64_t id;
+    VkDeviceSize lo, hi;
+    bool write;
+} vkv_access;
+
+#define VKV_MAX_TRACKED 64
+
+typedef struct vkv_graph {
+    VkCommandBuffer cmd;
+    VkFence fence;
+    bool recording;
+    bool recorded;
+} vkv_graph;
+
+typedef struct vkv_pipeline {
+    vka_shader_id shader;
+    uint32_t spec[VKV_MAX_SPEC];
+    int n_spec;
+    VkPipeline pipeline;
+} vkv_pipeline;
+
+typedef struct vkv_set {
+    uint64_t ids[VKV_MAX_BINDINGS];
+    VkDescriptorSet set;
+    VkDescriptorPool pool;
+} vkv_set;
+
+struct vkv_backend {
+    vkb_backend base;
+    vkr_device *dev;
+    const struct VolkDeviceTable *vk;
+
+    /* pipelines (vk_pipeline.c) */
+    VkShaderModule modules[VKA_SHADER_COUNT];
+    VkDescriptorSetLayout set_layout;
+    VkPipelineLayout pipeline_layout;
+    VkPipelineCache pipeline_cache;
+    vkv_pipeline *pipelines;
+    int n_pipelines, cap_pipelines;
+    VkDescriptorPool *pools;
+    int n_pools;
+    vkv_set *sets;
+    int n_sets, cap_sets;
+
+    /* memory (vk_memory.c) */
+    uint64_t next_buffer_id;
+    vkv_arena *dummy;         /* bound to unused binding slots */
+    VkBuffer staging;
+    VkDeviceMemory staging_memory;
+    void *staging_mapped;
+    VkDeviceSize staging_size;
+
+    /* commands (vk_commands.c) */
+    VkCommandPool pool;
+    VkCommandBuffer once_cmd; /* immediate copies */
+    VkFence once_fence;
+    vkv_graph *rec;           /* the graph being recorded */
+    vkv_access tracked[VKV_MAX_TRACKED];
+    int n_tracked;
+};
+
+/* Record a failed Vulkan call as the backend's sticky failure (first one wins). */
+void vkv_fail_vk(vkv_backend *vb, VkResult vr, const char *what);
+
+/* vk_memory.c */
+vka_result vkv_arena_create(vkb_backend *be, const char *label, vkb_arena_kind kind,
+                            const size_t *sizes, const char *const *names, int count,
+                            vkb_tensor *tensors, vkb_arena **out);
+void vkv_arena_destroy(vkb_backend *be, vkb_arena *arena);
+vka_result vkv_write(vkb_backend *be, vkb_tensor t, size_t off, const void *src, size_t n);
+vka_result vkv_read(vkb_backend *be, vkb_tensor t, size_t off, void *dst, size_t n);
+void vkv_memory_destroy(vkv_backend *vb);
+
+/* vk_pipeline.c */
+vka_result vkv_pipelines_init(vkv_backend *vb);
+void vkv_pipelines_destroy(vkv_backend *vb);
+VkPipeline vkv_get_pipeline(vkv_backend *vb, vka_shader_id shader, const uint32_t *spec,
+                            int n_spec);
+VkDescriptorSet vkv_get_set(vkv_backend *vb, const VkBuffer *buffers, const uint64_t *ids);
+void vkv_forget_buffers(vkv_backend *vb, const uint64_t *ids, int n);
+
+/* vk_commands.c */
+vka_result vkv_commands_init(vkv_backend *vb);
+void vkv_commands_destroy(vkv_backend *vb);
+bool vkv_graph_begin(vkb_backend *be, vkb_graph **graph);
+vka_result vkv_graph_end(vkb_backend *be, vkb_graph *graph);
+vka_result vkv_graph_run(vkb_backend *be, vkb_graph *graph);
+void vkv_graph_destroy(vkb_backend *be, vkb_graph *graph);
+/* Begin the one-shot command buffer for an immediate copy; end + submit + wait. */
+vka_result vkv_once_begin(vkv_backend *vb, VkCommandBuffer *cmd);
+vka_result vkv_once_submit(vkv_backend *vb);
+
+#endif
