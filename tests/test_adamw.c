@@ -115,10 +115,28 @@ static void test_adamw_matches_reference(void **state) {
     tu_done(ctx);
 }
 
+static void test_adamw_gpu_known_values(void **state) {
+    (void)state;
+    vka_context *ctx = tu_gpu();
+    known_value_cases(ctx);
+    tu_done(ctx);
+}
+
+static void test_adamw_gpu_matches_reference(void **state) {
+    (void)state;
+    vka_context *ctx = tu_gpu();
+    adamw_case(ctx, 1, 0.0f, 0.0f, 1);
+    adamw_case(ctx, 1001, 0.1f, 0.0f, 2);
+    adamw_case(ctx, 777, 0.05f, 0.25f, 3);
+    tu_done(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adamw_known_values),
         cmocka_unit_test(test_adamw_matches_reference),
+        cmocka_unit_test(test_adamw_gpu_known_values),
+        cmocka_unit_test(test_adamw_gpu_matches_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

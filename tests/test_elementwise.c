@@ -100,11 +100,37 @@ static void test_elementwise_dependent_steps_in_one_graph(void **state) {
     tu_done(ctx);
 }
 
+static void test_elementwise_gpu_matches_definition(void **state) {
+    (void)state;
+    vka_context *ctx = tu_gpu();
+    elementwise_case(ctx, 1, 1);
+    elementwise_case(ctx, 1000, 2);
+    elementwise_case(ctx, 65537, 3);
+    tu_done(ctx);
+}
+
+static void test_elementwise_gpu_huge_dispatch_reaches_last_element(void **state) {
+    (void)state;
+    vka_context *ctx = tu_gpu();
+    huge_case(ctx);
+    tu_done(ctx);
+}
+
+static void test_elementwise_gpu_dependent_steps_in_one_graph(void **state) {
+    (void)state;
+    vka_context *ctx = tu_gpu();
+    dependent_steps_case(ctx);
+    tu_done(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_elementwise_matches_definition),
         cmocka_unit_test(test_elementwise_huge_dispatch_reaches_last_element),
         cmocka_unit_test(test_elementwise_dependent_steps_in_one_graph),
+        cmocka_unit_test(test_elementwise_gpu_matches_definition),
+        cmocka_unit_test(test_elementwise_gpu_huge_dispatch_reaches_last_element),
+        cmocka_unit_test(test_elementwise_gpu_dependent_steps_in_one_graph),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

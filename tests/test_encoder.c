@@ -173,11 +173,19 @@ static void test_encoder_cpu_rejects_token_out_of_range(void **state) {
     tu_done(ctx);
 }
 
+static void test_encoder_gpu_matches_cpu(void **state) {
+    (void)state;
+    vka_context *ctx = tu_gpu();
+    shapes_cases(ctx);
+    tu_done(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_encoder_forward_backward_finite_difference),
         cmocka_unit_test(test_encoder_buckets_layout),
         cmocka_unit_test(test_encoder_cpu_rejects_token_out_of_range),
+        cmocka_unit_test(test_encoder_gpu_matches_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -111,10 +111,28 @@ static void test_gelu_known_values_and_finite_tails(void **state) {
     tu_done(ctx);
 }
 
+static void test_gelu_gpu_matches_cpu(void **state) {
+    (void)state;
+    vka_context *ctx = tu_gpu();
+    gelu_case(ctx, 1, 1);
+    gelu_case(ctx, 333, 2);
+    gelu_case(ctx, 1031, 3);
+    tu_done(ctx);
+}
+
+static void test_gelu_gpu_known_values_and_finite_tails(void **state) {
+    (void)state;
+    vka_context *ctx = tu_gpu();
+    known_value_cases(ctx);
+    tu_done(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gelu_matches_reference_and_finite_difference),
         cmocka_unit_test(test_gelu_known_values_and_finite_tails),
+        cmocka_unit_test(test_gelu_gpu_matches_cpu),
+        cmocka_unit_test(test_gelu_gpu_known_values_and_finite_tails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

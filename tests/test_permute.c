@@ -117,9 +117,20 @@ static void test_permute_forward_backward_finite_difference(void **state) {
     tu_done(ctx);
 }
 
+static void test_permute_gpu_matches_cpu(void **state) {
+    (void)state;
+    vka_context *ctx = tu_gpu();
+    permute_case(ctx, (perm_shape){2, 5, 3, 4}, 1);
+    permute_case(ctx, (perm_shape){1, 1, 1, 1}, 2);
+    permute_case(ctx, (perm_shape){3, 7, 1, 5}, 3);
+    permute_case(ctx, (perm_shape){1, 3, 4, 1}, 4);
+    tu_done(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_permute_forward_backward_finite_difference),
+        cmocka_unit_test(test_permute_gpu_matches_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
