@@ -127,6 +127,24 @@ static inline float *tu_added(const float *got, const float *before, size_t n) {
     return d;
 }
 
+/* Run cases on a Vulkan context with the given kernel variants; TU_VULKAN_TESTS(name, cases)
+ * defines the cmocka tests name_gpu_kernels and name_cpu_kernels doing so with each. */
+static inline void tu_on_vulkan(vka_kernels kernels, void (*cases)(vka_context *ctx)) {
+    vka_context *ctx = tu_gpu_kernels(kernels);
+    cases(ctx);
+    tu_done(ctx);
+}
+#define TU_VULKAN_TESTS(name, cases)                                                           \
+    static void name##_gpu_kernels(void **state) {                                             \
+        (void)state;                                                                           \
+        tu_on_vulkan(VKA_KERNELS_GPU, cases);                                                  \
+    }                                                                                          \
+    static void name##_cpu_kernels(void **state) {                                             \
+        (void)state;                                                                           \
+        tu_on_vulkan(VKA_KERNELS_CPU, cases);                                                  \
+    }
+#define TU_VULKAN_TEST_ENTRIES(name) cmocka_unit_test(name##_gpu_kernels), cmocka_unit_test(name##_cpu_kernels)
+
 /* End the graph expecting failure r with a message containing text. */
 static inline void tu_end_expect(vka_context *ctx, vka_result r, const char *text) {
     vka_graph *g = NULL;

@@ -142,11 +142,54 @@ static void test_crossentropy_cpu_rejects_target_out_of_range(void **state) {
     tu_done(ctx);
 }
 
+/* --- Vulkan, both kernel variants ------------------------------------------------------- */
+
+/* The cases above plus V = 1, rows longer than a workgroup (V = 5000, Vp = 5120), and a GPT-2
+ * vocabulary row (checked against the CPU backend only: finite differences would take long). */
+static void vulkan_cases(vka_context *ctx) {
+    shapes_cases(ctx);
+    static const int32_t targets[] = {0, 4999, 2500, 17, 50256, 1, 2};
+    ce_case(ctx, (ce_shape){.N = 3, .V = 1, .Vp = 1, .targets = (const int32_t[]){0, 0, 0}}, 3.0f,
+            20);
+    ce_case(ctx, (ce_shape){.N = 1, .V = 5000, .Vp = 5120, .targets = targets + 1}, 4.0f, 21);
+    ce_shape s = {.N = 7, .V = 50257, .Vp = 50304, .targets = targets};
+    size_t n = (size_t)s.N * s.Vp;
+    float *logits = make_logits(&s, 22, 6.0f);
+    float *got = ce_run(ctx, &s, logits, 1.0f / 7, true);
+    vka_context *cpu = tu_cpu();
+    float *cpu_res = ce_run(cpu, &s, logits, 1.0f / 7, false);
+    tu_done(cpu);
+    tu_vs_cpu(ctx, "crossentropy V=50257 in place vs cpu", got, cpu_res, s.N + n, 1e-6, 1e-5);
+    free(logits);
+    free(got);
+    free(cpu_res);
+}
+
+/* A target outside [0, V) (a precondition the device cannot report) gives a NaN loss and reads
+ * nothing out of range. */
+static void bad_target_case(vka_context *ctx) {
+    const int32_t targets[] = {1, 7, -1};
+    ce_shape s = {.N = 3, .V = 7, .Vp = 8, .targets = targets};
+    float *logits = make_logits(&s, 5, 1.0f);
+    float *res = ce_run(ctx, &s, logits, 1.0f, false);
+    assert_true(isfinite(res[0]) && isnan(res[1]) && isnan(res[2]));
+    tu_assert_finite("dlogits of a bad target", res + 3, 3 * 8);
+    free(logits);
+    free(res);
+}
+
+TU_VULKAN_TESTS(test_crossentropy_vulkan_matches_cpu, vulkan_cases)
+TU_VULKAN_TESTS(test_crossentropy_vulkan_uniform_logits, uniform_case)
+TU_VULKAN_TESTS(test_crossentropy_vulkan_bad_target_is_nan, bad_target_case)
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crossentropy_forward_backward_finite_difference),
         cmocka_unit_test(test_crossentropy_uniform_logits),
         cmocka_unit_test(test_crossentropy_cpu_rejects_target_out_of_range),
+        TU_VULKAN_TEST_ENTRIES(test_crossentropy_vulkan_matches_cpu),
+        TU_VULKAN_TEST_ENTRIES(test_crossentropy_vulkan_uniform_logits),
+        TU_VULKAN_TEST_ENTRIES(test_crossentropy_vulkan_bad_target_is_nan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -185,11 +185,61 @@ static void test_layernorm_known_values(void **state) {
     tu_done(ctx);
 }
 
+/* --- Vulkan, both kernel variants ------------------------------------------------------- */
+
+/* Rows from 1 to longer than a workgroup, and enough rows to cross column blocks. */
+static void vulkan_forward_cases(vka_context *ctx) {
+    const ln_shape shapes[] = {{5, 7}, {4, 1}, {6, 3}, {9, 127}, {3, 769}, {2, 5000}, {300, 96}};
+    for (size_t i = 0; i < TU_LEN(shapes); i++) layernorm_forward_case(ctx, shapes[i], 20 + i);
+}
+
+static void vulkan_backward_cases(vka_context *ctx) {
+    const ln_shape shapes[] = {{5, 7}, {3, 1}, {70, 3}, {4, 127}, {2, 769}, {1, 5000}, {130, 33}};
+    for (size_t i = 0; i < TU_LEN(shapes); i++) layernorm_backward_case(ctx, shapes[i], 30 + i);
+}
+
+/* 256 equal rows of 1234 values normalise to exactly 0 (two-pass variance), and the backward
+ * stays finite; dweight/dbias are summed in the same order on every run. */
+static void equal_rows_cases(vka_context *ctx) {
+    ln_shape s = {256, 1234};
+    size_t NC = (size_t)s.N * s.C, n = NC + 2 * (size_t)s.C;
+    float *theta = malloc(n * sizeof *theta);
+    for (size_t i = 0; i < NC; i++) theta[i] = 1234.5f;
+    tu_random(theta + NC, 2 * (size_t)s.C, 3, 1.0f);
+    float *res = layernorm_run(ctx, s, theta);
+    for (size_t i = 0; i < NC; i++)
+        if (!(fabsf(res[i] - theta[NC + s.C + i % s.C]) <= 1e-6f))
+            fail_msg("equal rows: out[%zu] = %.9g, want the bias %.9g", i, res[i],
+                     theta[NC + s.C + i % s.C]);
+    for (int r = 0; r < s.N; r++) assert_true(res[NC + r] == 1234.5f);
+    float *dout = malloc(NC * sizeof *dout), *grad0 = calloc(n, sizeof *grad0);
+    tu_random(dout, NC, 4, 1.0f);
+    float *a = layernorm_backward_run(ctx, s, theta, dout, res + NC, res + NC + s.N, grad0);
+    float *b = layernorm_backward_run(ctx, s, theta, dout, res + NC, res + NC + s.N, grad0);
+    tu_assert_finite("equal rows backward", a, n);
+    assert_memory_equal(a, b, n * sizeof *a);
+    free(theta);
+    free(res);
+    free(dout);
+    free(grad0);
+    free(a);
+    free(b);
+}
+
+TU_VULKAN_TESTS(test_layernorm_forward_vulkan_matches_cpu, vulkan_forward_cases)
+TU_VULKAN_TESTS(test_layernorm_backward_vulkan_matches_cpu, vulkan_backward_cases)
+TU_VULKAN_TESTS(test_layernorm_vulkan_known_values, known_value_cases)
+TU_VULKAN_TESTS(test_layernorm_vulkan_equal_rows_deterministic, equal_rows_cases)
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layernorm_forward_matches_reference),
         cmocka_unit_test(test_layernorm_backward_finite_difference),
         cmocka_unit_test(test_layernorm_known_values),
+        TU_VULKAN_TEST_ENTRIES(test_layernorm_forward_vulkan_matches_cpu),
+        TU_VULKAN_TEST_ENTRIES(test_layernorm_backward_vulkan_matches_cpu),
+        TU_VULKAN_TEST_ENTRIES(test_layernorm_vulkan_known_values),
+        TU_VULKAN_TEST_ENTRIES(test_layernorm_vulkan_equal_rows_deterministic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

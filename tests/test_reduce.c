@@ -173,12 +173,82 @@ static void test_reduce_cpu_deterministic_across_threads(void **state) {
     tu_done(three);
 }
 
+/* --- Vulkan, both kernel variants ------------------------------------------------------- */
+
+/* The mean cases plus 10^6 elements (many strides of the widest workgroup), run twice: the same
+ * bits (fixed order). */
+static void vulkan_mean_cases(vka_context *ctx) {
+    mean_cases(ctx);
+    size_t n = 1000000;
+    float *x = malloc(n * sizeof *x);
+    tu_random(x, n, 9, 1.0f);
+    double want = 0.0;
+    for (size_t i = 0; i < n; i++) want += x[i] + 0.5f; /* an offset: a sum that grows */
+    for (size_t i = 0; i < n; i++) x[i] += 0.5f;
+    want /= (double)n;
+    float a = mean_run(ctx, x, n), b = mean_run(ctx, x, n);
+    if (!(fabs(a - want) <= 1e-6 * fabs(want))) fail_msg("mean of 1e6: %.9g, want %.9g", a, want);
+    assert_memory_equal(&a, &b, sizeof a);
+    free(x);
+}
+
+/* The grad_norm cases plus eight tensors (more than one dispatch takes), one of 2^20 elements. */
+static void vulkan_grad_norm_cases(vka_context *ctx) {
+    grad_norm_cases(ctx);
+    const size_t sizes[8] = {1, 1 << 20, 7, 64, 65, 1000, 3, 4097};
+    size_t total = 0;
+    for (int i = 0; i < 8; i++) total += sizes[i];
+    float *g = malloc(total * sizeof *g);
+    tu_random(g, total, 4, 0.01f);
+    double sq = 0.0;
+    for (size_t i = 0; i < total; i++) sq += (double)g[i] * g[i];
+    float out[2], again[2];
+    grad_norm_run(ctx, g, sizes, 8, 1.0f, out);
+    grad_norm_run(ctx, g, sizes, 8, 1.0f, again);
+    double norm = sqrt(sq);
+    if (!(fabs(out[0] - norm) <= 1e-6 * norm)) fail_msg("norm %.9g, want %.9g", out[0], norm);
+    if (!(fabs(out[1] - fmin(1.0, 1.0 / (norm + 1e-6))) <= 1e-6))
+        fail_msg("clip scale %.9g for norm %.9g", out[1], norm);
+    assert_memory_equal(out, again, sizeof out);
+    free(g);
+}
+
+/* The bias cases plus many rows (against the CPU backend only), run twice: the same bits. */
+static void vulkan_bias_cases(vka_context *ctx) {
+    bias_case(ctx, (bias_shape){1, 1}, 1);
+    bias_case(ctx, (bias_shape){70, 130}, 2);
+    bias_case(ctx, (bias_shape){513, 3}, 3);
+    bias_shape s = {5000, 771};
+    size_t n = (size_t)s.N * s.OC;
+    float *dout = malloc(n * sizeof *dout), *db0 = malloc((size_t)s.OC * sizeof *db0);
+    tu_random(dout, n, 6, 1.0f);
+    tu_random(db0, (size_t)s.OC, 7, 1.0f);
+    float *a = bias_backward_run(ctx, s, dout, db0), *b = bias_backward_run(ctx, s, dout, db0);
+    vka_context *cpu = tu_cpu();
+    float *want = bias_backward_run(cpu, s, dout, db0);
+    tu_done(cpu);
+    tu_vs_cpu(ctx, "bias_backward 5000 x 771 vs cpu", a, want, (size_t)s.OC, 1e-5, 1e-5);
+    assert_memory_equal(a, b, (size_t)s.OC * sizeof *a);
+    free(dout);
+    free(db0);
+    free(a);
+    free(b);
+    free(want);
+}
+
+TU_VULKAN_TESTS(test_reduce_vulkan_mean, vulkan_mean_cases)
+TU_VULKAN_TESTS(test_reduce_vulkan_grad_norm_and_clip_scale, vulkan_grad_norm_cases)
+TU_VULKAN_TESTS(test_reduce_vulkan_bias_backward, vulkan_bias_cases)
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reduce_mean),
         cmocka_unit_test(test_reduce_grad_norm_and_clip_scale),
         cmocka_unit_test(test_reduce_bias_backward_finite_difference),
         cmocka_unit_test(test_reduce_cpu_deterministic_across_threads),
+        TU_VULKAN_TEST_ENTRIES(test_reduce_vulkan_mean),
+        TU_VULKAN_TEST_ENTRIES(test_reduce_vulkan_grad_norm_and_clip_scale),
+        TU_VULKAN_TEST_ENTRIES(test_reduce_vulkan_bias_backward),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

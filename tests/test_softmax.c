@@ -282,6 +282,48 @@ static void test_softmax_rows_longer_than_workgroup(void **state) {
     tu_done(ctx);
 }
 
+/* --- Vulkan, both kernel variants: the cases above plus rows around workgroup sizes. ------ */
+
+/* Row lengths around the shaders' workgroup and segment sizes, causal with Tq < Tk, and masks
+ * shared by mask_rows rows. */
+static void vulkan_shapes(vka_context *ctx, bool backward) {
+    void (*run)(vka_context *, sm_shape, uint64_t) =
+        backward ? softmax_backward_case : softmax_forward_case;
+    shapes_cases(ctx, backward);
+    const int lengths[] = {5, 12, 255, 257, 1024};
+    for (size_t i = 0; i < TU_LEN(lengths); i++)
+        run(ctx, (sm_shape){.R = 3, .Tk = lengths[i], .scale = 0.125f}, 20 + i);
+    run(ctx, (sm_shape){.R = 2 * 37, .Tq = 37, .Tk = 70, .causal = true, .scale = 0.3f}, 30);
+    float *mask = random_mask(2, 33, 31); /* B = 2 padding rows, NH * Tq = 3 * 11 rows each */
+    run(ctx, (sm_shape){.R = 2 * 3 * 11, .Tq = 11, .Tk = 33, .mask_rows = 3 * 11,
+                        .causal = true, .mask = mask}, 32);
+    free(mask);
+    if (!backward) run(ctx, (sm_shape){.R = 3 * 64, .Tq = 64, .Tk = 64, .causal = true}, 33);
+}
+
+static void vulkan_forward_cases(vka_context *ctx) { vulkan_shapes(ctx, false); }
+static void vulkan_backward_cases(vka_context *ctx) { vulkan_shapes(ctx, true); }
+
+/* The same graph run twice gives bit-identical rows (fixed reduction order). */
+static void deterministic_cases(vka_context *ctx) {
+    sm_shape s = {.R = 9, .Tk = 3000, .scale = 0.5f};
+    size_t n = (size_t)s.R * s.Tk;
+    float *inp = malloc(n * sizeof *inp);
+    tu_random(inp, n, 40, 5.0f);
+    float *a = softmax_run(ctx, &s, inp), *b = softmax_run(ctx, &s, inp);
+    assert_memory_equal(a, b, n * sizeof *a);
+    free(inp);
+    free(a);
+    free(b);
+}
+
+TU_VULKAN_TESTS(test_softmax_forward_vulkan_matches_cpu, vulkan_forward_cases)
+TU_VULKAN_TESTS(test_softmax_backward_vulkan_matches_cpu, vulkan_backward_cases)
+TU_VULKAN_TESTS(test_softmax_vulkan_fully_masked_row_is_zero, fully_masked_cases)
+TU_VULKAN_TESTS(test_softmax_vulkan_rows_shorter_than_workgroup, short_row_cases)
+TU_VULKAN_TESTS(test_softmax_vulkan_rows_longer_than_workgroup, long_row_cases)
+TU_VULKAN_TESTS(test_softmax_vulkan_deterministic, deterministic_cases)
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_softmax_forward_matches_reference),
@@ -289,6 +331,12 @@ int main(void) {
         cmocka_unit_test(test_softmax_fully_masked_row_is_zero),
         cmocka_unit_test(test_softmax_rows_shorter_than_workgroup),
         cmocka_unit_test(test_softmax_rows_longer_than_workgroup),
+        TU_VULKAN_TEST_ENTRIES(test_softmax_forward_vulkan_matches_cpu),
+        TU_VULKAN_TEST_ENTRIES(test_softmax_backward_vulkan_matches_cpu),
+        TU_VULKAN_TEST_ENTRIES(test_softmax_vulkan_fully_masked_row_is_zero),
+        TU_VULKAN_TEST_ENTRIES(test_softmax_vulkan_rows_shorter_than_workgroup),
+        TU_VULKAN_TEST_ENTRIES(test_softmax_vulkan_rows_longer_than_workgroup),
+        TU_VULKAN_TEST_ENTRIES(test_softmax_vulkan_deterministic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,13 +27,3 @@ void vkv_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m,
                      .pc_size = sizeof pc, .groups = VKA_CEIL_DIV(N, WG), .label = "adamw"};
     vkv_dispatch((vkv_backend *)be, &call);
 }
-
-/* TEMPORARY until the reduction kernels land (branch red): fail loudly. */
-void vkv_mean(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
-    vkb_fail(be, VKA_ERROR_UNSUPPORTED, "vkv_mean: no Vulkan kernel yet");
-}
-
-void vkv_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials, const vkb_tensor *grads,
-                   int count, float max_norm) {
-    vkb_fail(be, VKA_ERROR_UNSUPPORTED, "vkv_grad_norm: no Vulkan kernel yet");
-}

@@ -4,7 +4,3 @@
 void vkv_matmul(vkb_backend *be, const vkb_matmul *mm) {
     vkb_fail(be, VKA_ERROR_UNSUPPORTED, "vkv_matmul: no Vulkan kernel yet");
 }
-
-void vkv_bias_backward(vkb_backend *be, vkb_tensor dbias, vkb_tensor dout, int N, int OC) {
-    vkb_fail(be, VKA_ERROR_UNSUPPORTED, "vkv_bias_backward: no Vulkan kernel yet");
-}
