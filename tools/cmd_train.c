@@ -138,13 +138,31 @@ static int set_paths(train_run *r) {
     return CLI_OK;
 }
 
+/* The tokenizer saved with the state being resumed (X.state.bin -> X.tokenizer.bin), or NULL
+ * if there is none (then the data's own is used and must match the model's vocabulary). */
+static int load_resumed_tokenizer(train_run *r) {
+    const char *state = r->o->resume, *suffix = ".state.bin";
+    size_t len = strlen(state), ls = strlen(suffix);
+    if (len <= ls || strcmp(state + len - ls, suffix) != 0) return CLI_OK;
+    char *path = malloc(len + 8);
+    if (!path) return CLI_ERROR;
+    snprintf(path, len + 8, "%.*s.tokenizer.bin", (int)(len - ls), state);
+    int rc = CLI_OK;
+    if (access(path, F_OK) == 0) {
+        vka_result res = vka_tokenizer_load(r->ctx, path, &r->tok);
+        if (res != VKA_SUCCESS) rc = cli_fail("train", r->ctx, res, "tokenizer");
+    }
+    free(path);
+    return rc;
+}
+
 /* The data, tokenised with the resumed run's tokenizer when there is one. */
 static int load_data(train_run *r) {
     const char *name = r->o->data ? r->o->data : "the built-in corpus";
     vka_result res;
-    if (r->o->resume && access(r->tok_path, F_OK) == 0) {
-        res = vka_tokenizer_load(r->ctx, r->tok_path, &r->tok);
-        if (res != VKA_SUCCESS) return cli_fail("train", r->ctx, res, "tokenizer");
+    if (r->o->resume) {
+        int rc = load_resumed_tokenizer(r);
+        if (rc != CLI_OK) return rc;
     }
     res = vka_data_load(r->ctx, r->o->data, r->tok, &r->data);
     if (res != VKA_SUCCESS) return cli_fail("train", r->ctx, res, "data");
