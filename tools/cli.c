@@ -226,10 +226,11 @@ int cli_context(const char *cmd, const cli_backend_opts *b, vka_context **out) {
     vka_context *ctx = NULL;
     vka_result r = vka_context_create(&d, &ctx);
     if (r != VKA_SUCCESS) {
-        int rc = ctx ? cli_fail(cmd, ctx, r, b->backend == 1 ? "CPU backend" : "Vulkan")
-                     : (fprintf(stderr, "vkattn %s: %s\n", cmd, vka_result_string(r)), CLI_ERROR);
+        /* ctx is NULL only when host memory ran out. */
+        if (ctx) cli_fail(cmd, ctx, r, b->backend == 1 ? "CPU backend" : "Vulkan");
+        else fprintf(stderr, "vkattn %s: %s\n", cmd, vka_result_string(r));
         vka_context_destroy(ctx);
-        return rc;
+        return CLI_ERROR;
     }
     *out = ctx;
     return CLI_OK;

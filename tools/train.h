@@ -57,7 +57,7 @@ float train_lr_at(const vka_train_state *st, uint64_t s);
 int train_loop(train_run *r);
 /* Mean validation loss over r->val_windows windows (vka_gpt_eval). */
 vka_result train_eval(train_run *r, double *loss);
-/* Save tokenizer (if not yet), model and state; on failure print why and return CLI_ERROR. */
+/* Save tokenizer, model and state (in that order); on failure print why and return CLI_ERROR. */
 int train_save(train_run *r);
 
 /* Progress (train_report.c). */

@@ -129,13 +129,10 @@ int train_loop(train_run *r) {
         fprintf(stderr, "vkattn train: out of memory for a batch of %d x %d\n", st->B, st->T);
         return CLI_ERROR;
     }
-    /* Save the tokenizer now so a model saved mid-run can be used at once. */
-    vka_result res = vka_tokenizer_save(vka_data_tokenizer(r->data), r->tok_path);
-    int rc = res == VKA_SUCCESS ? CLI_OK : cli_fail("train", r->ctx, res, "saving");
-    if (rc == CLI_OK) {
-        catch_signals();
-        report_start(r);
-    }
+    catch_signals();
+    report_start(r);
+    int rc = CLI_OK;
+    vka_result res;
     const char *event = "done";
     while (rc == CLI_OK && st->step < st->total_steps) {
         if (stop_signal) {
