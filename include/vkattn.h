@@ -414,8 +414,10 @@ typedef enum vka_split { VKA_SPLIT_TRAIN = 0, VKA_SPLIT_VAL = 1 } vka_split;
  * Load a text file (path NULL = the built-in corpus, see vka_builtin_corpus) and tokenise it with
  * tok, or (tok NULL) with a character tokenizer built from the text. The first 90% of tokens are
  * the training split, the rest validation.
- * Errors: VKA_ERROR_IO (missing/unreadable), VKA_ERROR_FORMAT (empty, or not text: NUL bytes),
- * VKA_ERROR_VOCABULARY (a byte outside tok).
+ * Text means: no NUL byte, and at most 2% of the bytes control characters (below 0x20 other
+ * than \t \n \r, or 0x7F); bytes >= 0x80 are allowed (UTF-8 is tokenised byte by byte).
+ * Errors: VKA_ERROR_IO (missing/unreadable), VKA_ERROR_FORMAT (empty, or not text),
+ * VKA_ERROR_VOCABULARY (a byte outside tok: the message gives the byte and its offset).
  */
 vka_result vka_data_load(vka_context *ctx, const char *path, const vka_tokenizer *tok,
                          vka_data **out);

@@ -1,9 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// GELU, tanh form (Hendrycks & Gimpel 2016), as GPT-2:
+// GELU, tanh form (Hendrycks & Gimpel 2016), as GPT-2 (evaluated as in gelu.glsl):
 //   out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-// tanh is evaluated as 1 - 2 / (exp(2u) + 1), which saturates to +-1 instead of producing
-// inf/inf = NaN for large |u| (GLSL's tanh may be implemented as a ratio of exponentials).
 #include "common.glsl"
 #include "gelu.glsl"
 

@@ -1,4 +1,5 @@
 /* Result strings, per-context error messages, logging, atomic file writes. */
+#define _POSIX_C_SOURCE 200809L /* fileno, fsync under -std=c11 */
 #include "vka_internal.h"
 
 #include <errno.h>

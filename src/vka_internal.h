@@ -23,6 +23,7 @@ struct vka_context {
     char error[VKA_ERROR_MAX];     /* vka_last_error */
     struct vkr_device *vk;         /* Vulkan runtime; NULL for the CPU backend */
     struct vkb_backend *be;        /* the backend every op runs on */
+    struct vka_graph *recording;   /* public graph between vka_graph_begin/end, else NULL */
 };
 
 /* Record a detailed message for vka_last_error(ctx) (also logged at ERROR) and return r. */

@@ -29,10 +29,13 @@ static inline vka_context *tu_cpu(void) {
     return ctx;
 }
 
-/* A Vulkan context with the validation layer on, or NULL after skip() when there is no Vulkan
- * device -- unless VKATTN_REQUIRE_GPU=1, when that fails the test. */
-static inline vka_context *tu_gpu(void) {
-    vka_context_desc d = {.backend = VKA_BACKEND_VULKAN, .validation = 1, .log = tu_log};
+/* A Vulkan context with the validation layer on and the given kernel variants (VKA_KERNELS_GPU
+ * and VKA_KERNELS_CPU both run on any device, so both are tested on lavapipe), or NULL after
+ * skip() when there is no Vulkan device -- unless VKATTN_REQUIRE_GPU=1, when that fails the
+ * test. */
+static inline vka_context *tu_gpu_kernels(vka_kernels kernels) {
+    vka_context_desc d = {.backend = VKA_BACKEND_VULKAN, .validation = 1, .log = tu_log,
+                          .kernels = kernels};
     const char *v = getenv("VKATTN_VALIDATION");
     if (v && strcmp(v, "0") == 0) d.validation = -1;
     vka_context *ctx = NULL;
@@ -49,6 +52,9 @@ static inline vka_context *tu_gpu(void) {
     }
     return ctx;
 }
+
+/* tu_gpu_kernels() with the variants the device type calls for. */
+static inline vka_context *tu_gpu(void) { return tu_gpu_kernels(VKA_KERNELS_AUTO); }
 
 /* Destroy a context, failing the test on any validation message it saw. */
 static inline void tu_done(vka_context *ctx) {

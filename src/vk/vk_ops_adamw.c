@@ -1,14 +1,29 @@
-/* TEMPORARY placeholder until the adamw shaders land: each op fails loudly. */
+/* AdamW update, one invocation per parameter; see shaders/adamw.comp. */
 #include "vk/vk_internal.h"
 
-void vkv_mean(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
-    vkb_fail(be, VKA_ERROR_UNSUPPORTED, "vkv_mean: no Vulkan kernel yet");
-}
 
-void vkv_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials, const vkb_tensor *grads, int count, float max_norm) {
-    vkb_fail(be, VKA_ERROR_UNSUPPORTED, "vkv_grad_norm: no Vulkan kernel yet");
-}
+#define WG 256
 
-void vkv_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m, vkb_tensor v, vkb_tensor hyper, vkb_tensor gscale, size_t N, float weight_decay) {
-    vkb_fail(be, VKA_ERROR_UNSUPPORTED, "vkv_adamw: no Vulkan kernel yet");
+typedef struct pc_adamw {
+    uint32_t param_off, m_off, v_off, grad_off, hyper_off, gscale_off;
+    uint32_t N;
+    uint32_t has_gscale;
+    float weight_decay;
+} pc_adamw;
+_Static_assert(sizeof(pc_adamw) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
+
+void vkv_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m, vkb_tensor v,
+               vkb_tensor hyper, vkb_tensor gscale, size_t N, float weight_decay) {
+    if (N > UINT32_MAX) {
+        vkb_fail(be, VKA_ERROR_DEVICE_LIMIT, "adamw: %zu elements exceed 2^32-1", N);
+        return;
+    }
+    pc_adamw pc = {param.offset, m.offset,     v.offset,   grad.offset,
+                   hyper.offset, gscale.offset, (uint32_t)N, gscale.arena != NULL, weight_decay};
+    vkv_call call = {.shader = VKA_SHADER_ADAMW, .spec = {WG}, .n_spec = 1,
+                     .bind = {vkb_slice(param, 0, N), vkb_slice(m, 0, N), vkb_slice(v, 0, N),
+                              vkb_slice(grad, 0, N), hyper, gscale},
+                     .writes = {true, true, true}, .n_bind = 6, .pc = &pc,
+                     .pc_size = sizeof pc, .groups = VKA_CEIL_DIV(N, WG), .label = "adamw"};
+    vkv_dispatch((vkv_backend *)be, &call);
 }

@@ -1,0 +1,45 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// Fused softmax + cross-entropy backward (llm.c crossentropy_softmax_backward), WRITES:
+//   dlogits[i, j] = (softmax(logits[i, :V])[j] - (j == targets[i])) * dloss   for j < V,
+//   dlogits[i, j] = 0                                                     for V <= j < Vp.
+// May run in place (dlogits and logits the same memory, as llm.c): pass 1 reads the whole row
+// before the reduction's barrier, and in pass 2 each element is read by the invocation that then
+// overwrites it. Row layout and reductions: rowreduce.glsl.
+#include "common.glsl"
+#include "rowreduce.glsl"
+
+// Neither is restrict: they may alias.
+layout(set = 0, binding = 0) writeonly buffer Dlogits { float dlogits[]; };
+layout(set = 0, binding = 1) readonly buffer Logits { float logits[]; };
+layout(set = 0, binding = 2) readonly buffer Targets { int targets[]; };
+
+// pc_crossentropy in src/vk/vk_ops_crossentropy.c
+layout(push_constant) uniform PC {
+    uint dlogits_off, logits_off, targets_off;
+    uint N, V, Vp;
+    float dloss;
+} pc;
+
+void main() {
+    uint i = seg_row(), lane = seg_lane();
+    if (SEG == 1u && i >= pc.N) return;
+    uint len = i < pc.N ? pc.V : 0u;
+    uint row = i * pc.Vp;
+
+    vec2 ms = MS_EMPTY;
+    for (uint j = lane; j < len; j += SEG) ms_add(ms, logits[pc.logits_off + row + j]);
+    ms = seg_reduce(ms, RED_MAXSUM);
+    if (i >= pc.N) return;
+
+    int t = targets[pc.targets_off + i];
+    float inv_sum = 1.0 / ms.y;
+    for (uint j = lane; j < pc.Vp; j += SEG) {
+        float d = 0.0;
+        if (j < pc.V) {
+            float p = exp(logits[pc.logits_off + row + j] - ms.x) * inv_sum;
+            d = (p - (int(j) == t ? 1.0 : 0.0)) * pc.dloss;
+        }
+        dlogits[pc.dlogits_off + row + j] = d;
+    }
+}

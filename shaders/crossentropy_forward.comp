@@ -1,0 +1,37 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// Cross-entropy of softmax(logits) per row i (nats), as llm.c crossentropy_forward but stable:
+//   losses[i] = logsumexp(logits[i, :V]) - logits[i, targets[i]]
+// logsumexp = max + log(sum exp(x - max)), gathered online in one read of the row (padding
+// columns V..Vp are never read). A target outside [0, V) gives NaN, never a read out of range.
+// Row layout and reductions: rowreduce.glsl.
+#include "common.glsl"
+#include "rowreduce.glsl"
+
+layout(set = 0, binding = 0) writeonly buffer Losses { float losses[]; };
+layout(set = 0, binding = 1) readonly buffer Logits { float logits[]; };
+layout(set = 0, binding = 2) readonly buffer Targets { int targets[]; };
+
+// pc_crossentropy in src/vk/vk_ops_crossentropy.c
+layout(push_constant) uniform PC {
+    uint losses_off, logits_off, targets_off;
+    uint N, V, Vp;
+    float dloss; // backward only
+} pc;
+
+void main() {
+    uint i = seg_row(), lane = seg_lane();
+    if (SEG == 1u && i >= pc.N) return;
+    uint len = i < pc.N ? pc.V : 0u;
+    uint row = pc.logits_off + i * pc.Vp;
+
+    vec2 ms = MS_EMPTY;
+    for (uint j = lane; j < len; j += SEG) ms_add(ms, logits[row + j]);
+    ms = seg_reduce(ms, RED_MAXSUM);
+
+    if (i >= pc.N || lane != 0u) return;
+    int t = targets[pc.targets_off + i];
+    float loss = uintBitsToFloat(0x7FC00000u); // NaN
+    if (t >= 0 && uint(t) < pc.V) loss = ms.x + log(ms.y) - logits[row + uint(t)];
+    losses[pc.losses_off + i] = loss;
+}

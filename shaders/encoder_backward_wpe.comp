@@ -1,0 +1,21 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// dwpe (maxT, C) += sum over b of dout (B, T, C): one invocation per (t, c), b in order
+// (deterministic, no atomics).
+#include "common.glsl"
+
+layout(set = 0, binding = 0) buffer Dwpe { float dwpe[]; };
+layout(set = 0, binding = 1) readonly buffer Dout { float dout[]; };
+
+layout(push_constant) uniform PC {
+    uint dwpe_off, dout_off;
+    uint B, T, C;
+} pc;
+
+void main() {
+    uint i = vka_global_id(); // (t, c)
+    if (i >= pc.T * pc.C) return;
+    float sum = 0.0;
+    for (uint b = 0; b < pc.B; b++) sum += dout[pc.dout_off + b * pc.T * pc.C + i];
+    dwpe[pc.dwpe_off + i] += sum;
+}

@@ -1,0 +1,50 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// Layer normalisation (Ba et al. 2016) over rows of C, eps 1e-5, as llm.c layernorm_forward:
+//   mean = sum(x) / C; var = sum((x - mean)^2) / C (second pass, never E[x^2] - E[x]^2);
+//   rstd = 1 / sqrt(var + eps); out = (x - mean) * rstd * weight + bias.
+// Saves mean (N) and rstd (N) for the backward pass. Row layout and reductions: rowreduce.glsl.
+#include "common.glsl"
+#include "rowreduce.glsl"
+#include "sumloop.glsl"
+
+layout(set = 0, binding = 0) writeonly buffer Out { float out_[]; };
+layout(set = 0, binding = 1) writeonly buffer Mean { float mean_[]; };
+layout(set = 0, binding = 2) writeonly buffer Rstd { float rstd_[]; };
+layout(set = 0, binding = 3) readonly buffer Inp { float inp[]; };
+layout(set = 0, binding = 4) readonly buffer Weight { float weight[]; };
+layout(set = 0, binding = 5) readonly buffer Bias { float bias[]; };
+
+// pc_layernorm in src/vk/vk_ops_layernorm.c
+layout(push_constant) uniform PC {
+    uint out_off, mean_off, rstd_off, inp_off, weight_off, bias_off;
+    uint N, C;
+} pc;
+
+void main() {
+    uint n = seg_row(), lane = seg_lane();
+    if (SEG == 1u && n >= pc.N) return;
+    uint len = n < pc.N ? pc.C : 0u;
+    uint x0 = pc.inp_off + n * pc.C;
+
+    float sum = 0.0, comp = 0.0;
+    for (uint c = lane; c < len; c += SEG) KAHAN_ADD(float, sum, comp, inp[x0 + c])
+    float m = seg_sum(sum) / float(pc.C);
+
+    float sq = 0.0;
+    comp = 0.0;
+    for (uint c = lane; c < len; c += SEG) {
+        float d = inp[x0 + c] - m;
+        KAHAN_ADD(float, sq, comp, d * d)
+    }
+    float s = 1.0 / sqrt(seg_sum(sq) / float(pc.C) + 1e-5);
+    if (n >= pc.N) return;
+
+    uint o0 = pc.out_off + n * pc.C;
+    for (uint c = lane; c < len; c += SEG)
+        out_[o0 + c] = (inp[x0 + c] - m) * s * weight[pc.weight_off + c] + bias[pc.bias_off + c];
+    if (lane == 0u) {
+        mean_[pc.mean_off + n] = m;
+        rstd_[pc.rstd_off + n] = s;
+    }
+}

@@ -1,0 +1,29 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// Backward of the multi-head split: dinp (B, T, 3C) += dq, dk, dv (B, NH, T, HS) put back.
+// Every dinp element has exactly one source, so the accumulation is race-free.
+#include "common.glsl"
+
+layout(set = 0, binding = 0) buffer Dinp { float dinp[]; };
+layout(set = 0, binding = 1) readonly buffer DQ { float dq[]; };
+layout(set = 0, binding = 2) readonly buffer DK { float dk[]; };
+layout(set = 0, binding = 3) readonly buffer DV { float dv[]; };
+
+layout(push_constant) uniform PC {
+    uint dinp_off, dq_off, dk_off, dv_off;
+    uint B, T, NH, HS;
+} pc;
+
+void main() {
+    uint i = vka_global_id();
+    uint C = pc.NH * pc.HS;
+    if (i >= pc.B * pc.T * C) return;
+    uint d = i % pc.HS;
+    uint t = (i / pc.HS) % pc.T;
+    uint h = (i / (pc.HS * pc.T)) % pc.NH;
+    uint b = i / (pc.HS * pc.T * pc.NH);
+    uint dst = pc.dinp_off + (b * pc.T + t) * 3u * C + h * pc.HS + d;
+    dinp[dst] += dq[pc.dq_off + i];
+    dinp[dst + C] += dk[pc.dk_off + i];
+    dinp[dst + 2u * C] += dv[pc.dv_off + i];
+}

@@ -1,0 +1,528 @@
+/*
+ * vka_check: every op, forward and backward, and one training step of a small model, on the
+ * caller's context and on the CPU reference with the same random data; each reported with its
+ * max differences. Written on the public API only, like the tests.
+ */
+#include "vka_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_T 12 /* tensors per case */
+
+/* One op case: tensors with their initial contents, which of them to compare, the op. */
+typedef struct ck_case {
+    const char *op;
+    char shape[96];
+    int n_tensors;
+    size_t n[MAX_T];       /* elements */
+    float *data[MAX_T];    /* initial contents; NULL = NaN (an output the op must fill) */
+    bool compare[MAX_T];
+    double tol;            /* max |diff| allowed, relative to max(1, max |reference|) */
+    vka_result (*record)(vka_context *ctx, vka_tensor **t, const struct ck_case *c);
+    int d[8];              /* shape arguments of the op */
+    float f;               /* a scalar argument (scale, alpha, dloss, max_norm, ...) */
+} ck_case;
+
+typedef struct ck_state {
+    vka_context *gpu, *cpu;
+    uint64_t rng;
+    vka_check_fn fn;
+    void *user;
+    int failed;
+    vka_result err; /* first hard error (not a mismatch) */
+} ck_state;
+
+static uint64_t ck_next(uint64_t *s) { /* splitmix64 */
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static float ck_uniform(uint64_t *s) { return (float)(ck_next(s) >> 40) / 8388608.0f - 1.0f; }
+
+/* Add a tensor; data ownership passes to the case. Returns its index. */
+static int ck_add(ck_case *c, size_t n, float *data, bool compare) {
+    int k = c->n_tensors++;
+    c->n[k] = n;
+    c->data[k] = data;
+    c->compare[k] = compare;
+    return k;
+}
+static float *ck_rand(ck_state *st, size_t n, float scale) {
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    for (size_t i = 0; x && i < n; i++) x[i] = scale * ck_uniform(&st->rng);
+    return x;
+}
+static int ck_in(ck_state *st, ck_case *c, size_t n, float scale) {
+    return ck_add(c, n, ck_rand(st, n, scale), false);
+}
+static int ck_out(ck_case *c, size_t n) { return ck_add(c, n, NULL, true); }
+/* An output the op accumulates into: starts random, compared. */
+static int ck_acc(ck_state *st, ck_case *c, size_t n) { return ck_add(c, n, ck_rand(st, n, 1.0f), true); }
+static int ck_ids(ck_state *st, ck_case *c, size_t n, int V) {
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    for (size_t i = 0; x && i < n; i++) {
+        int32_t v = (int32_t)(ck_next(&st->rng) % (uint64_t)V);
+        memcpy(&x[i], &v, 4);
+    }
+    return ck_add(c, n, x, false);
+}
+
+/* Run the case on ctx; the compared tensors are read back into out[k] (malloc'd). */
+static vka_result ck_execute(vka_context *ctx, const ck_case *c, float **out) {
+    vka_tensor *t[MAX_T] = {0};
+    vka_graph *g = NULL;
+    vka_result r = VKA_SUCCESS;
+    for (int k = 0; k < c->n_tensors && r == VKA_SUCCESS; k++) {
+        r = vka_tensor_create(ctx, c->n[k], &t[k]);
+        if (r != VKA_SUCCESS) break;
+        const float *init = c->data[k];
+        float *nan_fill = NULL;
+        if (!init) {
+            nan_fill = malloc(c->n[k] * sizeof(float));
+            if (!nan_fill) {
+                r = VKA_ERROR_OUT_OF_HOST_MEMORY;
+                break;
+            }
+            for (size_t i = 0; i < c->n[k]; i++) nan_fill[i] = NAN;
+            init = nan_fill;
+        }
+        r = vka_tensor_write(t[k], 0, init, c->n[k]);
+        free(nan_fill);
+    }
+    if (r == VKA_SUCCESS) r = vka_graph_begin(ctx);
+    if (r == VKA_SUCCESS) {
+        vka_result rec = c->record(ctx, t, c);
+        r = vka_graph_end(ctx, &g);
+        if (r == VKA_SUCCESS) r = rec;
+    }
+    if (r == VKA_SUCCESS) r = vka_graph_run(g);
+    for (int k = 0; k < c->n_tensors && r == VKA_SUCCESS; k++) {
+        if (!c->compare[k]) continue;
+        out[k] = malloc(c->n[k] * sizeof(float));
+        r = out[k] ? vka_tensor_read(t[k], 0, out[k], c->n[k]) : VKA_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    vka_graph_destroy(g);
+    for (int k = 0; k < c->n_tensors; k++) vka_tensor_destroy(t[k]);
+    return r;
+}
+
+/* Fold the comparison of got with the reference want into row. NaN anywhere fails. */
+static void ck_compare(const float *got, const float *want, size_t n, double tol,
+                       vka_check_row *row) {
+    double max_ref = 0, max_abs = 0, max_rel = 0;
+    bool nan = false;
+    for (size_t i = 0; i < n; i++) max_ref = fmax(max_ref, fabs(want[i]));
+    double abs_tol = tol * fmax(1.0, max_ref);
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(got[i]) || isnan(want[i])) {
+            nan = true;
+            continue;
+        }
+        double d = fabs((double)got[i] - want[i]);
+        max_abs = fmax(max_abs, d);
+        if (fabs(want[i]) > abs_tol) max_rel = fmax(max_rel, d / fabs(want[i]));
+    }
+    row->max_abs = nan ? INFINITY : fmax(row->max_abs, max_abs);
+    row->max_rel = fmax(row->max_rel, max_rel);
+    row->tol = fmax(row->tol, abs_tol);
+    row->pass = row->pass && !nan && max_abs <= abs_tol;
+}
+
+static void ck_report(ck_state *st, const vka_check_row *row) {
+    if (!row->pass) st->failed++;
+    if (st->fn) st->fn(st->user, row);
+}
+
+static void ck_run(ck_state *st, ck_case *c) {
+    float *got[MAX_T] = {0}, *want[MAX_T] = {0};
+    vka_check_row row = {.op = c->op, .shape = c->shape, .pass = true};
+    vka_result r = VKA_SUCCESS;
+    for (int k = 0; k < c->n_tensors && r == VKA_SUCCESS; k++)
+        if (c->n[k] && !c->data[k] && !c->compare[k]) r = VKA_ERROR_OUT_OF_HOST_MEMORY;
+    if (r == VKA_SUCCESS) {
+        r = ck_execute(st->cpu, c, want);
+        if (r != VKA_SUCCESS)
+            vka_set_error(st->gpu, r, "check %s (%s) on the CPU: %s", c->op, c->shape,
+                          vka_last_error(st->cpu));
+    }
+    if (r == VKA_SUCCESS) r = ck_execute(st->gpu, c, got);
+    if (r != VKA_SUCCESS) {
+        if (st->err == VKA_SUCCESS) st->err = r;
+        row.pass = false;
+        row.max_abs = INFINITY;
+    } else {
+        for (int k = 0; k < c->n_tensors; k++)
+            if (c->compare[k]) ck_compare(got[k], want[k], c->n[k], c->tol, &row);
+    }
+    ck_report(st, &row);
+    for (int k = 0; k < MAX_T; k++) {
+        free(got[k]);
+        free(want[k]);
+        free(c->data[k]);
+    }
+}
+
+/* --- op cases ------------------------------------------------------------------------------- */
+
+static vka_result rec_matmul(vka_context *ctx, vka_tensor **t, const ck_case *c) {
+    vka_matmul_desc d = {.out = t[0], .a = t[1], .b = t[2], .bias = c->n_tensors > 3 ? t[3] : NULL,
+                         .M = c->d[0], .N = c->d[1], .K = c->d[2], .batch = c->d[5],
+                         .trans_a = c->d[3], .trans_b = c->d[4], .alpha = c->f,
+                         .accumulate = c->d[6]};
+    return vka_matmul(ctx, &d);
+}
+
+static void case_matmul(ck_state *st, int M, int N, int K, int batch, bool ta, bool tb, bool bias,
+                        bool acc) {
+    ck_case c = {.op = "matmul", .record = rec_matmul, .f = acc ? 0.5f : 1.0f,
+                 .d = {M, N, K, ta, tb, batch, acc}};
+    snprintf(c.shape, sizeof c.shape, "M=%d N=%d K=%d batch=%d%s%s%s%s", M, N, K, batch,
+             ta ? " trans_a" : "", tb ? " trans_b" : "", bias ? " bias" : "", acc ? " accumulate" : "");
+    size_t mn = (size_t)batch * M * N;
+    if (acc) ck_acc(st, &c, mn); else ck_out(&c, mn);
+    ck_in(st, &c, (size_t)batch * M * K, 1.0f);
+    ck_in(st, &c, (size_t)batch * K * N, 1.0f);
+    if (bias) ck_in(st, &c, (size_t)N, 1.0f);
+    c.tol = 1e-6 * (K + 8);
+    ck_run(st, &c);
+}
+
+static vka_result rec_softmax_fwd(vka_context *ctx, vka_tensor **t, const ck_case *c) {
+    vka_softmax_desc d = {.out = t[0], .inp = t[1], .mask = c->n_tensors > 2 ? t[2] : NULL,
+                          .R = c->d[0], .Tq = c->d[1], .Tk = c->d[2], .mask_rows = c->d[3],
+                          .scale = c->f, .causal = c->d[4]};
+    return vka_softmax_forward(ctx, &d);
+}
+
+static void case_softmax_forward(ck_state *st, int R, int Tq, int Tk, bool causal, int mask_rows) {
+    ck_case c = {.op = "softmax_forward", .record = rec_softmax_fwd, .tol = 1e-5, .f = 0.35f,
+                 .d = {R, Tq, Tk, mask_rows, causal}};
+    snprintf(c.shape, sizeof c.shape, "R=%d Tq=%d Tk=%d%s%s", R, Tq, Tk, causal ? " causal" : "",
+             mask_rows ? " mask" : "");
+    ck_out(&c, (size_t)R * Tk);
+    ck_in(st, &c, (size_t)R * Tk, 4.0f);
+    if (mask_rows) { /* padding mask: the last keys of every other mask row are -inf */
+        int m = ck_in(st, &c, (size_t)(R / mask_rows) * Tk, 0.5f);
+        for (int r = 0; r < R / mask_rows; r += 2)
+            for (int k = Tk - Tk / 3; k < Tk; k++) c.data[m][(size_t)r * Tk + k] = -INFINITY;
+    }
+    ck_run(st, &c);
+}
+
+static vka_result rec_softmax_bwd(vka_context *ctx, vka_tensor **t, const ck_case *c) {
+    /* t: dinp, dout, inp, probs */
+    vka_softmax_desc d = {.out = t[3], .inp = t[2], .R = c->d[0], .Tq = c->d[1], .Tk = c->d[2],
+                          .scale = c->f, .causal = true};
+    vka_result r = vka_softmax_forward(ctx, &d);
+    if (r != VKA_SUCCESS) return r;
+    return vka_softmax_backward(ctx, t[0], t[1], t[3], c->d[0], c->d[2], c->f);
+}
+
+static void case_softmax_backward(ck_state *st, int R, int Tq, int Tk) {
+    ck_case c = {.op = "softmax_backward", .record = rec_softmax_bwd, .tol = 1e-5, .f = 0.35f,
+                 .d = {R, Tq, Tk}};
+    snprintf(c.shape, sizeof c.shape, "R=%d Tq=%d Tk=%d causal", R, Tq, Tk);
+    ck_acc(st, &c, (size_t)R * Tk);
+    ck_in(st, &c, (size_t)R * Tk, 1.0f);
+    ck_in(st, &c, (size_t)R * Tk, 4.0f);
+    ck_out(&c, (size_t)R * Tk);
+    ck_run(st, &c);
+}
+
+static vka_result rec_layernorm(vka_context *ctx, vka_tensor **t, const ck_case *c) {
+    /* t: out mean rstd inp weight bias [dinp dweight dbias dout] */
+    int N = c->d[0], C = c->d[1];
+    vka_result r = vka_layernorm_forward(ctx, t[0], t[1], t[2], t[3], t[4], t[5], N, C);
+    if (r != VKA_SUCCESS || c->n_tensors < 10) return r;
+    return vka_layernorm_backward(ctx, t[6], t[7], t[8], t[9], t[3], t[4], t[1], t[2], N, C);
+}
+
+static void case_layernorm(ck_state *st, int N, int C, bool backward) {
+    ck_case c = {.op = backward ? "layernorm_backward" : "layernorm_forward",
+                 .record = rec_layernorm, .tol = 1e-5, .d = {N, C}};
+    snprintf(c.shape, sizeof c.shape, "N=%d C=%d", N, C);
+    ck_out(&c, (size_t)N * C);
+    ck_out(&c, (size_t)N);
+    ck_out(&c, (size_t)N);
+    int inp = ck_in(st, &c, (size_t)N * C, 3.0f);
+    for (size_t i = 0; i < (size_t)N * C; i++) c.data[inp][i] += 10.0f; /* an offset mean */
+    ck_in(st, &c, (size_t)C, 1.0f);
+    ck_in(st, &c, (size_t)C, 1.0f);
+    if (backward) {
+        ck_acc(st, &c, (size_t)N * C);
+        ck_acc(st, &c, (size_t)C);
+        ck_acc(st, &c, (size_t)C);
+        ck_in(st, &c, (size_t)N * C, 1.0f);
+        c.tol = 1e-6 * (N + 8);
+    }
+    ck_run(st, &c);
+}
+
+static vka_result rec_gelu(vka_context *ctx, vka_tensor **t, const ck_case *c) {
+    vka_result r = vka_gelu_forward(ctx, t[0], t[1], (size_t)c->d[0]);
+    if (r != VKA_SUCCESS) return r;
+    return vka_gelu_backward(ctx, t[2], t[1], t[3], (size_t)c->d[0]);
+}
+
+static void case_gelu(ck_state *st, int N) {
+    ck_case c = {.op = "gelu_forward_backward", .record = rec_gelu, .tol = 1e-5, .d = {N}};
+    snprintf(c.shape, sizeof c.shape, "N=%d", N);
+    ck_out(&c, (size_t)N);
+    ck_in(st, &c, (size_t)N, 8.0f);
+    ck_acc(st, &c, (size_t)N);
+    ck_in(st, &c, (size_t)N, 1.0f);
+    ck_run(st, &c);
+}
+
+static vka_result rec_residual(vka_context *ctx, vka_tensor **t, const ck_case *c) {
+    vka_result r = vka_residual_forward(ctx, t[0], t[1], t[2], (size_t)c->d[0]);
+    if (r != VKA_SUCCESS) return r;
+    return vka_add_inplace(ctx, t[3], t[1], (size_t)c->d[0]);
+}
+
+static void case_residual(ck_state *st, int N) {
+    ck_case c = {.op = "residual_add", .record = rec_residual, .tol = 1e-6, .d = {N}};
+    snprintf(c.shape, sizeof c.shape, "N=%d", N);
+    ck_out(&c, (size_t)N);
+    ck_in(st, &c, (size_t)N, 1.0f);
+    ck_in(st, &c, (size_t)N, 1.0f);
+    ck_acc(st, &c, (size_t)N);
+    ck_run(st, &c);
+}
+
+static vka_result rec_permute(vka_context *ctx, vka_tensor **t, const ck_case *c) {
+    /* t: q k v qkv dqkv out(B,T,C) dq */
+    int B = c->d[0], T = c->d[1], NH = c->d[2], HS = c->d[3];
+    vka_result r = vka_permute_forward(ctx, t[0], t[1], t[2], t[3], B, T, NH, HS);
+    if (r == VKA_SUCCESS) r = vka_permute_backward(ctx, t[4], t[0], t[1], t[2], B, T, NH, HS);
+    if (r == VKA_SUCCESS) r = vka_unpermute_forward(ctx, t[5], t[0], B, T, NH, HS);
+    if (r == VKA_SUCCESS) r = vka_unpermute_backward(ctx, t[6], t[5], B, T, NH, HS);
+    return r;
+}
+
+static void case_permute(ck_state *st, int B, int T, int NH, int HS) {
+    ck_case c = {.op = "permute_unpermute", .record = rec_permute, .tol = 1e-6, .d = {B, T, NH, HS}};
+    snprintf(c.shape, sizeof c.shape, "B=%d T=%d NH=%d HS=%d", B, T, NH, HS);
+    size_t n = (size_t)B * T * NH * HS;
+    ck_out(&c, n);
+    ck_out(&c, n);
+    ck_out(&c, n);
+    ck_in(st, &c, 3 * n, 1.0f);
+    ck_acc(st, &c, 3 * n);
+    ck_out(&c, n);
+    ck_acc(st, &c, n);
+    ck_run(st, &c);
+}
+
+static vka_result rec_encoder(vka_context *ctx, vka_tensor **t, const ck_case *c) {
+    /* t: out tokens wte wpe dwte dwpe buckets */
+    int B = c->d[0], T = c->d[1], C = c->d[2];
+    vka_result r = vka_encoder_forward(ctx, t[0], t[1], t[2], t[3], B, T, C);
+    if (r != VKA_SUCCESS) return r;
+    return vka_encoder_backward(ctx, t[4], t[5], t[0], t[1], t[6], B, T, C);
+}
+
+static void case_encoder(ck_state *st, int B, int T, int C, int V) {
+    ck_case c = {.op = "encoder_forward_backward", .record = rec_encoder, .tol = 1e-5,
+                 .d = {B, T, C}};
+    snprintf(c.shape, sizeof c.shape, "B=%d T=%d C=%d V=%d", B, T, C, V);
+    int BT = B * T;
+    ck_out(&c, (size_t)BT * C);
+    int tok = ck_ids(st, &c, (size_t)BT, V);
+    ck_in(st, &c, (size_t)V * C, 1.0f);
+    ck_in(st, &c, (size_t)T * C, 1.0f);
+    ck_acc(st, &c, (size_t)V * C);
+    ck_acc(st, &c, (size_t)T * C);
+    float *buckets = malloc(VKA_BUCKETS_SIZE(BT) * sizeof(float));
+    if (buckets && c.data[tok]) vka_encoder_buckets((const int32_t *)(void *)c.data[tok], BT, (int32_t *)(void *)buckets);
+    ck_add(&c, VKA_BUCKETS_SIZE(BT), buckets, false);
+    ck_run(st, &c);
+}
+
+static vka_result rec_crossentropy(vka_context *ctx, vka_tensor **t, const ck_case *c) {
+    /* t: losses logits targets dlogits */
+    int N = c->d[0], V = c->d[1], Vp = c->d[2];
+    vka_result r = vka_crossentropy_forward(ctx, t[0], t[1], t[2], N, V, Vp);
+    if (r == VKA_SUCCESS) r = vka_crossentropy_backward(ctx, t[3], t[1], t[2], c->f, N, V, Vp);
+    return r;
+}
+
+static void case_crossentropy(ck_state *st, int N, int V, int Vp) {
+    ck_case c = {.op = "crossentropy_forward_backward", .record = rec_crossentropy, .tol = 1e-5,
+                 .d = {N, V, Vp}, .f = 1.0f / (float)N};
+    snprintf(c.shape, sizeof c.shape, "N=%d V=%d Vp=%d", N, V, Vp);
+    ck_out(&c, (size_t)N);
+    ck_in(st, &c, (size_t)N * Vp, 5.0f);
+    ck_ids(st, &c, (size_t)N, V);
+    ck_out(&c, (size_t)N * Vp);
+    ck_run(st, &c);
+}
+
+static vka_result rec_reduce(vka_context *ctx, vka_tensor **t, const ck_case *c) {
+    /* t: mean_out inp norm_out partials g1 g2 dbias dout */
+    int N = c->d[0], OC = c->d[1];
+    vka_result r = vka_mean(ctx, t[0], t[1], (size_t)N * OC);
+    const vka_tensor *grads[3] = {t[1], t[4], t[5]};
+    if (r == VKA_SUCCESS) r = vka_grad_norm(ctx, t[2], t[3], grads, 3, c->f);
+    if (r == VKA_SUCCESS) r = vka_bias_backward(ctx, t[6], t[7], N, OC);
+    return r;
+}
+
+static void case_reduce(ck_state *st, int N, int OC, float max_norm) {
+    ck_case c = {.op = "mean_gradnorm_bias", .record = rec_reduce, .tol = 1e-5, .d = {N, OC},
+                 .f = max_norm};
+    snprintf(c.shape, sizeof c.shape, "N=%d OC=%d max_norm=%g", N, OC, max_norm);
+    ck_out(&c, 1);
+    ck_in(st, &c, (size_t)N * OC, 1.0f);
+    ck_out(&c, 2);
+    ck_add(&c, 3 * VKA_NORM_PARTIALS, calloc(3 * VKA_NORM_PARTIALS, sizeof(float)), false);
+    ck_in(st, &c, 1, 1.0f);
+    ck_in(st, &c, 777, 1.0f);
+    ck_acc(st, &c, (size_t)OC);
+    ck_in(st, &c, (size_t)N * OC, 1.0f);
+    ck_run(st, &c);
+}
+
+static vka_result rec_adamw(vka_context *ctx, vka_tensor **t, const ck_case *c) {
+    return vka_adamw(ctx, t[0], t[1], t[2], t[3], t[4], t[5], (size_t)c->d[0], c->f);
+}
+
+static void case_adamw(ck_state *st, int N) {
+    ck_case c = {.op = "adamw", .record = rec_adamw, .tol = 1e-6, .d = {N}, .f = 0.1f};
+    snprintf(c.shape, sizeof c.shape, "N=%d wd=0.1 t=3", N);
+    ck_acc(st, &c, (size_t)N);
+    ck_in(st, &c, (size_t)N, 1.0f);
+    ck_acc(st, &c, (size_t)N);
+    int v = ck_acc(st, &c, (size_t)N);
+    for (int i = 0; c.data[v] && i < N; i++) c.data[v][i] = c.data[v][i] * c.data[v][i]; /* v >= 0 */
+    float *hyper = calloc(VKA_HYPER_COUNT, sizeof *hyper);
+    if (hyper) {
+        hyper[VKA_HYPER_LR] = 1e-3f;
+        hyper[VKA_HYPER_BETA1] = 0.9f;
+        hyper[VKA_HYPER_BETA2] = 0.99f;
+        hyper[VKA_HYPER_EPS] = 1e-8f;
+        hyper[VKA_HYPER_BC1] = (float)(1.0 - pow(0.9, 3));
+        hyper[VKA_HYPER_BC2] = (float)(1.0 - pow(0.99, 3));
+    }
+    ck_add(&c, VKA_HYPER_COUNT, hyper, false);
+    float *gscale = calloc(2, sizeof *gscale);
+    if (gscale) gscale[1] = 0.75f;
+    ck_add(&c, 2, gscale, false);
+    ck_run(st, &c);
+}
+
+/* --- one training step of a small model ------------------------------------------------------ */
+
+static void report_model(ck_state *st, const char *op, const char *shape, const float *got,
+                         const float *want, size_t n, double tol) {
+    vka_check_row row = {.op = op, .shape = shape, .pass = true};
+    ck_compare(got, want, n, tol, &row);
+    ck_report(st, &row);
+}
+
+static void case_train_step(ck_state *st, uint64_t seed) {
+    vka_gpt_config cfg = {.max_T = 32, .V = 65, .L = 2, .NH = 4, .C = 64};
+    enum { B = 4, T = 32 };
+    const char *shape = "V=65 L=2 NH=4 C=64 B=4 T=32";
+    vka_gpt *cpu = NULL, *gpu = NULL;
+    float *params = NULL, *grads_cpu = NULL, *grads_gpu = NULL, *p_gpu = NULL;
+    int32_t inputs[B * T], targets[B * T];
+    for (int i = 0; i < B * T; i++) {
+        inputs[i] = (int32_t)(ck_next(&st->rng) % 65);
+        targets[i] = (int32_t)(ck_next(&st->rng) % 65);
+    }
+    vka_result r = vka_gpt_create(st->cpu, &cfg, seed, &cpu);
+    if (r != VKA_SUCCESS) {
+        vka_set_error(st->gpu, r, "check train_step: %s", vka_last_error(st->cpu));
+        goto done;
+    }
+    r = vka_gpt_create(st->gpu, &cfg, seed, &gpu);
+    size_t n = vka_gpt_num_params(cpu);
+    params = malloc(n * sizeof *params);
+    grads_cpu = malloc(n * sizeof *grads_cpu);
+    grads_gpu = malloc(n * sizeof *grads_gpu);
+    p_gpu = malloc(n * sizeof *p_gpu);
+    if (r == VKA_SUCCESS && (!params || !grads_cpu || !grads_gpu || !p_gpu))
+        r = vka_set_error(st->gpu, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    if (r == VKA_SUCCESS) r = vka_gpt_get_params(cpu, params, n);
+    if (r == VKA_SUCCESS) r = vka_gpt_set_params(gpu, params, n);
+    float loss_cpu = 0, loss_gpu = 0;
+    if (r == VKA_SUCCESS) r = vka_gpt_forward_backward(cpu, inputs, targets, B, T, &loss_cpu);
+    if (r == VKA_SUCCESS) r = vka_gpt_forward_backward(gpu, inputs, targets, B, T, &loss_gpu);
+    if (r == VKA_SUCCESS) r = vka_gpt_get_grads(cpu, grads_cpu, n);
+    if (r == VKA_SUCCESS) r = vka_gpt_get_grads(gpu, grads_gpu, n);
+    if (r != VKA_SUCCESS) goto done;
+    report_model(st, "forward_loss", shape, &loss_gpu, &loss_cpu, 1, 1e-5);
+    report_model(st, "backward_grads", shape, grads_gpu, grads_cpu, n, 1e-4);
+    vka_adamw_desc opt = {.lr = 1e-3f, .beta2 = 0.99f, .weight_decay = 0.1f, .grad_clip = 1.0f};
+    r = vka_gpt_train_step(cpu, inputs, targets, B, T, &opt, &loss_cpu, NULL);
+    if (r == VKA_SUCCESS) r = vka_gpt_train_step(gpu, inputs, targets, B, T, &opt, &loss_gpu, NULL);
+    if (r == VKA_SUCCESS) r = vka_gpt_get_params(cpu, params, n);
+    if (r == VKA_SUCCESS) r = vka_gpt_get_params(gpu, p_gpu, n);
+    if (r != VKA_SUCCESS) goto done;
+    report_model(st, "train_step_loss", shape, &loss_gpu, &loss_cpu, 1, 1e-5);
+    report_model(st, "train_step_params", shape, p_gpu, params, n, 1e-5);
+done:
+    if (r != VKA_SUCCESS) {
+        if (st->err == VKA_SUCCESS) st->err = r;
+        vka_check_row row = {.op = "train_step", .shape = shape, .max_abs = INFINITY};
+        ck_report(st, &row);
+    }
+    free(params);
+    free(grads_cpu);
+    free(grads_gpu);
+    free(p_gpu);
+    vka_gpt_destroy(cpu);
+    vka_gpt_destroy(gpu);
+}
+
+vka_result vka_check(vka_context *ctx, uint64_t seed, vka_check_fn fn, void *user_data,
+                     int *n_failed) {
+    if (!ctx || ctx->create_status != VKA_SUCCESS) return VKA_ERROR_INVALID_ARGUMENT;
+    ck_state st = {.gpu = ctx, .rng = seed, .fn = fn, .user = user_data};
+    vka_context_desc cpu_desc = {.backend = VKA_BACKEND_CPU, .log = ctx->log,
+                                 .log_user_data = ctx->log_user_data, .log_level = ctx->log_level};
+    vka_result r = vka_context_create(&cpu_desc, &st.cpu);
+    if (r != VKA_SUCCESS) {
+        vka_set_error(ctx, r, "check: CPU reference: %s", vka_last_error(st.cpu));
+        vka_context_destroy(st.cpu);
+        return r;
+    }
+    /* Awkward shapes: not multiples of any tile, length 1, rows longer than a workgroup. */
+    case_matmul(&st, 65, 33, 17, 1, false, false, true, false);
+    case_matmul(&st, 65, 33, 17, 1, false, true, false, true);
+    case_matmul(&st, 65, 33, 17, 1, true, false, false, true);
+    case_matmul(&st, 1, 1, 1, 1, true, true, true, false);
+    case_matmul(&st, 31, 64, 19, 5, false, true, false, false);
+    case_matmul(&st, 384, 128, 768, 1, true, false, false, true);
+    case_softmax_forward(&st, 37, 37, 37, true, 0);
+    case_softmax_forward(&st, 6, 3, 1000, false, 3);
+    case_softmax_forward(&st, 4, 4, 5000, false, 0);
+    case_softmax_forward(&st, 3, 3, 1, true, 0);
+    case_softmax_backward(&st, 40, 20, 20);
+    case_softmax_backward(&st, 2, 2, 3000);
+    case_layernorm(&st, 37, 129, false);
+    case_layernorm(&st, 3, 3000, true);
+    case_layernorm(&st, 65, 33, true);
+    case_gelu(&st, 1001);
+    case_residual(&st, 70001);
+    case_permute(&st, 3, 7, 5, 3);
+    case_encoder(&st, 3, 9, 17, 11);
+    case_crossentropy(&st, 13, 65, 128);
+    case_crossentropy(&st, 3, 5000, 5120);
+    case_reduce(&st, 130, 33, 0.5f);
+    case_reduce(&st, 7, 1, 0.0f);
+    case_adamw(&st, 1003);
+    case_train_step(&st, seed);
+    vka_context_destroy(st.cpu);
+    if (n_failed) *n_failed = st.failed;
+    if (st.err != VKA_SUCCESS) return st.err;
+    if (st.failed)
+        return vka_set_error(ctx, VKA_ERROR_MISMATCH, "check: %d case(s) differ beyond tolerance",
+                             st.failed);
+    return VKA_SUCCESS;
+}

@@ -1,0 +1,51 @@
+/* Internals of the CPU backend shared by cpu_backend.c (memory, graphs) and cpu_commands.c
+ * (recording and running the ops). */
+#ifndef VKA_CPU_BACKEND_H
+#define VKA_CPU_BACKEND_H
+
+#include "backend.h"
+
+/* A recorded op: run(cb, args) executes it; args is the op's own copy of its arguments. */
+typedef struct cpu_backend cpu_backend;
+typedef vka_result (*cpu_run_fn)(cpu_backend *cb, const void *args);
+
+typedef struct cpu_cmd {
+    cpu_run_fn run;
+    void *args; /* malloc'd at record time, freed with the graph */
+} cpu_cmd;
+
+struct vkb_graph {
+    cpu_cmd *cmds;
+    int n_cmds, cap;
+    vka_result status; /* graph_end's result; a failed graph is not run */
+};
+
+struct vkb_arena {
+    vkb_arena_kind kind;
+    int n_chunks;
+    float **chunks;    /* 64-byte aligned views into bases */
+    void **bases;      /* what calloc returned */
+    size_t *chunk_elems;
+};
+
+struct cpu_backend {
+    vkb_backend base;
+    vkb_ops ops;       /* base.ops points here */
+    int nt;            /* OpenMP threads for every parallel region (>= 1) */
+    vkb_graph *rec;    /* graph being recorded, NULL outside graph_begin/graph_end */
+};
+
+/* The tensor's first element (NULL for an absent tensor). */
+static inline float *cpu_ptr(vkb_tensor t) {
+    return t.arena ? t.arena->chunks[t.chunk] + t.offset : NULL;
+}
+
+/* Append a command with a copy of args (size bytes) followed by extra uninitialised bytes (for
+ * variable-length arguments) to the graph being recorded. Returns the copy, or NULL when
+ * nothing is recorded (failed graph, no memory; the failure is in be->status). */
+void *cpu_record(cpu_backend *cb, cpu_run_fn run, const void *args, size_t size, size_t extra);
+
+/* Fill the op entries of ops (cpu_commands.c). */
+void cpu_fill_op_table(vkb_ops *ops);
+
+#endif

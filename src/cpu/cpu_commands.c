@@ -1,0 +1,526 @@
+/* The CPU backend's ops: each checks its tensors are large enough (a wrong size from the model
+ * is reported, never a silent out-of-bounds access), resolves them to pointers and records a
+ * command; running the command calls the kernel of src/cpu/<op>.c. Token and target ids are
+ * checked when the command runs, as they are written between runs. */
+#include "cpu/cpu_backend.h"
+#include "cpu/cpu_ops.h"
+
+/* t is present and holds at least n elements; otherwise the graph fails naming op and tensor. */
+static bool need(vkb_backend *be, const char *op, const char *name, vkb_tensor t, size_t n) {
+    if (!t.arena) {
+        vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "%s: tensor %s is missing", op, name);
+        return false;
+    }
+    if (t.n < n) {
+        vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "%s: %s holds %zu elements but %zu are needed",
+                 op, name, t.n, n);
+        return false;
+    }
+    return true;
+}
+
+/* Elements a batch of matrices spans: (batch - 1) * stride + one matrix. */
+static size_t batch_span(int batch, size_t stride, size_t matrix) {
+    return (size_t)(batch - 1) * (stride ? stride : matrix) + matrix;
+}
+
+/* Ids are int32 stored in the float arena elements. */
+static const int32_t *ids(vkb_tensor t) { return (const int32_t *)(const void *)cpu_ptr(t); }
+
+/* Every ids[i] in [0, limit), else an error naming the first bad one. */
+static vka_result check_ids(cpu_backend *cb, const char *op, const char *what, const int32_t *p,
+                            size_t n, size_t limit, const char *limit_name) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i] < 0 || (size_t)p[i] >= limit)
+            return vka_set_error(cb->base.ctx, VKA_ERROR_INVALID_ARGUMENT,
+                                 "%s: %s[%zu] = %d is outside [0, %zu) (%s)", op, what, i,
+                                 (int)p[i], limit, limit_name);
+    return VKA_SUCCESS;
+}
+
+/* --- fill, copy, residual, add_inplace ------------------------------------------------------ */
+
+typedef struct { float *dst; const float *a, *b; float value; size_t n; } ew_args;
+
+static vka_result run_fill(cpu_backend *cb, const void *p) {
+    const ew_args *a = p;
+    fill_cpu(a->dst, a->value, a->n, cb->nt);
+    return VKA_SUCCESS;
+}
+static void op_fill(vkb_backend *be, vkb_tensor t, float value) {
+    if (!need(be, "fill", "t", t, 0)) return;
+    ew_args a = {.dst = cpu_ptr(t), .value = value, .n = t.n};
+    cpu_record((cpu_backend *)be, run_fill, &a, sizeof a, 0);
+}
+
+static vka_result run_copy(cpu_backend *cb, const void *p) {
+    const ew_args *a = p;
+    copy_cpu(a->dst, a->a, a->n, cb->nt);
+    return VKA_SUCCESS;
+}
+static void op_copy(vkb_backend *be, vkb_tensor dst, vkb_tensor src) {
+    if (!need(be, "copy", "src", src, 0) || !need(be, "copy", "dst", dst, src.n)) return;
+    ew_args a = {.dst = cpu_ptr(dst), .a = cpu_ptr(src), .n = src.n};
+    cpu_record((cpu_backend *)be, run_copy, &a, sizeof a, 0);
+}
+
+static vka_result run_residual(cpu_backend *cb, const void *p) {
+    const ew_args *a = p;
+    residual_forward_cpu(a->dst, a->a, a->b, a->n, cb->nt);
+    return VKA_SUCCESS;
+}
+static void op_residual_forward(vkb_backend *be, vkb_tensor out, vkb_tensor x, vkb_tensor y,
+                                size_t N) {
+    const char *op = "residual_forward";
+    if (!need(be, op, "out", out, N) || !need(be, op, "a", x, N) || !need(be, op, "b", y, N))
+        return;
+    ew_args a = {.dst = cpu_ptr(out), .a = cpu_ptr(x), .b = cpu_ptr(y), .n = N};
+    cpu_record((cpu_backend *)be, run_residual, &a, sizeof a, 0);
+}
+
+static vka_result run_add_inplace(cpu_backend *cb, const void *p) {
+    const ew_args *a = p;
+    add_inplace_cpu(a->dst, a->a, a->n, cb->nt);
+    return VKA_SUCCESS;
+}
+static void op_add_inplace(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size_t N) {
+    if (!need(be, "add_inplace", "dst", dst, N) || !need(be, "add_inplace", "src", src, N))
+        return;
+    ew_args a = {.dst = cpu_ptr(dst), .a = cpu_ptr(src), .n = N};
+    cpu_record((cpu_backend *)be, run_add_inplace, &a, sizeof a, 0);
+}
+
+/* --- matmul, bias_backward ------------------------------------------------------------------ */
+
+typedef struct { float *out; const float *a, *b, *bias; vkb_matmul mm; } matmul_args;
+
+static vka_result run_matmul(cpu_backend *cb, const void *p) {
+    const matmul_args *x = p;
+    const vkb_matmul *mm = &x->mm;
+    matmul_forward_cpu(x->out, x->a, x->b, x->bias, mm->M, mm->N, mm->K, mm->batch, mm->trans_a,
+                       mm->trans_b, mm->stride_a, mm->stride_b, mm->stride_out, mm->alpha,
+                       mm->accumulate, cb->nt);
+    return VKA_SUCCESS;
+}
+static void op_matmul(vkb_backend *be, const vkb_matmul *mm) {
+    const char *op = "matmul";
+    if (mm->M <= 0 || mm->N <= 0 || mm->K <= 0 || mm->batch <= 0) {
+        vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "%s: M=%d N=%d K=%d batch=%d must be positive",
+                 op, mm->M, mm->N, mm->K, mm->batch);
+        return;
+    }
+    size_t M = (size_t)mm->M, N = (size_t)mm->N, K = (size_t)mm->K;
+    if (!need(be, op, "out", mm->out, batch_span(mm->batch, mm->stride_out, M * N)) ||
+        !need(be, op, "a", mm->a, batch_span(mm->batch, mm->stride_a, M * K)) ||
+        !need(be, op, "b", mm->b, batch_span(mm->batch, mm->stride_b, K * N)) ||
+        (vkb_present(mm->bias) && !need(be, op, "bias", mm->bias, N)))
+        return;
+    matmul_args a = {cpu_ptr(mm->out), cpu_ptr(mm->a), cpu_ptr(mm->b), cpu_ptr(mm->bias), *mm};
+    cpu_record((cpu_backend *)be, run_matmul, &a, sizeof a, 0);
+}
+
+typedef struct { float *dbias; const float *dout; int N, OC; } bias_args;
+
+static vka_result run_bias_backward(cpu_backend *cb, const void *p) {
+    const bias_args *a = p;
+    bias_backward_cpu(a->dbias, a->dout, a->N, a->OC, cb->nt);
+    return VKA_SUCCESS;
+}
+static void op_bias_backward(vkb_backend *be, vkb_tensor dbias, vkb_tensor dout, int N, int OC) {
+    if (!need(be, "bias_backward", "dbias", dbias, (size_t)OC) ||
+        !need(be, "bias_backward", "dout", dout, (size_t)N * OC))
+        return;
+    bias_args a = {cpu_ptr(dbias), cpu_ptr(dout), N, OC};
+    cpu_record((cpu_backend *)be, run_bias_backward, &a, sizeof a, 0);
+}
+
+/* --- encoder -------------------------------------------------------------------------------- */
+
+typedef struct {
+    float *out, *dwte, *dwpe;
+    const float *wte, *wpe, *dout;
+    const int32_t *tokens;
+    size_t rows; /* of wte / dwte */
+    int B, T, C;
+} encoder_args;
+
+static vka_result run_encoder_forward(cpu_backend *cb, const void *p) {
+    const encoder_args *a = p;
+    vka_result r = check_ids(cb, "encoder_forward", "tokens", a->tokens, (size_t)a->B * a->T,
+                             a->rows, "rows of wte");
+    if (r == VKA_SUCCESS)
+        encoder_forward_cpu(a->out, a->tokens, a->wte, a->wpe, a->B, a->T, a->C, cb->nt);
+    return r;
+}
+static void op_encoder_forward(vkb_backend *be, vkb_tensor out, vkb_tensor tokens,
+                               vkb_tensor wte, vkb_tensor wpe, int B, int T, int C) {
+    const char *op = "encoder_forward";
+    size_t BT = (size_t)B * T;
+    if (!need(be, op, "out", out, BT * C) || !need(be, op, "tokens", tokens, BT) ||
+        !need(be, op, "wte", wte, (size_t)C) || !need(be, op, "wpe", wpe, (size_t)T * C))
+        return;
+    encoder_args a = {.out = cpu_ptr(out), .wte = cpu_ptr(wte), .wpe = cpu_ptr(wpe),
+                      .tokens = ids(tokens), .rows = wte.n / (size_t)C, .B = B, .T = T, .C = C};
+    cpu_record((cpu_backend *)be, run_encoder_forward, &a, sizeof a, 0);
+}
+
+static vka_result run_encoder_backward(cpu_backend *cb, const void *p) {
+    const encoder_args *a = p;
+    vka_result r = check_ids(cb, "encoder_backward", "tokens", a->tokens, (size_t)a->B * a->T,
+                             a->rows, "rows of dwte");
+    if (r == VKA_SUCCESS)
+        encoder_backward_cpu(a->dwte, a->dwpe, a->dout, a->tokens, a->B, a->T, a->C, cb->nt);
+    return r;
+}
+static void op_encoder_backward(vkb_backend *be, vkb_tensor dwte, vkb_tensor dwpe,
+                                vkb_tensor dout, vkb_tensor tokens, vkb_tensor buckets, int B,
+                                int T, int C) {
+    const char *op = "encoder_backward";
+    size_t BT = (size_t)B * T;
+    /* The buckets only serve the GPU's deterministic gather; the reference sums by position. */
+    if (!need(be, op, "dwte", dwte, (size_t)C) || !need(be, op, "dwpe", dwpe, (size_t)T * C) ||
+        !need(be, op, "dout", dout, BT * C) || !need(be, op, "tokens", tokens, BT) ||
+        !need(be, op, "buckets", buckets, VKA_BUCKETS_SIZE(BT)))
+        return;
+    encoder_args a = {.dwte = cpu_ptr(dwte), .dwpe = cpu_ptr(dwpe), .dout = cpu_ptr(dout),
+                      .tokens = ids(tokens), .rows = dwte.n / (size_t)C, .B = B, .T = T, .C = C};
+    cpu_record((cpu_backend *)be, run_encoder_backward, &a, sizeof a, 0);
+}
+
+/* --- layernorm ------------------------------------------------------------------------------ */
+
+typedef struct {
+    float *out, *mean, *rstd, *dinp, *dweight, *dbias;
+    const float *inp, *weight, *bias, *dout, *mean_in, *rstd_in;
+    int N, C;
+} layernorm_args;
+
+static vka_result run_layernorm_forward(cpu_backend *cb, const void *p) {
+    const layernorm_args *a = p;
+    layernorm_forward_cpu(a->out, a->mean, a->rstd, a->inp, a->weight, a->bias, a->N, a->C,
+                          cb->nt);
+    return VKA_SUCCESS;
+}
+static void op_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mean,
+                                 vkb_tensor rstd, vkb_tensor inp, vkb_tensor weight,
+                                 vkb_tensor bias, int N, int C) {
+    const char *op = "layernorm_forward";
+    size_t NC = (size_t)N * C;
+    if (!need(be, op, "out", out, NC) || !need(be, op, "mean", mean, (size_t)N) ||
+        !need(be, op, "rstd", rstd, (size_t)N) || !need(be, op, "inp", inp, NC) ||
+        !need(be, op, "weight", weight, (size_t)C) || !need(be, op, "bias", bias, (size_t)C))
+        return;
+    layernorm_args a = {.out = cpu_ptr(out), .mean = cpu_ptr(mean), .rstd = cpu_ptr(rstd),
+                        .inp = cpu_ptr(inp), .weight = cpu_ptr(weight), .bias = cpu_ptr(bias),
+                        .N = N, .C = C};
+    cpu_record((cpu_backend *)be, run_layernorm_forward, &a, sizeof a, 0);
+}
+
+static vka_result run_layernorm_backward(cpu_backend *cb, const void *p) {
+    const layernorm_args *a = p;
+    layernorm_backward_cpu(a->dinp, a->dweight, a->dbias, a->dout, a->inp, a->weight, a->mean_in,
+                           a->rstd_in, a->N, a->C, cb->nt);
+    return VKA_SUCCESS;
+}
+static void op_layernorm_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dweight,
+                                  vkb_tensor dbias, vkb_tensor dout, vkb_tensor inp,
+                                  vkb_tensor weight, vkb_tensor mean, vkb_tensor rstd, int N,
+                                  int C) {
+    const char *op = "layernorm_backward";
+    size_t NC = (size_t)N * C;
+    if (!need(be, op, "dinp", dinp, NC) || !need(be, op, "dweight", dweight, (size_t)C) ||
+        !need(be, op, "dbias", dbias, (size_t)C) || !need(be, op, "dout", dout, NC) ||
+        !need(be, op, "inp", inp, NC) || !need(be, op, "weight", weight, (size_t)C) ||
+        !need(be, op, "mean", mean, (size_t)N) || !need(be, op, "rstd", rstd, (size_t)N))
+        return;
+    layernorm_args a = {.dinp = cpu_ptr(dinp), .dweight = cpu_ptr(dweight),
+                        .dbias = cpu_ptr(dbias), .dout = cpu_ptr(dout), .inp = cpu_ptr(inp),
+                        .weight = cpu_ptr(weight), .mean_in = cpu_ptr(mean),
+                        .rstd_in = cpu_ptr(rstd), .N = N, .C = C};
+    cpu_record((cpu_backend *)be, run_layernorm_backward, &a, sizeof a, 0);
+}
+
+/* --- permute, unpermute --------------------------------------------------------------------- */
+
+typedef struct { float *x, *q, *k, *v; int B, T, NH, HS; } permute_args;
+
+static vka_result run_permute_forward(cpu_backend *cb, const void *p) {
+    const permute_args *a = p;
+    permute_forward_cpu(a->q, a->k, a->v, a->x, a->B, a->T, a->NH, a->HS, cb->nt);
+    return VKA_SUCCESS;
+}
+static vka_result run_permute_backward(cpu_backend *cb, const void *p) {
+    const permute_args *a = p;
+    permute_backward_cpu(a->x, a->q, a->k, a->v, a->B, a->T, a->NH, a->HS, cb->nt);
+    return VKA_SUCCESS;
+}
+static vka_result run_unpermute_forward(cpu_backend *cb, const void *p) {
+    const permute_args *a = p;
+    unpermute_forward_cpu(a->x, a->q, a->B, a->T, a->NH, a->HS, cb->nt);
+    return VKA_SUCCESS;
+}
+static vka_result run_unpermute_backward(cpu_backend *cb, const void *p) {
+    const permute_args *a = p;
+    unpermute_backward_cpu(a->q, a->x, a->B, a->T, a->NH, a->HS, cb->nt);
+    return VKA_SUCCESS;
+}
+
+/* x is the (B,T,3C) or (B,T,C) side, q/k/v the (B,NH,T,HS) heads. */
+static void record_permute(vkb_backend *be, const char *op, cpu_run_fn run, vkb_tensor x,
+                           const char *x_name, size_t x_mul, vkb_tensor q, vkb_tensor k,
+                           vkb_tensor v, const char *q_name, int B, int T, int NH, int HS) {
+    size_t n = (size_t)B * T * NH * HS;
+    if (!need(be, op, x_name, x, x_mul * n) || !need(be, op, q_name, q, n)) return;
+    if (x_mul == 3 && (!need(be, op, "k", k, n) || !need(be, op, "v", v, n))) return;
+    permute_args a = {cpu_ptr(x), cpu_ptr(q), cpu_ptr(k), cpu_ptr(v), B, T, NH, HS};
+    cpu_record((cpu_backend *)be, run, &a, sizeof a, 0);
+}
+static void op_permute_forward(vkb_backend *be, vkb_tensor q, vkb_tensor k, vkb_tensor v,
+                               vkb_tensor inp, int B, int T, int NH, int HS) {
+    record_permute(be, "permute_forward", run_permute_forward, inp, "inp", 3, q, k, v, "q", B, T,
+                   NH, HS);
+}
+static void op_permute_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dq, vkb_tensor dk,
+                                vkb_tensor dv, int B, int T, int NH, int HS) {
+    record_permute(be, "permute_backward", run_permute_backward, dinp, "dinp", 3, dq, dk, dv,
+                   "dq", B, T, NH, HS);
+}
+static void op_unpermute_forward(vkb_backend *be, vkb_tensor out, vkb_tensor inp, int B, int T,
+                                 int NH, int HS) {
+    record_permute(be, "unpermute_forward", run_unpermute_forward, out, "out", 1, inp, VKB_NONE,
+                   VKB_NONE, "inp", B, T, NH, HS);
+}
+static void op_unpermute_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dout, int B,
+                                  int T, int NH, int HS) {
+    record_permute(be, "unpermute_backward", run_unpermute_backward, dout, "dout", 1, dinp,
+                   VKB_NONE, VKB_NONE, "dinp", B, T, NH, HS);
+}
+
+/* --- softmax -------------------------------------------------------------------------------- */
+
+typedef struct { float *out; const float *inp, *mask; vkb_softmax sm; } softmax_args;
+
+static vka_result run_softmax_forward(cpu_backend *cb, const void *p) {
+    const softmax_args *a = p;
+    const vkb_softmax *sm = &a->sm;
+    softmax_forward_cpu(a->out, a->inp, a->mask, sm->R, sm->Tq, sm->Tk, sm->mask_rows, sm->scale,
+                        sm->causal, cb->nt);
+    return VKA_SUCCESS;
+}
+static void op_softmax_forward(vkb_backend *be, const vkb_softmax *sm) {
+    const char *op = "softmax_forward";
+    vkb_softmax s = *sm;
+    if (s.mask_rows <= 0) s.mask_rows = 1;
+    if (s.Tq <= 0) s.Tq = s.R;
+    size_t n = (size_t)s.R * s.Tk;
+    size_t mask_n = (size_t)((s.R + s.mask_rows - 1) / s.mask_rows) * s.Tk;
+    if (!need(be, op, "out", s.out, n) || !need(be, op, "inp", s.inp, n) ||
+        (vkb_present(s.mask) && !need(be, op, "mask", s.mask, mask_n)))
+        return;
+    softmax_args a = {cpu_ptr(s.out), cpu_ptr(s.inp), cpu_ptr(s.mask), s};
+    cpu_record((cpu_backend *)be, run_softmax_forward, &a, sizeof a, 0);
+}
+
+typedef struct { float *dinp; const float *dout, *out; int R, Tk; float scale; } softmax_bwd_args;
+
+static vka_result run_softmax_backward(cpu_backend *cb, const void *p) {
+    const softmax_bwd_args *a = p;
+    softmax_backward_cpu(a->dinp, a->dout, a->out, a->R, a->Tk, a->scale, cb->nt);
+    return VKA_SUCCESS;
+}
+static void op_softmax_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dout, vkb_tensor out,
+                                int R, int Tk, float scale) {
+    const char *op = "softmax_backward";
+    size_t n = (size_t)R * Tk;
+    if (!need(be, op, "dinp", dinp, n) || !need(be, op, "dout", dout, n) ||
+        !need(be, op, "out", out, n))
+        return;
+    softmax_bwd_args a = {cpu_ptr(dinp), cpu_ptr(dout), cpu_ptr(out), R, Tk, scale};
+    cpu_record((cpu_backend *)be, run_softmax_backward, &a, sizeof a, 0);
+}
+
+/* --- gelu ----------------------------------------------------------------------------------- */
+
+static vka_result run_gelu_forward(cpu_backend *cb, const void *p) {
+    const ew_args *a = p;
+    gelu_forward_cpu(a->dst, a->a, a->n, cb->nt);
+    return VKA_SUCCESS;
+}
+static void op_gelu_forward(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
+    if (!need(be, "gelu_forward", "out", out, N) || !need(be, "gelu_forward", "inp", inp, N))
+        return;
+    ew_args a = {.dst = cpu_ptr(out), .a = cpu_ptr(inp), .n = N};
+    cpu_record((cpu_backend *)be, run_gelu_forward, &a, sizeof a, 0);
+}
+
+static vka_result run_gelu_backward(cpu_backend *cb, const void *p) {
+    const ew_args *a = p;
+    gelu_backward_cpu(a->dst, a->a, a->b, a->n, cb->nt);
+    return VKA_SUCCESS;
+}
+static void op_gelu_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor inp, vkb_tensor dout,
+                             size_t N) {
+    const char *op = "gelu_backward";
+    if (!need(be, op, "dinp", dinp, N) || !need(be, op, "inp", inp, N) ||
+        !need(be, op, "dout", dout, N))
+        return;
+    ew_args a = {.dst = cpu_ptr(dinp), .a = cpu_ptr(inp), .b = cpu_ptr(dout), .n = N};
+    cpu_record((cpu_backend *)be, run_gelu_backward, &a, sizeof a, 0);
+}
+
+/* --- crossentropy --------------------------------------------------------------------------- */
+
+typedef struct {
+    float *out;
+    const float *logits;
+    const int32_t *targets;
+    float dloss;
+    int N, V, Vp;
+} ce_args;
+
+static vka_result run_ce_forward(cpu_backend *cb, const void *p) {
+    const ce_args *a = p;
+    vka_result r = check_ids(cb, "crossentropy_forward", "targets", a->targets, (size_t)a->N,
+                             (size_t)a->V, "V");
+    if (r == VKA_SUCCESS)
+        crossentropy_forward_cpu(a->out, a->logits, a->targets, a->N, a->V, a->Vp, cb->nt);
+    return r;
+}
+static vka_result run_ce_backward(cpu_backend *cb, const void *p) {
+    const ce_args *a = p;
+    vka_result r = check_ids(cb, "crossentropy_backward", "targets", a->targets, (size_t)a->N,
+                             (size_t)a->V, "V");
+    if (r == VKA_SUCCESS)
+        crossentropy_backward_cpu(a->out, a->logits, a->targets, a->dloss, a->N, a->V, a->Vp,
+                                  cb->nt);
+    return r;
+}
+static void record_ce(vkb_backend *be, const char *op, cpu_run_fn run, vkb_tensor out,
+                      const char *out_name, size_t out_n, vkb_tensor logits, vkb_tensor targets,
+                      float dloss, int N, int V, int Vp) {
+    if (V <= 0 || V > Vp) {
+        vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "%s: V = %d must be in [1, Vp = %d]", op, V, Vp);
+        return;
+    }
+    if (!need(be, op, out_name, out, out_n) ||
+        !need(be, op, "logits", logits, (size_t)N * Vp) ||
+        !need(be, op, "targets", targets, (size_t)N))
+        return;
+    ce_args a = {cpu_ptr(out), cpu_ptr(logits), ids(targets), dloss, N, V, Vp};
+    cpu_record((cpu_backend *)be, run, &a, sizeof a, 0);
+}
+static void op_crossentropy_forward(vkb_backend *be, vkb_tensor losses, vkb_tensor logits,
+                                    vkb_tensor targets, int N, int V, int Vp) {
+    record_ce(be, "crossentropy_forward", run_ce_forward, losses, "losses", (size_t)N, logits,
+              targets, 0.0f, N, V, Vp);
+}
+static void op_crossentropy_backward(vkb_backend *be, vkb_tensor dlogits, vkb_tensor logits,
+                                     vkb_tensor targets, float dloss, int N, int V, int Vp) {
+    record_ce(be, "crossentropy_backward", run_ce_backward, dlogits, "dlogits", (size_t)N * Vp,
+              logits, targets, dloss, N, V, Vp);
+}
+
+/* --- mean, grad_norm, adamw ----------------------------------------------------------------- */
+
+static vka_result run_mean(cpu_backend *cb, const void *p) {
+    const ew_args *a = p;
+    mean_cpu(a->dst, a->a, a->n, cb->nt);
+    return VKA_SUCCESS;
+}
+static void op_mean(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
+    if (N == 0) {
+        vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "mean: N = 0");
+        return;
+    }
+    if (!need(be, "mean", "out", out, 1) || !need(be, "mean", "inp", inp, N)) return;
+    ew_args a = {.dst = cpu_ptr(out), .a = cpu_ptr(inp), .n = N};
+    cpu_record((cpu_backend *)be, run_mean, &a, sizeof a, 0);
+}
+
+/* Followed in the same allocation by grads[count] pointers and sizes[count]. */
+typedef struct { float *out, *partials; float max_norm; int count; } norm_args;
+
+static vka_result run_grad_norm(cpu_backend *cb, const void *p) {
+    const norm_args *a = p;
+    const float *const *grads = (const float *const *)(const void *)(a + 1);
+    const size_t *sizes = (const size_t *)(const void *)(grads + a->count);
+    grad_norm_cpu(a->out, a->partials, grads, sizes, a->count, a->max_norm, cb->nt);
+    return VKA_SUCCESS;
+}
+static void op_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials,
+                         const vkb_tensor *grads, int count, float max_norm) {
+    const char *op = "grad_norm";
+    if (count <= 0 || !grads) {
+        vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "%s: no gradient tensors (count = %d)", op,
+                 count);
+        return;
+    }
+    if (!need(be, op, "out", out, 2) ||
+        !need(be, op, "partials", partials, (size_t)count * VKA_NORM_PARTIALS))
+        return;
+    for (int i = 0; i < count; i++)
+        if (!need(be, op, "grads[i]", grads[i], 0)) return;
+    norm_args a = {cpu_ptr(out), cpu_ptr(partials), max_norm, count};
+    size_t extra = (size_t)count * (sizeof(float *) + sizeof(size_t));
+    norm_args *copy = cpu_record((cpu_backend *)be, run_grad_norm, &a, sizeof a, extra);
+    if (!copy) return;
+    const float **ptrs = (const float **)(void *)(copy + 1);
+    size_t *sizes = (size_t *)(void *)(ptrs + count);
+    for (int i = 0; i < count; i++) {
+        ptrs[i] = cpu_ptr(grads[i]);
+        sizes[i] = grads[i].n;
+    }
+}
+
+typedef struct {
+    float *param, *m, *v;
+    const float *grad, *hyper, *gscale;
+    size_t N;
+    float weight_decay;
+} adamw_args;
+
+static vka_result run_adamw(cpu_backend *cb, const void *p) {
+    const adamw_args *a = p;
+    adamw_cpu(a->param, a->grad, a->m, a->v, a->hyper, a->gscale ? a->gscale[1] : 1.0f, a->N,
+              a->weight_decay, cb->nt);
+    return VKA_SUCCESS;
+}
+static void op_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m,
+                     vkb_tensor v, vkb_tensor hyper, vkb_tensor gscale, size_t N,
+                     float weight_decay) {
+    const char *op = "adamw";
+    if (!need(be, op, "param", param, N) || !need(be, op, "grad", grad, N) ||
+        !need(be, op, "m", m, N) || !need(be, op, "v", v, N) ||
+        !need(be, op, "hyper", hyper, VKA_HYPER_COUNT) ||
+        (vkb_present(gscale) && !need(be, op, "gscale", gscale, 2)))
+        return;
+    adamw_args a = {cpu_ptr(param), cpu_ptr(m),     cpu_ptr(v), cpu_ptr(grad),
+                    cpu_ptr(hyper), cpu_ptr(gscale), N,          weight_decay};
+    cpu_record((cpu_backend *)be, run_adamw, &a, sizeof a, 0);
+}
+
+void cpu_fill_op_table(vkb_ops *ops) {
+    ops->fill = op_fill;
+    ops->copy = op_copy;
+    ops->matmul = op_matmul;
+    ops->bias_backward = op_bias_backward;
+    ops->encoder_forward = op_encoder_forward;
+    ops->encoder_backward = op_encoder_backward;
+    ops->layernorm_forward = op_layernorm_forward;
+    ops->layernorm_backward = op_layernorm_backward;
+    ops->permute_forward = op_permute_forward;
+    ops->permute_backward = op_permute_backward;
+    ops->unpermute_forward = op_unpermute_forward;
+    ops->unpermute_backward = op_unpermute_backward;
+    ops->softmax_forward = op_softmax_forward;
+    ops->softmax_backward = op_softmax_backward;
+    ops->gelu_forward = op_gelu_forward;
+    ops->gelu_backward = op_gelu_backward;
+    ops->residual_forward = op_residual_forward;
+    ops->add_inplace = op_add_inplace;
+    ops->crossentropy_forward = op_crossentropy_forward;
+    ops->crossentropy_backward = op_crossentropy_backward;
+    ops->mean = op_mean;
+    ops->grad_norm = op_grad_norm;
+    ops->adamw = op_adamw;
+}

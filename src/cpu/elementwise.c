@@ -1,0 +1,46 @@
+/* Elementwise ops: fill, copy, residual (shaders/fill.comp, residual_forward.comp, ...). Each
+ * element is independent, so any split over threads gives the same result. */
+#include "cpu/cpu_ops.h"
+
+#include <string.h>
+
+/* Work unit for the parallel loops: large enough to amortise the scheduling, small enough to
+ * split a few-megabyte tensor over the cores. */
+#define EW_BLOCK 65536
+
+void fill_cpu(float *t, float value, size_t N, int nt) {
+    long blocks = (long)((N + EW_BLOCK - 1) / EW_BLOCK);
+    VKA_OMP_FOR(nt, blocks > 1)
+    for (long bl = 0; bl < blocks; bl++) {
+        size_t lo = (size_t)bl * EW_BLOCK, hi = lo + EW_BLOCK < N ? lo + EW_BLOCK : N;
+        for (size_t i = lo; i < hi; i++) t[i] = value;
+    }
+}
+
+void copy_cpu(float *dst, const float *src, size_t N, int nt) {
+    if (dst == src) return;
+    long blocks = (long)((N + EW_BLOCK - 1) / EW_BLOCK);
+    VKA_OMP_FOR(nt, blocks > 1)
+    for (long bl = 0; bl < blocks; bl++) {
+        size_t lo = (size_t)bl * EW_BLOCK, hi = lo + EW_BLOCK < N ? lo + EW_BLOCK : N;
+        memmove(dst + lo, src + lo, (hi - lo) * sizeof *dst);
+    }
+}
+
+void residual_forward_cpu(float *out, const float *a, const float *b, size_t N, int nt) {
+    long blocks = (long)((N + EW_BLOCK - 1) / EW_BLOCK);
+    VKA_OMP_FOR(nt, blocks > 1)
+    for (long bl = 0; bl < blocks; bl++) {
+        size_t lo = (size_t)bl * EW_BLOCK, hi = lo + EW_BLOCK < N ? lo + EW_BLOCK : N;
+        for (size_t i = lo; i < hi; i++) out[i] = a[i] + b[i];
+    }
+}
+
+void add_inplace_cpu(float *dst, const float *src, size_t N, int nt) {
+    long blocks = (long)((N + EW_BLOCK - 1) / EW_BLOCK);
+    VKA_OMP_FOR(nt, blocks > 1)
+    for (long bl = 0; bl < blocks; bl++) {
+        size_t lo = (size_t)bl * EW_BLOCK, hi = lo + EW_BLOCK < N ? lo + EW_BLOCK : N;
+        for (size_t i = lo; i < hi; i++) dst[i] += src[i];
+    }
+}

@@ -1,0 +1,80 @@
+/* Reductions: bias gradient (column sums), mean, global gradient norm (shaders/bias_backward.comp,
+ * mean.comp, grad_norm.comp). Each output is summed in a fixed order that does not depend on
+ * the thread count, in double. */
+#include "cpu/cpu_ops.h"
+
+#include <math.h>
+
+#define COL_BLOCK 64 /* columns per work item: contiguous inner loops over a row */
+#define SUM_LANES 8  /* independent partial sums: a fixed order that still pipelines */
+#define VKA_NORM_SLICES 64 /* = VKA_NORM_PARTIALS: slices per tensor in grad_norm */
+
+void bias_backward_cpu(float *dbias, const float *dout, int N, int OC, int nt) {
+    int blocks = (OC + COL_BLOCK - 1) / COL_BLOCK;
+    VKA_OMP_FOR(nt, (double)N * OC > VKA_OMP_MIN_WORK)
+    for (int bl = 0; bl < blocks; bl++) {
+        int o0 = bl * COL_BLOCK, w = OC - o0 < COL_BLOCK ? OC - o0 : COL_BLOCK;
+        double sum[COL_BLOCK] = {0};
+        for (int n = 0; n < N; n++) {
+            const float *row = dout + (size_t)n * OC + o0;
+            for (int j = 0; j < w; j++) sum[j] += row[j];
+        }
+        for (int j = 0; j < w; j++) dbias[o0 + j] = (float)(dbias[o0 + j] + sum[j]);
+    }
+}
+
+/* sum of x[0:n] (squared if square), SUM_LANES interleaved partial sums added in order. */
+static double sum_lanes(const float *x, size_t n, bool square) {
+    double lane[SUM_LANES] = {0};
+    size_t i = 0;
+    for (; i + SUM_LANES <= n; i += SUM_LANES)
+        for (int l = 0; l < SUM_LANES; l++) {
+            double v = x[i + l];
+            lane[l] += square ? v * v : v;
+        }
+    for (int l = 0; i < n; i++, l++) {
+        double v = x[i];
+        lane[l] += square ? v * v : v;
+    }
+    double s = 0.0;
+    for (int l = 0; l < SUM_LANES; l++) s += lane[l];
+    return s;
+}
+
+void mean_cpu(float *out, const float *inp, size_t N, int nt) {
+    /* VKA_NORM_SLICES fixed slices summed in parallel, then in order. */
+    double part[VKA_NORM_SLICES];
+    size_t slice = (N + VKA_NORM_SLICES - 1) / VKA_NORM_SLICES;
+    VKA_OMP_FOR(nt, N > VKA_OMP_MIN_WORK)
+    for (int s = 0; s < VKA_NORM_SLICES; s++) {
+        size_t lo = (size_t)s * slice < N ? (size_t)s * slice : N;
+        size_t hi = lo + slice < N ? lo + slice : N;
+        part[s] = sum_lanes(inp + lo, hi - lo, false);
+    }
+    double total = 0.0;
+    for (int s = 0; s < VKA_NORM_SLICES; s++) total += part[s];
+    out[0] = (float)(total / (double)N);
+}
+
+void grad_norm_cpu(float *out, float *partials, const float *const *grads, const size_t *sizes,
+                   int count, float max_norm, int nt) {
+    long items = (long)count * VKA_NORM_SLICES;
+    VKA_OMP_FOR(nt, items > VKA_NORM_SLICES)
+    for (long it = 0; it < items; it++) {
+        int i = (int)(it / VKA_NORM_SLICES), s = (int)(it % VKA_NORM_SLICES);
+        size_t n = sizes[i], slice = (n + VKA_NORM_SLICES - 1) / VKA_NORM_SLICES;
+        size_t lo = (size_t)s * slice < n ? (size_t)s * slice : n;
+        size_t hi = lo + slice < n ? lo + slice : n;
+        partials[it] = (float)sum_lanes(grads[i] + lo, hi - lo, true);
+    }
+    double total = 0.0;
+    for (long it = 0; it < items; it++) total += partials[it];
+    double norm = sqrt(total);
+    double clip = 1.0;
+    if (max_norm > 0.0f) {
+        clip = (double)max_norm / (norm + 1e-6);
+        if (clip > 1.0) clip = 1.0;
+    }
+    out[0] = (float)norm;
+    out[1] = (float)clip;
+}

@@ -1,0 +1,319 @@
+/*
+ * Model and training-state files.
+ *
+ * Model checkpoint: llm.c's GPT-2 format (train_gpt2.c gpt2_build_from_checkpoint), version 3:
+ *   int32 header[256] = {20240326, 3, maxT, V, L, NH, C, Vp, 0...}
+ *   then float32 parameters in llm.c order (vka_gpt_load's docstring), num_params of them.
+ *
+ * Training state (vka_gpt_save_state), our format, version 1. Little-endian as the host writes
+ * it. A 1024-byte header of 256 uint32 words:
+ *   [0]      magic 0x53414B56 (the bytes "VKAS")
+ *   [1]      version 1
+ *   [2..7]   maxT, V, L, NH, C, Vp
+ *   [8..9]   the model's AdamW step t (uint64, low word first; likewise below)
+ *   [10..11] state.step          [12..13] state.rng_state
+ *   [14..15] state.seed          [16..17] state.total_steps
+ *   [18] state.B  [19] state.T   [20] state.lr (float32 bits)  [21] state.min_lr
+ *   [22] state.warmup_steps      [23] state.eval_every
+ *   [24..29] state.adamw: lr, beta1, beta2, eps, weight_decay, grad_clip (float32 bits)
+ *   [30] state.best_val_loss (float32 bits; NaN = none)
+ *   [32..33] checksum of the payload: h = 0xCBF29CE484222325, then for every uint32 word w of
+ *            the payload h = (h ^ w) * 0x100000001B3 (FNV-1a's constants, per word)
+ *   others 0
+ * then the payload: parameters, AdamW m, AdamW v, each num_params float32 in llm.c order.
+ * Loading checks magic, version, sizes, the file length and the checksum, so a damaged file is
+ * reported instead of silently resuming from garbage.
+ */
+#include "model/fileio.h"
+#include "model/gpt_internal.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HEADER_WORDS 256
+#define HEADER_BYTES (HEADER_WORDS * 4)
+#define MODEL_MAGIC 20240326
+#define MODEL_VERSION 3
+#define TOKENIZER_MAGIC 20240328
+#define STATE_MAGIC 0x53414B56u
+#define STATE_VERSION 1
+#define HASH_SEED 0xCBF29CE484222325ull
+#define HASH_PRIME 0x100000001B3ull
+
+static uint64_t hash_words(uint64_t h, const float *data, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t w;
+        memcpy(&w, &data[i], 4);
+        h = (h ^ w) * HASH_PRIME;
+    }
+    return h;
+}
+
+static uint32_t f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static float bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static void put_u64(uint32_t *h, int i, uint64_t v) {
+    h[i] = (uint32_t)v;
+    h[i + 1] = (uint32_t)(v >> 32);
+}
+static uint64_t get_u64(const uint32_t *h, int i) {
+    return (uint64_t)h[i] | ((uint64_t)h[i + 1] << 32);
+}
+
+/* The configuration in header words [2..7], checked; errors are VKA_ERROR_FORMAT naming path. */
+static vka_result header_config(vka_context *ctx, const char *path, const uint32_t *h,
+                                vka_gpt_config *cfg) {
+    *cfg = (vka_gpt_config){.max_T = (int32_t)h[2], .V = (int32_t)h[3], .L = (int32_t)h[4],
+                            .NH = (int32_t)h[5], .C = (int32_t)h[6], .Vp = (int32_t)h[7]};
+    if (cfg->Vp <= 0)
+        return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: Vp = %d in the header is not positive",
+                             path, cfg->Vp);
+    char msg[256];
+    if (gpt_config_problem(cfg, msg, sizeof msg) != VKA_SUCCESS)
+        return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: bad header: %s", path, msg);
+    return VKA_SUCCESS;
+}
+
+static const char *magic_hint(uint32_t magic) {
+    if (magic == MODEL_MAGIC) return ": this is a model checkpoint (use vka_gpt_load)";
+    if (magic == STATE_MAGIC) return ": this is a training state (use vka_gpt_load_state)";
+    if (magic == TOKENIZER_MAGIC) return ": this is a tokenizer file";
+    return "";
+}
+
+/* Open path and read and check its header: magic, version, config, and a length of exactly
+ * the header plus sets * num_params floats. */
+static vka_result open_checked(vka_context *ctx, const char *path, uint32_t magic,
+                               uint32_t version, int sets, FILE **f, uint32_t *h,
+                               vka_gpt_config *cfg) {
+    uint64_t size;
+    vka_result r = vkm_open_read(ctx, path, f, &size);
+    if (r != VKA_SUCCESS) return r;
+    const char *kind = magic == MODEL_MAGIC ? "an llm.c GPT-2 checkpoint" : "a vkattn training state";
+    if (size < HEADER_BYTES) {
+        r = vka_set_error(ctx, VKA_ERROR_FORMAT,
+                          "%s is %" PRIu64 " bytes, shorter than the %d-byte header of %s", path,
+                          size, HEADER_BYTES, kind);
+        goto fail;
+    }
+    r = vkm_read_exact(ctx, *f, path, h, HEADER_BYTES, "the header");
+    if (r != VKA_SUCCESS) goto fail;
+    if (h[0] != magic) {
+        r = vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: wrong magic %" PRId32 " (0x%08" PRIX32
+                          "), expected %" PRIu32 " for %s%s",
+                          path, (int32_t)h[0], h[0], magic, kind, magic_hint(h[0]));
+        goto fail;
+    }
+    if (h[1] != version) {
+        r = vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: version %" PRId32 " is not supported "
+                          "(expected %" PRIu32 "%s)", path, (int32_t)h[1], version,
+                          magic == MODEL_MAGIC ? ", float32; llm.c's version 5 is bfloat16" : "");
+        goto fail;
+    }
+    r = header_config(ctx, path, h, cfg);
+    if (r != VKA_SUCCESS) goto fail;
+    uint64_t n = 0;
+    for (int k = 0; k < P_KINDS; k++)
+        n += gpt_kind_size(cfg, (gpt_param_kind)k) *
+             (gpt_kind_per_layer((gpt_param_kind)k) ? (uint64_t)cfg->L : 1);
+    uint64_t want = HEADER_BYTES + (uint64_t)sets * n * 4;
+    if (size != want) {
+        r = vka_set_error(ctx, VKA_ERROR_FORMAT,
+                          "%s is %" PRIu64 " bytes but its header (maxT=%d V=%d L=%d NH=%d C=%d "
+                          "Vp=%d) implies %" PRIu64 " bytes (%d-byte header + %d x %" PRIu64
+                          " floats): %s",
+                          path, size, cfg->max_T, cfg->V, cfg->L, cfg->NH, cfg->C, cfg->Vp, want,
+                          HEADER_BYTES, sets, n, size < want ? "the file is truncated"
+                                                             : "it has trailing data");
+        goto fail;
+    }
+    return VKA_SUCCESS;
+fail:
+    fclose(*f);
+    *f = NULL;
+    return r;
+}
+
+/* Stream count tensor sets (each num_params floats) from f into the model, hashing them. */
+static vka_result read_sets(vka_gpt *gpt, FILE *f, const char *path, vkb_tensor *const *sets,
+                            const char *const *what, int count, uint64_t *hash) {
+    size_t max = 0;
+    for (int i = 0; i < gpt->n_tensors; i++) max = VKA_MAX(max, gpt->tensor_sizes[i]);
+    float *buf = malloc(max * sizeof *buf);
+    if (!buf) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", path);
+    vka_result r = VKA_SUCCESS;
+    for (int s = 0; s < count && r == VKA_SUCCESS; s++) {
+        for (int i = 0; i < gpt->n_tensors && r == VKA_SUCCESS; i++) {
+            size_t n = gpt->tensor_sizes[i];
+            r = vkm_read_exact(gpt->ctx, f, path, buf, n * sizeof *buf, what[s]);
+            if (r == VKA_SUCCESS) r = gpt->be->ops->write(gpt->be, sets[s][i], 0, buf, n);
+            *hash = hash_words(*hash, buf, n);
+        }
+    }
+    free(buf);
+    return r;
+}
+
+vka_result vka_gpt_load(vka_context *ctx, const char *path, vka_gpt **out) {
+    if (!ctx || !ctx->be) return VKA_ERROR_INVALID_ARGUMENT;
+    if (!out) return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_gpt_load: out is NULL");
+    *out = NULL;
+    FILE *f;
+    uint32_t h[HEADER_WORDS];
+    vka_gpt_config cfg;
+    vka_result r = open_checked(ctx, path, MODEL_MAGIC, MODEL_VERSION, 1, &f, h, &cfg);
+    if (r != VKA_SUCCESS) return r;
+    vka_gpt *gpt = NULL;
+    r = gpt_new(ctx, &cfg, false, 0, &gpt);
+    uint64_t hash = HASH_SEED;
+    vkb_tensor *sets[1] = {gpt ? gpt->params : NULL};
+    const char *what[1] = {"the parameters"};
+    if (r == VKA_SUCCESS) r = read_sets(gpt, f, path, sets, what, 1, &hash);
+    fclose(f);
+    if (r != VKA_SUCCESS) {
+        vka_gpt_destroy(gpt);
+        return r;
+    }
+    *out = gpt;
+    return VKA_SUCCESS;
+}
+
+static void header_put_config(uint32_t *h, uint32_t magic, uint32_t version,
+                              const vka_gpt_config *c) {
+    memset(h, 0, HEADER_BYTES);
+    h[0] = magic;
+    h[1] = version;
+    h[2] = (uint32_t)c->max_T;
+    h[3] = (uint32_t)c->V;
+    h[4] = (uint32_t)c->L;
+    h[5] = (uint32_t)c->NH;
+    h[6] = (uint32_t)c->C;
+    h[7] = (uint32_t)c->Vp;
+}
+
+vka_result vka_gpt_save(vka_gpt *gpt, const char *path) {
+    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    if (!path) return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_gpt_save: path is NULL");
+    uint32_t h[HEADER_WORDS];
+    header_put_config(h, MODEL_MAGIC, MODEL_VERSION, &gpt->cfg);
+    float *params = malloc(gpt->num_params * sizeof *params);
+    if (!params)
+        return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "saving %s: out of memory", path);
+    vka_result r = gpt_read_set(gpt, gpt->params, params);
+    if (r == VKA_SUCCESS) {
+        const void *parts[2] = {h, params};
+        size_t sizes[2] = {HEADER_BYTES, gpt->num_params * sizeof *params};
+        r = vka_write_file_atomic(gpt->ctx, path, parts, sizes, 2);
+    }
+    free(params);
+    return r;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Training state
+ * ------------------------------------------------------------------------------------------- */
+
+static void put_state(uint32_t *h, uint64_t model_step, const vka_train_state *s) {
+    put_u64(h, 8, model_step);
+    put_u64(h, 10, s->step);
+    put_u64(h, 12, s->rng_state);
+    put_u64(h, 14, s->seed);
+    put_u64(h, 16, s->total_steps);
+    h[18] = (uint32_t)s->B;
+    h[19] = (uint32_t)s->T;
+    h[20] = f32_bits(s->lr);
+    h[21] = f32_bits(s->min_lr);
+    h[22] = (uint32_t)s->warmup_steps;
+    h[23] = (uint32_t)s->eval_every;
+    const float adamw[6] = {s->adamw.lr, s->adamw.beta1, s->adamw.beta2, s->adamw.eps,
+                            s->adamw.weight_decay, s->adamw.grad_clip};
+    for (int i = 0; i < 6; i++) h[24 + i] = f32_bits(adamw[i]);
+    h[30] = f32_bits(s->best_val_loss);
+}
+
+static void get_state(const uint32_t *h, vka_train_state *s) {
+    *s = (vka_train_state){0};
+    s->step = get_u64(h, 10);
+    s->rng_state = get_u64(h, 12);
+    s->seed = get_u64(h, 14);
+    s->total_steps = get_u64(h, 16);
+    s->B = (int32_t)h[18];
+    s->T = (int32_t)h[19];
+    s->lr = bits_f32(h[20]);
+    s->min_lr = bits_f32(h[21]);
+    s->warmup_steps = (int32_t)h[22];
+    s->eval_every = (int32_t)h[23];
+    s->adamw = (vka_adamw_desc){bits_f32(h[24]), bits_f32(h[25]), bits_f32(h[26]),
+                                bits_f32(h[27]), bits_f32(h[28]), bits_f32(h[29])};
+    s->best_val_loss = bits_f32(h[30]);
+}
+
+vka_result vka_gpt_save_state(vka_gpt *gpt, const vka_train_state *state, const char *path) {
+    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    if (!state || !path)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_gpt_save_state: state or path is NULL");
+    size_t n = gpt->num_params;
+    /* An untrained model's m and v are zeros (as a fresh AdamW's). */
+    float *buf = calloc(3 * n, sizeof *buf);
+    if (!buf)
+        return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "saving %s: out of memory", path);
+    vka_result r = gpt_read_set(gpt, gpt->params, buf);
+    if (r == VKA_SUCCESS && gpt->m_arena) r = gpt_read_set(gpt, gpt->m, buf + n);
+    if (r == VKA_SUCCESS && gpt->v_arena) r = gpt_read_set(gpt, gpt->v, buf + 2 * n);
+    if (r == VKA_SUCCESS) {
+        uint32_t h[HEADER_WORDS];
+        header_put_config(h, STATE_MAGIC, STATE_VERSION, &gpt->cfg);
+        put_state(h, gpt->step, state);
+        put_u64(h, 32, hash_words(HASH_SEED, buf, 3 * n));
+        const void *parts[2] = {h, buf};
+        size_t sizes[2] = {HEADER_BYTES, 3 * n * sizeof *buf};
+        r = vka_write_file_atomic(gpt->ctx, path, parts, sizes, 2);
+    }
+    free(buf);
+    return r;
+}
+
+vka_result vka_gpt_load_state(vka_context *ctx, const char *path, vka_gpt **out,
+                              vka_train_state *state) {
+    if (!ctx || !ctx->be) return VKA_ERROR_INVALID_ARGUMENT;
+    if (!out || !state)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_gpt_load_state: out or state is NULL");
+    *out = NULL;
+    FILE *f;
+    uint32_t h[HEADER_WORDS];
+    vka_gpt_config cfg;
+    vka_result r = open_checked(ctx, path, STATE_MAGIC, STATE_VERSION, 3, &f, h, &cfg);
+    if (r != VKA_SUCCESS) return r;
+    vka_gpt *gpt = NULL;
+    r = gpt_new(ctx, &cfg, false, 0, &gpt);
+    if (r == VKA_SUCCESS) r = gpt_ensure_opt(gpt);
+    uint64_t hash = HASH_SEED;
+    if (r == VKA_SUCCESS) {
+        vkb_tensor *sets[3] = {gpt->params, gpt->m, gpt->v};
+        const char *what[3] = {"the parameters", "AdamW m", "AdamW v"};
+        r = read_sets(gpt, f, path, sets, what, 3, &hash);
+    }
+    fclose(f);
+    if (r == VKA_SUCCESS && hash != get_u64(h, 32))
+        r = vka_set_error(ctx, VKA_ERROR_FORMAT,
+                          "%s is damaged: its checksum is %016" PRIX64 " but the data gives "
+                          "%016" PRIX64, path, get_u64(h, 32), hash);
+    if (r != VKA_SUCCESS) {
+        vka_gpt_destroy(gpt);
+        return r;
+    }
+    gpt->step = get_u64(h, 8);
+    get_state(h, state);
+    *out = gpt;
+    return VKA_SUCCESS;
+}

@@ -1,0 +1,83 @@
+/* File reading helpers shared by the loaders (see fileio.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "model/fileio.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+vka_result vkm_open_read(vka_context *ctx, const char *path, FILE **f, uint64_t *size) {
+    *f = NULL;
+    if (!path) return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "file path is NULL");
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return vka_set_error(ctx, VKA_ERROR_IO, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(fp), &st) != 0) {
+        int e = errno;
+        fclose(fp);
+        return vka_set_error(ctx, VKA_ERROR_IO, "cannot stat %s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        fclose(fp);
+        return vka_set_error(ctx, VKA_ERROR_IO, "cannot read %s: %s", path,
+                             S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file");
+    }
+    *f = fp;
+    *size = (uint64_t)st.st_size;
+    return VKA_SUCCESS;
+}
+
+vka_result vkm_read_exact(vka_context *ctx, FILE *f, const char *path, void *dst, size_t n,
+                          const char *what) {
+    if (n == 0) return VKA_SUCCESS;
+    size_t got = fread(dst, 1, n, f);
+    if (got == n) return VKA_SUCCESS;
+    if (ferror(f))
+        return vka_set_error(ctx, VKA_ERROR_IO, "reading %s of %s: %s", what, path,
+                             strerror(errno));
+    return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s ends inside %s (%zu of %zu bytes)", path,
+                         what, got, n);
+}
+
+vka_result vkm_read_all(vka_context *ctx, const char *path, uint64_t max_bytes, char **buf,
+                        size_t *len) {
+    *buf = NULL;
+    *len = 0;
+    FILE *f;
+    uint64_t size;
+    vka_result r = vkm_open_read(ctx, path, &f, &size);
+    if (r != VKA_SUCCESS) return r;
+    if (size > max_bytes || size > SIZE_MAX - 1) {
+        fclose(f);
+        return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s is %llu bytes, more than the %llu allowed",
+                             path, (unsigned long long)size, (unsigned long long)max_bytes);
+    }
+    char *data = malloc((size_t)size + 1);
+    if (!data) {
+        fclose(f);
+        return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "reading %s: %llu bytes: out of memory",
+                             path, (unsigned long long)size);
+    }
+    r = vkm_read_exact(ctx, f, path, data, (size_t)size, "its contents");
+    fclose(f);
+    if (r != VKA_SUCCESS) {
+        free(data);
+        return r;
+    }
+    data[size] = '\0';
+    *buf = data;
+    *len = (size_t)size;
+    return VKA_SUCCESS;
+}
+
+vkm_byte_name vkm_show_byte(unsigned char c) {
+    vkm_byte_name n;
+    if (c == '\n') snprintf(n.s, sizeof n.s, "'\\n'");
+    else if (c == '\t') snprintf(n.s, sizeof n.s, "'\\t'");
+    else if (c == '\r') snprintf(n.s, sizeof n.s, "'\\r'");
+    else if (c == '\'') snprintf(n.s, sizeof n.s, "'\\''");
+    else if (c >= 0x20 && c < 0x7F) snprintf(n.s, sizeof n.s, "'%c'", c);
+    else snprintf(n.s, sizeof n.s, "0x%02X", c);
+    return n;
+}

@@ -1,0 +1,29 @@
+/* Reading files for the tokenizer, data and checkpoint loaders (every failure names the file),
+ * and showing bytes of text in messages. */
+#ifndef VKM_FILEIO_H
+#define VKM_FILEIO_H
+
+#include "vka_internal.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* Open a regular file for reading and report its size in bytes.
+ * Errors: VKA_ERROR_IO ("cannot open <path>: <strerror>", or not a regular file). */
+vka_result vkm_open_read(vka_context *ctx, const char *path, FILE **f, uint64_t *size);
+/* The whole file in a malloc'd buffer with a NUL byte after its len bytes.
+ * Errors: as vkm_open_read; VKA_ERROR_FORMAT when larger than max_bytes; out of host memory. */
+vka_result vkm_read_all(vka_context *ctx, const char *path, uint64_t max_bytes, char **buf,
+                        size_t *len);
+/* Read exactly n bytes (what names them in the message). Errors: VKA_ERROR_IO on a read
+ * error, VKA_ERROR_FORMAT when the file ends early. */
+vka_result vkm_read_exact(vka_context *ctx, FILE *f, const char *path, void *dst, size_t n,
+                          const char *what);
+
+/* A byte as a message shows it: 'a' for printable ASCII, '\n' '\t' '\r', else 0xC3. */
+typedef struct vkm_byte_name {
+    char s[8];
+} vkm_byte_name;
+vkm_byte_name vkm_show_byte(unsigned char c);
+
+#endif

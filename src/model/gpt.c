@@ -1,0 +1,357 @@
+/*
+ * GPT-2 model: configuration checks, the parameter / activation / host arenas (layout in
+ * gpt_internal.h), initialisation, and copying parameters and gradients in and out.
+ */
+#include "model/gpt_internal.h"
+#include "model/rng.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Bounds on a configuration; far beyond any model this library trains, small enough that no
+ * size computed from them overflows (so a hostile checkpoint header cannot cause one). */
+#define GPT_MAX_T (1 << 20)
+#define GPT_MAX_VP (1 << 24)
+#define GPT_MAX_C (1 << 16)
+#define GPT_MAX_L (1 << 12)
+#define GPT_MAX_PARAM_BYTES ((uint64_t)1 << 40)
+
+static const char *const KIND_NAMES[P_KINDS] = {
+    "wte",      "wpe",  "ln1w", "ln1b", "qkvw", "qkvb",    "attprojw", "attprojb",
+    "ln2w",     "ln2b", "fcw",  "fcb",  "fcprojw", "fcprojb", "lnfw", "lnfb"};
+
+const char *gpt_kind_name(gpt_param_kind kind) { return KIND_NAMES[kind]; }
+
+size_t gpt_kind_size(const vka_gpt_config *cfg, gpt_param_kind kind) {
+    size_t C = (size_t)cfg->C;
+    switch (kind) {
+    case P_WTE: return (size_t)cfg->Vp * C;     /* (Vp, C) */
+    case P_WPE: return (size_t)cfg->max_T * C;  /* (maxT, C) */
+    case P_QKVW: return 3 * C * C;              /* (3C, C) */
+    case P_QKVB: return 3 * C;                  /* (3C) */
+    case P_ATTPROJW: return C * C;              /* (C, C) */
+    case P_FCW: return 4 * C * C;               /* (4C, C) */
+    case P_FCB: return 4 * C;                   /* (4C) */
+    case P_FCPROJW: return C * 4 * C;           /* (C, 4C) */
+    default: return C;                          /* layernorm weights/biases, attprojb, fcprojb */
+    }
+}
+
+gpt_param_kind gpt_tensor_kind(int L, int i, int *layer) {
+    *layer = 0;
+    if (i < 2) return (gpt_param_kind)i;
+    if (i >= 2 + 12 * L) return (gpt_param_kind)(P_LNFW + (i - 2 - 12 * L));
+    *layer = (i - 2) % L;
+    return (gpt_param_kind)(P_LN1W + (i - 2) / L);
+}
+
+vka_result gpt_config_problem(vka_gpt_config *cfg, char *msg, size_t cap) {
+    const struct {
+        const char *name;
+        int value, max;
+    } dims[] = {{"max_T", cfg->max_T, GPT_MAX_T}, {"V", cfg->V, GPT_MAX_VP},
+                {"L", cfg->L, GPT_MAX_L},         {"NH", cfg->NH, GPT_MAX_C},
+                {"C", cfg->C, GPT_MAX_C},         {"Vp", cfg->Vp, GPT_MAX_VP}};
+    for (size_t i = 0; i < VKA_ARRAY_LEN(dims); i++) {
+        bool vp_default = i == 5 && dims[i].value == 0;
+        if (!vp_default && (dims[i].value <= 0 || dims[i].value > dims[i].max)) {
+            snprintf(msg, cap, "%s = %d is out of range (1 to %d)", dims[i].name, dims[i].value,
+                     dims[i].max);
+            return dims[i].value <= 0 ? VKA_ERROR_INVALID_ARGUMENT : VKA_ERROR_DEVICE_LIMIT;
+        }
+    }
+    if (cfg->C % cfg->NH != 0) {
+        snprintf(msg, cap, "C = %d is not a multiple of NH = %d", cfg->C, cfg->NH);
+        return VKA_ERROR_INVALID_ARGUMENT;
+    }
+    if (cfg->Vp == 0) cfg->Vp = (cfg->V + 127) / 128 * 128;
+    if (cfg->Vp < cfg->V) {
+        snprintf(msg, cap, "Vp = %d is smaller than V = %d", cfg->Vp, cfg->V);
+        return VKA_ERROR_INVALID_ARGUMENT;
+    }
+    uint64_t n = 0;
+    for (int k = 0; k < P_KINDS; k++)
+        n += gpt_kind_size(cfg, (gpt_param_kind)k) *
+             (gpt_kind_per_layer((gpt_param_kind)k) ? (uint64_t)cfg->L : 1);
+    if (n * 4 > GPT_MAX_PARAM_BYTES) {
+        snprintf(msg, cap, "%llu parameters (%.1f GiB) is beyond any device",
+                 (unsigned long long)n, (double)n * 4 / (1 << 30));
+        return VKA_ERROR_DEVICE_LIMIT;
+    }
+    return VKA_SUCCESS;
+}
+
+static double mib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+vka_result gpt_make_arena(vka_gpt *gpt, const char *label, vkb_arena_kind kind,
+                          const size_t *sizes, const char *const *names, int count,
+                          vkb_tensor *tensors, vkb_arena **out, const char *hint) {
+    const vkb_limits *lim = &gpt->be->limits;
+    for (int i = 0; i < count; i++) {
+        uint64_t bytes = (uint64_t)sizes[i] * 4;
+        if (lim->max_tensor_bytes && bytes > lim->max_tensor_bytes)
+            return vka_set_error(gpt->ctx, VKA_ERROR_DEVICE_LIMIT,
+                                 "%s (%zu floats) needs %.1f MiB (%" PRIu64 " bytes) but this "
+                                 "device's maxStorageBufferRange is %.1f MiB (%" PRIu64
+                                 " bytes)%s",
+                                 names[i], sizes[i], mib(bytes), bytes,
+                                 mib(lim->max_tensor_bytes), lim->max_tensor_bytes, hint);
+    }
+    uint64_t total = 0;
+    for (int i = 0; i < count; i++) total += (uint64_t)sizes[i] * 4;
+    if (kind == VKB_ARENA_DEVICE && lim->memory_bytes &&
+        gpt->arena_bytes + total > lim->memory_bytes)
+        return vka_set_error(gpt->ctx, VKA_ERROR_DEVICE_LIMIT,
+                             "the model's %s need %.1f MiB, with %.1f MiB already in use, but "
+                             "the device has %.1f MiB%s",
+                             label, mib(total), mib(gpt->arena_bytes), mib(lim->memory_bytes),
+                             hint);
+    vka_result r = gpt->be->ops->arena_create(gpt->be, label, kind, sizes, names, count, tensors, out);
+    if (r == VKA_SUCCESS && kind == VKB_ARENA_DEVICE) gpt->arena_bytes += total;
+    return r;
+}
+
+void gpt_destroy_arena(vka_gpt *gpt, vkb_arena **arena, uint64_t bytes) {
+    if (*arena) {
+        gpt->be->ops->arena_destroy(gpt->be, *arena);
+        gpt->arena_bytes -= bytes;
+    }
+    *arena = NULL;
+}
+
+uint64_t gpt_sum_bytes(const size_t *sizes, size_t n) {
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) total += (uint64_t)sizes[i] * 4;
+    return total;
+}
+
+/* Names of the parameter tensors ("wte", "qkvw (layer 3)") in one allocation. */
+static const char **param_names(const vka_gpt *gpt, const char *prefix) {
+    const size_t each = 48;
+    const char **names = malloc((size_t)gpt->n_tensors * (sizeof(char *) + each));
+    if (!names) return NULL;
+    char *text = (char *)(names + gpt->n_tensors);
+    for (int i = 0; i < gpt->n_tensors; i++) {
+        int l;
+        gpt_param_kind k = gpt_tensor_kind(gpt->cfg.L, i, &l);
+        char *s = text + (size_t)i * each;
+        if (gpt_kind_per_layer(k))
+            snprintf(s, each, "%s%s (layer %d)", prefix, KIND_NAMES[k], l);
+        else
+            snprintf(s, each, "%s%s", prefix, KIND_NAMES[k]);
+        names[i] = s;
+    }
+    return names;
+}
+
+static vka_result make_param_set(vka_gpt *gpt, const char *label, const char *prefix,
+                                 vkb_tensor *set, vkb_arena **arena) {
+    const char **names = param_names(gpt, prefix);
+    if (!names) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
+    vka_result r = gpt_make_arena(gpt, label, VKB_ARENA_DEVICE, gpt->tensor_sizes, names,
+                                  gpt->n_tensors, set, arena, "");
+    free(names);
+    return r;
+}
+
+/* GPT-2 initialisation: 2-D weights N(0, 0.02), biases 0, layernorm weights 1, padding rows
+ * of wte 0. One RNG stream from seed, tensor by tensor in checkpoint order. */
+static vka_result init_params(vka_gpt *gpt, uint64_t seed) {
+    size_t max = 0;
+    for (int i = 0; i < gpt->n_tensors; i++) max = VKA_MAX(max, gpt->tensor_sizes[i]);
+    float *buf = malloc(max * sizeof *buf);
+    if (!buf) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model init: out of memory");
+    uint64_t rng = seed;
+    vka_result r = VKA_SUCCESS;
+    for (int i = 0; i < gpt->n_tensors && r == VKA_SUCCESS; i++) {
+        int l;
+        gpt_param_kind k = gpt_tensor_kind(gpt->cfg.L, i, &l);
+        size_t n = gpt->tensor_sizes[i];
+        if (gpt_kind_is_matrix(k)) {
+            size_t real = k == P_WTE ? (size_t)gpt->cfg.V * gpt->cfg.C : n;
+            vkm_rng_normal_fill(&rng, buf, real, 0.0f, 0.02f);
+            memset(buf + real, 0, (n - real) * sizeof *buf);
+        } else {
+            float value = (k == P_LN1W || k == P_LN2W || k == P_LNFW) ? 1.0f : 0.0f;
+            for (size_t j = 0; j < n; j++) buf[j] = value;
+        }
+        r = gpt->be->ops->write(gpt->be, gpt->params[i], 0, buf, n);
+    }
+    free(buf);
+    return r;
+}
+
+vka_result gpt_new(vka_context *ctx, const vka_gpt_config *config, bool init, uint64_t seed,
+                   vka_gpt **out) {
+    vka_gpt_config cfg = *config;
+    char msg[256];
+    vka_result r = gpt_config_problem(&cfg, msg, sizeof msg);
+    if (r != VKA_SUCCESS) return vka_set_error(ctx, r, "model: %s", msg);
+    vka_gpt *gpt = calloc(1, sizeof *gpt);
+    if (!gpt) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
+    gpt->ctx = ctx;
+    gpt->be = ctx->be;
+    gpt->cfg = cfg;
+    gpt->n_tensors = 4 + 12 * cfg.L;
+    int n = gpt->n_tensors;
+    gpt->tensor_sizes = calloc((size_t)n, sizeof *gpt->tensor_sizes);
+    gpt->params = calloc((size_t)n * 4, sizeof *gpt->params);
+    gpt->layer = calloc((size_t)cfg.L, sizeof *gpt->layer);
+    gpt->acts_cap = calloc(GPT_GLOBAL_ACTS + GPT_LAYER_ACTS * (size_t)cfg.L, sizeof(size_t));
+    if (!gpt->tensor_sizes || !gpt->params || !gpt->layer || !gpt->acts_cap) {
+        vka_gpt_destroy(gpt);
+        return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
+    }
+    gpt->grads = gpt->params + n;
+    gpt->m = gpt->params + 2 * n;
+    gpt->v = gpt->params + 3 * n;
+    for (int i = 0; i < n; i++) {
+        int l;
+        gpt->tensor_sizes[i] = gpt_kind_size(&cfg, gpt_tensor_kind(cfg.L, i, &l));
+        gpt->num_params += gpt->tensor_sizes[i];
+    }
+    r = make_param_set(gpt, "parameters", "", gpt->params, &gpt->params_arena);
+    if (r == VKA_SUCCESS && init) r = init_params(gpt, seed);
+    if (r != VKA_SUCCESS) {
+        vka_gpt_destroy(gpt);
+        return r;
+    }
+    *out = gpt;
+    return VKA_SUCCESS;
+}
+
+vka_result vka_gpt_create(vka_context *ctx, const vka_gpt_config *config, uint64_t seed,
+                          vka_gpt **out) {
+    if (!ctx || !ctx->be) return VKA_ERROR_INVALID_ARGUMENT;
+    if (!config || !out)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_gpt_create: config or out is NULL");
+    *out = NULL;
+    return gpt_new(ctx, config, true, seed, out);
+}
+
+vka_result gpt_ensure_grads(vka_gpt *gpt) {
+    if (gpt->grads_arena) return VKA_SUCCESS;
+    /* The gradients plus grad_norm's partial sums and result. */
+    int n = gpt->n_tensors;
+    size_t *sizes = malloc(((size_t)n + 2) * sizeof *sizes);
+    const char **names = param_names(gpt, "d");
+    vkb_tensor *tensors = malloc(((size_t)n + 2) * sizeof *tensors);
+    const char **all = malloc(((size_t)n + 2) * sizeof *all);
+    vka_result r;
+    if (!sizes || !names || !tensors || !all) {
+        r = vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
+        goto done;
+    }
+    memcpy(sizes, gpt->tensor_sizes, (size_t)n * sizeof *sizes);
+    memcpy(all, names, (size_t)n * sizeof *all);
+    sizes[n] = (size_t)n * VKA_NORM_PARTIALS;
+    all[n] = "grad norm partial sums";
+    sizes[n + 1] = 2;
+    all[n + 1] = "grad norm";
+    r = gpt_make_arena(gpt, "gradients", VKB_ARENA_DEVICE, sizes, all, n + 2, tensors,
+                       &gpt->grads_arena, "");
+    if (r == VKA_SUCCESS) {
+        memcpy(gpt->grads, tensors, (size_t)n * sizeof *tensors);
+        gpt->norm_partials = tensors[n];
+        gpt->norm = tensors[n + 1];
+    }
+done:
+    free(sizes);
+    free(names);
+    free(tensors);
+    free(all);
+    return r;
+}
+
+vka_result gpt_ensure_opt(vka_gpt *gpt) {
+    vka_result r = VKA_SUCCESS;
+    if (!gpt->m_arena) r = make_param_set(gpt, "adamw m", "m of ", gpt->m, &gpt->m_arena);
+    if (r == VKA_SUCCESS && !gpt->v_arena)
+        r = make_param_set(gpt, "adamw v", "v of ", gpt->v, &gpt->v_arena);
+    return r;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Parameters in and out
+ * ------------------------------------------------------------------------------------------- */
+
+vka_result gpt_read_set(vka_gpt *gpt, const vkb_tensor *set, float *out) {
+    size_t off = 0;
+    for (int i = 0; i < gpt->n_tensors; i++) {
+        vka_result r = gpt->be->ops->read(gpt->be, set[i], 0, out + off, gpt->tensor_sizes[i]);
+        if (r != VKA_SUCCESS) return r;
+        off += gpt->tensor_sizes[i];
+    }
+    return VKA_SUCCESS;
+}
+
+vka_result gpt_write_set(vka_gpt *gpt, const vkb_tensor *set, const float *in) {
+    size_t off = 0;
+    for (int i = 0; i < gpt->n_tensors; i++) {
+        vka_result r = gpt->be->ops->write(gpt->be, set[i], 0, in + off, gpt->tensor_sizes[i]);
+        if (r != VKA_SUCCESS) return r;
+        off += gpt->tensor_sizes[i];
+    }
+    return VKA_SUCCESS;
+}
+
+static vka_result check_count(vka_gpt *gpt, const void *p, size_t n, const char *fn) {
+    if (!p) return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "%s: buffer is NULL", fn);
+    if (n != gpt->num_params)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: n = %zu but the model has %zu parameters", fn, n,
+                             gpt->num_params);
+    return VKA_SUCCESS;
+}
+
+vka_result vka_gpt_get_params(vka_gpt *gpt, float *out, size_t n) {
+    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    vka_result r = check_count(gpt, out, n, "vka_gpt_get_params");
+    return r != VKA_SUCCESS ? r : gpt_read_set(gpt, gpt->params, out);
+}
+
+vka_result vka_gpt_set_params(vka_gpt *gpt, const float *in, size_t n) {
+    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    vka_result r = check_count(gpt, in, n, "vka_gpt_set_params");
+    return r != VKA_SUCCESS ? r : gpt_write_set(gpt, gpt->params, in);
+}
+
+vka_result vka_gpt_get_grads(vka_gpt *gpt, float *out, size_t n) {
+    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    vka_result r = check_count(gpt, out, n, "vka_gpt_get_grads");
+    if (r != VKA_SUCCESS) return r;
+    if (!gpt->have_grads)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_gpt_get_grads: no gradients yet (run "
+                             "vka_gpt_forward_backward or vka_gpt_train_step first)");
+    return gpt_read_set(gpt, gpt->grads, out);
+}
+
+void vka_gpt_destroy(vka_gpt *gpt) {
+    if (!gpt) return;
+    if (gpt->be) {
+        gpt_free_run_arenas(gpt);
+        uint64_t set_bytes = (uint64_t)gpt->num_params * 4;
+        gpt_destroy_arena(gpt, &gpt->params_arena, set_bytes);
+        gpt_destroy_arena(gpt, &gpt->grads_arena, 0);
+        gpt_destroy_arena(gpt, &gpt->m_arena, set_bytes);
+        gpt_destroy_arena(gpt, &gpt->v_arena, set_bytes);
+    }
+    free(gpt->tensor_sizes);
+    free(gpt->params);
+    free(gpt->layer);
+    free(gpt->acts_cap);
+    free(gpt->bucket_buf);
+    free(gpt);
+}
+
+vka_gpt_config vka_gpt_get_config(const vka_gpt *gpt) {
+    return gpt ? gpt->cfg : (vka_gpt_config){0};
+}
+
+size_t vka_gpt_num_params(const vka_gpt *gpt) { return gpt ? gpt->num_params : 0; }
+
+uint64_t vka_gpt_step(const vka_gpt *gpt) { return gpt ? gpt->step : 0; }

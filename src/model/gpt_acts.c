@@ -1,0 +1,176 @@
+/*
+ * The activation and host arenas of the GPT-2 model (layout in gpt_internal.h): sized for the
+ * largest (B, T) and kind of run seen so far, and re-created, dropping every recorded graph,
+ * when a run needs more.
+ */
+#include "model/gpt_internal.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum act_size { S_ONE, S_BT, S_BTC, S_BT3C, S_BT4C, S_ATT, S_LOGITS } act_size;
+
+typedef struct act_desc {
+    size_t offset;   /* of the tensor in gpt_acts / gpt_layer_acts */
+    const char *name;
+    act_size size;
+    bool backward;   /* needed only by backward (1 element otherwise) */
+} act_desc;
+
+#define GA(field, size, bw) {offsetof(gpt_acts, field), #field, size, bw}
+static const act_desc GLOBAL_ACTS[GPT_GLOBAL_ACTS] = {
+    GA(encoded, S_BTC, false),   GA(lnf, S_BTC, false),      GA(lnf_mean, S_BT, false),
+    GA(lnf_rstd, S_BT, false),   GA(logits, S_LOGITS, false), GA(losses, S_BT, false),
+    GA(loss, S_ONE, false),      GA(qkv, S_BT3C, false),     GA(preatt, S_ATT, false),
+    GA(vaccum, S_BTC, false),    GA(proj, S_BTC, false),     GA(dresidual, S_BTC, true),
+    GA(dln, S_BTC, true),        GA(datty, S_BTC, true),     GA(dvaccum, S_BTC, true),
+    GA(datt, S_ATT, true),       GA(dpreatt, S_ATT, true),   GA(dqkvr, S_BT3C, true),
+    GA(dqkv, S_BT3C, true),      GA(dfch_gelu, S_BT4C, true), GA(dfch, S_BT4C, true),
+};
+#undef GA
+#define LA(field, size) {offsetof(gpt_layer_acts, field), #field, size, false}
+static const act_desc LAYER_ACTS[GPT_LAYER_ACTS] = {
+    LA(ln1, S_BTC),       LA(ln1_mean, S_BT),  LA(ln1_rstd, S_BT), LA(qkvr, S_BT3C),
+    LA(att, S_ATT),       LA(atty, S_BTC),     LA(residual2, S_BTC), LA(ln2, S_BTC),
+    LA(ln2_mean, S_BT),   LA(ln2_rstd, S_BT),  LA(fch, S_BT4C),    LA(fch_gelu, S_BT4C),
+    LA(residual3, S_BTC),
+};
+#undef LA
+
+static size_t act_elems(const vka_gpt_config *cfg, const gpt_shape *s, act_size size) {
+    size_t BT = (size_t)s->B * (size_t)s->T, C = (size_t)cfg->C;
+    switch (size) {
+    case S_BT: return BT;
+    case S_BTC: return BT * C;
+    case S_BT3C: return BT * 3 * C;
+    case S_BT4C: return BT * 4 * C;
+    case S_ATT: return (size_t)s->B * (size_t)cfg->NH * (size_t)s->T * (size_t)s->T;
+    case S_LOGITS: return BT * (size_t)cfg->Vp;
+    default: return 1;
+    }
+}
+
+/* Number of activation tensors, and for each (where the array is given): its size for shape
+ * s, its name and where its view goes. */
+static int act_list(vka_gpt *gpt, const gpt_shape *s, size_t *sizes, const char **names,
+                    vkb_tensor **slots, char (*name_buf)[48]) {
+    int n = 0;
+    for (size_t i = 0; i < GPT_GLOBAL_ACTS; i++, n++) {
+        const act_desc *d = &GLOBAL_ACTS[i];
+        if (sizes) sizes[n] = (d->backward && !s->train) ? 1 : act_elems(&gpt->cfg, s, d->size);
+        if (names) names[n] = d->name;
+        if (slots) slots[n] = (vkb_tensor *)((char *)&gpt->acts + d->offset);
+    }
+    for (int l = 0; l < gpt->cfg.L; l++) {
+        for (size_t i = 0; i < GPT_LAYER_ACTS; i++, n++) {
+            const act_desc *d = &LAYER_ACTS[i];
+            if (sizes) sizes[n] = (l > 0 && !s->train) ? 1 : act_elems(&gpt->cfg, s, d->size);
+            if (names) {
+                snprintf(name_buf[n], sizeof name_buf[n], "%s (layer %d)", d->name, l);
+                names[n] = name_buf[n];
+            }
+            if (slots) slots[n] = (vkb_tensor *)((char *)&gpt->layer[l] + d->offset);
+        }
+    }
+    return n;
+}
+
+static void host_sizes(const vka_gpt *gpt, const gpt_shape *s, size_t *sizes) {
+    size_t BT = (size_t)s->B * (size_t)s->T;
+    size_t want[GPT_HOST_TENSORS] = {
+        BT, BT, VKA_BUCKETS_SIZE(BT), VKA_HYPER_COUNT, 1, BT, 2,
+        s->host_logits ? (size_t)s->T * (size_t)gpt->cfg.Vp : 1};
+    memcpy(sizes, want, sizeof want);
+}
+
+void gpt_drop_graphs(vka_gpt *gpt) {
+    for (int i = 0; i < gpt->n_graphs; i++)
+        gpt->be->ops->graph_destroy(gpt->be, gpt->graphs[i].graph);
+    gpt->n_graphs = 0;
+    gpt->next_evict = 0;
+}
+
+static size_t n_acts(const vka_gpt *gpt) {
+    return GPT_GLOBAL_ACTS + GPT_LAYER_ACTS * (size_t)gpt->cfg.L;
+}
+
+void gpt_free_run_arenas(vka_gpt *gpt) {
+    gpt_drop_graphs(gpt);
+    gpt_destroy_arena(gpt, &gpt->acts_arena, gpt_sum_bytes(gpt->acts_cap, n_acts(gpt)));
+    gpt_destroy_arena(gpt, &gpt->host_arena, 0);
+}
+
+/* The host tensors in the order of host_sizes(), with their names. */
+static const char *const HOST_NAMES[GPT_HOST_TENSORS] = {
+    "inputs", "targets", "encoder buckets", "adamw scalars", "loss", "losses", "grad norm",
+    "logits for sampling"};
+
+static void host_slots(gpt_host *h, vkb_tensor **slots) {
+    vkb_tensor *s[GPT_HOST_TENSORS] = {&h->inputs, &h->targets, &h->buckets, &h->hyper,
+                                       &h->loss,   &h->losses,  &h->norm,    &h->logits};
+    memcpy(slots, s, sizeof s);
+}
+
+/* Create both arenas with the capacities in acts_cap and host_cap. */
+static vka_result create_run_arenas(vka_gpt *gpt, const gpt_shape *shape) {
+    size_t n = n_acts(gpt);
+    const char **names = malloc(n * sizeof *names);
+    vkb_tensor **slots = malloc(n * sizeof *slots);
+    vkb_tensor *tensors = malloc(n * sizeof *tensors);
+    char (*name_buf)[48] = malloc(n * sizeof *name_buf);
+    int32_t *buckets = realloc(gpt->bucket_buf, gpt->host_cap[2] * sizeof *buckets);
+    if (buckets) gpt->bucket_buf = buckets;
+    vka_result r = VKA_SUCCESS;
+    if (!names || !slots || !tensors || !name_buf || !buckets) {
+        r = vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
+        goto done;
+    }
+    act_list(gpt, shape, NULL, names, slots, name_buf);
+    r = gpt_make_arena(gpt, "activations", VKB_ARENA_DEVICE, gpt->acts_cap, names, (int)n,
+                       tensors, &gpt->acts_arena, " (the activations of this B and T: use a "
+                       "smaller batch B or context T)");
+    if (r != VKA_SUCCESS) goto done;
+    for (size_t i = 0; i < n; i++) *slots[i] = tensors[i];
+    vkb_tensor host[GPT_HOST_TENSORS], *hslots[GPT_HOST_TENSORS];
+    r = gpt_make_arena(gpt, "host inputs and outputs", VKB_ARENA_HOST, gpt->host_cap,
+                       HOST_NAMES, (int)GPT_HOST_TENSORS, host, &gpt->host_arena, "");
+    if (r != VKA_SUCCESS) goto done;
+    host_slots(&gpt->host, hslots);
+    for (size_t i = 0; i < GPT_HOST_TENSORS; i++) *hslots[i] = host[i];
+done:
+    free(names);
+    free(slots);
+    free(tensors);
+    free(name_buf);
+    return r;
+}
+
+vka_result gpt_reserve(vka_gpt *gpt, const gpt_shape *shape) {
+    size_t n = n_acts(gpt);
+    size_t *sizes = malloc(n * sizeof *sizes);
+    if (!sizes) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
+    act_list(gpt, shape, sizes, NULL, NULL, NULL);
+    size_t hsizes[GPT_HOST_TENSORS];
+    host_sizes(gpt, shape, hsizes);
+    bool grow = !gpt->acts_arena || !gpt->host_arena;
+    for (size_t i = 0; i < n; i++) grow |= sizes[i] > gpt->acts_cap[i];
+    for (size_t i = 0; i < GPT_HOST_TENSORS; i++) grow |= hsizes[i] > gpt->host_cap[i];
+    vka_result r = VKA_SUCCESS;
+    if (grow) {
+        /* Every tensor grows to the larger of what it held and what this shape needs. */
+        gpt_free_run_arenas(gpt);
+        for (size_t i = 0; i < n; i++) gpt->acts_cap[i] = VKA_MAX(gpt->acts_cap[i], sizes[i]);
+        for (size_t i = 0; i < GPT_HOST_TENSORS; i++)
+            gpt->host_cap[i] = VKA_MAX(gpt->host_cap[i], hsizes[i]);
+        r = create_run_arenas(gpt, shape);
+        if (r != VKA_SUCCESS) {
+            /* Nothing half-made stays: the next call starts from empty arenas. */
+            gpt_free_run_arenas(gpt);
+            memset(gpt->acts_cap, 0, n * sizeof *gpt->acts_cap);
+            memset(gpt->host_cap, 0, sizeof gpt->host_cap);
+        }
+    }
+    free(sizes);
+    return r;
+}

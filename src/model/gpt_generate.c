@@ -1,0 +1,122 @@
+/*
+ * Autoregressive generation. One fixed-shape graph (B = 1, T = Tg) is replayed per token, so
+ * nothing is recorded or allocated per token: the context (the last Tg tokens) is written
+ * right-padded into the input row, and because attention is causal the padding never affects
+ * the real positions. The graph copies the logits (Tg, Vp) into the host arena; the host reads
+ * the row of the last real position and samples from it.
+ *
+ * Tg = min(max_T, n_prompt + n_new - 1), the longest context this call can need, so a short
+ * generation does not pay for a full max_T forward per token.
+ */
+#include "model/gpt_internal.h"
+#include "model/rng.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct scored {
+    float logit;
+    int32_t id;
+} scored;
+
+/* Larger logit first; equal logits by smaller id (a deterministic order). */
+static int by_logit_desc(const void *pa, const void *pb) {
+    const scored *a = pa, *b = pb;
+    if (a->logit != b->logit) return a->logit > b->logit ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+static int32_t argmax(const float *logits, int V) {
+    int32_t best = 0;
+    for (int i = 1; i < V; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+/* Draw from softmax(logits / temperature) over the top_k most likely tokens (all if top_k is
+ * 0 or >= V). cand: scratch of V entries. Probabilities in double. */
+static int32_t sample_token(const float *logits, int V, const vka_sample_desc *s, uint64_t *rng,
+                            scored *cand) {
+    if (s->temperature == 0.0f) return argmax(logits, V);
+    for (int i = 0; i < V; i++) cand[i] = (scored){logits[i], i};
+    int k = V;
+    if (s->top_k > 0 && s->top_k < V) {
+        qsort(cand, (size_t)V, sizeof *cand, by_logit_desc);
+        k = s->top_k;
+    }
+    float max = cand[0].logit;
+    for (int i = 1; i < k; i++) max = fmaxf(max, cand[i].logit);
+    double total = 0.0;
+    for (int i = 0; i < k; i++) total += exp(((double)cand[i].logit - max) / s->temperature);
+    double u = vkm_rng_uniform_double(rng) * total, acc = 0.0;
+    for (int i = 0; i < k; i++) {
+        acc += exp(((double)cand[i].logit - max) / s->temperature);
+        if (u < acc) return cand[i].id;
+    }
+    return cand[k - 1].id; /* u rounded up to total */
+}
+
+static vka_result check_generate(vka_gpt *gpt, const int32_t *prompt, size_t n_prompt,
+                                 int n_new, const vka_sample_desc *s) {
+    const char *fn = "vka_gpt_generate";
+    if (!prompt || n_prompt == 0)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: the prompt is empty (at least one token is needed)", fn);
+    if (n_new < 0)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "%s: n_new = %d is negative",
+                             fn, n_new);
+    if (!(s->temperature >= 0.0f) || !isfinite(s->temperature))
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: temperature = %g must be finite and >= 0", fn,
+                             (double)s->temperature);
+    if (s->top_k < 0)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "%s: top_k = %d is negative",
+                             fn, s->top_k);
+    return gpt_check_ids(gpt, fn, "prompt", prompt, n_prompt, 0);
+}
+
+vka_result vka_gpt_generate(vka_gpt *gpt, const int32_t *prompt, size_t n_prompt, int n_new,
+                            const vka_sample_desc *sample, int32_t *out, vka_token_fn fn,
+                            void *user_data) {
+    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    vka_sample_desc s = sample ? *sample : (vka_sample_desc){0}; /* NULL: greedy */
+    vka_result r = check_generate(gpt, prompt, n_prompt, n_new, &s);
+    if (r != VKA_SUCCESS || n_new == 0) return r;
+    int V = gpt->cfg.V, Vp = gpt->cfg.Vp;
+    size_t total = n_prompt + (size_t)n_new;
+    int Tg = (int)VKA_MIN((size_t)gpt->cfg.max_T, total - 1);
+    int32_t *seq = malloc(total * sizeof *seq);
+    /* Positions after the context hold valid ids (0, or earlier tokens) nothing attends to. */
+    int32_t *row = calloc((size_t)Tg, sizeof *row);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    scored *cand = malloc((size_t)V * sizeof *cand);
+    if (!seq || !row || !logits || !cand) {
+        r = vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "vka_gpt_generate: out of memory");
+        goto done;
+    }
+    memcpy(seq, prompt, n_prompt * sizeof *seq);
+    gpt_shape shape = {.B = 1, .T = Tg, .host_logits = true};
+    r = gpt_reserve(gpt, &shape);
+    uint64_t rng = s.seed;
+    for (size_t len = n_prompt; r == VKA_SUCCESS && len < total; len++) {
+        size_t n_ctx = VKA_MIN(len, (size_t)Tg);
+        memcpy(row, seq + len - n_ctx, n_ctx * sizeof *row);
+        r = gpt->be->ops->write(gpt->be, gpt->host.inputs, 0, row, (size_t)Tg);
+        if (r == VKA_SUCCESS) r = gpt_run(gpt, G_SAMPLE, 1, Tg, 0, 0);
+        if (r == VKA_SUCCESS)
+            r = gpt->be->ops->read(gpt->be, gpt->host.logits, (n_ctx - 1) * (size_t)Vp, logits,
+                                   (size_t)V);
+        if (r != VKA_SUCCESS) break;
+        int32_t tok = sample_token(logits, V, &s, &rng, cand);
+        seq[len] = tok;
+        if (out) out[len - n_prompt] = tok;
+        if (fn && !fn(user_data, tok)) break;
+    }
+done:
+    free(seq);
+    free(row);
+    free(logits);
+    free(cand);
+    return r;
+}

@@ -1,0 +1,220 @@
+/*
+ * GPT-2 forward and backward passes and the AdamW update, recorded as backend ops (llm.c
+ * train_gpt2.c gpt2_forward / gpt2_backward / gpt2_update, with attention written as llm.c's
+ * CUDA version does it: permute to heads, batched q.k^T, masked softmax, att.v, unpermute).
+ *
+ * Backward keeps one gradient of the residual stream, dresidual (B, T, C), and walks down the
+ * layers: each layer's backward adds its branch's gradient into it (layernorm_backward
+ * accumulates), so after layer l it holds d(input of layer l). Activation gradients inside a
+ * layer use scratch tensors shared by all layers. Parameter gradients are zeroed by the caller
+ * and accumulated, as the backend's backward ops do.
+ */
+#include "model/gpt_internal.h"
+
+#include <math.h>
+
+/* t cut to its first n elements (tensors are sized for the largest shape seen so far). */
+static vkb_tensor cut(vkb_tensor t, size_t n) { return vkb_slice(t, 0, n); }
+
+static vkb_tensor param(const vka_gpt *gpt, const vkb_tensor *set, gpt_param_kind k, int l) {
+    return set[gpt_tensor_index(gpt->cfg.L, k, l)];
+}
+
+/* out (BT, OC) = inp (BT, IC) . weight (OC, IC)^T + bias (OC) */
+static void linear_forward(vkb_backend *be, vkb_tensor out, vkb_tensor inp, vkb_tensor weight,
+                           vkb_tensor bias, int BT, int IC, int OC) {
+    vkb_matmul mm = {.out = out, .a = inp, .b = weight, .bias = bias, .M = BT, .N = OC, .K = IC,
+                     .batch = 1, .trans_b = true, .alpha = 1.0f};
+    be->ops->matmul(be, &mm);
+}
+
+/* dinp (BT, IC) = dout . weight (written); dweight (OC, IC) += dout^T . inp;
+ * dbias (OC) += column sums of dout (BT, OC). */
+static void linear_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dweight,
+                            vkb_tensor dbias, vkb_tensor dout, vkb_tensor inp, vkb_tensor weight,
+                            int BT, int IC, int OC) {
+    vkb_matmul dx = {.out = dinp, .a = dout, .b = weight, .M = BT, .N = IC, .K = OC,
+                     .batch = 1, .alpha = 1.0f};
+    be->ops->matmul(be, &dx);
+    vkb_matmul dw = {.out = dweight, .a = dout, .b = inp, .M = OC, .N = IC, .K = BT,
+                     .batch = 1, .trans_a = true, .alpha = 1.0f, .accumulate = true};
+    be->ops->matmul(be, &dw);
+    if (vkb_present(dbias)) be->ops->bias_backward(be, dbias, dout, BT, OC);
+}
+
+/* Batched (B*NH) product of (M, K) and (K, N) matrices, written. */
+static void bmm(vkb_backend *be, vkb_tensor out, vkb_tensor a, vkb_tensor b, int batch, int M,
+                int N, int K, bool trans_a, bool trans_b) {
+    vkb_matmul mm = {.out = out, .a = a, .b = b, .M = M, .N = N, .K = K, .batch = batch,
+                     .trans_a = trans_a, .trans_b = trans_b, .alpha = 1.0f};
+    be->ops->matmul(be, &mm);
+}
+
+/* q, k, v (B, NH, T, HS) as views of a (3, B, NH, T, HS) tensor. */
+static void split_qkv(vkb_tensor qkvr, size_t BTC, vkb_tensor *q, vkb_tensor *k, vkb_tensor *v) {
+    *q = vkb_slice(qkvr, 0, BTC);
+    *k = vkb_slice(qkvr, BTC, BTC);
+    *v = vkb_slice(qkvr, 2 * BTC, BTC);
+}
+
+/* Causal self-attention of one layer: atty (B, T, C) from qkv (B, T, 3C), keeping q, k, v
+ * and att for backward. */
+static void attention_forward(vka_gpt *gpt, gpt_layer_acts *la, int B, int T) {
+    vkb_backend *be = gpt->be;
+    gpt_acts *a = &gpt->acts;
+    int NH = gpt->cfg.NH, HS = gpt->cfg.C / NH;
+    size_t BTC = (size_t)B * T * gpt->cfg.C;
+    vkb_tensor q, k, v;
+    split_qkv(la->qkvr, BTC, &q, &k, &v);
+    be->ops->permute_forward(be, q, k, v, a->qkv, B, T, NH, HS);
+    bmm(be, a->preatt, q, k, B * NH, T, T, HS, false, true); /* (B, NH, T, T) = q . k^T */
+    vkb_softmax sm = {.out = la->att, .inp = a->preatt, .R = B * NH * T, .Tq = T, .Tk = T,
+                      .mask_rows = 1, .scale = 1.0f / sqrtf((float)HS), .causal = true};
+    be->ops->softmax_forward(be, &sm);
+    bmm(be, a->vaccum, la->att, v, B * NH, T, HS, T, false, false); /* (B, NH, T, HS) */
+    be->ops->unpermute_forward(be, la->atty, a->vaccum, B, T, NH, HS);
+}
+
+void gpt_record_forward(vka_gpt *gpt, int B, int T, bool train) {
+    vkb_backend *be = gpt->be;
+    const vkb_tensor *p = gpt->params;
+    gpt_acts *a = &gpt->acts;
+    int C = gpt->cfg.C, L = gpt->cfg.L, BT = B * T;
+    size_t BTC = (size_t)BT * C;
+
+    be->ops->encoder_forward(be, a->encoded, gpt->host.inputs, p[0], p[1], B, T, C);
+    vkb_tensor residual = a->encoded;
+    for (int l = 0; l < L; l++) {
+        /* Forward-only passes overwrite layer 0's activations for every layer. */
+        gpt_layer_acts *la = &gpt->layer[train ? l : 0];
+        be->ops->layernorm_forward(be, la->ln1, la->ln1_mean, la->ln1_rstd, residual,
+                                   param(gpt, p, P_LN1W, l), param(gpt, p, P_LN1B, l), BT, C);
+        linear_forward(be, a->qkv, la->ln1, param(gpt, p, P_QKVW, l), param(gpt, p, P_QKVB, l),
+                       BT, C, 3 * C);
+        attention_forward(gpt, la, B, T);
+        linear_forward(be, a->proj, la->atty, param(gpt, p, P_ATTPROJW, l),
+                       param(gpt, p, P_ATTPROJB, l), BT, C, C);
+        be->ops->residual_forward(be, la->residual2, residual, a->proj, BTC);
+        be->ops->layernorm_forward(be, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual2,
+                                   param(gpt, p, P_LN2W, l), param(gpt, p, P_LN2B, l), BT, C);
+        linear_forward(be, la->fch, la->ln2, param(gpt, p, P_FCW, l), param(gpt, p, P_FCB, l),
+                       BT, C, 4 * C);
+        be->ops->gelu_forward(be, la->fch_gelu, la->fch, 4 * BTC);
+        linear_forward(be, a->proj, la->fch_gelu, param(gpt, p, P_FCPROJW, l),
+                       param(gpt, p, P_FCPROJB, l), BT, 4 * C, C);
+        be->ops->residual_forward(be, la->residual3, la->residual2, a->proj, BTC);
+        residual = la->residual3;
+    }
+    be->ops->layernorm_forward(be, a->lnf, a->lnf_mean, a->lnf_rstd, residual,
+                               param(gpt, p, P_LNFW, 0), param(gpt, p, P_LNFB, 0), BT, C);
+    /* The LM head is tied to wte (GPT-2): logits (BT, Vp) = lnf . wte^T, no bias. */
+    linear_forward(be, a->logits, a->lnf, p[0], VKB_NONE, BT, C, gpt->cfg.Vp);
+}
+
+void gpt_record_loss(vka_gpt *gpt, int B, int T, bool copy_losses) {
+    vkb_backend *be = gpt->be;
+    gpt_acts *a = &gpt->acts;
+    size_t BT = (size_t)B * T;
+    be->ops->crossentropy_forward(be, a->losses, a->logits, gpt->host.targets, (int)BT,
+                                  gpt->cfg.V, gpt->cfg.Vp);
+    be->ops->mean(be, a->loss, a->losses, BT);
+    be->ops->copy(be, gpt->host.loss, cut(a->loss, 1));
+    if (copy_losses) be->ops->copy(be, gpt->host.losses, cut(a->losses, BT));
+}
+
+/* Gradients of one layer's attention: dqkv (B, T, 3C) from datty (B, T, C). */
+static void attention_backward(vka_gpt *gpt, gpt_layer_acts *la, int B, int T) {
+    vkb_backend *be = gpt->be;
+    gpt_acts *a = &gpt->acts;
+    int NH = gpt->cfg.NH, HS = gpt->cfg.C / NH;
+    size_t BTC = (size_t)B * T * gpt->cfg.C, BNHTT = (size_t)B * NH * T * T;
+    vkb_tensor q, k, v, dq, dk, dv;
+    split_qkv(la->qkvr, BTC, &q, &k, &v);
+    split_qkv(a->dqkvr, BTC, &dq, &dk, &dv);
+    be->ops->fill(be, cut(a->dvaccum, BTC), 0.0f);
+    be->ops->unpermute_backward(be, a->dvaccum, a->datty, B, T, NH, HS);
+    bmm(be, a->datt, a->dvaccum, v, B * NH, T, T, HS, false, true); /* dvaccum . v^T */
+    bmm(be, dv, la->att, a->dvaccum, B * NH, T, HS, T, true, false); /* att^T . dvaccum */
+    be->ops->fill(be, cut(a->dpreatt, BNHTT), 0.0f);
+    be->ops->softmax_backward(be, a->dpreatt, a->datt, la->att, B * NH * T, T,
+                              1.0f / sqrtf((float)HS));
+    bmm(be, dq, a->dpreatt, k, B * NH, T, HS, T, false, false); /* dpreatt . k */
+    bmm(be, dk, a->dpreatt, q, B * NH, T, HS, T, true, false);  /* dpreatt^T . q */
+    be->ops->fill(be, cut(a->dqkv, 3 * BTC), 0.0f);
+    be->ops->permute_backward(be, a->dqkv, dq, dk, dv, B, T, NH, HS);
+}
+
+/* One layer backward; a->dresidual holds d(residual3 of l) and leaves holding d(its input). */
+static void layer_backward(vka_gpt *gpt, int l, int B, int T) {
+    vkb_backend *be = gpt->be;
+    const vkb_tensor *p = gpt->params, *g = gpt->grads;
+    gpt_acts *a = &gpt->acts;
+    gpt_layer_acts *la = &gpt->layer[l];
+    vkb_tensor residual = l == 0 ? a->encoded : gpt->layer[l - 1].residual3;
+    int C = gpt->cfg.C, BT = B * T;
+    size_t BTC = (size_t)BT * C;
+
+    /* MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))) */
+    linear_backward(be, a->dfch_gelu, param(gpt, g, P_FCPROJW, l), param(gpt, g, P_FCPROJB, l),
+                    a->dresidual, la->fch_gelu, param(gpt, p, P_FCPROJW, l), BT, 4 * C, C);
+    be->ops->fill(be, cut(a->dfch, 4 * BTC), 0.0f);
+    be->ops->gelu_backward(be, a->dfch, la->fch, a->dfch_gelu, 4 * BTC);
+    linear_backward(be, a->dln, param(gpt, g, P_FCW, l), param(gpt, g, P_FCB, l), a->dfch,
+                    la->ln2, param(gpt, p, P_FCW, l), BT, C, 4 * C);
+    be->ops->layernorm_backward(be, a->dresidual, param(gpt, g, P_LN2W, l),
+                                param(gpt, g, P_LN2B, l), a->dln, la->residual2,
+                                param(gpt, p, P_LN2W, l), la->ln2_mean, la->ln2_rstd, BT, C);
+    /* Attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual)))) */
+    linear_backward(be, a->datty, param(gpt, g, P_ATTPROJW, l), param(gpt, g, P_ATTPROJB, l),
+                    a->dresidual, la->atty, param(gpt, p, P_ATTPROJW, l), BT, C, C);
+    attention_backward(gpt, la, B, T);
+    linear_backward(be, a->dln, param(gpt, g, P_QKVW, l), param(gpt, g, P_QKVB, l), a->dqkv,
+                    la->ln1, param(gpt, p, P_QKVW, l), BT, C, 3 * C);
+    be->ops->layernorm_backward(be, a->dresidual, param(gpt, g, P_LN1W, l),
+                                param(gpt, g, P_LN1B, l), a->dln, residual,
+                                param(gpt, p, P_LN1W, l), la->ln1_mean, la->ln1_rstd, BT, C);
+}
+
+void gpt_record_backward(vka_gpt *gpt, int B, int T) {
+    vkb_backend *be = gpt->be;
+    const vkb_tensor *p = gpt->params, *g = gpt->grads;
+    gpt_acts *a = &gpt->acts;
+    int C = gpt->cfg.C, L = gpt->cfg.L, Vp = gpt->cfg.Vp, BT = B * T;
+
+    /* Mean loss over B*T positions: dloss = 1/(B*T) each; dlogits replace logits in place. */
+    be->ops->crossentropy_backward(be, a->logits, a->logits, gpt->host.targets,
+                                   1.0f / (float)BT, BT, gpt->cfg.V, Vp);
+    /* logits = lnf . wte^T: dlnf = dlogits . wte, dwte += dlogits^T . lnf */
+    linear_backward(be, a->dln, g[0], VKB_NONE, a->logits, a->lnf, p[0], BT, C, Vp);
+    be->ops->fill(be, cut(a->dresidual, (size_t)BT * C), 0.0f);
+    be->ops->layernorm_backward(be, a->dresidual, param(gpt, g, P_LNFW, 0),
+                                param(gpt, g, P_LNFB, 0), a->dln, gpt->layer[L - 1].residual3,
+                                param(gpt, p, P_LNFW, 0), a->lnf_mean, a->lnf_rstd, BT, C);
+    for (int l = L - 1; l >= 0; l--) layer_backward(gpt, l, B, T);
+    be->ops->encoder_backward(be, g[0], g[1], a->dresidual, gpt->host.inputs, gpt->host.buckets,
+                              B, T, C);
+}
+
+void gpt_record_zero_grads(vka_gpt *gpt) {
+    for (int i = 0; i < gpt->n_tensors; i++) gpt->be->ops->fill(gpt->be, gpt->grads[i], 0.0f);
+}
+
+void gpt_record_update(vka_gpt *gpt, float grad_clip, float weight_decay) {
+    vkb_backend *be = gpt->be;
+    be->ops->grad_norm(be, gpt->norm, gpt->norm_partials, gpt->grads, gpt->n_tensors, grad_clip);
+    for (int i = 0; i < gpt->n_tensors; i++) {
+        int l;
+        gpt_param_kind k = gpt_tensor_kind(gpt->cfg.L, i, &l);
+        /* Decoupled weight decay on 2-D weights only (nanoGPT's configure_optimizers). */
+        float wd = gpt_kind_is_matrix(k) ? weight_decay : 0.0f;
+        be->ops->adamw(be, gpt->params[i], gpt->grads[i], gpt->m[i], gpt->v[i], gpt->host.hyper,
+                       gpt->norm, gpt->tensor_sizes[i], wd);
+    }
+    be->ops->copy(be, gpt->host.norm, gpt->norm);
+}
+
+void gpt_record_sample(vka_gpt *gpt, int T) {
+    gpt_record_forward(gpt, 1, T, false);
+    gpt->be->ops->copy(gpt->be, gpt->host.logits,
+                       cut(gpt->acts.logits, (size_t)T * gpt->cfg.Vp));
+}

@@ -1,0 +1,220 @@
+/*
+ * The GPT-2 model's internals (not installed): parameter and activation layout, the graphs it
+ * records, and the functions shared by gpt.c (create, layout, parameters), gpt_graph.c
+ * (forward/backward/AdamW recording), gpt_train.c (the public run functions) and checkpoint.c.
+ *
+ * Layout (llm.c train_gpt2.c, with one difference: each layer's slice of a (L, ...) parameter
+ * is its own tensor, so no single tensor grows with L past a device's maxStorageBufferRange):
+ *  - parameters: tensors in llm.c order wte, wpe, then for each of ln1w..fcprojb the L layer
+ *    tensors, then lnfw, lnfb; one arena. Gradients, AdamW m and v: one arena each, same
+ *    tensor list (gradients and m/v are created on first use, so an inference-only model
+ *    holds only its parameters).
+ *  - activations: one arena sized for the largest (B, T) used so far; the per-layer tensors the
+ *    backward pass needs exist for every layer once a training graph was recorded, otherwise
+ *    only for layer 0 (forward-only passes reuse layer 0's tensors for every layer).
+ *  - host: one VKB_ARENA_HOST arena for what the host writes before a run (tokens, targets,
+ *    encoder buckets, AdamW scalars) and reads after it (loss, losses, grad norm, logits).
+ */
+#ifndef VKM_GPT_INTERNAL_H
+#define VKM_GPT_INTERNAL_H
+
+#include "backend.h"
+
+/* Parameter kinds in llm.c order. */
+typedef enum gpt_param_kind {
+    P_WTE, P_WPE,
+    P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB,
+    P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB,
+    P_LNFW, P_LNFB,
+    P_KINDS
+} gpt_param_kind;
+
+/* Activations of one layer kept for the backward pass. */
+typedef struct gpt_layer_acts {
+    vkb_tensor ln1;       /* (B, T, C) */
+    vkb_tensor ln1_mean;  /* (B, T) */
+    vkb_tensor ln1_rstd;  /* (B, T) */
+    vkb_tensor qkvr;      /* (3, B, NH, T, HS): q, k, v with the heads split out */
+    vkb_tensor att;       /* (B, NH, T, T) softmax output */
+    vkb_tensor atty;      /* (B, T, C) attention output, heads side by side */
+    vkb_tensor residual2; /* (B, T, C) */
+    vkb_tensor ln2;       /* (B, T, C) */
+    vkb_tensor ln2_mean;  /* (B, T) */
+    vkb_tensor ln2_rstd;  /* (B, T) */
+    vkb_tensor fch;       /* (B, T, 4C) */
+    vkb_tensor fch_gelu;  /* (B, T, 4C) */
+    vkb_tensor residual3; /* (B, T, C) */
+} gpt_layer_acts;
+
+#define GPT_LAYER_ACTS (sizeof(gpt_layer_acts) / sizeof(vkb_tensor))
+
+/* Everything in the activation arena. Scratch tensors are reused by every layer. */
+typedef struct gpt_acts {
+    vkb_tensor encoded;  /* (B, T, C) */
+    vkb_tensor lnf;      /* (B, T, C) */
+    vkb_tensor lnf_mean; /* (B, T) */
+    vkb_tensor lnf_rstd; /* (B, T) */
+    vkb_tensor logits;   /* (B, T, Vp); the backward pass turns it into dlogits in place */
+    vkb_tensor losses;   /* (B, T) */
+    vkb_tensor loss;     /* (1) mean of losses */
+    /* forward scratch */
+    vkb_tensor qkv;      /* (B, T, 3C) */
+    vkb_tensor preatt;   /* (B, NH, T, T) */
+    vkb_tensor vaccum;   /* (B, NH, T, HS) att . v */
+    vkb_tensor proj;     /* (B, T, C) attproj, then fcproj */
+    /* backward scratch (1 element until a backward graph is recorded) */
+    vkb_tensor dresidual; /* (B, T, C) gradient of the residual stream */
+    vkb_tensor dln;       /* (B, T, C) gradient of a layernorm output */
+    vkb_tensor datty;     /* (B, T, C) */
+    vkb_tensor dvaccum;   /* (B, NH, T, HS) */
+    vkb_tensor datt;      /* (B, NH, T, T) */
+    vkb_tensor dpreatt;   /* (B, NH, T, T) */
+    vkb_tensor dqkvr;     /* (3, B, NH, T, HS) */
+    vkb_tensor dqkv;      /* (B, T, 3C) */
+    vkb_tensor dfch_gelu; /* (B, T, 4C) */
+    vkb_tensor dfch;      /* (B, T, 4C) */
+} gpt_acts;
+
+#define GPT_GLOBAL_ACTS (sizeof(gpt_acts) / sizeof(vkb_tensor))
+
+/* The host-visible arena. */
+typedef struct gpt_host {
+    vkb_tensor inputs;  /* (B, T) int32 */
+    vkb_tensor targets; /* (B, T) int32 */
+    vkb_tensor buckets; /* VKA_BUCKETS_SIZE(B*T) int32 for encoder_backward */
+    vkb_tensor hyper;   /* (VKA_HYPER_COUNT) AdamW scalars of this step */
+    vkb_tensor loss;    /* (1) */
+    vkb_tensor losses;  /* (B, T) */
+    vkb_tensor norm;    /* (2) grad norm, clip scale */
+    vkb_tensor logits;  /* (T, Vp) of batch row 0, for sampling; 1 element until needed */
+} gpt_host;
+
+#define GPT_HOST_TENSORS (sizeof(gpt_host) / sizeof(vkb_tensor))
+
+/* What a run needs the arenas to hold. */
+typedef struct gpt_shape {
+    int B, T;
+    bool train;       /* per-layer activations for every layer, backward scratch */
+    bool host_logits; /* host.logits (T, Vp) */
+} gpt_shape;
+
+typedef enum gpt_graph_kind {
+    G_FORWARD,          /* forward to logits */
+    G_FORWARD_LOSS,     /* + cross-entropy, mean loss and losses copied to the host */
+    G_FORWARD_BACKWARD, /* zero grads, forward, loss, backward */
+    G_TRAIN,            /* + grad norm and AdamW */
+    G_SAMPLE,           /* forward, logits of batch row 0 copied to the host */
+} gpt_graph_kind;
+
+typedef struct gpt_graph {
+    gpt_graph_kind kind;
+    int B, T;
+    float grad_clip, weight_decay; /* G_TRAIN only: recorded into the graph */
+    vkb_graph *graph;
+} gpt_graph;
+
+#define GPT_MAX_GRAPHS 12
+
+struct vka_gpt {
+    vka_context *ctx;
+    vkb_backend *be;
+    vka_gpt_config cfg;
+    size_t num_params;
+    uint64_t step; /* AdamW steps taken */
+
+    int n_tensors;         /* parameter tensors: 4 + 12 L */
+    size_t *tensor_sizes;  /* (n_tensors) elements of each */
+    vkb_tensor *params;    /* (n_tensors) */
+    vkb_tensor *grads;     /* (n_tensors), valid once grads_arena exists */
+    vkb_tensor *m, *v;     /* (n_tensors), valid once opt_arena[0] exists */
+    vkb_tensor norm_partials; /* (n_tensors * VKA_NORM_PARTIALS) in the gradient arena */
+    vkb_tensor norm;          /* (2) grad norm and clip scale, in the gradient arena */
+    vkb_arena *params_arena, *grads_arena, *m_arena, *v_arena;
+    bool have_grads;       /* a backward pass has filled grads */
+    uint64_t arena_bytes;  /* device arenas' bytes, checked against limits.memory_bytes */
+
+    gpt_layer_acts *layer; /* (L) */
+    gpt_acts acts;
+    gpt_host host;
+    vkb_arena *acts_arena, *host_arena;
+    size_t *acts_cap;      /* capacity of each activation tensor (elements) */
+    size_t host_cap[GPT_HOST_TENSORS];
+    int32_t *bucket_buf;   /* host scratch for vka_encoder_buckets, host_cap[2] elements */
+
+    gpt_graph graphs[GPT_MAX_GRAPHS];
+    int n_graphs, next_evict;
+};
+
+/* Index of the tensor of kind for layer l (l ignored for wte, wpe, lnfw, lnfb). */
+static inline int gpt_tensor_index(int L, gpt_param_kind kind, int l) {
+    if (kind <= P_WPE) return (int)kind;
+    if (kind >= P_LNFW) return 2 + 12 * L + (int)(kind - P_LNFW);
+    return 2 + (int)(kind - P_LN1W) * L + l;
+}
+static inline bool gpt_kind_per_layer(gpt_param_kind kind) {
+    return kind > P_WPE && kind < P_LNFW;
+}
+/* The 2-D weights: initialised N(0, 0.02) and weight-decayed (nanoGPT). */
+static inline bool gpt_kind_is_matrix(gpt_param_kind kind) {
+    return kind == P_WTE || kind == P_WPE || kind == P_QKVW || kind == P_ATTPROJW ||
+           kind == P_FCW || kind == P_FCPROJW;
+}
+/* Elements of one tensor of kind (one layer's slice for per-layer kinds). */
+size_t gpt_kind_size(const vka_gpt_config *cfg, gpt_param_kind kind);
+const char *gpt_kind_name(gpt_param_kind kind);
+/* The kind of parameter tensor i. */
+gpt_param_kind gpt_tensor_kind(int L, int i, int *layer);
+
+/* What is wrong with a configuration, if anything (sizes positive, C % NH == 0, V <= Vp,
+ * nothing absurdly large): the result code, with the problem written to msg. Vp 0 is filled
+ * in (V rounded up to a multiple of 128). */
+vka_result gpt_config_problem(vka_gpt_config *cfg, char *msg, size_t cap);
+/* A model with the parameter arena only; init: GPT-2 initialisation from seed, else zeros. */
+vka_result gpt_new(vka_context *ctx, const vka_gpt_config *cfg, bool init, uint64_t seed,
+                   vka_gpt **out);
+/* Create an arena after checking each tensor against the device's largest tensor and the
+ * whole against its memory, so a message names the tensor and the limit (hint: how to need
+ * less). Device arenas count into gpt->arena_bytes. */
+vka_result gpt_make_arena(vka_gpt *gpt, const char *label, vkb_arena_kind kind,
+                          const size_t *sizes, const char *const *names, int count,
+                          vkb_tensor *tensors, vkb_arena **out, const char *hint);
+/* Destroy *arena (if any) of bytes device bytes and set it NULL. */
+void gpt_destroy_arena(vka_gpt *gpt, vkb_arena **arena, uint64_t bytes);
+uint64_t gpt_sum_bytes(const size_t *sizes, size_t n);
+/* Destroy the recorded graphs and the activation and host arenas. */
+void gpt_free_run_arenas(vka_gpt *gpt);
+/* Create the gradient arena / the AdamW m and v arenas if missing (zero-filled). */
+vka_result gpt_ensure_grads(vka_gpt *gpt);
+vka_result gpt_ensure_opt(vka_gpt *gpt);
+/* Make the activation and host arenas hold shape (recreating them, and dropping every graph,
+ * if they grow). */
+vka_result gpt_reserve(vka_gpt *gpt, const gpt_shape *shape);
+void gpt_drop_graphs(vka_gpt *gpt);
+/* Copy a tensor set (params, grads, m or v) out of / into n floats in checkpoint order. */
+vka_result gpt_read_set(vka_gpt *gpt, const vkb_tensor *set, float *out);
+vka_result gpt_write_set(vka_gpt *gpt, const vkb_tensor *set, const float *in);
+
+/* Run the graph of kind for (B, T) (G_TRAIN: with grad_clip and weight_decay), recording it
+ * on first use (gpt_train.c). The arenas must already hold the shape (gpt_reserve). */
+vka_result gpt_run(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, float grad_clip,
+                   float weight_decay);
+/* B, T positive, T <= max_T, within int ranges; fn names the caller in the message. */
+vka_result gpt_check_shape(vka_gpt *gpt, const char *fn, int B, int T);
+/* Every id in [0, V); T > 0 names a bad one as what[b][t], else what[i]. */
+vka_result gpt_check_ids(vka_gpt *gpt, const char *fn, const char *what, const int32_t *ids,
+                         size_t n, int T);
+
+/* Record ops (gpt_graph.c). Inputs and targets are read from the host arena. */
+/* Forward to logits; train keeps every layer's activations for backward. */
+void gpt_record_forward(vka_gpt *gpt, int B, int T, bool train);
+/* Cross-entropy, mean loss to host.loss, and (copy_losses) per-position losses to host.losses. */
+void gpt_record_loss(vka_gpt *gpt, int B, int T, bool copy_losses);
+void gpt_record_zero_grads(vka_gpt *gpt);
+/* Backward after a train forward and loss: accumulates into the (zeroed) gradients. */
+void gpt_record_backward(vka_gpt *gpt, int B, int T);
+/* Grad norm (clip) and AdamW with host.hyper; norm and clip scale copied to host.norm. */
+void gpt_record_update(vka_gpt *gpt, float grad_clip, float weight_decay);
+/* Forward of one sequence of T tokens, its logits (T, Vp) copied to host.logits. */
+void gpt_record_sample(vka_gpt *gpt, int T);
+
+#endif

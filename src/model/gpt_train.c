@@ -1,0 +1,314 @@
+/*
+ * Running the model: forward, forward + backward, one training step, evaluation. Each call
+ * checks its inputs, makes sure the arenas hold its (B, T), writes the per-run values into the
+ * host arena and replays a graph recorded once per (kind, B, T): one submission and one wait
+ * per call (eval: per batch of windows).
+ */
+#include "model/gpt_internal.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Eval batches windows so that a forward pass covers about this many positions. */
+#define GPT_EVAL_TOKENS 2048
+
+static void record(vka_gpt *gpt, const gpt_graph *g) {
+    switch (g->kind) {
+    case G_FORWARD:
+        gpt_record_forward(gpt, g->B, g->T, false);
+        break;
+    case G_FORWARD_LOSS:
+        gpt_record_forward(gpt, g->B, g->T, false);
+        gpt_record_loss(gpt, g->B, g->T, true);
+        break;
+    case G_FORWARD_BACKWARD:
+    case G_TRAIN:
+        gpt_record_zero_grads(gpt);
+        gpt_record_forward(gpt, g->B, g->T, true);
+        gpt_record_loss(gpt, g->B, g->T, false);
+        gpt_record_backward(gpt, g->B, g->T);
+        if (g->kind == G_TRAIN) gpt_record_update(gpt, g->grad_clip, g->weight_decay);
+        break;
+    case G_SAMPLE:
+        gpt_record_sample(gpt, g->T);
+        break;
+    }
+}
+
+static bool same_graph(const gpt_graph *a, const gpt_graph *b) {
+    return a->graph && a->kind == b->kind && a->B == b->B && a->T == b->T &&
+           (a->kind != G_TRAIN ||
+            (a->grad_clip == b->grad_clip && a->weight_decay == b->weight_decay));
+}
+
+/* The cache slot for key: its graph if recorded before, else an empty or evicted slot. */
+static gpt_graph *graph_slot(vka_gpt *gpt, const gpt_graph *key) {
+    for (int i = 0; i < gpt->n_graphs; i++)
+        if (same_graph(&gpt->graphs[i], key)) return &gpt->graphs[i];
+    gpt_graph *slot = NULL;
+    for (int i = 0; i < gpt->n_graphs && !slot; i++)
+        if (!gpt->graphs[i].graph) slot = &gpt->graphs[i];
+    if (!slot && gpt->n_graphs < GPT_MAX_GRAPHS) slot = &gpt->graphs[gpt->n_graphs++];
+    if (!slot) {
+        slot = &gpt->graphs[gpt->next_evict];
+        gpt->next_evict = (gpt->next_evict + 1) % GPT_MAX_GRAPHS;
+        gpt->be->ops->graph_destroy(gpt->be, slot->graph);
+    }
+    *slot = *key;
+    slot->graph = NULL;
+    return slot;
+}
+
+/* Run the graph of this kind and shape, recording it first if it is new. */
+vka_result gpt_run(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, float grad_clip,
+                   float weight_decay) {
+    vkb_backend *be = gpt->be;
+    gpt_graph key = {.kind = kind, .B = B, .T = T, .grad_clip = grad_clip,
+                     .weight_decay = weight_decay};
+    gpt_graph *g = graph_slot(gpt, &key);
+    if (be->ops->graph_begin(be, &g->graph)) {
+        record(gpt, g);
+        vka_result r = be->ops->graph_end(be, g->graph);
+        if (r != VKA_SUCCESS) {
+            be->ops->graph_destroy(be, g->graph);
+            g->graph = NULL;
+            return r;
+        }
+    }
+    return be->ops->graph_run(be, g->graph);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Input checks
+ * ------------------------------------------------------------------------------------------- */
+
+vka_result gpt_check_ids(vka_gpt *gpt, const char *fn, const char *what, const int32_t *ids,
+                         size_t n, int T) {
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] >= 0 && ids[i] < gpt->cfg.V) continue;
+        if (T > 0)
+            return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                                 "%s: %s[%zu][%zu] = %d is not a token id of this model "
+                                 "(0 to V-1 = %d)",
+                                 fn, what, i / (size_t)T, i % (size_t)T, (int)ids[i],
+                                 gpt->cfg.V - 1);
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: %s[%zu] = %d is not a token id of this model (0 to V-1 = %d)",
+                             fn, what, i, (int)ids[i], gpt->cfg.V - 1);
+    }
+    return VKA_SUCCESS;
+}
+
+vka_result gpt_check_shape(vka_gpt *gpt, const char *fn, int B, int T) {
+    if (B <= 0 || T <= 0)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: B = %d and T = %d must be positive", fn, B, T);
+    if (T > gpt->cfg.max_T)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: T = %d is longer than the model's max_T = %d", fn, T,
+                             gpt->cfg.max_T);
+    /* Ops take row counts such as B*NH*T as int. */
+    if ((int64_t)B * T * gpt->cfg.NH > INT_MAX)
+        return vka_set_error(gpt->ctx, VKA_ERROR_DEVICE_LIMIT,
+                             "%s: B*NH*T = %lld attention rows is beyond %d", fn,
+                             (long long)B * T * gpt->cfg.NH, INT_MAX);
+    return VKA_SUCCESS;
+}
+
+static vka_result check_batch(vka_gpt *gpt, const char *fn, const int32_t *inputs,
+                              const int32_t *targets, bool need_targets, int B, int T) {
+    if (!inputs || (need_targets && !targets))
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
+                             inputs ? "targets" : "inputs");
+    vka_result r = gpt_check_shape(gpt, fn, B, T);
+    if (r == VKA_SUCCESS) r = gpt_check_ids(gpt, fn, "inputs", inputs, (size_t)B * T, T);
+    if (r == VKA_SUCCESS && targets)
+        r = gpt_check_ids(gpt, fn, "targets", targets, (size_t)B * T, T);
+    return r;
+}
+
+/* Write inputs, targets (optional) and, for backward, the encoder buckets. */
+static vka_result write_batch(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets,
+                              int B, int T, bool buckets) {
+    vkb_backend *be = gpt->be;
+    size_t BT = (size_t)B * T;
+    vka_result r = be->ops->write(be, gpt->host.inputs, 0, inputs, BT);
+    if (r == VKA_SUCCESS && targets) r = be->ops->write(be, gpt->host.targets, 0, targets, BT);
+    if (r == VKA_SUCCESS && buckets) {
+        vka_encoder_buckets(inputs, (int)BT, gpt->bucket_buf);
+        r = be->ops->write(be, gpt->host.buckets, 0, gpt->bucket_buf, VKA_BUCKETS_SIZE(BT));
+    }
+    return r;
+}
+
+static vka_result read_loss(vka_gpt *gpt, float *loss) {
+    if (!loss) return VKA_SUCCESS;
+    return gpt->be->ops->read(gpt->be, gpt->host.loss, 0, loss, 1);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Public run functions
+ * ------------------------------------------------------------------------------------------- */
+
+/* Copy the logits (B, T, Vp) out as (B, T, V). */
+static vka_result read_logits(vka_gpt *gpt, float *logits, size_t BT) {
+    int V = gpt->cfg.V, Vp = gpt->cfg.Vp;
+    if (V == Vp) return gpt->be->ops->read(gpt->be, gpt->acts.logits, 0, logits, BT * (size_t)V);
+    float *all = malloc(BT * (size_t)Vp * sizeof *all);
+    if (!all)
+        return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "logits: out of memory");
+    vka_result r = gpt->be->ops->read(gpt->be, gpt->acts.logits, 0, all, BT * (size_t)Vp);
+    for (size_t i = 0; r == VKA_SUCCESS && i < BT; i++)
+        memcpy(logits + i * V, all + i * Vp, (size_t)V * sizeof *all);
+    free(all);
+    return r;
+}
+
+vka_result vka_gpt_forward(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets, int B,
+                           int T, float *loss, float *logits) {
+    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    vka_result r = check_batch(gpt, "vka_gpt_forward", inputs, targets, false, B, T);
+    if (r != VKA_SUCCESS) return r;
+    gpt_shape shape = {.B = B, .T = T};
+    r = gpt_reserve(gpt, &shape);
+    if (r == VKA_SUCCESS) r = write_batch(gpt, inputs, targets, B, T, false);
+    if (r == VKA_SUCCESS) r = gpt_run(gpt, targets ? G_FORWARD_LOSS : G_FORWARD, B, T, 0, 0);
+    if (r == VKA_SUCCESS && targets) r = read_loss(gpt, loss);
+    if (r == VKA_SUCCESS && logits) r = read_logits(gpt, logits, (size_t)B * T);
+    return r;
+}
+
+vka_result vka_gpt_forward_backward(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets,
+                                    int B, int T, float *loss) {
+    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    vka_result r = check_batch(gpt, "vka_gpt_forward_backward", inputs, targets, true, B, T);
+    if (r == VKA_SUCCESS) r = gpt_ensure_grads(gpt);
+    if (r != VKA_SUCCESS) return r;
+    gpt_shape shape = {.B = B, .T = T, .train = true};
+    r = gpt_reserve(gpt, &shape);
+    if (r == VKA_SUCCESS) r = write_batch(gpt, inputs, targets, B, T, true);
+    if (r == VKA_SUCCESS) r = gpt_run(gpt, G_FORWARD_BACKWARD, B, T, 0, 0);
+    if (r == VKA_SUCCESS) {
+        gpt->have_grads = true;
+        r = read_loss(gpt, loss);
+    }
+    return r;
+}
+
+/* The optimizer settings with defaults filled in, or an error naming the bad field. */
+static vka_result adamw_settings(vka_gpt *gpt, const vka_adamw_desc *opt, vka_adamw_desc *out) {
+    if (!opt)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_gpt_train_step: opt is NULL");
+    vka_adamw_desc d = *opt;
+    if (d.beta1 == 0.0f) d.beta1 = 0.9f;
+    if (d.beta2 == 0.0f) d.beta2 = 0.999f;
+    if (d.eps == 0.0f) d.eps = 1e-8f;
+    const struct {
+        const char *name;
+        float value;
+        bool ok;
+    } checks[] = {
+        {"lr", d.lr, isfinite(d.lr) && d.lr >= 0.0f},
+        {"beta1", d.beta1, d.beta1 > 0.0f && d.beta1 < 1.0f},
+        {"beta2", d.beta2, d.beta2 > 0.0f && d.beta2 < 1.0f},
+        {"eps", d.eps, isfinite(d.eps) && d.eps > 0.0f},
+        {"weight_decay", d.weight_decay, isfinite(d.weight_decay) && d.weight_decay >= 0.0f},
+        {"grad_clip", d.grad_clip, isfinite(d.grad_clip) && d.grad_clip >= 0.0f},
+    };
+    for (size_t i = 0; i < VKA_ARRAY_LEN(checks); i++)
+        if (!checks[i].ok)
+            return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                                 "vka_gpt_train_step: AdamW %s = %g is out of range",
+                                 checks[i].name, (double)checks[i].value);
+    *out = d;
+    return VKA_SUCCESS;
+}
+
+/* The step's AdamW scalars; bias corrections for t = step + 1, computed in double. */
+static void adamw_hyper(const vka_adamw_desc *d, uint64_t step, float *hyper) {
+    double t = (double)(step + 1);
+    memset(hyper, 0, VKA_HYPER_COUNT * sizeof *hyper);
+    hyper[VKA_HYPER_LR] = d->lr;
+    hyper[VKA_HYPER_BETA1] = d->beta1;
+    hyper[VKA_HYPER_BETA2] = d->beta2;
+    hyper[VKA_HYPER_EPS] = d->eps;
+    hyper[VKA_HYPER_BC1] = (float)(1.0 - pow((double)d->beta1, t));
+    hyper[VKA_HYPER_BC2] = (float)(1.0 - pow((double)d->beta2, t));
+}
+
+vka_result vka_gpt_train_step(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets,
+                              int B, int T, const vka_adamw_desc *opt, float *loss,
+                              float *grad_norm) {
+    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    vka_adamw_desc d = {0};
+    vka_result r = check_batch(gpt, "vka_gpt_train_step", inputs, targets, true, B, T);
+    if (r == VKA_SUCCESS) r = adamw_settings(gpt, opt, &d);
+    if (r == VKA_SUCCESS) r = gpt_ensure_grads(gpt);
+    if (r == VKA_SUCCESS) r = gpt_ensure_opt(gpt);
+    if (r != VKA_SUCCESS) return r;
+    gpt_shape shape = {.B = B, .T = T, .train = true};
+    r = gpt_reserve(gpt, &shape);
+    if (r == VKA_SUCCESS) r = write_batch(gpt, inputs, targets, B, T, true);
+    float hyper[VKA_HYPER_COUNT];
+    adamw_hyper(&d, gpt->step, hyper);
+    if (r == VKA_SUCCESS) r = gpt->be->ops->write(gpt->be, gpt->host.hyper, 0, hyper, VKA_HYPER_COUNT);
+    if (r == VKA_SUCCESS) r = gpt_run(gpt, G_TRAIN, B, T, d.grad_clip, d.weight_decay);
+    if (r != VKA_SUCCESS) return r;
+    gpt->step++;
+    gpt->have_grads = true;
+    r = read_loss(gpt, loss);
+    if (r == VKA_SUCCESS && grad_norm) r = gpt->be->ops->read(gpt->be, gpt->host.norm, 0, grad_norm, 1);
+    return r;
+}
+
+vka_result vka_gpt_eval(vka_gpt *gpt, const int32_t *tokens, size_t n, int T, double *loss,
+                        size_t *windows) {
+    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    const char *fn = "vka_gpt_eval";
+    if (T == 0) T = gpt->cfg.max_T;
+    vka_result r = gpt_check_shape(gpt, fn, 1, T);
+    if (r != VKA_SUCCESS) return r;
+    if (!tokens || n < (size_t)T + 1)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: %zu tokens, fewer than one window of T+1 = %d", fn,
+                             tokens ? n : 0, T + 1);
+    r = gpt_check_ids(gpt, fn, "tokens", tokens, n, 0);
+    if (r != VKA_SUCCESS) return r;
+    size_t n_windows = (n - 1) / (size_t)T;
+    int per = (int)VKA_MIN(n_windows, (size_t)VKA_MAX(1, GPT_EVAL_TOKENS / T));
+    size_t cap = (size_t)per * T;
+    int32_t *inputs = malloc(cap * sizeof *inputs);
+    int32_t *targets = malloc(cap * sizeof *targets);
+    float *losses = malloc(cap * sizeof *losses);
+    if (!inputs || !targets || !losses) {
+        r = vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", fn);
+        goto done;
+    }
+    gpt_shape shape = {.B = per, .T = T};
+    r = gpt_reserve(gpt, &shape);
+    double sum = 0.0;
+    for (size_t w0 = 0; r == VKA_SUCCESS && w0 < n_windows; w0 += (size_t)per) {
+        /* The last batch holds the windows that are left (its own graph). */
+        int B = (int)VKA_MIN((size_t)per, n_windows - w0);
+        for (int b = 0; b < B; b++) {
+            const int32_t *win = tokens + (w0 + (size_t)b) * (size_t)T;
+            memcpy(inputs + (size_t)b * T, win, (size_t)T * sizeof *inputs);
+            memcpy(targets + (size_t)b * T, win + 1, (size_t)T * sizeof *targets);
+        }
+        r = write_batch(gpt, inputs, targets, B, T, false);
+        if (r == VKA_SUCCESS) r = gpt_run(gpt, G_FORWARD_LOSS, B, T, 0, 0);
+        if (r == VKA_SUCCESS) r = gpt->be->ops->read(gpt->be, gpt->host.losses, 0, losses, (size_t)B * T);
+        for (size_t i = 0; r == VKA_SUCCESS && i < (size_t)B * T; i++) sum += losses[i];
+    }
+    if (r == VKA_SUCCESS) {
+        if (loss) *loss = sum / ((double)n_windows * T);
+        if (windows) *windows = n_windows;
+    }
+done:
+    free(inputs);
+    free(targets);
+    free(losses);
+    return r;
+}

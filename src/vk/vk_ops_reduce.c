@@ -1,0 +1,325 @@
+/*
+ * Reductions: mean, the global gradient norm, the bias gradient; and the launch layouts and
+ * argument checks every reduction op shares (vk_reduce.h).
+ */
+#include "vk/vk_reduce.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --- layouts ---------------------------------------------------------------------------------- */
+
+/* Largest power of two <= v (v >= 1). */
+static uint32_t pow2_at_most(uint32_t v) {
+    uint32_t p = 1;
+    while (p * 2 <= v && p < (1u << 30)) p *= 2;
+    return p;
+}
+
+static uint32_t pow2_at_least(uint64_t v) {
+    uint32_t p = 1;
+    while (p < v && p < (1u << 30)) p *= 2;
+    return p;
+}
+
+static uint32_t log2_of(uint32_t p) {
+    uint32_t l = 0;
+    while ((1u << l) < p) l++;
+    return l;
+}
+
+static bool is_llvmpipe(const vkv_backend *vb) {
+    return strncmp(vkv_device(vb)->props.deviceName, "llvmpipe", 8) == 0;
+}
+
+/* llvmpipe (lavapipe) counts the iterations of all loops of a shader invocation together and
+ * silently leaves every loop after 65535 of them (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS), so a
+ * long reduction would return a partial sum. The layouts below widen the workgroup to stay
+ * within it, and an op whose shape cannot fails with VKA_ERROR_DEVICE_LIMIT instead. */
+#define LLVMPIPE_LOOP_LIMIT 65535u
+
+static uint64_t loop_budget(const vkv_backend *vb) {
+    return is_llvmpipe(vb) ? LLVMPIPE_LOOP_LIMIT : UINT64_MAX;
+}
+
+/* Largest power-of-two workgroup the device allows (Vulkan guarantees 128). */
+static uint32_t max_wg(const vkv_backend *vb) {
+    const VkPhysicalDeviceLimits *lim = &vkv_device(vb)->props.limits;
+    return pow2_at_most(VKA_MIN(lim->maxComputeWorkGroupInvocations, lim->maxComputeWorkGroupSize[0]));
+}
+
+/* GPU workgroups: 256 invocations for rows; 1024 for the vector and column sums, where one
+ * workgroup must keep many loads in flight (both capped by the device). */
+static uint32_t gpu_wg(const vkv_backend *vb) { return VKA_MIN(256u, max_wg(vb)); }
+static uint32_t gpu_wide_wg(const vkv_backend *vb) { return VKA_MIN(1024u, max_wg(vb)); }
+
+/* CPU-type devices: the SIMD width, in 32-bit lanes, over which llvmpipe runs invocations side
+ * by side (its device name ends in "(LLVM x.y, 256 bits)"); 8 when unknown. */
+static uint32_t cpu_simd(const vkv_backend *vb) {
+    const char *bits = strstr(vkv_device(vb)->props.deviceName, " bits)");
+    const char *p = bits;
+    while (p && p > vkv_device(vb)->props.deviceName && p[-1] >= '0' && p[-1] <= '9') p--;
+    unsigned long b = p && p != bits ? strtoul(p, NULL, 10) : 0;
+    return b >= 128 && b <= 1024 ? pow2_at_most((uint32_t)(b / 32)) : 8;
+}
+
+/* CPU-type variant: one invocation per row (SIMD lanes = rows), so no barrier at all: on
+ * lavapipe this measured faster than spreading a row over a SIMD group with one barrier per
+ * reduction, for rows of 64 to 50,257 elements alike (llvmpipe loads each lane's element
+ * separately either way). Up to CPU_ROWS_WG rows per workgroup, fewer when there are few rows
+ * so that every thread gets work. Rows too long for llvmpipe's loop budget get more
+ * invocations (vkv_rows_layout). */
+#define CPU_ROWS_WG 64
+
+/* Per invocation, each seg_reduce costs SEG - 1 iterations (CPU) or log2(SEG) (GPU tree); two
+ * of them at most per shader. */
+static uint64_t reduce_iters(bool cpu, uint32_t seg) { return 2ull * (cpu ? seg : log2_of(seg)); }
+
+vkv_layout vkv_rows_layout(vkv_backend *vb, uint64_t rows, uint64_t len, int passes) {
+    bool cpu = vkv_device(vb)->is_cpu;
+    uint64_t budget = loop_budget(vb);
+    uint32_t top = max_wg(vb), seg;
+    if (cpu)
+        seg = 1;
+    else /* ~16 elements per invocation, but at least 32 invocations (128 bytes) across a row
+          * longer than that, so a row's loads coalesce; up to a workgroup per row. */
+        seg = VKA_MIN(VKA_MAX(pow2_at_least(VKA_CEIL_DIV(len, 16)),
+                              VKA_MIN(32u, pow2_at_least(len))), gpu_wg(vb));
+    while (seg < top && passes * VKA_CEIL_DIV(len, seg) + reduce_iters(cpu, seg) > budget) seg *= 2;
+    uint32_t wg;
+    if (!cpu)
+        wg = VKA_MAX(gpu_wg(vb), seg);
+    else if (seg > 1)
+        wg = VKA_MAX(seg, cpu_simd(vb));
+    else
+        wg = VKA_MIN(VKA_MAX(pow2_at_most((uint32_t)VKA_MIN(rows / 4 + 1, CPU_ROWS_WG)),
+                             cpu_simd(vb)), CPU_ROWS_WG);
+    return (vkv_layout){.spec = {wg, seg, cpu},
+                        .n_spec = 3,
+                        .groups = VKA_CEIL_DIV(rows, wg / seg),
+                        .iters = passes * VKA_CEIL_DIV(len, seg) + reduce_iters(cpu, seg)};
+}
+
+/* Loops of the vector and column shaders handle four elements per iteration, plus a tail. */
+static uint64_t unrolled_iters(uint64_t len, uint32_t lanes) {
+    return VKA_CEIL_DIV(len, 4ull * lanes) + 3;
+}
+
+vkv_layout vkv_vector_layout(vkv_backend *vb, uint64_t len) {
+    bool cpu = vkv_device(vb)->is_cpu;
+    uint64_t budget = loop_budget(vb);
+    uint32_t top = max_wg(vb);
+    uint32_t wg = VKA_MIN(cpu ? cpu_simd(vb) : gpu_wide_wg(vb), top);
+    while (wg < top && unrolled_iters(len, wg) + reduce_iters(cpu, wg) > budget) wg *= 2;
+    return (vkv_layout){.spec = {wg, wg, cpu},
+                        .n_spec = 3,
+                        .groups = 1,
+                        .iters = unrolled_iters(len, wg) + reduce_iters(cpu, wg)};
+}
+
+vkv_layout vkv_cols_layout(vkv_backend *vb, uint64_t rows, uint64_t cols) {
+    uint64_t budget = loop_budget(vb);
+    uint32_t top = max_wg(vb), per_group, row_lanes;
+    if (vkv_device(vb)->is_cpu) {
+        per_group = VKA_MIN(CPU_ROWS_WG, top); /* one invocation per column: no barrier */
+        row_lanes = 1;
+    } else {
+        /* Blocks of 32 columns (128-byte rows), down to 8 (32 bytes) so that there are enough
+         * workgroups; the rest of a wide workgroup splits the rows (many loads in flight). */
+        per_group = 32;
+        while (per_group > 8 && cols / per_group < 96) per_group /= 2;
+        per_group = VKA_MIN(per_group, gpu_wide_wg(vb));
+        row_lanes = gpu_wide_wg(vb) / per_group;
+    }
+    /* Fewer columns than a block: a narrower block (on a GPU, the spare invocations take rows). */
+    while (per_group > 1 && per_group / 2 >= cols) {
+        per_group /= 2;
+        if (!vkv_device(vb)->is_cpu) row_lanes *= 2;
+    }
+    while (per_group * row_lanes < top &&
+           unrolled_iters(rows, row_lanes) + log2_of(row_lanes) > budget)
+        row_lanes *= 2;
+    return (vkv_layout){.spec = {per_group * row_lanes, per_group},
+                        .n_spec = 2,
+                        .groups = VKA_CEIL_DIV(cols, per_group),
+                        .iters = unrolled_iters(rows, row_lanes) + log2_of(row_lanes)};
+}
+
+bool vkv_check_layout(vkb_backend *be, const char *op, const vkv_layout *lay) {
+    uint64_t budget = loop_budget((vkv_backend *)be);
+    if (lay->iters <= budget) return true;
+    vkb_fail(be, VKA_ERROR_DEVICE_LIMIT,
+             "%s: shape too large for llvmpipe: %llu loop iterations per invocation, beyond its "
+             "limit of %llu", op, (unsigned long long)lay->iters, (unsigned long long)budget);
+    return false;
+}
+
+/* --- checks ----------------------------------------------------------------------------------- */
+
+bool vkv_check_dim(vkb_backend *be, const char *op, const char *what, long long v, uint64_t limit) {
+    if (v > 0 && (uint64_t)v <= limit) return true;
+    vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "%s: %s = %lld must be in [1, %llu]", op, what, v,
+             (unsigned long long)limit);
+    return false;
+}
+
+bool vkv_check_tensor(vkb_backend *be, const char *op, const char *name, vkb_tensor t,
+                      uint64_t n) {
+    if (!t.arena) {
+        vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "%s: tensor %s is missing", op, name);
+        return false;
+    }
+    if (t.n < n) {
+        vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "%s: tensor %s has %zu elements, needs %llu", op,
+                 name, t.n, (unsigned long long)n);
+        return false;
+    }
+    return true;
+}
+
+/* --- mean ------------------------------------------------------------------------------------- */
+
+typedef struct pc_mean {
+    uint32_t out_off, inp_off;
+    uint32_t N;
+} pc_mean;
+_Static_assert(sizeof(pc_mean) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
+
+void vkv_mean(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
+    const char *op = "mean";
+    if (!vkv_check_dim(be, op, "N", (long long)VKA_MIN(N, (size_t)LLONG_MAX), UINT32_MAX) ||
+        !vkv_check_tensor(be, op, "out", out, 1) || !vkv_check_tensor(be, op, "inp", inp, N))
+        return;
+    vkv_backend *vb = (vkv_backend *)be;
+    vkv_layout lay = vkv_vector_layout(vb, N);
+    if (!vkv_check_layout(be, op, &lay)) return;
+    pc_mean pc = {out.offset, inp.offset, (uint32_t)N};
+    vkv_call call = {.shader = VKA_SHADER_MEAN,
+                     .spec = {lay.spec[0], lay.spec[1], lay.spec[2]},
+                     .n_spec = lay.n_spec,
+                     .bind = {vkb_slice(out, 0, 1), vkb_slice(inp, 0, N)},
+                     .writes = {true, false},
+                     .n_bind = 2,
+                     .pc = &pc,
+                     .pc_size = sizeof pc,
+                     .groups = 1,
+                     .label = op};
+    vkv_dispatch(vb, &call);
+}
+
+/* --- grad_norm -------------------------------------------------------------------------------- */
+
+#define NORM_PER_DISPATCH 7 /* gradient bindings of grad_norm_partials.comp (8 minus partials) */
+
+typedef struct pc_norm_partials {
+    uint32_t partials_off;
+    uint32_t g_off[NORM_PER_DISPATCH];
+    uint32_t n[NORM_PER_DISPATCH];
+} pc_norm_partials;
+_Static_assert(sizeof(pc_norm_partials) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
+
+typedef struct pc_norm_finalize {
+    uint32_t out_off, partials_off;
+    uint32_t n_partials;
+    float max_norm;
+} pc_norm_finalize;
+_Static_assert(sizeof(pc_norm_finalize) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
+
+/* Partial sums of squares of grads[first .. first+k), k <= NORM_PER_DISPATCH. */
+static void norm_partials(vkv_backend *vb, vkb_tensor partials, const vkb_tensor *grads,
+                          int first, int k) {
+    size_t longest = 0;
+    for (int j = 0; j < k; j++) longest = VKA_MAX(longest, grads[first + j].n);
+    vkv_layout lay = vkv_vector_layout(vb, VKA_CEIL_DIV(longest, VKA_NORM_PARTIALS));
+    if (!vkv_check_layout((vkb_backend *)vb, "grad_norm", &lay)) return;
+    vkb_tensor part = vkb_slice(partials, (size_t)first * VKA_NORM_PARTIALS,
+                                (size_t)k * VKA_NORM_PARTIALS);
+    pc_norm_partials pc = {.partials_off = part.offset};
+    vkv_call call = {.shader = VKA_SHADER_GRAD_NORM_PARTIALS,
+                     .spec = {lay.spec[0], lay.spec[1], lay.spec[2], VKA_NORM_PARTIALS},
+                     .n_spec = 4,
+                     .bind = {part},
+                     .writes = {true},
+                     .n_bind = 1 + k,
+                     .pc = &pc,
+                     .pc_size = sizeof pc,
+                     .groups = (uint64_t)k * VKA_NORM_PARTIALS,
+                     .label = "grad_norm"};
+    for (int j = 0; j < k; j++) {
+        vkb_tensor g = grads[first + j];
+        call.bind[1 + j] = g;
+        pc.g_off[j] = g.offset;
+        pc.n[j] = (uint32_t)g.n;
+    }
+    vkv_dispatch(vb, &call);
+}
+
+void vkv_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials, const vkb_tensor *grads,
+                   int count, float max_norm) {
+    const char *op = "grad_norm";
+    if (!vkv_check_dim(be, op, "count", count, INT_MAX / VKA_NORM_PARTIALS) ||
+        !vkv_check_tensor(be, op, "out", out, 2) ||
+        !vkv_check_tensor(be, op, "partials", partials, (uint64_t)count * VKA_NORM_PARTIALS))
+        return;
+    for (int i = 0; i < count; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "grads[%d]", i);
+        if (!vkv_check_tensor(be, op, name, grads[i], 0)) return;
+        if (grads[i].n > UINT32_MAX) {
+            vkb_fail(be, VKA_ERROR_DEVICE_LIMIT, "%s: %s has %zu elements, beyond 2^32-1", op,
+                     name, grads[i].n);
+            return;
+        }
+    }
+    vkv_backend *vb = (vkv_backend *)be;
+    for (int first = 0; first < count; first += NORM_PER_DISPATCH)
+        norm_partials(vb, partials, grads, first, VKA_MIN(NORM_PER_DISPATCH, count - first));
+
+    uint32_t n_partials = (uint32_t)count * VKA_NORM_PARTIALS;
+    vkv_layout lay = vkv_vector_layout(vb, n_partials);
+    if (!vkv_check_layout(be, op, &lay)) return;
+    pc_norm_finalize pc = {out.offset, partials.offset, n_partials, max_norm};
+    vkv_call call = {.shader = VKA_SHADER_GRAD_NORM_FINALIZE,
+                     .spec = {lay.spec[0], lay.spec[1], lay.spec[2]},
+                     .n_spec = lay.n_spec,
+                     .bind = {vkb_slice(out, 0, 2), vkb_slice(partials, 0, n_partials)},
+                     .writes = {true, false},
+                     .n_bind = 2,
+                     .pc = &pc,
+                     .pc_size = sizeof pc,
+                     .groups = 1,
+                     .label = op};
+    vkv_dispatch(vb, &call);
+}
+
+/* --- bias_backward ---------------------------------------------------------------------------- */
+
+typedef struct pc_bias_backward {
+    uint32_t dbias_off, dout_off;
+    uint32_t N, OC;
+} pc_bias_backward;
+_Static_assert(sizeof(pc_bias_backward) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
+
+void vkv_bias_backward(vkb_backend *be, vkb_tensor dbias, vkb_tensor dout, int N, int OC) {
+    const char *op = "bias_backward";
+    if (!vkv_check_dim(be, op, "N", N, UINT32_MAX) || !vkv_check_dim(be, op, "OC", OC, UINT32_MAX) ||
+        !vkv_check_tensor(be, op, "dbias", dbias, (uint64_t)OC) ||
+        !vkv_check_tensor(be, op, "dout", dout, (uint64_t)N * OC))
+        return;
+    vkv_backend *vb = (vkv_backend *)be;
+    vkv_layout lay = vkv_cols_layout(vb, (uint64_t)N, (uint64_t)OC);
+    if (!vkv_check_layout(be, op, &lay)) return;
+    pc_bias_backward pc = {dbias.offset, dout.offset, (uint32_t)N, (uint32_t)OC};
+    vkv_call call = {.shader = VKA_SHADER_BIAS_BACKWARD,
+                     .spec = {lay.spec[0], lay.spec[1]},
+                     .n_spec = lay.n_spec,
+                     .bind = {vkb_slice(dbias, 0, (size_t)OC), vkb_slice(dout, 0, (size_t)N * OC)},
+                     .writes = {true, false},
+                     .n_bind = 2,
+                     .pc = &pc,
+                     .pc_size = sizeof pc,
+                     .groups = lay.groups,
+                     .label = op};
+    vkv_dispatch(vb, &call);
+}

@@ -1,0 +1,42 @@
+/*
+ * Launch shapes and argument checks shared by the reduction ops (vk_ops_softmax.c,
+ * vk_ops_layernorm.c, vk_ops_crossentropy.c, vk_ops_reduce.c). The shader side of the layouts
+ * is shaders/rowreduce.glsl (rows) and shaders/colreduce.glsl (columns).
+ *
+ * Each layout has a GPU form and a CPU-type form (vkv_device(vb)->is_cpu), chosen by
+ * specialization constants so that one SPIR-V serves both.
+ */
+#ifndef VKA_VK_REDUCE_H
+#define VKA_VK_REDUCE_H
+
+#include "vk/vk_internal.h"
+
+/* Specialization constants and workgroup count of a reduction dispatch:
+ *   rows:    spec = {WG, SEG, cpu}  (rowreduce.glsl)
+ *   columns: spec = {WG, COLS}      (colreduce.glsl)
+ * iters: loop iterations one invocation runs (bounded on llvmpipe: vkv_check_layout). */
+typedef struct vkv_layout {
+    uint32_t spec[3];
+    int n_spec;
+    uint64_t groups;
+    uint64_t iters;
+} vkv_layout;
+
+/* rows rows of len elements, each walked passes times (SEG invocations per row). */
+vkv_layout vkv_rows_layout(vkv_backend *vb, uint64_t rows, uint64_t len, int passes);
+/* One workgroup summing a vector of len elements (SEG = WG; loops unrolled by 4); groups = 1,
+ * the caller may dispatch more, one vector each. */
+vkv_layout vkv_vector_layout(vkv_backend *vb, uint64_t len);
+/* Column sums of a (rows, cols) matrix (loops unrolled by 4). */
+vkv_layout vkv_cols_layout(vkv_backend *vb, uint64_t rows, uint64_t cols);
+/* Fail with VKA_ERROR_DEVICE_LIMIT if the layout's loops exceed what the device runs (llvmpipe
+ * ends a shader's loops after 65535 iterations in total, silently). */
+bool vkv_check_layout(vkb_backend *be, const char *op, const vkv_layout *lay);
+
+/* Fail (naming op and what) unless 0 < v <= limit. */
+bool vkv_check_dim(vkb_backend *be, const char *op, const char *what, long long v, uint64_t limit);
+/* Fail (naming op, tensor and shape) unless tensor t is present and holds n elements. */
+bool vkv_check_tensor(vkb_backend *be, const char *op, const char *name, vkb_tensor t,
+                      uint64_t n);
+
+#endif

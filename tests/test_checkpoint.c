@@ -1,0 +1,299 @@
+/* llm.c model checkpoints and training-state files: round trips and every malformed-file error. */
+#define _POSIX_C_SOURCE 200809L
+#include "test_files.h"
+
+#include <stdint.h>
+
+static const vka_gpt_config TINY = {.max_T = 8, .V = 11, .Vp = 16, .L = 2, .NH = 2, .C = 8};
+
+/* Floats of the llm.c layout for cfg (the order documented for vka_gpt_load). */
+static size_t llmc_num_params(const vka_gpt_config *c) {
+    size_t C = (size_t)c->C, L = (size_t)c->L;
+    return (size_t)c->Vp * C + (size_t)c->max_T * C + L * (C + C + 3 * C * C + 3 * C + C * C + C +
+                                                         C + C + 4 * C * C + 4 * C + 4 * C * C + C) +
+           2 * C;
+}
+
+static vka_gpt *new_model(vka_context *ctx, const vka_gpt_config *cfg, uint64_t seed) {
+    vka_gpt *gpt = NULL;
+    if (vka_gpt_create(ctx, cfg, seed, &gpt) != VKA_SUCCESS)
+        fail_msg("create: %s", vka_last_error(ctx));
+    return gpt;
+}
+
+static float *params_of(vka_gpt *gpt) {
+    size_t n = vka_gpt_num_params(gpt);
+    float *p = malloc(n * sizeof *p);
+    assert_int_equal(vka_gpt_get_params(gpt, p, n), VKA_SUCCESS);
+    return p;
+}
+
+static void test_checkpoint_round_trip_is_bit_exact(void **state) {
+    vka_context *ctx = tu_cpu();
+    tf_dir d = tf_mkdir();
+    vka_gpt *gpt = new_model(ctx, &TINY, 5);
+    size_t n = vka_gpt_num_params(gpt);
+    assert_int_equal(n, llmc_num_params(&TINY));
+    const char *path = tf_path(&d, "model.bin");
+    assert_int_equal(vka_gpt_save(gpt, path), VKA_SUCCESS);
+    assert_int_equal(tf_count(&d, ""), 1); /* no temporary file left */
+
+    /* The file is the llm.c header and the parameters, nothing else. */
+    size_t size;
+    unsigned char *file = tf_read(path, &size);
+    assert_int_equal(size, 1024 + 4 * n);
+    int32_t h[8];
+    memcpy(h, file, sizeof h);
+    const int32_t want_h[8] = {20240326, 3, 8, 11, 2, 2, 8, 16};
+    assert_memory_equal(h, want_h, sizeof h);
+    float *p = params_of(gpt);
+    assert_memory_equal(file + 1024, p, 4 * n);
+
+    /* Loads in a fresh context into the same parameters and the same loss. */
+    vka_context *ctx2 = tu_cpu();
+    vka_gpt *back = NULL;
+    assert_int_equal(vka_gpt_load(ctx2, path, &back), VKA_SUCCESS);
+    vka_gpt_config c = vka_gpt_get_config(back);
+    assert_memory_equal(&c, &TINY, sizeof c);
+    float *q = params_of(back);
+    assert_memory_equal(p, q, 4 * n);
+    int32_t in[6] = {1, 2, 3, 4, 5, 6}, tg[6] = {2, 3, 4, 5, 6, 7};
+    float l1, l2;
+    assert_int_equal(vka_gpt_forward(gpt, in, tg, 2, 3, &l1, NULL), VKA_SUCCESS);
+    assert_int_equal(vka_gpt_forward(back, in, tg, 2, 3, &l2, NULL), VKA_SUCCESS);
+    assert_memory_equal(&l1, &l2, sizeof l1);
+    free(file);
+    free(p);
+    free(q);
+    vka_gpt_destroy(back);
+    vka_gpt_destroy(gpt);
+    tf_rmdir(&d);
+    tu_done(ctx2);
+    tu_done(ctx);
+}
+
+/* A file written here by hand in llm.c's layout loads with each tensor where llm.c puts it:
+ * parameter i holds i * 1e-3, and get_params returns them in the same order. */
+static void test_checkpoint_loads_hand_written_llmc_file(void **state) {
+    vka_context *ctx = tu_cpu();
+    tf_dir d = tf_mkdir();
+    size_t n = llmc_num_params(&TINY);
+    unsigned char *file = calloc(1, 1024 + 4 * n);
+    const int32_t h[8] = {20240326, 3, TINY.max_T, TINY.V, TINY.L, TINY.NH, TINY.C, TINY.Vp};
+    memcpy(file, h, sizeof h);
+    float *p = (float *)(file + 1024);
+    for (size_t i = 0; i < n; i++) p[i] = (float)i * 1e-3f;
+    const char *path = tf_path(&d, "hand.bin");
+    tf_write(path, file, 1024 + 4 * n);
+    vka_gpt *gpt = NULL;
+    assert_int_equal(vka_gpt_load(ctx, path, &gpt), VKA_SUCCESS);
+    float *q = params_of(gpt);
+    assert_memory_equal(p, q, 4 * n);
+    free(q);
+    free(file);
+    vka_gpt_destroy(gpt);
+    tf_rmdir(&d);
+    tu_done(ctx);
+}
+
+static void expect_load_error(vka_context *ctx, const char *path, vka_result want,
+                              const char *part1, const char *part2) {
+    vka_gpt *gpt = (vka_gpt *)1;
+    vka_result r = vka_gpt_load(ctx, path, &gpt);
+    tf_expect_error(ctx, r, want, part1, part2, NULL);
+    assert_null(gpt);
+}
+
+/* Write the saved file with header word i set to value (and its size changed by extra). */
+static const char *variant(const tf_dir *d, const unsigned char *file, size_t size, int word,
+                           int32_t value, long extra) {
+    const char *path = tf_path(d, "bad.bin");
+    size_t n = (size_t)((long)size + extra);
+    unsigned char *copy = calloc(1, n + 1);
+    memcpy(copy, file, n < size ? n : size);
+    if (word >= 0) memcpy(copy + 4 * word, &value, 4);
+    tf_write(path, copy, n);
+    free(copy);
+    return path;
+}
+
+static void test_checkpoint_malformed_files(void **state) {
+    vka_context *ctx = tu_cpu();
+    tf_dir d = tf_mkdir();
+    vka_gpt *gpt = new_model(ctx, &TINY, 1);
+    const char *good = tf_path(&d, "model.bin");
+    assert_int_equal(vka_gpt_save(gpt, good), VKA_SUCCESS);
+    vka_gpt_destroy(gpt);
+    size_t size;
+    unsigned char *file = tf_read(good, &size);
+    char want[64];
+
+    expect_load_error(ctx, tf_path(&d, "nope.bin"), VKA_ERROR_IO, "nope.bin", "No such file");
+    expect_load_error(ctx, d.path, VKA_ERROR_IO, "directory", NULL);
+    /* truncated: both sizes in the message */
+    snprintf(want, sizeof want, "is %zu bytes", size - 4);
+    expect_load_error(ctx, variant(&d, file, size, -1, 0, -4), VKA_ERROR_FORMAT, want, "truncated");
+    snprintf(want, sizeof want, "implies %zu bytes", size);
+    expect_load_error(ctx, variant(&d, file, size, -1, 0, 8), VKA_ERROR_FORMAT, want, "trailing");
+    expect_load_error(ctx, variant(&d, file, size, -1, 0, -(long)size + 100), VKA_ERROR_FORMAT,
+                      "is 100 bytes", "shorter than the 1024-byte header");
+    expect_load_error(ctx, variant(&d, file, size, -1, 0, -(long)size), VKA_ERROR_FORMAT,
+                      "is 0 bytes", NULL);
+    expect_load_error(ctx, variant(&d, file, size, 0, 12345, 0), VKA_ERROR_FORMAT,
+                      "wrong magic 12345", "expected 20240326");
+    expect_load_error(ctx, variant(&d, file, size, 0, 20240328, 0), VKA_ERROR_FORMAT,
+                      "magic 20240328", "tokenizer");
+    expect_load_error(ctx, variant(&d, file, size, 1, 5, 0), VKA_ERROR_FORMAT, "version 5",
+                      "bfloat16");
+    /* nonsense sizes: negative, zero, C % NH, V > Vp, absurdly large (no allocation) */
+    expect_load_error(ctx, variant(&d, file, size, 4, -3, 0), VKA_ERROR_FORMAT, "L = -3", NULL);
+    expect_load_error(ctx, variant(&d, file, size, 6, 0, 0), VKA_ERROR_FORMAT, "C = 0", NULL);
+    expect_load_error(ctx, variant(&d, file, size, 5, 3, 0), VKA_ERROR_FORMAT,
+                      "C = 8 is not a multiple of NH = 3", NULL);
+    expect_load_error(ctx, variant(&d, file, size, 3, 17, 0), VKA_ERROR_FORMAT,
+                      "Vp = 16 is smaller than V = 17", NULL);
+    expect_load_error(ctx, variant(&d, file, size, 7, 0, 0), VKA_ERROR_FORMAT, "Vp = 0", NULL);
+    expect_load_error(ctx, variant(&d, file, size, 6, 1 << 30, 0), VKA_ERROR_FORMAT,
+                      "C = 1073741824", "out of range");
+    expect_load_error(ctx, variant(&d, file, size, 2, 1 << 19, 0), VKA_ERROR_FORMAT,
+                      "implies", "truncated"); /* plausible sizes, but not this file's */
+    /* a header of random bytes */
+    unsigned char *garbage = malloc(size);
+    tu_random((float *)garbage, size / 4, 99, 1e30f);
+    const char *path = tf_path(&d, "garbage.bin");
+    tf_write(path, garbage, size);
+    expect_load_error(ctx, path, VKA_ERROR_FORMAT, "wrong magic", NULL);
+    free(garbage);
+    free(file);
+    tf_rmdir(&d);
+    tu_done(ctx);
+}
+
+static void test_checkpoint_save_to_bad_path(void **state) {
+    vka_context *ctx = tu_cpu();
+    vka_gpt *gpt = new_model(ctx, &TINY, 1);
+    vka_result r = vka_gpt_save(gpt, "/nonexistent-dir-vkattn/model.bin");
+    tf_expect_error(ctx, r, VKA_ERROR_IO, "/nonexistent-dir-vkattn/model.bin", NULL);
+    vka_train_state st = {0};
+    r = vka_gpt_save_state(gpt, &st, "/nonexistent-dir-vkattn/state.bin");
+    tf_expect_error(ctx, r, VKA_ERROR_IO, "/nonexistent-dir-vkattn/state.bin", NULL);
+    vka_gpt_destroy(gpt);
+    tu_done(ctx);
+}
+
+static void train_steps(vka_gpt *gpt, int steps) {
+    int32_t in[12], tg[12];
+    for (int s = 0; s < steps; s++) {
+        for (int i = 0; i < 12; i++) {
+            in[i] = (i * 7 + s) % 11;
+            tg[i] = (i * 5 + 3 * s) % 11;
+        }
+        vka_adamw_desc opt = {.lr = 1e-2f, .weight_decay = 0.1f, .grad_clip = 1.0f};
+        float loss;
+        assert_int_equal(vka_gpt_train_step(gpt, in, tg, 3, 4, &opt, &loss, NULL), VKA_SUCCESS);
+    }
+}
+
+static void test_state_round_trip(void **state) {
+    vka_context *ctx = tu_cpu();
+    tf_dir d = tf_mkdir();
+    vka_gpt *gpt = new_model(ctx, &TINY, 3);
+    train_steps(gpt, 3);
+    vka_train_state st = {.step = 3, .rng_state = 0x0123456789ABCDEFull, .seed = 3,
+                          .total_steps = 1000, .B = 3, .T = 4, .lr = 1e-2f, .min_lr = 1e-3f,
+                          .warmup_steps = 10, .eval_every = 50,
+                          .adamw = {0, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f}, .best_val_loss = NAN};
+    const char *path = tf_path(&d, "state.bin");
+    assert_int_equal(vka_gpt_save_state(gpt, &st, path), VKA_SUCCESS);
+    assert_int_equal(tf_count(&d, ""), 1);
+
+    vka_context *ctx2 = tu_cpu();
+    vka_gpt *back = NULL;
+    vka_train_state got;
+    memset(&got, 0x55, sizeof got);
+    assert_int_equal(vka_gpt_load_state(ctx2, path, &back, &got), VKA_SUCCESS);
+    assert_int_equal(vka_gpt_step(back), 3);
+    assert_true(got.step == st.step && got.rng_state == st.rng_state && got.seed == st.seed &&
+                got.total_steps == st.total_steps && got.B == st.B && got.T == st.T &&
+                got.lr == st.lr && got.min_lr == st.min_lr &&
+                got.warmup_steps == st.warmup_steps && got.eval_every == st.eval_every);
+    assert_memory_equal(&got.adamw, &st.adamw, sizeof st.adamw);
+    assert_true(isnan(got.best_val_loss));
+    size_t n = vka_gpt_num_params(gpt);
+    float *p = params_of(gpt), *q = params_of(back);
+    assert_memory_equal(p, q, 4 * n);
+    /* m and v came back too: one more identical step on both gives identical parameters. */
+    train_steps(gpt, 1);
+    train_steps(back, 1);
+    free(p);
+    free(q);
+    p = params_of(gpt);
+    q = params_of(back);
+    assert_memory_equal(p, q, 4 * n);
+
+    /* The wrong kind of file for each loader says what it is. */
+    vka_gpt *none = (vka_gpt *)1;
+    vka_result r = vka_gpt_load(ctx2, path, &none);
+    tf_expect_error(ctx2, r, VKA_ERROR_FORMAT, "training state", NULL);
+    const char *model = tf_path(&d, "model.bin");
+    assert_int_equal(vka_gpt_save(gpt, model), VKA_SUCCESS);
+    r = vka_gpt_load_state(ctx2, model, &none, &got);
+    tf_expect_error(ctx2, r, VKA_ERROR_FORMAT, "model checkpoint", NULL);
+    assert_null(none);
+    free(p);
+    free(q);
+    vka_gpt_destroy(back);
+    vka_gpt_destroy(gpt);
+    tf_rmdir(&d);
+    tu_done(ctx2);
+    tu_done(ctx);
+}
+
+static void test_state_damaged_files(void **state) {
+    vka_context *ctx = tu_cpu();
+    tf_dir d = tf_mkdir();
+    vka_gpt *gpt = new_model(ctx, &TINY, 3);
+    vka_train_state st = {.step = 0};
+    const char *path = tf_path(&d, "state.bin");
+    assert_int_equal(vka_gpt_save_state(gpt, &st, path), VKA_SUCCESS);
+    vka_gpt_destroy(gpt);
+    size_t size;
+    unsigned char *file = tf_read(path, &size);
+    assert_int_equal(size, 1024 + 3 * 4 * llmc_num_params(&TINY));
+    vka_gpt *back = (vka_gpt *)1;
+    vka_train_state got;
+
+    /* one flipped bit in AdamW v */
+    file[size - 5] ^= 0x10;
+    const char *bad = tf_path(&d, "bad.bin");
+    tf_write(bad, file, size);
+    vka_result r = vka_gpt_load_state(ctx, bad, &back, &got);
+    tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "damaged", "checksum", NULL);
+    assert_null(back);
+    file[size - 5] ^= 0x10;
+    tf_write(bad, file, size - 1);
+    r = vka_gpt_load_state(ctx, bad, &back, &got);
+    tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "truncated", NULL);
+    uint32_t v = 2;
+    memcpy(file + 4, &v, 4);
+    tf_write(bad, file, size);
+    r = vka_gpt_load_state(ctx, bad, &back, &got);
+    tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "version 2", NULL);
+    r = vka_gpt_load_state(ctx, tf_path(&d, "nope.bin"), &back, &got);
+    tf_expect_error(ctx, r, VKA_ERROR_IO, "nope.bin", NULL);
+    free(file);
+    tf_rmdir(&d);
+    tu_done(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_checkpoint_round_trip_is_bit_exact),
+        cmocka_unit_test(test_checkpoint_loads_hand_written_llmc_file),
+        cmocka_unit_test(test_checkpoint_malformed_files),
+        cmocka_unit_test(test_checkpoint_save_to_bad_path),
+        cmocka_unit_test(test_state_round_trip),
+        cmocka_unit_test(test_state_damaged_files),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,218 @@
+/* vka_matmul: batched, transposed, strided, with bias, alpha and accumulate. */
+#include "op_util.h"
+
+typedef struct mm_case {
+    int M, N, K, batch; /* batch 0 = 1 */
+    bool ta, tb, bias, accumulate;
+    float alpha;        /* 0 = 1 */
+    size_t pad_a, pad_b, pad_out; /* extra elements between batches (strided when > 0) */
+} mm_case;
+
+typedef struct mm_data {
+    size_t n_a, n_b, n_out;
+    size_t sa, sb, so; /* strides (elements between batches) */
+    float *a, *b, *bias, *out0; /* inputs, and out before the op */
+} mm_data;
+
+static mm_data mm_make(const mm_case *c, uint64_t seed) {
+    int batch = c->batch ? c->batch : 1;
+    mm_data d;
+    d.sa = (size_t)c->M * c->K + c->pad_a;
+    d.sb = (size_t)c->K * c->N + c->pad_b;
+    d.so = (size_t)c->M * c->N + c->pad_out;
+    d.n_a = d.sa * batch;
+    d.n_b = d.sb * batch;
+    d.n_out = d.so * batch;
+    d.a = malloc(d.n_a * sizeof(float));
+    d.b = malloc(d.n_b * sizeof(float));
+    d.bias = malloc((size_t)c->N * sizeof(float));
+    d.out0 = malloc(d.n_out * sizeof(float));
+    tu_random(d.a, d.n_a, seed, 1.0f);
+    tu_random(d.b, d.n_b, seed + 1, 1.0f);
+    tu_random(d.bias, (size_t)c->N, seed + 2, 1.0f);
+    tu_random(d.out0, d.n_out, seed + 3, 1.0f);
+    return d;
+}
+
+static void mm_free(mm_data *d) {
+    free(d->a);
+    free(d->b);
+    free(d->bias);
+    free(d->out0);
+}
+
+/* Run the case on ctx; returns out (n_out). Without accumulate, out starts as NaN so unwritten
+ * elements show (padding between batches must keep out0 either way, checked by the caller). */
+static float *mm_run(vka_context *ctx, const mm_case *c, const mm_data *d) {
+    vka_tensor *a = tu_tensor(ctx, d->n_a, d->a), *b = tu_tensor(ctx, d->n_b, d->b);
+    vka_tensor *bias = c->bias ? tu_tensor(ctx, (size_t)c->N, d->bias) : NULL;
+    vka_tensor *out = tu_tensor(ctx, d->n_out, d->out0);
+    if (!c->accumulate) { /* NaN in every matrix element (padding keeps out0) */
+        float *nan_out = malloc(d->n_out * sizeof *nan_out);
+        memcpy(nan_out, d->out0, d->n_out * sizeof *nan_out);
+        for (int bi = 0; bi < (c->batch ? c->batch : 1); bi++)
+            for (size_t i = 0; i < (size_t)c->M * c->N; i++) nan_out[bi * d->so + i] = NAN;
+        vka_tensor_write(out, 0, nan_out, d->n_out);
+        free(nan_out);
+    }
+    vka_matmul_desc desc = {.out = out, .a = a, .b = b, .bias = bias, .M = c->M, .N = c->N,
+                            .K = c->K, .batch = c->batch, .trans_a = c->ta, .trans_b = c->tb,
+                            .alpha = c->alpha, .accumulate = c->accumulate};
+    if (c->pad_a) desc.stride_a = d->sa;
+    if (c->pad_b) desc.stride_b = d->sb;
+    if (c->pad_out) desc.stride_out = d->so;
+    tu_begin(ctx);
+    assert_int_equal(vka_matmul(ctx, &desc), VKA_SUCCESS);
+    tu_run(ctx);
+    float *got = tu_read(out, d->n_out);
+    vka_tensor_destroy(a);
+    vka_tensor_destroy(b);
+    vka_tensor_destroy(bias);
+    vka_tensor_destroy(out);
+    return got;
+}
+
+/* The double reference, including the untouched padding. */
+static double *mm_ref(const mm_case *c, const mm_data *d) {
+    double *want = malloc(d->n_out * sizeof *want);
+    for (size_t i = 0; i < d->n_out; i++) want[i] = d->out0[i];
+    double alpha = c->alpha != 0.0f ? c->alpha : 1.0;
+    for (int bi = 0; bi < (c->batch ? c->batch : 1); bi++) {
+        const float *a = d->a + bi * d->sa, *b = d->b + bi * d->sb;
+        for (int i = 0; i < c->M; i++)
+            for (int j = 0; j < c->N; j++) {
+                double s = 0.0;
+                for (int k = 0; k < c->K; k++) {
+                    double x = c->ta ? a[(size_t)k * c->M + i] : a[(size_t)i * c->K + k];
+                    double y = c->tb ? b[(size_t)j * c->K + k] : b[(size_t)k * c->N + j];
+                    s += x * y;
+                }
+                double v = alpha * s + (c->bias ? d->bias[j] : 0.0);
+                double *o = &want[bi * d->so + (size_t)i * c->N + j];
+                *o = c->accumulate ? *o + v : v;
+            }
+    }
+    return want;
+}
+
+static void matmul_case(vka_context *ctx, mm_case c, uint64_t seed) {
+    mm_data d = mm_make(&c, seed);
+    float *got = mm_run(ctx, &c, &d);
+    vka_context *cpu = tu_cpu();
+    float *cpu_out = mm_run(cpu, &c, &d);
+    tu_done(cpu);
+    double *want = mm_ref(&c, &d);
+    char what[160];
+    snprintf(what, sizeof what, "matmul M=%d N=%d K=%d batch=%d ta=%d tb=%d bias=%d acc=%d",
+             c.M, c.N, c.K, c.batch, c.ta, c.tb, c.bias, c.accumulate);
+    /* float sums of K products of values in [-1, 1]: error grows like K * 2^-24 */
+    double atol = 1e-6 * (c.K + 4);
+    tu_assert_close_d(what, cpu_out, want, d.n_out, atol, 1e-6);
+    tu_assert_close_d(what, got, want, d.n_out, atol, 1e-6);
+    tu_vs_cpu(ctx, what, got, cpu_out, d.n_out, atol, 1e-6);
+    free(got);
+    free(cpu_out);
+    free(want);
+    mm_free(&d);
+}
+
+static void transpose_cases(vka_context *ctx) {
+    for (int t = 0; t < 4; t++) {
+        bool ta = t & 1, tb = t & 2;
+        matmul_case(ctx, (mm_case){.M = 65, .N = 33, .K = 17, .ta = ta, .tb = tb}, 10 + t);
+        matmul_case(ctx, (mm_case){.M = 1, .N = 7, .K = 5, .ta = ta, .tb = tb}, 20 + t);
+        matmul_case(ctx, (mm_case){.M = 9, .N = 1, .K = 300, .ta = ta, .tb = tb}, 30 + t);
+        matmul_case(ctx, (mm_case){.M = 6, .N = 10, .K = 1, .ta = ta, .tb = tb}, 40 + t);
+        /* several tiles and K blocks, edges not multiples of anything */
+        matmul_case(ctx, (mm_case){.M = 131, .N = 77, .K = 261, .ta = ta, .tb = tb}, 50 + t);
+    }
+}
+
+static void test_matmul_transposes_and_awkward_shapes(void **state) {
+    (void)state;
+    vka_context *ctx = tu_cpu();
+    transpose_cases(ctx);
+    tu_done(ctx);
+}
+
+static void epilogue_cases(vka_context *ctx) {
+    matmul_case(ctx, (mm_case){.M = 65, .N = 33, .K = 17, .bias = true}, 60);
+    matmul_case(ctx, (mm_case){.M = 65, .N = 33, .K = 17, .accumulate = true}, 61);
+    matmul_case(ctx, (mm_case){.M = 65, .N = 33, .K = 17, .alpha = 0.25f}, 62);
+    matmul_case(ctx, (mm_case){.M = 20, .N = 70, .K = 30, .bias = true, .accumulate = true,
+                               .alpha = -1.5f, .tb = true}, 63);
+}
+
+static void test_matmul_bias_alpha_accumulate(void **state) {
+    (void)state;
+    vka_context *ctx = tu_cpu();
+    epilogue_cases(ctx);
+    tu_done(ctx);
+}
+
+static void batch_cases(vka_context *ctx) {
+    matmul_case(ctx, (mm_case){.M = 7, .N = 5, .K = 6, .batch = 4}, 70); /* packed */
+    matmul_case(ctx, (mm_case){.M = 7, .N = 5, .K = 6, .batch = 3, .pad_a = 3, .pad_b = 5,
+                               .pad_out = 11, .ta = true}, 71);
+    matmul_case(ctx, (mm_case){.M = 33, .N = 17, .K = 65, .batch = 3, .pad_a = 1, .pad_b = 2,
+                               .pad_out = 3, .tb = true, .bias = true, .accumulate = true},
+                72);
+}
+
+static void test_matmul_batched_strided(void **state) {
+    (void)state;
+    vka_context *ctx = tu_cpu();
+    batch_cases(ctx);
+    tu_done(ctx);
+}
+
+/* ones(200x200) . ones(200x200) = 200 exactly: sums of integers are exact in float. */
+static void ones_case(vka_context *ctx) {
+    const size_t n = 200 * 200;
+    vka_tensor *a = tu_tensor(ctx, n, NULL), *out = tu_tensor_nan(ctx, n);
+    tu_begin(ctx);
+    assert_int_equal(vka_fill(ctx, a, 1.0f), VKA_SUCCESS);
+    vka_matmul_desc d = {.out = out, .a = a, .b = a, .M = 200, .N = 200, .K = 200};
+    assert_int_equal(vka_matmul(ctx, &d), VKA_SUCCESS);
+    tu_run(ctx);
+    float *got = tu_read(out, n);
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != 200.0f) fail_msg("element %zu is %.9g, not 200", i, got[i]);
+    free(got);
+    vka_tensor_destroy(a);
+    vka_tensor_destroy(out);
+}
+
+static void test_matmul_ones_exact(void **state) {
+    (void)state;
+    vka_context *ctx = tu_cpu();
+    ones_case(ctx);
+    tu_done(ctx);
+}
+
+/* The CPU path is the one whose training is reproducible run to run and across --resume:
+ * results must not depend on the number of threads. */
+static void test_matmul_cpu_deterministic_across_threads(void **state) {
+    (void)state;
+    mm_case c = {.M = 150, .N = 90, .K = 200, .batch = 2, .tb = true, .bias = true};
+    mm_data d = mm_make(&c, 80);
+    vka_context *one = tu_cpu_threads(1), *three = tu_cpu_threads(3);
+    float *x = mm_run(one, &c, &d), *y = mm_run(three, &c, &d);
+    assert_memory_equal(x, y, d.n_out * sizeof(float));
+    tu_done(one);
+    tu_done(three);
+    free(x);
+    free(y);
+    mm_free(&d);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matmul_transposes_and_awkward_shapes),
+        cmocka_unit_test(test_matmul_bias_alpha_accumulate),
+        cmocka_unit_test(test_matmul_batched_strided),
+        cmocka_unit_test(test_matmul_ones_exact),
+        cmocka_unit_test(test_matmul_cpu_deterministic_across_threads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
