@@ -17,36 +17,28 @@ const uint PAD_A = 1u - (TRANS & 1u);
 const uint PAD_B = (TRANS >> 1) & 1u;
 const uint SA = BM + PAD_A; // shared row stride of the A slice
 const uint SB = BN + PAD_B;
-const uint LOADS_A = BM * BK / WG; // elements each invocation stages per slice
-const uint LOADS_B = BN * BK / WG;
+const uint LOADS_A = (BM * BK + WG - 1u) / WG; // elements each invocation stages per slice
+const uint LOADS_B = (BN * BK + WG - 1u) / WG;
 
 shared float sh_a[BK * SA]; // sh_a[kk * SA + m] = op(A)(row0 + m, k0 + kk)
 shared float sh_b[BK * SB]; // sh_b[kk * SB + n] = op(B)(k0 + kk, col0 + n)
 
-// Element e of the slice at k0, in the order that makes consecutive invocations read
-// consecutive addresses; returns its (m or n, kk) and whether it lies inside the matrix.
-float fetch_a(uint abase, uint row0, uint k0, uint e, out uint m, out uint kk) {
-    if (TRANS_A) { // A (K, M): contiguous along m
-        m = e % BM;
-        kk = e / BM;
-    } else {       // A (M, K): contiguous along k
-        kk = e % BK;
-        m = e / BK;
-    }
-    uint i = row0 + m, k = k0 + kk;
+// Element e = 0 .. BM BK - 1 of an A slice as (m, kk), numbered so that consecutive invocations
+// read consecutive addresses: the stored matrix's contiguous dimension varies fastest.
+uvec2 slice_a(uint e) { return TRANS_A ? uvec2(e % BM, e / BM) : uvec2(e / BK, e % BK); }
+// Element e of a B slice as (n, kk).
+uvec2 slice_b(uint e) { return TRANS_B ? uvec2(e / BK, e % BK) : uvec2(e % BN, e / BN); }
+
+// op(A)(row0 + m, k0 + kk), zero outside the matrix.
+float fetch_a(uint abase, uint row0, uint k0, uvec2 mk) {
+    uint i = row0 + mk.x, k = k0 + mk.y;
     if (i >= pc.M || k >= pc.K) return 0.0;
     return a[abase + (TRANS_A ? k * pc.M + i : i * pc.K + k)];
 }
 
-float fetch_b(uint bbase, uint col0, uint k0, uint e, out uint n, out uint kk) {
-    if (TRANS_B) { // B (N, K): contiguous along k
-        kk = e % BK;
-        n = e / BK;
-    } else {       // B (K, N): contiguous along n
-        n = e % BN;
-        kk = e / BN;
-    }
-    uint j = col0 + n, k = k0 + kk;
+// op(B)(k0 + kk, col0 + n), zero outside the matrix.
+float fetch_b(uint bbase, uint col0, uint k0, uvec2 nk) {
+    uint j = col0 + nk.x, k = k0 + nk.y;
     if (j >= pc.N || k >= pc.K) return 0.0;
     return b[bbase + (TRANS_B ? j * pc.K + k : k * pc.N + j)];
 }
@@ -63,33 +55,30 @@ void matmul_gpu() {
     [[unroll]] for (uint r = 0u; r < TM; r++)
         [[unroll]] for (uint s = 0u; s < TN; s++) acc[r][s] = 0.0;
 
-    // Registers holding the next slice (prefetch) and where each element goes in shared memory.
+    // The next slice, read into registers while the current one is used.
     float ra[LOADS_A];
     float rb[LOADS_B];
-    uint da[LOADS_A];
-    uint db[LOADS_B];
-    [[unroll]] for (uint p = 0u; p < LOADS_A; p++) {
-        uint m, kk;
-        ra[p] = fetch_a(abase, row0, 0u, tid + p * WG, m, kk);
-        da[p] = kk * SA + m;
-    }
-    [[unroll]] for (uint p = 0u; p < LOADS_B; p++) {
-        uint n, kk;
-        rb[p] = fetch_b(bbase, col0, 0u, tid + p * WG, n, kk);
-        db[p] = kk * SB + n;
-    }
+    [[unroll]] for (uint p = 0u; p < LOADS_A; p++)
+        ra[p] = fetch_a(abase, row0, 0u, slice_a(tid + p * WG));
+    [[unroll]] for (uint p = 0u; p < LOADS_B; p++)
+        rb[p] = fetch_b(bbase, col0, 0u, slice_b(tid + p * WG));
 
     for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
         barrier(); // everyone is done reading the previous slice
-        [[unroll]] for (uint p = 0u; p < LOADS_A; p++) sh_a[da[p]] = ra[p];
-        [[unroll]] for (uint p = 0u; p < LOADS_B; p++) sh_b[db[p]] = rb[p];
+        [[unroll]] for (uint p = 0u; p < LOADS_A; p++) {
+            uvec2 mk = slice_a(tid + p * WG);
+            sh_a[mk.y * SA + mk.x] = ra[p];
+        }
+        [[unroll]] for (uint p = 0u; p < LOADS_B; p++) {
+            uvec2 nk = slice_b(tid + p * WG);
+            sh_b[nk.y * SB + nk.x] = rb[p];
+        }
         barrier();
-        if (k0 + BK < pc.K) { // start reading the next slice; used after this one's math
-            uint m, n, kk;
+        if (k0 + BK < pc.K) {
             [[unroll]] for (uint p = 0u; p < LOADS_A; p++)
-                ra[p] = fetch_a(abase, row0, k0 + BK, tid + p * WG, m, kk);
+                ra[p] = fetch_a(abase, row0, k0 + BK, slice_a(tid + p * WG));
             [[unroll]] for (uint p = 0u; p < LOADS_B; p++)
-                rb[p] = fetch_b(bbase, col0, k0 + BK, tid + p * WG, n, kk);
+                rb[p] = fetch_b(bbase, col0, k0 + BK, slice_b(tid + p * WG));
         }
         [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
             float av[TM];

@@ -6,8 +6,6 @@
  * constants, so every combination is its own straight-line pipeline. */
 #include "vk/vk_internal.h"
 
-#include <stdlib.h>
-
 typedef struct pc_matmul {
     uint32_t out_off, a_off, b_off, bias_off; /* element offsets of the bound tensors */
     uint32_t M, N, K, batch;
@@ -62,8 +60,6 @@ static mm_tile cpu_tile(const vkb_matmul *mm) {
     if (mm->M < 16) t.tm = mm->M <= 4 ? 4 : 8;
     if (mm->N < 16) t.tn = mm->N <= 4 ? 4 : 8;
     t.ln = (uint64_t)mm->N > 2 * (uint64_t)t.tn ? 4 : (uint64_t)mm->N > t.tn ? 2 : 1;
-    const char *e = getenv("VKA_MM_EXP");
-    if (e) sscanf(e, "%u,%u,%u,%u", &t.wg, &t.ln, &t.tm, &t.tn);
     return t;
 }
 
@@ -81,7 +77,6 @@ static uint32_t cpu_vec_flags(const vkb_matmul *mm, mm_tile t, size_t sa, size_t
     if (mm->out.offset % 4 == 0 && so % 4 == 0 && mm->N % 4 == 0 && t.tn % 4 == 0 &&
         (!bias || mm->bias.offset % 4 == 0))
         vec |= VEC_OUT;
-    if (getenv("VKA_MM_NOVEC")) vec = 0;
     return vec;
 }
 
