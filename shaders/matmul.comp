@@ -14,7 +14,7 @@ layout(constant_id = 3) const uint TM = 4;      // rows of out per invocation
 layout(constant_id = 4) const uint TN = 4;      // columns of out per invocation
 layout(constant_id = 5) const uint LN = 16;     // invocations along N (WG / LN along M)
 layout(constant_id = 6) const uint BK = 16;     // GPU: k-depth of a shared-memory tile
-layout(constant_id = 7) const uint VEC = 0;     // CPU: bit 0: A, bit 1: B, bit 2: out and bias as vec4
+layout(constant_id = 7) const uint VEC = 0;     // CPU: vec4 access; bit 0: A, 1: B, 2: out, bias
 
 const bool TRANS_A = (TRANS & 1u) != 0u;
 const bool TRANS_B = (TRANS & 2u) != 0u;

@@ -46,8 +46,9 @@ static mm_tile gpu_tile(const vkr_device *dev, const vkb_matmul *mm) {
     for (size_t i = 0; i + 1 < n; i++) {
         mm_tile t = tiles[i];
         uint64_t shared = 4 * (uint64_t)t.bk * (tile_rows(t) + tile_cols(t) + 2);
-        if (t.wg <= lim->maxComputeWorkGroupInvocations && t.wg <= lim->maxComputeWorkGroupSize[0] &&
-            shared <= lim->maxComputeSharedMemorySize && tile_count(t, mm) >= 128)
+        if (t.wg <= lim->maxComputeWorkGroupInvocations &&
+            t.wg <= lim->maxComputeWorkGroupSize[0] && shared <= lim->maxComputeSharedMemorySize &&
+            tile_count(t, mm) >= 128)
             return t;
     }
     return tiles[n - 1]; /* 64 invocations and 4 KiB are within every device's limits */
@@ -59,7 +60,8 @@ static mm_tile cpu_tile(const vkb_matmul *mm) {
     mm_tile t = {8, 1, 16, 16, 1};
     if (mm->M < 16) t.tm = mm->M <= 4 ? 4 : 8;
     if (mm->N < 16) t.tn = mm->N <= 4 ? 4 : 8;
-    t.ln = (uint64_t)mm->N > 2 * (uint64_t)t.tn ? 4 : (uint64_t)mm->N > t.tn ? 2 : 1;
+    int tn = (int)t.tn;
+    t.ln = mm->N > 2 * tn ? 4 : mm->N > tn ? 2 : 1;
     return t;
 }
 
@@ -147,7 +149,8 @@ void vkv_matmul(vkb_backend *be, const vkb_matmul *mm) {
                               dev->is_cpu ? 1u : 0u, t.tm, t.tn, t.ln, t.bk, vec},
                      .n_spec = 8,
                      .bind = {vkb_slice(mm->out, 0, span_out), vkb_slice(mm->a, 0, span_a),
-                              vkb_slice(mm->b, 0, span_b), bias ? vkb_slice(mm->bias, 0, N) : VKB_NONE},
+                              vkb_slice(mm->b, 0, span_b),
+                              bias ? vkb_slice(mm->bias, 0, N) : VKB_NONE},
                      .writes = {true, false, false, false},
                      .n_bind = 4,
                      .pc = &pc,
