@@ -1,27 +1,27 @@
 // GPU variant of matmul.comp: the classic shared-memory tiled SGEMM.
 //
 // A workgroup of WG = LM x LN invocations computes a BM x BN tile of out (BM = LM TM,
-// BN = LN TN). K is walked in steps of BK: the BM x BK slice of op(A) and the BK x BN slice of
-// op(B) are staged in shared memory k-major, and each invocation accumulates a TM x TN register
-// tile from them (TM + TN shared loads for TM TN multiply-adds per k). Invocation (tm, tn) owns
-// rows tm + LM r and columns tn + LN s, so neighbouring invocations read neighbouring shared
-// words (no bank conflicts; the LM rows a subgroup touches are broadcasts) and write neighbouring
-// words of out. The next slice is read from global memory into registers while the current one
-// is used (one shared buffer, two barriers per step). Global reads go along the matrix's
-// contiguous dimension whatever the transposes are (coalesced); a transposing store into
-// shared memory gets one word of padding per row so it does not hit one bank. Elements past
-// M, N or K read as zero and are not stored, so no padding of the operands is needed.
+// BN = LN TN; TM and TN multiples of 4). K is walked in steps of BK: the BM x BK slice of op(A)
+// and the BK x BN slice of op(B) are staged in shared memory k-major, and each invocation
+// accumulates a TM x TN register tile from them: per k, TM / 4 + TN / 4 vec4 shared loads for
+// TM TN multiply-adds. Invocation (tm, tn) owns the row quads 4 (tm + LM g) .. + 3 and the
+// column quads 4 (tn + LN h) .. + 3, so the invocations of a subgroup read consecutive vec4s of
+// B and a few broadcast vec4s of A (no bank conflicts), and write consecutive words of out.
+// The next slice is read from global memory into registers while the current one is used (one
+// shared buffer, two barriers per step). Global reads go along the stored matrix's contiguous
+// dimension whatever the transposes are (coalesced); where that makes the store into shared
+// memory a transpose, shared rows get a vec4 of padding so its words spread over the banks.
+// Elements past M, N or K read as zero and are not stored: no padding of the operands needed.
 
-// Padding of the k-major shared rows: 1 word where the store transposes (A (M, K), B (N, K)).
-const uint PAD_A = 1u - (TRANS & 1u);
-const uint PAD_B = (TRANS >> 1) & 1u;
-const uint SA = BM + PAD_A; // shared row stride of the A slice
-const uint SB = BN + PAD_B;
+const uint PAD_A = 1u - (TRANS & 1u);    // vec4s of padding: A (M, K) is stored transposed
+const uint PAD_B = (TRANS >> 1) & 1u;    // B (N, K) likewise
+const uint SA = BM / 4u + PAD_A;         // shared row stride of the A slice, in vec4s
+const uint SB = BN / 4u + PAD_B;
 const uint LOADS_A = (BM * BK + WG - 1u) / WG; // elements each invocation stages per slice
 const uint LOADS_B = (BN * BK + WG - 1u) / WG;
 
-shared float sh_a[BK * SA]; // sh_a[kk * SA + m] = op(A)(row0 + m, k0 + kk)
-shared float sh_b[BK * SB]; // sh_b[kk * SB + n] = op(B)(k0 + kk, col0 + n)
+shared vec4 sh_a[BK * SA]; // word m of row kk = op(A)(row0 + m, k0 + kk)
+shared vec4 sh_b[BK * SB]; // word n of row kk = op(B)(k0 + kk, col0 + n)
 
 // Element e = 0 .. BM BK - 1 of an A slice as (m, kk), numbered so that consecutive invocations
 // read consecutive addresses: the stored matrix's contiguous dimension varies fastest.
@@ -67,11 +67,11 @@ void matmul_gpu() {
         barrier(); // everyone is done reading the previous slice
         [[unroll]] for (uint p = 0u; p < LOADS_A; p++) {
             uvec2 mk = slice_a(tid + p * WG);
-            sh_a[mk.y * SA + mk.x] = ra[p];
+            sh_a[mk.y * SA + mk.x / 4u][mk.x % 4u] = ra[p];
         }
         [[unroll]] for (uint p = 0u; p < LOADS_B; p++) {
             uvec2 nk = slice_b(tid + p * WG);
-            sh_b[nk.y * SB + nk.x] = rb[p];
+            sh_b[nk.y * SB + nk.x / 4u][nk.x % 4u] = rb[p];
         }
         barrier();
         if (k0 + BK < pc.K) {
@@ -81,19 +81,20 @@ void matmul_gpu() {
                 rb[p] = fetch_b(bbase, col0, k0 + BK, slice_b(tid + p * WG));
         }
         [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
-            float av[TM];
-            float bv[TN];
-            [[unroll]] for (uint r = 0u; r < TM; r++) av[r] = sh_a[kk * SA + tm + LM * r];
-            [[unroll]] for (uint s = 0u; s < TN; s++) bv[s] = sh_b[kk * SB + tn + LN * s];
+            vec4 av[TM / 4u];
+            vec4 bv[TN / 4u];
+            [[unroll]] for (uint g = 0u; g < TM / 4u; g++) av[g] = sh_a[kk * SA + tm + LM * g];
+            [[unroll]] for (uint h = 0u; h < TN / 4u; h++) bv[h] = sh_b[kk * SB + tn + LN * h];
             [[unroll]] for (uint r = 0u; r < TM; r++)
-                [[unroll]] for (uint s = 0u; s < TN; s++) acc[r][s] += av[r] * bv[s];
+                [[unroll]] for (uint s = 0u; s < TN; s++)
+                    acc[r][s] += av[r / 4u][r % 4u] * bv[s / 4u][s % 4u];
         }
     }
 
     [[unroll]] for (uint r = 0u; r < TM; r++) {
-        uint i = row0 + tm + LM * r;
+        uint i = row0 + 4u * (tm + LM * (r / 4u)) + r % 4u;
         [[unroll]] for (uint s = 0u; s < TN; s++) {
-            uint j = col0 + tn + LN * s;
+            uint j = col0 + 4u * (tn + LN * (s / 4u)) + s % 4u;
             if (i < pc.M && j < pc.N) store_out(bi, i, j, acc[r][s]);
         }
     }

@@ -45,13 +45,13 @@ static mm_tile gpu_tile(const vkr_device *dev, const vkb_matmul *mm) {
     size_t n = VKA_ARRAY_LEN(tiles);
     for (size_t i = 0; i + 1 < n; i++) {
         mm_tile t = tiles[i];
-        uint64_t shared = 4 * (uint64_t)t.bk * (tile_rows(t) + tile_cols(t) + 2);
+        uint64_t shared = 4 * (uint64_t)t.bk * (tile_rows(t) + tile_cols(t) + 8); /* + padding */
         if (t.wg <= lim->maxComputeWorkGroupInvocations &&
             t.wg <= lim->maxComputeWorkGroupSize[0] && shared <= lim->maxComputeSharedMemorySize &&
             tile_count(t, mm) >= 128)
             return t;
     }
-    return tiles[n - 1]; /* 64 invocations and 4 KiB are within every device's limits */
+    return tiles[n - 1]; /* 64 invocations and 4.5 KiB are within every device's limits */
 }
 
 /* CPU-type: 8 invocations (one AVX2 vector on llvmpipe), each a 16 x 16 register tile (the
