@@ -95,6 +95,17 @@ static double *mm_ref(const mm_case *c, const mm_data *d) {
     return want;
 }
 
+/* Largest |got - want| (NaN counts as infinite). */
+static double max_diff(const float *got, const float *want, size_t n) {
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)want[i]);
+        if (isnan(got[i]) != isnan(want[i])) d = INFINITY;
+        if (d > m) m = d;
+    }
+    return m;
+}
+
 static void matmul_case(vka_context *ctx, mm_case c, uint64_t seed) {
     mm_data d = mm_make(&c, seed);
     float *got = mm_run(ctx, &c, &d);
@@ -108,8 +119,11 @@ static void matmul_case(vka_context *ctx, mm_case c, uint64_t seed) {
     /* float sums of K products of values in [-1, 1]: error grows like K * 2^-24 */
     double atol = 1e-6 * (c.K + 4);
     tu_assert_close_d(what, cpu_out, want, d.n_out, atol, 1e-6);
-    tu_assert_close_d(what, got, want, d.n_out, atol, 1e-6);
+    double vs_ref = tu_assert_close_d(what, got, want, d.n_out, atol, 1e-6);
     tu_vs_cpu(ctx, what, got, cpu_out, d.n_out, atol, 1e-6);
+    if (!tu_is_cpu(ctx))
+        print_message("%s: max |diff| %.3g vs double, %.3g vs CPU backend\n", what, vs_ref,
+                      max_diff(got, cpu_out, d.n_out));
     free(got);
     free(cpu_out);
     free(want);
@@ -206,6 +220,81 @@ static void test_matmul_cpu_deterministic_across_threads(void **state) {
     mm_free(&d);
 }
 
+/* The shapes of the GPT's products (default model: B*T = 768, C = 128, NH = 4, T = 64,
+ * HS = 32), forward and backward, as the model records them. */
+static void gpt_shape_cases(vka_context *ctx) {
+    const int BT = 768, C = 128, T = 64, HS = 32, BNH = 48;
+    /* linear forward: out (BT, OC) = inp (BT, C) . W (OC, C)^T + bias */
+    matmul_case(ctx, (mm_case){.M = BT, .N = 3 * C, .K = C, .tb = true, .bias = true}, 100);
+    matmul_case(ctx, (mm_case){.M = BT, .N = C, .K = 4 * C, .tb = true, .bias = true}, 101);
+    /* linear backward: dinp (BT, C) = dout (BT, OC) . W (OC, C); dW (OC, C) += dout^T . inp */
+    matmul_case(ctx, (mm_case){.M = BT, .N = C, .K = 3 * C}, 102);
+    matmul_case(ctx, (mm_case){.M = 3 * C, .N = C, .K = BT, .ta = true, .accumulate = true}, 103);
+    /* attention: att = q . k^T (scaled), y = att . v, and their gradients */
+    matmul_case(ctx, (mm_case){.M = T, .N = T, .K = HS, .batch = BNH, .tb = true,
+                               .alpha = 0.1767767f}, 104);
+    matmul_case(ctx, (mm_case){.M = T, .N = HS, .K = T, .batch = BNH}, 105);
+    matmul_case(ctx, (mm_case){.M = T, .N = HS, .K = T, .batch = BNH, .ta = true,
+                               .accumulate = true}, 106);
+}
+
+/* A long K (error growth, many k steps) and shapes around the CPU variant's vec4 paths:
+ * K, M or N multiples of 4 with edges that are not, strides that are (pad 4) or are not. */
+static void long_k_and_vec4_cases(vka_context *ctx) {
+    for (int t = 0; t < 4; t++) {
+        bool ta = t & 1, tb = t & 2;
+        matmul_case(ctx, (mm_case){.M = 21, .N = 13, .K = 5000, .ta = ta, .tb = tb}, 110 + t);
+        matmul_case(ctx, (mm_case){.M = 131, .N = 76, .K = 260, .ta = ta, .tb = tb}, 120 + t);
+        matmul_case(ctx, (mm_case){.M = 132, .N = 77, .K = 261, .ta = ta, .tb = tb}, 130 + t);
+        matmul_case(ctx, (mm_case){.M = 36, .N = 20, .K = 44, .batch = 3, .pad_a = 4,
+                                   .pad_b = 8, .pad_out = 4, .ta = ta, .tb = tb, .bias = true},
+                    140 + t);
+    }
+}
+
+/* Enough output tiles for the GPU variant's 128 x 128 (8 x 8 per invocation) and 64 x 64
+ * configurations, with partial edge tiles in every direction. */
+static void big_tile_cases(vka_context *ctx) {
+    for (int t = 0; t < 4; t++) {
+        bool ta = t & 1, tb = t & 2;
+        matmul_case(ctx, (mm_case){.M = 129, .N = 130, .K = 37, .batch = 32, .ta = ta, .tb = tb,
+                                   .bias = t == 1, .accumulate = t == 2}, 170 + t);
+        matmul_case(ctx, (mm_case){.M = 65, .N = 63, .K = 21, .batch = 66, .ta = ta, .tb = tb},
+                    180 + t);
+    }
+}
+
+/* More workgroups than maxComputeWorkGroupCount[0] (65,535 on many devices): the grid is
+ * folded into y and every batch must still be computed once. Run with the variant the device
+ * calls for: both take their tile from the same group index, and 70,000 workgroups of the GPU
+ * variant (barriers) would take half a minute on lavapipe. */
+static void test_matmul_vulkan_folded_grid(void **state) {
+    (void)state;
+    vka_context *ctx = tu_gpu();
+    matmul_case(ctx, (mm_case){.M = 2, .N = 3, .K = 2, .batch = 70000, .tb = true}, 150);
+    tu_done(ctx);
+}
+
+/* The same op twice gives the same bits (fixed summation order). */
+static void deterministic_case(vka_context *ctx) {
+    mm_case c = {.M = 100, .N = 90, .K = 300, .batch = 2, .ta = true, .bias = true};
+    mm_data d = mm_make(&c, 160);
+    float *x = mm_run(ctx, &c, &d), *y = mm_run(ctx, &c, &d);
+    assert_memory_equal(x, y, d.n_out * sizeof(float));
+    free(x);
+    free(y);
+    mm_free(&d);
+}
+
+TU_VULKAN_TESTS(test_matmul_vulkan_transposes_and_awkward_shapes, transpose_cases)
+TU_VULKAN_TESTS(test_matmul_vulkan_bias_alpha_accumulate, epilogue_cases)
+TU_VULKAN_TESTS(test_matmul_vulkan_batched_strided, batch_cases)
+TU_VULKAN_TESTS(test_matmul_vulkan_ones_exact, ones_case)
+TU_VULKAN_TESTS(test_matmul_vulkan_gpt_shapes, gpt_shape_cases)
+TU_VULKAN_TESTS(test_matmul_vulkan_long_k_and_vec4_edges, long_k_and_vec4_cases)
+TU_VULKAN_TESTS(test_matmul_vulkan_big_tiles, big_tile_cases)
+TU_VULKAN_TESTS(test_matmul_vulkan_deterministic, deterministic_case)
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_transposes_and_awkward_shapes),
@@ -213,6 +302,15 @@ int main(void) {
         cmocka_unit_test(test_matmul_batched_strided),
         cmocka_unit_test(test_matmul_ones_exact),
         cmocka_unit_test(test_matmul_cpu_deterministic_across_threads),
+        TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_transposes_and_awkward_shapes),
+        TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_bias_alpha_accumulate),
+        TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_batched_strided),
+        TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_ones_exact),
+        TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_gpt_shapes),
+        TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_long_k_and_vec4_edges),
+        cmocka_unit_test(test_matmul_vulkan_folded_grid),
+        TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_big_tiles),
+        TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_deterministic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

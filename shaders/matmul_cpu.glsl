@@ -1,0 +1,142 @@
+// CPU-type variant of matmul.comp, for software drivers such as lavapipe (llvmpipe).
+//
+// llvmpipe runs the invocations of a workgroup as SIMD lanes (8 per AVX2 vector), so vector
+// arithmetic is cheap, but each buffer load whose address varies across lanes is a loop over the
+// lanes (about 15 instructions per lane, plus a few per extra vector component), and barrier()
+// is a coroutine switch. So: no shared memory and no barriers; each invocation keeps a TM x TN
+// tile of out in registers and, per step of 4 k, loads TM + TN vec4s (or, where alignment does
+// not allow vec4, 4 (TM + TN) floats) for 4 TM TN multiply-adds. Rows and columns past the
+// matrix are read clamped (and k past K as zero) and never stored, so any M, N, K works.
+//
+// Measured on lavapipe (Mesa 22.3, 2 Zen cores), GFLOP/s per core on the GPT's shapes: scalar
+// loads with 4 x 4 / 8 x 8 / 16 x 8 tiles ~4 / 6 / 8; vec4 loads ~10-12; vec4 loads and stores
+// with 16 x 16 tiles 12-14 (8-11 on the batched 64 x 64 attention products); the GPU variant ~1.
+// Larger tiles (32 x 16, 24 x 24), unrolling k further, wider workgroups, subgroup broadcasts of
+// A and loads made uniform were slower, compiled for minutes, or changed nothing.
+
+// op(A)(i, k) for the invocation's rows i0 + r and k .. k + 3: av[r][kk].
+void load_a(uint abase, uint i0, uint k, inout float av[TM][4]) {
+    if (!TRANS_A && (VEC & 1u) != 0u) {
+        // A (M, K) rows as vec4 along k; the host checked K, offset and stride are multiples of 4.
+        [[unroll]] for (uint r = 0u; r < TM; r++) {
+            uint i = min(i0 + r, pc.M - 1u);
+            vec4 v = a4[(abase + i * pc.K + k) >> 2];
+            av[r][0] = v.x;
+            av[r][1] = v.y;
+            av[r][2] = v.z;
+            av[r][3] = v.w;
+        }
+        return;
+    }
+    [[unroll]] for (uint kk = 0u; kk < 4u; kk++) {
+        uint kc = min(k + kk, pc.K - 1u);
+        bool in_k = k + kk < pc.K;
+        if (TRANS_A && (VEC & 1u) != 0u) {
+            // A (K, M) as vec4 along m: M, offset, stride and TM are multiples of 4.
+            [[unroll]] for (uint q = 0u; q < TM / 4u; q++) {
+                uint i = min(i0 + 4u * q, pc.M - 4u);
+                vec4 v = a4[(abase + kc * pc.M + i) >> 2];
+                if (!in_k) v = vec4(0.0);
+                av[4u * q + 0u][kk] = v.x;
+                av[4u * q + 1u][kk] = v.y;
+                av[4u * q + 2u][kk] = v.z;
+                av[4u * q + 3u][kk] = v.w;
+            }
+        } else {
+            [[unroll]] for (uint r = 0u; r < TM; r++) {
+                uint i = min(i0 + r, pc.M - 1u);
+                float v = a[abase + (TRANS_A ? kc * pc.M + i : i * pc.K + kc)];
+                av[r][kk] = in_k ? v : 0.0;
+            }
+        }
+    }
+}
+
+// op(B)(k, j) for k .. k + 3 and the invocation's columns j0 + s: bv[s][kk].
+void load_b(uint bbase, uint j0, uint k, inout float bv[TN][4]) {
+    if (TRANS_B && (VEC & 2u) != 0u) {
+        // B (N, K) rows as vec4 along k.
+        [[unroll]] for (uint s = 0u; s < TN; s++) {
+            uint j = min(j0 + s, pc.N - 1u);
+            vec4 v = b4[(bbase + j * pc.K + k) >> 2];
+            bv[s][0] = v.x;
+            bv[s][1] = v.y;
+            bv[s][2] = v.z;
+            bv[s][3] = v.w;
+        }
+        return;
+    }
+    [[unroll]] for (uint kk = 0u; kk < 4u; kk++) {
+        uint kc = min(k + kk, pc.K - 1u);
+        bool in_k = k + kk < pc.K;
+        if (!TRANS_B && (VEC & 2u) != 0u) {
+            // B (K, N) as vec4 along n.
+            [[unroll]] for (uint q = 0u; q < TN / 4u; q++) {
+                uint j = min(j0 + 4u * q, pc.N - 4u);
+                vec4 v = b4[(bbase + kc * pc.N + j) >> 2];
+                if (!in_k) v = vec4(0.0);
+                bv[4u * q + 0u][kk] = v.x;
+                bv[4u * q + 1u][kk] = v.y;
+                bv[4u * q + 2u][kk] = v.z;
+                bv[4u * q + 3u][kk] = v.w;
+            }
+        } else {
+            [[unroll]] for (uint s = 0u; s < TN; s++) {
+                uint j = min(j0 + s, pc.N - 1u);
+                float v = b[bbase + (TRANS_B ? j * pc.K + kc : kc * pc.N + j)];
+                bv[s][kk] = in_k ? v : 0.0;
+            }
+        }
+    }
+}
+
+void matmul_cpu() {
+    uint bi, row0, col0;
+    if (!tile_of_group(bi, row0, col0)) return;
+    uint lane = gl_LocalInvocationID.x;
+    uint i0 = row0 + (lane / LN) * TM;
+    uint j0 = col0 + (lane % LN) * TN;
+    uint abase = pc.a_off + bi * pc.stride_a;
+    uint bbase = pc.b_off + bi * pc.stride_b;
+
+    float acc[TM][TN];
+    [[unroll]] for (uint r = 0u; r < TM; r++)
+        [[unroll]] for (uint s = 0u; s < TN; s++) acc[r][s] = 0.0;
+    for (uint k = 0u; k < pc.K; k += 4u) {
+        float av[TM][4];
+        float bv[TN][4];
+        load_a(abase, i0, k, av);
+        load_b(bbase, j0, k, bv);
+        [[unroll]] for (uint r = 0u; r < TM; r++) {
+            [[unroll]] for (uint s = 0u; s < TN; s++) {
+                float t = acc[r][s];
+                [[unroll]] for (uint kk = 0u; kk < 4u; kk++) t += av[r][kk] * bv[s][kk];
+                acc[r][s] = t;
+            }
+        }
+    }
+
+    if ((VEC & 4u) != 0u) {
+        // out (and bias) as vec4 along n: N, offsets and stride are multiples of 4, and so is j0.
+        [[unroll]] for (uint r = 0u; r < TM; r++) {
+            [[unroll]] for (uint q = 0u; q < TN / 4u; q++) {
+                uint i = i0 + r, j = j0 + 4u * q;
+                if (i < pc.M && j < pc.N) {
+                    uint o = pc.out_off + bi * pc.stride_out + i * pc.N + j;
+                    vec4 v = pc.alpha * vec4(acc[r][4u * q], acc[r][4u * q + 1u],
+                                             acc[r][4u * q + 2u], acc[r][4u * q + 3u]);
+                    if (pc.has_bias != 0u) v += bias4[(pc.bias_off + j) >> 2];
+                    if (pc.accumulate != 0u) v += out4[o >> 2];
+                    out4[o >> 2] = v;
+                }
+            }
+        }
+        return;
+    }
+    [[unroll]] for (uint r = 0u; r < TM; r++) {
+        [[unroll]] for (uint s = 0u; s < TN; s++) {
+            uint i = i0 + r, j = j0 + s;
+            if (i < pc.M && j < pc.N) store_out(bi, i, j, acc[r][s]);
+        }
+    }
+}
