@@ -115,22 +115,21 @@ static void test_cli_train_lowers_loss_vulkan(void **state) {
 }
 
 /* 20 steps in one run, and 10 + --resume 10, give the same losses and the same model bytes. */
-static void test_cli_resume_is_exact(void **state) {
-    (void)state;
+static void resume_is_exact(const char *backend) {
     tf_dir d = tf_mkdir();
-    cu_result a = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "20", "--out",
+    cu_result a = cu_run(&d, "train", "--backend", backend, SMALL, "--steps", "20", "--out",
                          "a.bin", "--eval-every", "5", "--eval-windows", "20", "--json");
     cu_expect(&a, 0, NULL, "20 steps");
-    cu_result b = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "20", "--out",
+    cu_result b = cu_run(&d, "train", "--backend", backend, SMALL, "--steps", "20", "--out",
                          "b.bin", "--eval-every", "5", "--eval-windows", "20", "--stop-at", "10",
                          "--json");
     cu_expect(&b, 0, NULL, "10 steps");
     assert_int_equal(cu_count_lines(b.out, "\"step\":"), 10);
     assert_int_equal(cu_count_lines(b.out, "\"event\":\"stopped\""), 1);
     /* The settings come from the state: a different one is refused. */
-    cu_result bad = cu_run(&d, "train", "--backend", "cpu", "--resume", "b.state.bin", "--lr", "0.5");
+    cu_result bad = cu_run(&d, "train", "--backend", backend, "--resume", "b.state.bin", "--lr", "0.5");
     cu_expect(&bad, CLI_USAGE_STATUS, "--lr", "resume with another --lr");
-    cu_result c = cu_run(&d, "train", "--backend", "cpu", "--resume", "b.state.bin",
+    cu_result c = cu_run(&d, "train", "--backend", backend, "--resume", "b.state.bin",
                          "--eval-windows", "20", "--json");
     cu_expect(&c, 0, NULL, "resume");
     double la[32], lc[32];
@@ -157,6 +156,16 @@ static void test_cli_resume_is_exact(void **state) {
     cu_free(&bad);
     cu_free(&c);
     tf_rmdir(&d);
+}
+
+static void test_cli_resume_is_exact_cpu(void **state) {
+    (void)state;
+    resume_is_exact("cpu");
+}
+
+static void test_cli_resume_is_exact_vulkan(void **state) {
+    (void)state;
+    if (vulkan_can_train()) resume_is_exact("vulkan");
 }
 
 /* SIGINT a few steps in: the step finishes, the files are saved, the exit is a normal 130,
@@ -229,17 +238,18 @@ static void test_cli_failed_save_keeps_the_old_model(void **state) {
  * Generate and eval
  * ------------------------------------------------------------------------------------------- */
 
-static cu_result generate(const char *prompt, const char *tokens, const char *temperature) {
-    return cu_run(&fixture, "generate", "--backend", "cpu", "--model", "model.bin", "--prompt",
+static cu_result generate(const char *backend, const char *prompt, const char *tokens,
+                          const char *temperature) {
+    return cu_run(&fixture, "generate", "--backend", backend, "--model", "model.bin", "--prompt",
                   prompt, "--tokens", tokens, "--temperature", temperature);
 }
 
 static void test_cli_generate_prints_prompt_and_tokens(void **state) {
     (void)state;
     /* Greedy: the prompt, then exactly 40 characters (one byte per token), the same twice. */
-    cu_result a = generate("Once upon a time", "40", "0");
+    cu_result a = generate("cpu", "Once upon a time", "40", "0");
     cu_expect(&a, 0, NULL, "generate");
-    cu_result b = generate("Once upon a time", "40", "0");
+    cu_result b = generate("cpu", "Once upon a time", "40", "0");
     cu_expect(&b, 0, NULL, "generate again");
     assert_int_equal(a.out_len, strlen("Once upon a time") + 40);
     assert_memory_equal(a.out, "Once upon a time", strlen("Once upon a time"));
@@ -259,6 +269,19 @@ static void test_cli_generate_prints_prompt_and_tokens(void **state) {
     cu_free(&b);
     cu_free(&c);
     cu_free(&e);
+}
+
+static void test_cli_generate_greedy_is_deterministic_on_vulkan(void **state) {
+    (void)state;
+    if (!vulkan_can_train()) return;
+    cu_result a = generate("vulkan", "The cat", "30", "0");
+    cu_expect(&a, 0, NULL, "generate on Vulkan");
+    cu_result b = generate("vulkan", "The cat", "30", "0");
+    cu_expect(&b, 0, NULL, "generate on Vulkan again");
+    assert_int_equal(a.out_len, strlen("The cat") + 30);
+    assert_string_equal(a.out, b.out);
+    cu_free(&a);
+    cu_free(&b);
 }
 
 /* Text the fixture's vocabulary covers: the start of the built-in corpus; returns its length. */
@@ -515,7 +538,7 @@ static void test_cli_check_json_passes(void **state) {
     cu_expect(&r, 0, NULL, "check --json");
     assert_non_null(strstr(r.out, "\"pass\":true}"));
     assert_true(cu_json_num(r.out, "failed") == 0);
-    assert_non_null(strstr(r.out, "\"op\":\"train_step\""));
+    assert_non_null(strstr(r.out, "\"op\":\"train_step_params\""));
     cu_free(&r);
     tf_rmdir(&d);
 }
@@ -526,10 +549,12 @@ int main(void) {
         cmocka_unit_test(test_cli_info),
         cmocka_unit_test(test_cli_train_lowers_loss_cpu),
         cmocka_unit_test(test_cli_train_lowers_loss_vulkan),
-        cmocka_unit_test(test_cli_resume_is_exact),
+        cmocka_unit_test(test_cli_resume_is_exact_cpu),
+        cmocka_unit_test(test_cli_resume_is_exact_vulkan),
         cmocka_unit_test(test_cli_sigint_saves_and_exits),
         cmocka_unit_test(test_cli_failed_save_keeps_the_old_model),
         cmocka_unit_test(test_cli_generate_prints_prompt_and_tokens),
+        cmocka_unit_test(test_cli_generate_greedy_is_deterministic_on_vulkan),
         cmocka_unit_test(test_cli_eval_json_agrees_across_backends),
         cmocka_unit_test(test_cli_bad_data_files),
         cmocka_unit_test(test_cli_bad_model_files),
