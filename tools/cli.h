@@ -96,8 +96,7 @@ typedef struct cli_backend_opts {
 extern const char *const cli_backend_names[];
 extern const char *const cli_kernel_names[];
 
-/* The table entries for cli_backend_opts (5 of them), for a command's option array. */
-#define CLI_BACKEND_OPT_COUNT 5
+/* The table entries for cli_backend_opts, for a command's option array. */
 #define CLI_BACKEND_OPTS(b)                                                                     \
     CLI_CHOICE("backend", &(b)->backend, "NAME", "vulkan or cpu (default: vulkan)",              \
                cli_backend_names),                                                              \

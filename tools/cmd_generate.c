@@ -36,8 +36,8 @@ static bool print_token(void *user, int32_t token) {
 
 /* The prompt as token ids; the default (NULL) is a newline, or token 0 when the vocabulary has
  * no newline (the end-of-text id llm.c's tokenizer file would hold). */
-static vka_result encode_prompt(vka_context *ctx, const vka_tokenizer *tok, const char *prompt,
-                                int32_t **ids, size_t *n) {
+static vka_result encode_prompt(const vka_tokenizer *tok, const char *prompt, int32_t **ids,
+                                size_t *n) {
     const char *text = prompt ? prompt : "\n";
     size_t len = strlen(text);
     *ids = malloc((len ? len : 1) * sizeof **ids);
@@ -48,7 +48,6 @@ static vka_result encode_prompt(vka_context *ctx, const vka_tokenizer *tok, cons
         *n = 1;
         r = VKA_SUCCESS;
     }
-    (void)ctx;
     return r;
 }
 
@@ -87,7 +86,7 @@ static int generate(vka_context *ctx, const generate_opts *o) {
         rc = CLI_ERROR;
         goto done;
     }
-    r = encode_prompt(ctx, tok, o->prompt, &prompt, &n_prompt);
+    r = encode_prompt(tok, o->prompt, &prompt, &n_prompt);
     if (r != VKA_SUCCESS) {
         rc = cli_fail("generate", ctx, r, "--prompt");
         goto done;

@@ -90,7 +90,7 @@ static int check_resume_options(cli_opt *opts, int n, const train_run *r) {
 }
 
 /* Usage checks that involve more than one option. */
-static int check_options(train_opts *o, cli_opt *opts, int n) {
+static int check_options(train_opts *o) {
     int rc = cli_check_backend_opts("train", &o->b);
     if (rc != CLI_OK) return rc;
     if (o->resume) return CLI_OK; /* the settings come from the state file */
@@ -104,8 +104,6 @@ static int check_options(train_opts *o, cli_opt *opts, int n) {
     if (o->min_lr > o->lr)
         return cli_usage_error("train", "--min-lr %g is above --lr %g", (double)o->min_lr,
                                (double)o->lr);
-    (void)opts;
-    (void)n;
     return CLI_OK;
 }
 
@@ -289,7 +287,7 @@ int cmd_train(int argc, char **argv) {
     int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int rc = cli_parse(&train_cmd, argc, argv, opts, n_opts);
     if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
-    rc = check_options(&o, opts, n_opts);
+    rc = check_options(&o);
     if (rc != CLI_OK) return rc;
 
     train_run r = {.o = &o, .info = o.quiet ? NULL : o.json ? stderr : stdout};

@@ -70,7 +70,7 @@ static void duration(double s, char *out, size_t cap) {
     else snprintf(out, cap, "%ds", (int)s);
 }
 
-static void json_step(train_run *r, const train_progress *p, double tokens_per_s) {
+static void json_step(const train_progress *p, double tokens_per_s) {
     printf("{\"step\":%llu,\"loss\":", (unsigned long long)p->step);
     cli_json_number(stdout, p->loss);
     printf(",\"lr\":");
@@ -87,7 +87,6 @@ static void json_step(train_run *r, const train_progress *p, double tokens_per_s
     }
     printf("}\n");
     fflush(stdout);
-    (void)r;
 }
 
 void report_step(train_run *r, const train_progress *p) {
@@ -102,7 +101,7 @@ void report_step(train_run *r, const train_progress *p) {
     }
     double tokens_per_s = p->ms > 0 ? (double)st->B * st->T / (p->ms / 1e3) : 0.0;
     if (r->o->json) {
-        json_step(r, p, tokens_per_s);
+        json_step(p, tokens_per_s);
         return;
     }
     if (!r->info || r->info != stdout) return;
