@@ -232,6 +232,27 @@ vka_result vka_graph_end(vka_context *ctx, vka_graph **out);
 vka_result vka_graph_run(vka_graph *graph);
 void vka_graph_destroy(vka_graph *graph);
 
+/** Time of one kind of op in a graph run (profiling). */
+typedef struct vka_op_time {
+    const char *op;  /* op name: "matmul", "softmax_forward", ... (static string) */
+    uint32_t calls;  /* how many times the graph runs it */
+    double ms;       /* their summed time in the last run, milliseconds */
+} vka_op_time;
+
+/** Time each op of the graphs recorded on ctx from now on (also the model's graphs recorded
+ * afterwards). Vulkan: a timestamp before and after each dispatch and a barrier after each, so
+ * the times do not overlap (this serialises the graph slightly); CPU: the host clock around each
+ * op. Off by default. */
+vka_result vka_context_set_profiling(vka_context *ctx, bool enable);
+/** Times of the graph's last vka_graph_run: *total_ms is its duration on the device (Vulkan:
+ * between timestamps written at its start and end, or host time of the submit and wait where the
+ * queue has no timestamps; CPU: host time). With profiling, per-op times summed by op name go to
+ * out (up to cap entries, in order of first appearance; *count = the number of distinct ops,
+ * which may exceed cap); without, *count = 0. Any of total_ms, out, count may be NULL.
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (graph never run). */
+vka_result vka_graph_times(const vka_graph *graph, double *total_ms, vka_op_time *out, int cap,
+                           int *count);
+
 /** t[i] = value for all i. */
 vka_result vka_fill(vka_context *ctx, vka_tensor *t, float value);
 /** dst[i] = src[i] for i < n. */
@@ -522,6 +543,9 @@ typedef struct vka_adamw_desc {
 vka_result vka_gpt_train_step(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets,
                               int B, int T, const vka_adamw_desc *opt, float *loss,
                               float *grad_norm);
+/** Times of the model's last forward pass or training step, as vka_graph_times (per-op times
+ * when the context had profiling on before that kind of step was first run). */
+vka_result vka_gpt_times(vka_gpt *gpt, double *total_ms, vka_op_time *out, int cap, int *count);
 /** Optimizer steps taken so far (the AdamW t). */
 uint64_t vka_gpt_step(const vka_gpt *gpt);
 

@@ -68,6 +68,7 @@ typedef struct vkr_device {
     bool is_cpu;         /* use the CPU-type kernel variants (lavapipe; vka_kernels overrides) */
     bool unified_memory; /* device-local memory is host-visible: no staging copies */
     bool timestamps;     /* queue family has timestamp support */
+    uint32_t timestamp_valid_bits; /* of the queue family */
 } vkr_device;
 
 vka_result vkr_device_create(vka_context *ctx, const vka_context_desc *desc, vkr_device **out);
