@@ -253,6 +253,22 @@ vka_result vka_context_set_profiling(vka_context *ctx, bool enable);
 vka_result vka_graph_times(const vka_graph *graph, double *total_ms, vka_op_time *out, int cap,
                            int *count);
 
+/** The device's measured ceilings (as vkpeak measures them), to put kernel numbers in context. */
+typedef struct vka_peak {
+    double gflops;        /* fp32 multiply-add throughput, GFLOP/s: independent vec4 FMA chains
+                             (an FMA counts 2 FLOPs), enough invocations to fill the device */
+    double gbps;          /* memory bandwidth, GB/s (1e9 bytes/s): a device-to-device buffer copy,
+                             bytes read + bytes written over the copy's time */
+    double fma_gflop;     /* work of the timed FMA run, GFLOP */
+    double copy_mbytes;   /* size of the copied buffer, MB (1e6 bytes) */
+    bool device_timer;    /* times come from device timestamps (else the host clock) */
+} vka_peak;
+
+/** Measure the ceilings of ctx's device: each kernel is grown until one run takes at least
+ * min_ms (0 = 20 ms), then run `repeats` times (0 = 5); the best run counts (a ceiling).
+ * Errors: out of memory, VKA_ERROR_DEVICE_LOST. */
+vka_result vka_measure_peak(vka_context *ctx, double min_ms, int repeats, vka_peak *out);
+
 /** t[i] = value for all i. */
 vka_result vka_fill(vka_context *ctx, vka_tensor *t, float value);
 /** dst[i] = src[i] for i < n. */

@@ -217,6 +217,9 @@ typedef struct vkb_ops {
      * param -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + weight_decay * param) */
     void (*adamw)(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m, vkb_tensor v,
                   vkb_tensor hyper, vkb_tensor gscale, size_t N, float weight_decay);
+    /* Arithmetic ceiling: out[i] (n) = the sum of 32 independent multiply-add chains of `iters`
+     * steps each started from i (shaders/peak_fma.comp): n * iters * 64 FLOPs. */
+    void (*peak_fma)(vkb_backend *be, vkb_tensor out, size_t n, uint32_t iters);
 } vkb_ops;
 
 struct vkb_backend {

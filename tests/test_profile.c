@@ -83,6 +83,31 @@ static void profile_model_case(vka_context *ctx) {
     vka_gpt_destroy(gpt);
 }
 
+/* The ceilings come out positive and finite. */
+static void peak_case(vka_context *ctx) {
+    vka_peak p;
+    assert_int_equal(vka_measure_peak(ctx, 2.0, 2, &p), VKA_SUCCESS);
+    print_message("peak: %.2f GFLOP/s, %.2f GB/s (device timer %d)\n", p.gflops, p.gbps,
+                  p.device_timer);
+    assert_true(isfinite(p.gflops) && p.gflops > 0 && p.fma_gflop > 0);
+    assert_true(isfinite(p.gbps) && p.gbps > 0 && p.copy_mbytes > 0);
+    assert_int_equal(vka_measure_peak(ctx, -1.0, 0, &p), VKA_ERROR_INVALID_ARGUMENT);
+}
+
+static void test_measure_peak_cpu(void **state) {
+    (void)state;
+    vka_context *ctx = tu_cpu();
+    peak_case(ctx);
+    tu_done(ctx);
+}
+
+static void test_measure_peak_vulkan(void **state) {
+    (void)state;
+    vka_context *ctx = tu_gpu();
+    peak_case(ctx);
+    tu_done(ctx);
+}
+
 static void test_profile_cpu(void **state) {
     (void)state;
     vka_context *ctx = tu_cpu();
@@ -103,6 +128,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile_cpu),
         cmocka_unit_test(test_profile_vulkan),
+        cmocka_unit_test(test_measure_peak_cpu),
+        cmocka_unit_test(test_measure_peak_vulkan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -499,6 +499,21 @@ static void op_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_ten
     cpu_record((cpu_backend *)be, "adamw", run_adamw, &a, sizeof a, 0);
 }
 
+/* --- peak ------------------------------------------------------------------------------------ */
+
+typedef struct { float *out; size_t n; uint32_t iters; } peak_args;
+
+static vka_result run_peak_fma(cpu_backend *cb, const void *p) {
+    const peak_args *a = p;
+    peak_fma_cpu(a->out, a->n, a->iters, cb->nt);
+    return VKA_SUCCESS;
+}
+static void op_peak_fma(vkb_backend *be, vkb_tensor out, size_t n, uint32_t iters) {
+    if (!need(be, "peak_fma", "out", out, n)) return;
+    peak_args a = {cpu_ptr(out), n, iters};
+    cpu_record((cpu_backend *)be, "peak_fma", run_peak_fma, &a, sizeof a, 0);
+}
+
 void cpu_fill_op_table(vkb_ops *ops) {
     ops->fill = op_fill;
     ops->copy = op_copy;
@@ -523,4 +538,5 @@ void cpu_fill_op_table(vkb_ops *ops) {
     ops->mean = op_mean;
     ops->grad_norm = op_grad_norm;
     ops->adamw = op_adamw;
+    ops->peak_fma = op_peak_fma;
 }

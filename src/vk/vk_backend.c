@@ -59,6 +59,7 @@ static const vkb_ops vkv_ops = {
     .mean = vkv_mean,
     .grad_norm = vkv_grad_norm,
     .adamw = vkv_adamw,
+    .peak_fma = vkv_peak_fma,
 };
 
 vka_result vkb_vulkan_create(vka_context *ctx, vkb_backend **out) {
