@@ -235,6 +235,43 @@ vka_result vka_graph_end(vka_context *ctx, vka_graph **out);
 vka_result vka_graph_run(vka_graph *graph);
 void vka_graph_destroy(vka_graph *graph);
 
+/** Time of one kind of op in a graph run (profiling). */
+typedef struct vka_op_time {
+    const char *op;  /* op name: "matmul", "softmax_forward", ... (static string) */
+    uint32_t calls;  /* how many times the graph runs it */
+    double ms;       /* their summed time in the last run, milliseconds */
+} vka_op_time;
+
+/** Time each op of the graphs recorded on ctx from now on (also the model's graphs recorded
+ * afterwards). Vulkan: a timestamp before and after each dispatch and a barrier after each, so
+ * the times do not overlap (this serialises the graph slightly); CPU: the host clock around each
+ * op. Off by default. */
+vka_result vka_context_set_profiling(vka_context *ctx, bool enable);
+/** Times of the graph's last vka_graph_run: *total_ms is its duration on the device (Vulkan:
+ * between timestamps written at its start and end, or host time of the submit and wait where the
+ * queue has no timestamps; CPU: host time). With profiling, per-op times summed by op name go to
+ * out (up to cap entries, in order of first appearance; *count = the number of distinct ops,
+ * which may exceed cap); without, *count = 0. Any of total_ms, out, count may be NULL.
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (graph never run). */
+vka_result vka_graph_times(const vka_graph *graph, double *total_ms, vka_op_time *out, int cap,
+                           int *count);
+
+/** The device's measured ceilings (as vkpeak measures them), to put kernel numbers in context. */
+typedef struct vka_peak {
+    double gflops;        /* fp32 multiply-add throughput, GFLOP/s: independent vec4 FMA chains
+                             (an FMA counts 2 FLOPs), enough invocations to fill the device */
+    double gbps;          /* memory bandwidth, GB/s (1e9 bytes/s): a device-to-device buffer copy,
+                             bytes read + bytes written over the copy's time */
+    double fma_gflop;     /* work of the timed FMA run, GFLOP */
+    double copy_mbytes;   /* size of the copied buffer, MB (1e6 bytes) */
+    bool device_timer;    /* times come from device timestamps (else the host clock) */
+} vka_peak;
+
+/** Measure the ceilings of ctx's device: each kernel is grown until one run takes at least
+ * min_ms (0 = 20 ms), then run `repeats` times (0 = 5); the best run counts (a ceiling).
+ * Errors: out of memory, VKA_ERROR_DEVICE_LOST. */
+vka_result vka_measure_peak(vka_context *ctx, double min_ms, int repeats, vka_peak *out);
+
 /** t[i] = value for all i. */
 vka_result vka_fill(vka_context *ctx, vka_tensor *t, float value);
 /** dst[i] = src[i] for i < n. */
@@ -525,6 +562,9 @@ typedef struct vka_adamw_desc {
 vka_result vka_gpt_train_step(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets,
                               int B, int T, const vka_adamw_desc *opt, float *loss,
                               float *grad_norm);
+/** Times of the model's last forward pass or training step, as vka_graph_times (per-op times
+ * when the context had profiling on before that kind of step was first run). */
+vka_result vka_gpt_times(vka_gpt *gpt, double *total_ms, vka_op_time *out, int cap, int *count);
 /** Optimizer steps taken so far (the AdamW t). */
 uint64_t vka_gpt_step(const vka_gpt *gpt);
 

@@ -141,3 +141,17 @@ void vka_graph_destroy(vka_graph *graph) {
     ctx->be->ops->graph_destroy(ctx->be, graph->g);
     free(graph);
 }
+
+vka_result vka_context_set_profiling(vka_context *ctx, bool enable) {
+    if (!ctx || ctx->create_status != VKA_SUCCESS) return VKA_ERROR_INVALID_ARGUMENT;
+    ctx->be->ops->set_profiling(ctx->be, enable);
+    ctx->profiling = enable;
+    return VKA_SUCCESS;
+}
+
+vka_result vka_graph_times(const vka_graph *graph, double *total_ms, vka_op_time *out, int cap,
+                           int *count) {
+    if (!graph || cap < 0) return VKA_ERROR_INVALID_ARGUMENT;
+    vka_context *ctx = graph->ctx;
+    return ctx->be->ops->graph_times(ctx->be, graph->g, total_ms, out, cap, count);
+}

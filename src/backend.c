@@ -92,3 +92,15 @@ void vka_encoder_buckets(const int32_t *tokens, int BT, int32_t *buckets) {
     start[n] = BT;
     buckets[0] = n;
 }
+
+void vkb_op_time_add(vka_op_time *out, int cap, int *n, const char *op, double ms) {
+    for (int i = 0; i < *n && i < cap; i++) {
+        if (out[i].op == op || strcmp(out[i].op, op) == 0) {
+            out[i].calls++;
+            out[i].ms += ms;
+            return;
+        }
+    }
+    if (*n < cap) out[*n] = (vka_op_time){.op = op, .calls = 1, .ms = ms};
+    (*n)++;
+}

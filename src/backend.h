@@ -134,6 +134,17 @@ typedef struct vkb_ops {
     vka_result (*graph_run)(vkb_backend *be, vkb_graph *graph);
     /* NULL is a no-op. */
     void (*graph_destroy)(vkb_backend *be, vkb_graph *graph);
+    /* Time every op of the graphs recorded from now on (Vulkan: a timestamp before and after
+     * each dispatch, and a barrier after each so that their times do not overlap; CPU: the host
+     * clock around each op). Graphs recorded before keep their setting. */
+    void (*set_profiling)(vkb_backend *be, bool on);
+    /* Times of the graph's last run: *total_ms its duration on the device (Vulkan: between
+     * timestamps at its start and end when the queue has timestamps, else host time of the
+     * submit and wait; CPU: host time); per-op times summed by op name into out (up to cap
+     * entries, in order of first appearance, *count = distinct ops; 0 when the graph was not
+     * recorded with profiling). */
+    vka_result (*graph_times)(vkb_backend *be, vkb_graph *graph, double *total_ms,
+                              vka_op_time *out, int cap, int *count);
 
     /* --- ops --------------------------------------------------------------------------------- */
     /* t[i] = value */
@@ -206,6 +217,9 @@ typedef struct vkb_ops {
      * param -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + weight_decay * param) */
     void (*adamw)(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m, vkb_tensor v,
                   vkb_tensor hyper, vkb_tensor gscale, size_t N, float weight_decay);
+    /* Arithmetic ceiling: out[i] (n) = the sum of 32 independent multiply-add chains of `iters`
+     * steps each started from i (shaders/peak_fma.comp): n * iters * 64 FLOPs. */
+    void (*peak_fma)(vkb_backend *be, vkb_tensor out, size_t n, uint32_t iters);
 } vkb_ops;
 
 struct vkb_backend {
@@ -228,6 +242,9 @@ void vkb_fail(vkb_backend *be, vka_result r, const char *fmt, ...)
  *   [BT+2 .. 2BT+2)         token[j] of bucket j, ascending
  *   [2BT+2 .. 3BT+2)        order: positions b*T+t, sorted by token, ascending within a token
  * Unused entries (j >= n_buckets) are 0. */
+
+/* Add ms to op's entry of out[0..*n) (appending it if new and there is room). */
+void vkb_op_time_add(vka_op_time *out, int cap, int *n, const char *op, double ms);
 
 /* Lay out count tensors into chunks of at most max_chunk_elems elements (first fit, in order,
  * each start aligned to VKB_TENSOR_ALIGN). Fills chunk_of[i], offset_of[i] and chunk sizes

@@ -5,7 +5,14 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+double vka_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
 
 uint32_t vka_version(void) {
     return ((uint32_t)VKA_VERSION_MAJOR << 16) | ((uint32_t)VKA_VERSION_MINOR << 8) |

@@ -23,6 +23,7 @@ struct vka_context {
     char error[VKA_ERROR_MAX];     /* vka_last_error */
     struct vkr_device *vk;         /* Vulkan runtime; NULL for the CPU backend */
     struct vkb_backend *be;        /* the backend every op runs on */
+    bool profiling;                /* vka_context_set_profiling */
     struct vka_graph *recording;   /* public graph between vka_graph_begin/end, else NULL */
 };
 
@@ -35,6 +36,9 @@ void vka_log(const vka_context *ctx, vka_log_level level, const char *fmt, ...)
 /* Write bytes to path through path.tmp.<pid> and rename (nothing lost if interrupted). */
 vka_result vka_write_file_atomic(vka_context *ctx, const char *path, const void *const *parts,
                                  const size_t *sizes, int n_parts);
+
+/* Monotonic clock in milliseconds. */
+double vka_now_ms(void);
 
 #define VKA_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define VKA_MIN(a, b) ((a) < (b) ? (a) : (b))

@@ -133,6 +133,7 @@ static bool cpu_graph_begin(vkb_backend *be, vkb_graph **graph) {
     be->status = VKA_SUCCESS;
     cb->rec = calloc(1, sizeof *cb->rec);
     if (!cb->rec) vkb_fail(be, VKA_ERROR_OUT_OF_HOST_MEMORY, "cpu: cannot allocate a graph");
+    else cb->rec->profiled = cb->profiling;
     *graph = cb->rec;
     return true;
 }
@@ -151,10 +152,29 @@ static vka_result cpu_graph_run(vkb_backend *be, vkb_graph *graph) {
     if (graph->status != VKA_SUCCESS)
         return vka_set_error(be->ctx, graph->status, "cpu: graph_run of a graph that failed (%s)",
                              vka_result_string(graph->status));
+    double start = vka_now_ms();
+    graph->ran = true;
     for (int i = 0; i < graph->n_cmds; i++) {
+        double t0 = graph->profiled ? vka_now_ms() : 0.0;
         vka_result r = graph->cmds[i].run(cb, graph->cmds[i].args);
+        if (graph->profiled) graph->cmds[i].ms = vka_now_ms() - t0;
         if (r != VKA_SUCCESS) return r;
     }
+    graph->total_ms = vka_now_ms() - start;
+    return VKA_SUCCESS;
+}
+
+static void cpu_set_profiling(vkb_backend *be, bool on) { ((cpu_backend *)be)->profiling = on; }
+
+static vka_result cpu_graph_times(vkb_backend *be, vkb_graph *graph, double *total_ms,
+                                  vka_op_time *out, int cap, int *count) {
+    if (!graph || !graph->ran)
+        return vka_set_error(be->ctx, VKA_ERROR_INVALID_ARGUMENT, "graph times: the graph has not run");
+    if (total_ms) *total_ms = graph->total_ms;
+    int n = 0;
+    for (int i = 0; graph->profiled && i < graph->n_cmds; i++)
+        vkb_op_time_add(out, out ? cap : 0, &n, graph->cmds[i].name, graph->cmds[i].ms);
+    if (count) *count = n;
     return VKA_SUCCESS;
 }
 
@@ -167,7 +187,8 @@ static void cpu_graph_destroy(vkb_backend *be, vkb_graph *graph) {
     free(graph);
 }
 
-void *cpu_record(cpu_backend *cb, cpu_run_fn run, const void *args, size_t size, size_t extra) {
+void *cpu_record(cpu_backend *cb, const char *name, cpu_run_fn run, const void *args, size_t size,
+                 size_t extra) {
     vkb_backend *be = &cb->base;
     vkb_graph *g = cb->rec;
     if (be->status != VKA_SUCCESS) return NULL; /* sticky: the graph already failed */
@@ -191,7 +212,7 @@ void *cpu_record(cpu_backend *cb, cpu_run_fn run, const void *args, size_t size,
         return NULL;
     }
     memcpy(copy, args, size);
-    g->cmds[g->n_cmds++] = (cpu_cmd){run, copy};
+    g->cmds[g->n_cmds++] = (cpu_cmd){.name = name, .run = run, .args = copy};
     return copy;
 }
 
@@ -211,6 +232,8 @@ vka_result vkb_cpu_create(vka_context *ctx, int threads, vkb_backend **out) {
         .graph_end = cpu_graph_end,
         .graph_run = cpu_graph_run,
         .graph_destroy = cpu_graph_destroy,
+        .set_profiling = cpu_set_profiling,
+        .graph_times = cpu_graph_times,
     };
     cpu_fill_op_table(&cb->ops);
     cb->base.ops = &cb->ops;

@@ -10,14 +10,19 @@ typedef struct cpu_backend cpu_backend;
 typedef vka_result (*cpu_run_fn)(cpu_backend *cb, const void *args);
 
 typedef struct cpu_cmd {
+    const char *name; /* op name, for profiles */
     cpu_run_fn run;
-    void *args; /* malloc'd at record time, freed with the graph */
+    void *args;       /* malloc'd at record time, freed with the graph */
+    double ms;        /* time of the last run (profiled graphs) */
 } cpu_cmd;
 
 struct vkb_graph {
     cpu_cmd *cmds;
     int n_cmds, cap;
     vka_result status; /* graph_end's result; a failed graph is not run */
+    bool profiled;     /* time each command */
+    bool ran;
+    double total_ms;   /* host time of the last run */
 };
 
 struct vkb_arena {
@@ -33,6 +38,7 @@ struct cpu_backend {
     vkb_ops ops;       /* base.ops points here */
     int nt;            /* OpenMP threads for every parallel region (>= 1) */
     vkb_graph *rec;    /* graph being recorded, NULL outside graph_begin/graph_end */
+    bool profiling;    /* graphs recorded from now on time each command */
 };
 
 /* The tensor's first element (NULL for an absent tensor). */
@@ -40,10 +46,11 @@ static inline float *cpu_ptr(vkb_tensor t) {
     return t.arena ? t.arena->chunks[t.chunk] + t.offset : NULL;
 }
 
-/* Append a command with a copy of args (size bytes) followed by extra uninitialised bytes (for
+/* Append a command (named name in profiles) with a copy of args (size bytes) followed by extra uninitialised bytes (for
  * variable-length arguments) to the graph being recorded. Returns the copy, or NULL when
  * nothing is recorded (failed graph, no memory; the failure is in be->status). */
-void *cpu_record(cpu_backend *cb, cpu_run_fn run, const void *args, size_t size, size_t extra);
+void *cpu_record(cpu_backend *cb, const char *name, cpu_run_fn run, const void *args, size_t size,
+                 size_t extra);
 
 /* Fill the op entries of ops (cpu_commands.c). */
 void cpu_fill_op_table(vkb_ops *ops);

@@ -50,7 +50,7 @@ static vka_result run_fill(cpu_backend *cb, const void *p) {
 static void op_fill(vkb_backend *be, vkb_tensor t, float value) {
     if (!need(be, "fill", "t", t, 0)) return;
     ew_args a = {.dst = cpu_ptr(t), .value = value, .n = t.n};
-    cpu_record((cpu_backend *)be, run_fill, &a, sizeof a, 0);
+    cpu_record((cpu_backend *)be, "fill", run_fill, &a, sizeof a, 0);
 }
 
 static vka_result run_copy(cpu_backend *cb, const void *p) {
@@ -61,7 +61,7 @@ static vka_result run_copy(cpu_backend *cb, const void *p) {
 static void op_copy(vkb_backend *be, vkb_tensor dst, vkb_tensor src) {
     if (!need(be, "copy", "src", src, 0) || !need(be, "copy", "dst", dst, src.n)) return;
     ew_args a = {.dst = cpu_ptr(dst), .a = cpu_ptr(src), .n = src.n};
-    cpu_record((cpu_backend *)be, run_copy, &a, sizeof a, 0);
+    cpu_record((cpu_backend *)be, "copy", run_copy, &a, sizeof a, 0);
 }
 
 static vka_result run_residual(cpu_backend *cb, const void *p) {
@@ -75,7 +75,7 @@ static void op_residual_forward(vkb_backend *be, vkb_tensor out, vkb_tensor x, v
     if (!need(be, op, "out", out, N) || !need(be, op, "a", x, N) || !need(be, op, "b", y, N))
         return;
     ew_args a = {.dst = cpu_ptr(out), .a = cpu_ptr(x), .b = cpu_ptr(y), .n = N};
-    cpu_record((cpu_backend *)be, run_residual, &a, sizeof a, 0);
+    cpu_record((cpu_backend *)be, "residual_forward", run_residual, &a, sizeof a, 0);
 }
 
 static vka_result run_add_inplace(cpu_backend *cb, const void *p) {
@@ -87,7 +87,7 @@ static void op_add_inplace(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size
     if (!need(be, "add_inplace", "dst", dst, N) || !need(be, "add_inplace", "src", src, N))
         return;
     ew_args a = {.dst = cpu_ptr(dst), .a = cpu_ptr(src), .n = N};
-    cpu_record((cpu_backend *)be, run_add_inplace, &a, sizeof a, 0);
+    cpu_record((cpu_backend *)be, "add_inplace", run_add_inplace, &a, sizeof a, 0);
 }
 
 /* --- matmul, bias_backward ------------------------------------------------------------------ */
@@ -116,7 +116,7 @@ static void op_matmul(vkb_backend *be, const vkb_matmul *mm) {
         (vkb_present(mm->bias) && !need(be, op, "bias", mm->bias, N)))
         return;
     matmul_args a = {cpu_ptr(mm->out), cpu_ptr(mm->a), cpu_ptr(mm->b), cpu_ptr(mm->bias), *mm};
-    cpu_record((cpu_backend *)be, run_matmul, &a, sizeof a, 0);
+    cpu_record((cpu_backend *)be, "matmul", run_matmul, &a, sizeof a, 0);
 }
 
 typedef struct { float *dbias; const float *dout; int N, OC; } bias_args;
@@ -131,7 +131,7 @@ static void op_bias_backward(vkb_backend *be, vkb_tensor dbias, vkb_tensor dout,
         !need(be, "bias_backward", "dout", dout, (size_t)N * OC))
         return;
     bias_args a = {cpu_ptr(dbias), cpu_ptr(dout), N, OC};
-    cpu_record((cpu_backend *)be, run_bias_backward, &a, sizeof a, 0);
+    cpu_record((cpu_backend *)be, "bias_backward", run_bias_backward, &a, sizeof a, 0);
 }
 
 /* --- encoder -------------------------------------------------------------------------------- */
@@ -161,7 +161,7 @@ static void op_encoder_forward(vkb_backend *be, vkb_tensor out, vkb_tensor token
         return;
     encoder_args a = {.out = cpu_ptr(out), .wte = cpu_ptr(wte), .wpe = cpu_ptr(wpe),
                       .tokens = ids(tokens), .rows = wte.n / (size_t)C, .B = B, .T = T, .C = C};
-    cpu_record((cpu_backend *)be, run_encoder_forward, &a, sizeof a, 0);
+    cpu_record((cpu_backend *)be, "encoder_forward", run_encoder_forward, &a, sizeof a, 0);
 }
 
 static vka_result run_encoder_backward(cpu_backend *cb, const void *p) {
@@ -184,7 +184,7 @@ static void op_encoder_backward(vkb_backend *be, vkb_tensor dwte, vkb_tensor dwp
         return;
     encoder_args a = {.dwte = cpu_ptr(dwte), .dwpe = cpu_ptr(dwpe), .dout = cpu_ptr(dout),
                       .tokens = ids(tokens), .rows = dwte.n / (size_t)C, .B = B, .T = T, .C = C};
-    cpu_record((cpu_backend *)be, run_encoder_backward, &a, sizeof a, 0);
+    cpu_record((cpu_backend *)be, "encoder_backward", run_encoder_backward, &a, sizeof a, 0);
 }
 
 /* --- layernorm ------------------------------------------------------------------------------ */
@@ -213,7 +213,7 @@ static void op_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mea
     layernorm_args a = {.out = cpu_ptr(out), .mean = cpu_ptr(mean), .rstd = cpu_ptr(rstd),
                         .inp = cpu_ptr(inp), .weight = cpu_ptr(weight), .bias = cpu_ptr(bias),
                         .N = N, .C = C};
-    cpu_record((cpu_backend *)be, run_layernorm_forward, &a, sizeof a, 0);
+    cpu_record((cpu_backend *)be, "layernorm_forward", run_layernorm_forward, &a, sizeof a, 0);
 }
 
 static vka_result run_layernorm_backward(cpu_backend *cb, const void *p) {
@@ -237,7 +237,7 @@ static void op_layernorm_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor d
                         .dbias = cpu_ptr(dbias), .dout = cpu_ptr(dout), .inp = cpu_ptr(inp),
                         .weight = cpu_ptr(weight), .mean_in = cpu_ptr(mean),
                         .rstd_in = cpu_ptr(rstd), .N = N, .C = C};
-    cpu_record((cpu_backend *)be, run_layernorm_backward, &a, sizeof a, 0);
+    cpu_record((cpu_backend *)be, "layernorm_backward", run_layernorm_backward, &a, sizeof a, 0);
 }
 
 /* --- permute, unpermute --------------------------------------------------------------------- */
@@ -273,7 +273,7 @@ static void record_permute(vkb_backend *be, const char *op, cpu_run_fn run, vkb_
     if (!need(be, op, x_name, x, x_mul * n) || !need(be, op, q_name, q, n)) return;
     if (x_mul == 3 && (!need(be, op, "k", k, n) || !need(be, op, "v", v, n))) return;
     permute_args a = {cpu_ptr(x), cpu_ptr(q), cpu_ptr(k), cpu_ptr(v), B, T, NH, HS};
-    cpu_record((cpu_backend *)be, run, &a, sizeof a, 0);
+    cpu_record((cpu_backend *)be, op, run, &a, sizeof a, 0);
 }
 static void op_permute_forward(vkb_backend *be, vkb_tensor q, vkb_tensor k, vkb_tensor v,
                                vkb_tensor inp, int B, int T, int NH, int HS) {
@@ -318,7 +318,7 @@ static void op_softmax_forward(vkb_backend *be, const vkb_softmax *sm) {
         (vkb_present(s.mask) && !need(be, op, "mask", s.mask, mask_n)))
         return;
     softmax_args a = {cpu_ptr(s.out), cpu_ptr(s.inp), cpu_ptr(s.mask), s};
-    cpu_record((cpu_backend *)be, run_softmax_forward, &a, sizeof a, 0);
+    cpu_record((cpu_backend *)be, "softmax_forward", run_softmax_forward, &a, sizeof a, 0);
 }
 
 typedef struct { float *dinp; const float *dout, *out; int R, Tk; float scale; } softmax_bwd_args;
@@ -336,7 +336,7 @@ static void op_softmax_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dou
         !need(be, op, "out", out, n))
         return;
     softmax_bwd_args a = {cpu_ptr(dinp), cpu_ptr(dout), cpu_ptr(out), R, Tk, scale};
-    cpu_record((cpu_backend *)be, run_softmax_backward, &a, sizeof a, 0);
+    cpu_record((cpu_backend *)be, "softmax_backward", run_softmax_backward, &a, sizeof a, 0);
 }
 
 /* --- gelu ----------------------------------------------------------------------------------- */
@@ -350,7 +350,7 @@ static void op_gelu_forward(vkb_backend *be, vkb_tensor out, vkb_tensor inp, siz
     if (!need(be, "gelu_forward", "out", out, N) || !need(be, "gelu_forward", "inp", inp, N))
         return;
     ew_args a = {.dst = cpu_ptr(out), .a = cpu_ptr(inp), .n = N};
-    cpu_record((cpu_backend *)be, run_gelu_forward, &a, sizeof a, 0);
+    cpu_record((cpu_backend *)be, "gelu_forward", run_gelu_forward, &a, sizeof a, 0);
 }
 
 static vka_result run_gelu_backward(cpu_backend *cb, const void *p) {
@@ -365,7 +365,7 @@ static void op_gelu_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor inp, v
         !need(be, op, "dout", dout, N))
         return;
     ew_args a = {.dst = cpu_ptr(dinp), .a = cpu_ptr(inp), .b = cpu_ptr(dout), .n = N};
-    cpu_record((cpu_backend *)be, run_gelu_backward, &a, sizeof a, 0);
+    cpu_record((cpu_backend *)be, "gelu_backward", run_gelu_backward, &a, sizeof a, 0);
 }
 
 /* --- crossentropy --------------------------------------------------------------------------- */
@@ -407,7 +407,7 @@ static void record_ce(vkb_backend *be, const char *op, cpu_run_fn run, vkb_tenso
         !need(be, op, "targets", targets, (size_t)N))
         return;
     ce_args a = {cpu_ptr(out), cpu_ptr(logits), ids(targets), dloss, N, V, Vp};
-    cpu_record((cpu_backend *)be, run, &a, sizeof a, 0);
+    cpu_record((cpu_backend *)be, op, run, &a, sizeof a, 0);
 }
 static void op_crossentropy_forward(vkb_backend *be, vkb_tensor losses, vkb_tensor logits,
                                     vkb_tensor targets, int N, int V, int Vp) {
@@ -434,7 +434,7 @@ static void op_mean(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
     }
     if (!need(be, "mean", "out", out, 1) || !need(be, "mean", "inp", inp, N)) return;
     ew_args a = {.dst = cpu_ptr(out), .a = cpu_ptr(inp), .n = N};
-    cpu_record((cpu_backend *)be, run_mean, &a, sizeof a, 0);
+    cpu_record((cpu_backend *)be, "mean", run_mean, &a, sizeof a, 0);
 }
 
 /* Followed in the same allocation by grads[count] pointers and sizes[count]. */
@@ -462,7 +462,7 @@ static void op_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials,
         if (!need(be, op, "grads[i]", grads[i], 0)) return;
     norm_args a = {cpu_ptr(out), cpu_ptr(partials), max_norm, count};
     size_t extra = (size_t)count * (sizeof(float *) + sizeof(size_t));
-    norm_args *copy = cpu_record((cpu_backend *)be, run_grad_norm, &a, sizeof a, extra);
+    norm_args *copy = cpu_record((cpu_backend *)be, "grad_norm", run_grad_norm, &a, sizeof a, extra);
     if (!copy) return;
     const float **ptrs = (const float **)(void *)(copy + 1);
     size_t *sizes = (size_t *)(void *)(ptrs + count);
@@ -496,7 +496,22 @@ static void op_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_ten
         return;
     adamw_args a = {cpu_ptr(param), cpu_ptr(m),     cpu_ptr(v), cpu_ptr(grad),
                     cpu_ptr(hyper), cpu_ptr(gscale), N,          weight_decay};
-    cpu_record((cpu_backend *)be, run_adamw, &a, sizeof a, 0);
+    cpu_record((cpu_backend *)be, "adamw", run_adamw, &a, sizeof a, 0);
+}
+
+/* --- peak ------------------------------------------------------------------------------------ */
+
+typedef struct { float *out; size_t n; uint32_t iters; } peak_args;
+
+static vka_result run_peak_fma(cpu_backend *cb, const void *p) {
+    const peak_args *a = p;
+    peak_fma_cpu(a->out, a->n, a->iters, cb->nt);
+    return VKA_SUCCESS;
+}
+static void op_peak_fma(vkb_backend *be, vkb_tensor out, size_t n, uint32_t iters) {
+    if (!need(be, "peak_fma", "out", out, n)) return;
+    peak_args a = {cpu_ptr(out), n, iters};
+    cpu_record((cpu_backend *)be, "peak_fma", run_peak_fma, &a, sizeof a, 0);
 }
 
 void cpu_fill_op_table(vkb_ops *ops) {
@@ -523,4 +538,5 @@ void cpu_fill_op_table(vkb_ops *ops) {
     ops->mean = op_mean;
     ops->grad_norm = op_grad_norm;
     ops->adamw = op_adamw;
+    ops->peak_fma = op_peak_fma;
 }

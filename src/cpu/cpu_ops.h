@@ -36,6 +36,8 @@
 
 /* --- elementwise.c -------------------------------------------------------------------------- */
 void fill_cpu(float *t, float value, size_t N, int nt);
+/* n elements of 32 multiply-add chains of iters steps each (the arithmetic ceiling) */
+void peak_fma_cpu(float *out, size_t n, uint32_t iters, int nt);
 void copy_cpu(float *dst, const float *src, size_t N, int nt);
 /* out = a + b */
 void residual_forward_cpu(float *out, const float *a, const float *b, size_t N, int nt);

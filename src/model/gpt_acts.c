@@ -89,6 +89,7 @@ void gpt_drop_graphs(vka_gpt *gpt) {
         gpt->be->ops->graph_destroy(gpt->be, gpt->graphs[i].graph);
     gpt->n_graphs = 0;
     gpt->next_evict = 0;
+    gpt->last_run = NULL;
 }
 
 static size_t n_acts(const vka_gpt *gpt) {

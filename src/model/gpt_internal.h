@@ -110,6 +110,7 @@ typedef struct gpt_graph {
     gpt_graph_kind kind;
     int B, T;
     float grad_clip, weight_decay; /* G_TRAIN only: recorded into the graph */
+    bool profiled;                 /* recorded with per-op timing (vka_context_set_profiling) */
     vkb_graph *graph;
 } gpt_graph;
 
@@ -143,6 +144,7 @@ struct vka_gpt {
 
     gpt_graph graphs[GPT_MAX_GRAPHS];
     int n_graphs, next_evict;
+    vkb_graph *last_run;        /* graph of the last successful run (vka_gpt_times) */
 };
 
 /* Index of the tensor of kind for layer l (l ignored for wte, wpe, lnfw, lnfb). */

@@ -39,6 +39,7 @@ static void record(vka_gpt *gpt, const gpt_graph *g) {
 
 static bool same_graph(const gpt_graph *a, const gpt_graph *b) {
     return a->graph && a->kind == b->kind && a->B == b->B && a->T == b->T &&
+           a->profiled == b->profiled &&
            (a->kind != G_TRAIN ||
             (a->grad_clip == b->grad_clip && a->weight_decay == b->weight_decay));
 }
@@ -54,6 +55,7 @@ static gpt_graph *graph_slot(vka_gpt *gpt, const gpt_graph *key) {
     if (!slot) {
         slot = &gpt->graphs[gpt->next_evict];
         gpt->next_evict = (gpt->next_evict + 1) % GPT_MAX_GRAPHS;
+        if (gpt->last_run == slot->graph) gpt->last_run = NULL;
         gpt->be->ops->graph_destroy(gpt->be, slot->graph);
     }
     *slot = *key;
@@ -66,7 +68,7 @@ vka_result gpt_run(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, float grad_c
                    float weight_decay) {
     vkb_backend *be = gpt->be;
     gpt_graph key = {.kind = kind, .B = B, .T = T, .grad_clip = grad_clip,
-                     .weight_decay = weight_decay};
+                     .weight_decay = weight_decay, .profiled = gpt->ctx->profiling};
     gpt_graph *g = graph_slot(gpt, &key);
     if (be->ops->graph_begin(be, &g->graph)) {
         record(gpt, g);
@@ -77,7 +79,9 @@ vka_result gpt_run(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, float grad_c
             return r;
         }
     }
-    return be->ops->graph_run(be, g->graph);
+    vka_result r = be->ops->graph_run(be, g->graph);
+    gpt->last_run = r == VKA_SUCCESS ? g->graph : NULL;
+    return r;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -311,4 +315,12 @@ done:
     free(targets);
     free(losses);
     return r;
+}
+
+vka_result vka_gpt_times(vka_gpt *gpt, double *total_ms, vka_op_time *out, int cap, int *count) {
+    if (!gpt || cap < 0) return VKA_ERROR_INVALID_ARGUMENT;
+    if (!gpt->last_run)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_gpt_times: no forward pass or training step has run yet");
+    return gpt->be->ops->graph_times(gpt->be, gpt->last_run, total_ms, out, cap, count);
 }

@@ -34,6 +34,8 @@ static const vkb_ops vkv_ops = {
     .graph_end = vkv_graph_end,
     .graph_run = vkv_graph_run,
     .graph_destroy = vkv_graph_destroy,
+    .set_profiling = vkv_set_profiling,
+    .graph_times = vkv_graph_times,
     .fill = op_fill,
     .copy = op_copy,
     .matmul = vkv_matmul,
@@ -57,6 +59,7 @@ static const vkb_ops vkv_ops = {
     .mean = vkv_mean,
     .grad_norm = vkv_grad_norm,
     .adamw = vkv_adamw,
+    .peak_fma = vkv_peak_fma,
 };
 
 vka_result vkb_vulkan_create(vka_context *ctx, vkb_backend **out) {

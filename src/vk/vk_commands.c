@@ -105,7 +105,56 @@ static void free_graph(vkv_backend *vb, vkv_graph *g) {
     if (vb->rec == g) vb->rec = NULL;
     if (g->cmd) vb->vk->vkFreeCommandBuffers(vb->dev->device, vb->pool, 1, &g->cmd);
     if (g->fence) vb->vk->vkDestroyFence(vb->dev->device, g->fence, NULL);
+    if (g->queries) vb->vk->vkDestroyQueryPool(vb->dev->device, g->queries, NULL);
+    free(g->labels);
+    free(g->stamps);
     free(g);
+}
+
+/* Write timestamp query q of the graph being recorded (when it has one and room). */
+static bool stamp(vkv_backend *vb, VkPipelineStageFlagBits stage, uint32_t q) {
+    vkv_graph *g = vb->rec;
+    if (!g->queries || q >= g->cap_queries) return false;
+    vb->vk->vkCmdWriteTimestamp(g->cmd, stage, g->queries, q);
+    if (q + 1 > g->n_queries) g->n_queries = q + 1;
+    return true;
+}
+
+/* Timestamps for the whole graph, and per command when profiling (and the queue has them). */
+static VkResult create_queries(vkv_backend *vb, vkv_graph *g) {
+    if (!vb->dev->timestamps) return VK_SUCCESS;
+    g->profiled = vb->profiling;
+    g->cap_queries = g->profiled ? VKV_PROFILE_QUERIES : 2;
+    if (g->profiled) {
+        g->labels = calloc((g->cap_queries - 2) / 2, sizeof *g->labels);
+        if (!g->labels) return VK_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    g->stamps = calloc(g->cap_queries, sizeof *g->stamps);
+    if (!g->stamps) return VK_ERROR_OUT_OF_HOST_MEMORY;
+    VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                .queryCount = g->cap_queries};
+    return vb->vk->vkCreateQueryPool(vb->dev->device, &qi, NULL, &g->queries);
+}
+
+/* Profiling: open the timing of the next command (labelled op). Returns its first query, or 0
+ * when it is not timed. */
+static uint32_t profile_open(vkv_backend *vb, const char *op) {
+    vkv_graph *g = vb->rec;
+    if (!g->profiled) return 0;
+    uint32_t q = g->n_queries < 2 ? 2 : g->n_queries;
+    if (q + 2 > g->cap_queries) return 0; /* out of queries: the rest is untimed */
+    g->labels[(q - 2) / 2] = op;
+    stamp(vb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, q);
+    return q;
+}
+
+/* Close the timing opened at query q, with a barrier so the next command does not overlap it. */
+static void profile_close(vkv_backend *vb, uint32_t q) {
+    if (!q) return;
+    stamp(vb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, q + 1);
+    memory_barrier(vb, vb->rec->cmd, WORK_STAGES, ALL_WRITES, WORK_STAGES, ALL_ACCESS);
+    vb->n_tracked = 0;
 }
 
 bool vkv_graph_begin(vkb_backend *be, vkb_graph **graph) {
@@ -128,6 +177,7 @@ bool vkv_graph_begin(vkb_backend *be, vkb_graph **graph) {
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     VkResult vr = vb->vk->vkAllocateCommandBuffers(d, &ai, &g->cmd);
     if (vr == VK_SUCCESS) vr = vb->vk->vkCreateFence(d, &fi, NULL, &g->fence);
+    if (vr == VK_SUCCESS) vr = create_queries(vb, g);
     if (vr == VK_SUCCESS) vr = vb->vk->vkBeginCommandBuffer(g->cmd, &bi);
     if (vr != VK_SUCCESS) {
         vkv_fail_vk(vb, vr, "starting a graph");
@@ -136,8 +186,10 @@ bool vkv_graph_begin(vkb_backend *be, vkb_graph **graph) {
     }
     g->recording = true;
     vb->rec = g;
+    if (g->queries) vb->vk->vkCmdResetQueryPool(g->cmd, g->queries, 0, g->cap_queries);
     memory_barrier(vb, g->cmd, WORK_STAGES | VK_PIPELINE_STAGE_HOST_BIT,
                    ALL_WRITES | VK_ACCESS_HOST_WRITE_BIT, WORK_STAGES, ALL_ACCESS);
+    stamp(vb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, 0);
     *graph = (vkb_graph *)(void *)g;
     return true;
 }
@@ -154,6 +206,7 @@ vka_result vkv_graph_end(vkb_backend *be, vkb_graph *graph) {
         if (be->status == VKA_SUCCESS) vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "graph_end: not recording");
         return be->status;
     }
+    stamp(vb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, 1);
     memory_barrier(vb, g->cmd, WORK_STAGES, ALL_WRITES, VK_PIPELINE_STAGE_HOST_BIT,
                    VK_ACCESS_HOST_READ_BIT);
     VkResult vr = vb->vk->vkEndCommandBuffer(g->cmd);
@@ -170,8 +223,43 @@ vka_result vkv_graph_run(vkb_backend *be, vkb_graph *graph) {
     if (!g || !g->recorded)
         return vka_set_error(be->ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "graph_run: the graph was not recorded successfully");
-    return submit_wait(vb, g->cmd, g->fence);
+    double t0 = vka_now_ms();
+    vka_result r = submit_wait(vb, g->cmd, g->fence);
+    g->host_ms = vka_now_ms() - t0;
+    if (r != VKA_SUCCESS) return r;
+    g->ran = true;
+    if (g->queries && g->n_queries) {
+        VkResult vr = vb->vk->vkGetQueryPoolResults(
+            vb->dev->device, g->queries, 0, g->n_queries, g->n_queries * sizeof *g->stamps,
+            g->stamps, sizeof *g->stamps, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+        if (vr != VK_SUCCESS) return vkr_check(be->ctx, vr, "vkGetQueryPoolResults");
+    }
+    return VKA_SUCCESS;
 }
+
+/* Milliseconds between timestamps a and b of the last run (wrapping at the valid bits). */
+static double stamp_ms(const vkv_backend *vb, const vkv_graph *g, uint32_t a, uint32_t b) {
+    uint32_t bits = vb->dev->timestamp_valid_bits;
+    uint64_t mask = bits >= 64 ? ~0ull : (1ull << bits) - 1;
+    uint64_t ticks = (g->stamps[b] - g->stamps[a]) & mask;
+    return (double)ticks * vb->dev->props.limits.timestampPeriod * 1e-6;
+}
+
+vka_result vkv_graph_times(vkb_backend *be, vkb_graph *graph, double *total_ms, vka_op_time *out,
+                           int cap, int *count) {
+    vkv_backend *vb = (vkv_backend *)be;
+    vkv_graph *g = (vkv_graph *)(void *)graph;
+    if (!g || !g->ran)
+        return vka_set_error(be->ctx, VKA_ERROR_INVALID_ARGUMENT, "graph times: the graph has not run");
+    if (total_ms) *total_ms = g->queries && g->n_queries >= 2 ? stamp_ms(vb, g, 0, 1) : g->host_ms;
+    int n = 0;
+    for (uint32_t q = 2; g->profiled && q + 1 < g->n_queries; q += 2)
+        vkb_op_time_add(out, out ? cap : 0, &n, g->labels[(q - 2) / 2], stamp_ms(vb, g, q, q + 1));
+    if (count) *count = n;
+    return VKA_SUCCESS;
+}
+
+void vkv_set_profiling(vkb_backend *be, bool on) { ((vkv_backend *)be)->profiling = on; }
 
 void vkv_graph_destroy(vkb_backend *be, vkb_graph *graph) {
     vkv_graph *g = (vkv_graph *)(void *)graph;
@@ -257,6 +345,7 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
     VkDescriptorSet set = pipeline ? vkv_get_set(vb, buffers, ids) : VK_NULL_HANDLE;
     if (!pipeline || !set) return;
     track(vb, acc, n_acc);
+    uint32_t q = profile_open(vb, label);
     VkCommandBuffer cmd = vb->rec->cmd;
     vb->vk->vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
     vb->vk->vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vb->pipeline_layout, 0, 1,
@@ -265,6 +354,7 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
         vb->vk->vkCmdPushConstants(cmd, vb->pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
                                    call->pc_size, call->pc);
     vb->vk->vkCmdDispatch(cmd, (uint32_t)x, (uint32_t)y, 1);
+    profile_close(vb, q);
 }
 
 void vkv_fill(vkv_backend *vb, vkb_tensor t, uint32_t bits) {
@@ -272,7 +362,9 @@ void vkv_fill(vkv_backend *vb, vkb_tensor t, uint32_t bits) {
     vkv_access acc = access_of(t, true);
     track(vb, &acc, 1);
     vkv_arena *a = vkv_arena_of(t);
+    uint32_t q = profile_open(vb, "fill");
     vb->vk->vkCmdFillBuffer(vb->rec->cmd, a->buffers[t.chunk], acc.lo, acc.hi - acc.lo, bits);
+    profile_close(vb, q);
 }
 
 void vkv_copy(vkv_backend *vb, vkb_tensor dst, vkb_tensor src) {
@@ -289,6 +381,8 @@ void vkv_copy(vkv_backend *vb, vkb_tensor dst, vkb_tensor src) {
     }
     track(vb, acc, 2);
     VkBufferCopy region = {.srcOffset = acc[0].lo, .dstOffset = acc[1].lo, .size = acc[0].hi - acc[0].lo};
+    uint32_t q = profile_open(vb, "copy");
     vb->vk->vkCmdCopyBuffer(vb->rec->cmd, vkv_arena_of(src)->buffers[src.chunk],
                             vkv_arena_of(dst)->buffers[dst.chunk], 1, &region);
+    profile_close(vb, q);
 }

@@ -220,7 +220,7 @@ static vka_device_type map_type(VkPhysicalDeviceType t) {
 }
 
 /* The compute queue family to use: prefer one with timestamps, then a compute-only one. */
-static int pick_queue_family(const vkr_device *dev, VkPhysicalDevice phys, bool *timestamps) {
+static int pick_queue_family(const vkr_device *dev, VkPhysicalDevice phys, uint32_t *valid_bits) {
     uint32_t n = 0;
     dev->vki.GetPhysicalDeviceQueueFamilyProperties(phys, &n, NULL);
     VkQueueFamilyProperties *q = calloc(n ? n : 1, sizeof *q);
@@ -234,7 +234,7 @@ static int pick_queue_family(const vkr_device *dev, VkPhysicalDevice phys, bool 
         if (score > best_score) {
             best = (int)i;
             best_score = score;
-            *timestamps = q[i].timestampValidBits > 0;
+            *valid_bits = q[i].timestampValidBits;
         }
     }
     free(q);
@@ -277,9 +277,9 @@ static void fill_info(vkr_device *dev, uint32_t index, VkPhysicalDevice phys, vk
     o->max_compute_shared_memory_size = p.limits.maxComputeSharedMemorySize;
     o->max_push_constants_size = p.limits.maxPushConstantsSize;
     o->timestamp_period = p.limits.timestampPeriod;
-    bool ts = false;
-    o->has_compute = pick_queue_family(dev, phys, &ts) >= 0;
-    o->timestamps = ts && p.limits.timestampPeriod > 0;
+    uint32_t ts_bits = 0;
+    o->has_compute = pick_queue_family(dev, phys, &ts_bits) >= 0;
+    o->timestamps = ts_bits > 0 && p.limits.timestampPeriod > 0;
 
     if (dev->vki.GetPhysicalDeviceProperties2 && p.apiVersion >= VK_API_VERSION_1_1) {
         VkPhysicalDeviceDriverProperties drv = {
@@ -383,8 +383,7 @@ static vka_result load_device_table(vkr_device *dev) {
 static vka_result create_device(vkr_device *dev) {
     vka_context *ctx = dev->ctx;
     VkPhysicalDevice phys = dev->phys_list[dev->selected];
-    bool ts = false;
-    int family = pick_queue_family(dev, phys, &ts);
+    int family = pick_queue_family(dev, phys, &dev->timestamp_valid_bits);
     if (family < 0)
         return vka_set_error(ctx, VKA_ERROR_NO_DEVICE, "device %s has no compute queue",
                              dev->infos[dev->selected].name);
@@ -467,8 +466,8 @@ static vka_result adopt_env(vkr_device *dev, const vka_vulkan_env *env, vka_kern
     if (!q) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     dev->vki.GetPhysicalDeviceQueueFamilyProperties(dev->phys, &n, q);
     bool ok = dev->queue_family < n && (q[dev->queue_family].queueFlags & VK_QUEUE_COMPUTE_BIT);
-    dev->timestamps = ok && q[dev->queue_family].timestampValidBits > 0 &&
-                      dev->props.limits.timestampPeriod > 0;
+    dev->timestamp_valid_bits = ok ? q[dev->queue_family].timestampValidBits : 0;
+    dev->timestamps = dev->timestamp_valid_bits > 0 && dev->props.limits.timestampPeriod > 0;
     free(q);
     if (!ok)
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,

@@ -68,6 +68,7 @@ typedef struct vkr_device {
     bool is_cpu;         /* use the CPU-type kernel variants (lavapipe; vka_kernels overrides) */
     bool unified_memory; /* device-local memory is host-visible: no staging copies */
     bool timestamps;     /* queue family has timestamp support */
+    uint32_t timestamp_valid_bits; /* of the queue family */
 } vkr_device;
 
 vka_result vkr_device_create(vka_context *ctx, const vka_context_desc *desc, vkr_device **out);
@@ -145,5 +146,6 @@ void vkv_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials, const v
                    int count, float max_norm);
 void vkv_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m, vkb_tensor v,
                vkb_tensor hyper, vkb_tensor gscale, size_t N, float weight_decay);
+void vkv_peak_fma(vkb_backend *be, vkb_tensor out, size_t n, uint32_t iters);
 
 #endif

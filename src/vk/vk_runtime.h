@@ -28,11 +28,23 @@ typedef struct vkv_access {
 
 #define VKV_MAX_TRACKED 64
 
+/* Timestamps of a graph: queries 0 and 1 bracket the whole graph; with profiling, queries 2k+2
+ * and 2k+3 bracket its k-th command, named labels[k]. */
+#define VKV_PROFILE_QUERIES 4096
+
 typedef struct vkv_graph {
     VkCommandBuffer cmd;
     VkFence fence;
     bool recording;
     bool recorded;
+    bool ran;
+    double host_ms;          /* submit-to-wait time of the last run */
+    VkQueryPool queries;     /* NULL when the queue has no timestamps */
+    uint32_t n_queries;      /* written so far (recording) / in total */
+    uint32_t cap_queries;
+    bool profiled;
+    const char **labels;     /* (cap_queries - 2) / 2 entries when profiled */
+    uint64_t *stamps;        /* results of the last run */
 } vkv_graph;
 
 typedef struct vkv_pipeline {
@@ -80,6 +92,7 @@ struct vkv_backend {
     vkv_graph *rec;           /* the graph being recorded */
     vkv_access tracked[VKV_MAX_TRACKED];
     int n_tracked;
+    bool profiling;           /* graphs recorded from now on time each command */
 };
 
 /* Record a failed Vulkan call as the backend's sticky failure (first one wins). */
@@ -109,6 +122,9 @@ bool vkv_graph_begin(vkb_backend *be, vkb_graph **graph);
 vka_result vkv_graph_end(vkb_backend *be, vkb_graph *graph);
 vka_result vkv_graph_run(vkb_backend *be, vkb_graph *graph);
 void vkv_graph_destroy(vkb_backend *be, vkb_graph *graph);
+void vkv_set_profiling(vkb_backend *be, bool on);
+vka_result vkv_graph_times(vkb_backend *be, vkb_graph *graph, double *total_ms, vka_op_time *out,
+                           int cap, int *count);
 /* Begin the one-shot command buffer for an immediate copy; end + submit + wait. */
 vka_result vkv_once_begin(vkv_backend *vb, VkCommandBuffer *cmd);
 vka_result vkv_once_submit(vkv_backend *vb);

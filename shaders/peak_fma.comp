@@ -1,0 +1,30 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// Arithmetic ceiling (vkpeak-style): each invocation runs 8 independent vec4 multiply-add chains
+// for `iters` steps, 64 FLOPs a step, and writes their sum so nothing is optimised away. The
+// chains converge to b / (1 - a) and stay finite. src/cpu/peak.c is the CPU backend's version.
+#include "common.glsl"
+
+layout(set = 0, binding = 0) writeonly buffer Out { float out_[]; };
+
+layout(push_constant) uniform PC {
+    uint out_off;
+    uint n;
+    uint iters;
+} pc;
+
+void main() {
+    uint i = vka_global_id();
+    if (i >= pc.n) return;
+    float s = float(i % 1024u) * (1.0 / 1024.0);
+    vec4 a = vec4(0.999, 0.998, 0.997, 0.996);
+    vec4 b = vec4(1e-3, 2e-3, 3e-3, 4e-3);
+    vec4 x0 = vec4(s), x1 = x0 + 0.1, x2 = x0 + 0.2, x3 = x0 + 0.3;
+    vec4 x4 = x0 + 0.4, x5 = x0 + 0.5, x6 = x0 + 0.6, x7 = x0 + 0.7;
+    for (uint k = 0u; k < pc.iters; k++) {
+        x0 = fma(x0, a, b); x1 = fma(x1, a, b); x2 = fma(x2, a, b); x3 = fma(x3, a, b);
+        x4 = fma(x4, a, b); x5 = fma(x5, a, b); x6 = fma(x6, a, b); x7 = fma(x7, a, b);
+    }
+    vec4 t = (x0 + x1) + (x2 + x3) + (x4 + x5) + (x6 + x7);
+    out_[pc.out_off + i] = (t.x + t.y) + (t.z + t.w);
+}

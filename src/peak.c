@@ -1,0 +1,93 @@
+/* vka_measure_peak: the device's arithmetic and memory ceilings, measured with the same graph
+ * and timer machinery as every kernel (so kernel numbers can be shown as a share of them). */
+#include "backend.h"
+#include "vk/vk_internal.h"
+
+#define FMA_ITERS 256      /* steps per chain (llvmpipe stops loops after 65,535 iterations) */
+#define FMA_FLOPS_PER_STEP 64.0
+#define MAX_FMA_N ((size_t)1 << 24)
+#define MAX_COPY_ELEMS ((size_t)64 << 20) /* 256 MB per buffer */
+
+/* Run a one-op graph `repeats` times; *best_ms = the fastest run. */
+typedef void (*record_fn)(vkb_backend *be, const vkb_tensor *t, size_t n);
+
+static vka_result time_graph(vkb_backend *be, record_fn record, const vkb_tensor *t, size_t n,
+                             int repeats, double *best_ms) {
+    vkb_graph *g = NULL;
+    vka_result r = VKA_SUCCESS;
+    if (be->ops->graph_begin(be, &g)) {
+        record(be, t, n);
+        r = be->ops->graph_end(be, g);
+    }
+    *best_ms = 0.0;
+    for (int i = 0; i < repeats && r == VKA_SUCCESS; i++) {
+        double ms = 0.0;
+        r = be->ops->graph_run(be, g);
+        if (r == VKA_SUCCESS) r = be->ops->graph_times(be, g, &ms, NULL, 0, NULL);
+        if (r == VKA_SUCCESS && (i == 0 || ms < *best_ms)) *best_ms = ms;
+    }
+    be->ops->graph_destroy(be, g);
+    return r;
+}
+
+static void record_fma(vkb_backend *be, const vkb_tensor *t, size_t n) {
+    be->ops->peak_fma(be, t[0], n, FMA_ITERS);
+}
+
+static void record_copy(vkb_backend *be, const vkb_tensor *t, size_t n) {
+    be->ops->copy(be, vkb_slice(t[1], 0, n), vkb_slice(t[0], 0, n));
+}
+
+/* Grow n (x4 from n0 up to max_n) until one run takes min_ms, then time `repeats` runs. */
+static vka_result measure(vkb_backend *be, record_fn record, const vkb_tensor *t, size_t n0,
+                          size_t max_n, double min_ms, int repeats, size_t *n_out,
+                          double *best_ms) {
+    size_t n = VKA_MIN(n0, max_n);
+    double ms = 0.0;
+    vka_result r;
+    for (;;) {
+        r = time_graph(be, record, t, n, 2, &ms); /* the first run also warms up */
+        if (r != VKA_SUCCESS || ms >= min_ms || n >= max_n) break;
+        n = VKA_MIN(n * 4, max_n);
+    }
+    if (r == VKA_SUCCESS) r = time_graph(be, record, t, n, repeats, &ms);
+    *n_out = n;
+    *best_ms = ms;
+    return r;
+}
+
+vka_result vka_measure_peak(vka_context *ctx, double min_ms, int repeats, vka_peak *out) {
+    if (!ctx || ctx->create_status != VKA_SUCCESS || !out || repeats < 0 || min_ms < 0)
+        return VKA_ERROR_INVALID_ARGUMENT;
+    vkb_backend *be = ctx->be;
+    if (min_ms == 0) min_ms = 20.0;
+    if (repeats == 0) repeats = 5;
+    *out = (vka_peak){.device_timer = ctx->vk && ctx->vk->timestamps};
+
+    size_t max_elems = (size_t)(be->limits.max_tensor_bytes / 4);
+    size_t fma_n = VKA_MIN(MAX_FMA_N, max_elems);
+    size_t copy_n = VKA_MIN(MAX_COPY_ELEMS, max_elems);
+    if (be->limits.memory_bytes) copy_n = VKA_MIN(copy_n, (size_t)(be->limits.memory_bytes / 16));
+    size_t sizes[3] = {fma_n, copy_n, copy_n};
+    const char *names[3] = {"peak out", "peak copy source", "peak copy destination"};
+    vkb_tensor t[3];
+    vkb_arena *arena = NULL;
+    vka_result r = be->ops->arena_create(be, "peak", VKB_ARENA_DEVICE, sizes, names, 3, t, &arena);
+    if (r != VKA_SUCCESS) return r;
+
+    size_t n = 0;
+    double ms = 0.0;
+    r = measure(be, record_fma, t, 1024, fma_n, min_ms, repeats, &n, &ms);
+    if (r == VKA_SUCCESS && ms > 0) {
+        out->fma_gflop = (double)n * FMA_ITERS * FMA_FLOPS_PER_STEP * 1e-9;
+        out->gflops = out->fma_gflop / (ms * 1e-3);
+    }
+    if (r == VKA_SUCCESS) r = measure(be, record_copy, t + 1, (size_t)1 << 20, copy_n, min_ms,
+                                      repeats, &n, &ms);
+    if (r == VKA_SUCCESS && ms > 0) {
+        out->copy_mbytes = (double)n * 4 * 1e-6;
+        out->gbps = 2.0 * out->copy_mbytes * 1e-3 / (ms * 1e-3);
+    }
+    be->ops->arena_destroy(be, arena);
+    return r;
+}

@@ -1,0 +1,23 @@
+/* The arithmetic-ceiling kernel (shaders/peak_fma.comp), for vka_measure_peak. */
+#include "vk/vk_internal.h"
+
+#define WG 256
+
+typedef struct pc_peak {
+    uint32_t out_off;
+    uint32_t n;
+    uint32_t iters;
+} pc_peak;
+_Static_assert(sizeof(pc_peak) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
+
+void vkv_peak_fma(vkb_backend *be, vkb_tensor out, size_t n, uint32_t iters) {
+    if (n > UINT32_MAX) {
+        vkb_fail(be, VKA_ERROR_DEVICE_LIMIT, "peak_fma: %zu elements exceed 2^32-1", n);
+        return;
+    }
+    pc_peak pc = {out.offset, (uint32_t)n, iters};
+    vkv_call call = {.shader = VKA_SHADER_PEAK_FMA, .spec = {WG}, .n_spec = 1,
+                     .bind = {vkb_slice(out, 0, n)}, .writes = {true}, .n_bind = 1, .pc = &pc,
+                     .pc_size = sizeof pc, .groups = VKA_CEIL_DIV(n, WG), .label = "peak_fma"};
+    vkv_dispatch((vkv_backend *)be, &call);
+}
