@@ -114,6 +114,30 @@ static void test_cli_train_lowers_loss_vulkan(void **state) {
     if (vulkan_can_train()) train_lowers_loss("vulkan");
 }
 
+/* --profile: the done event carries the last step's per-op times, matmul among them. */
+static void train_profile(const char *backend) {
+    tf_dir d = tf_mkdir();
+    cu_result r = cu_run(&d, "train", "--backend", backend, SMALL, "--steps", "3",
+                         "--eval-windows", "2", "--profile", "--json");
+    cu_expect(&r, 0, NULL, "train --profile");
+    char done[8192];
+    assert_true(cu_line(r.out, "\"event\":\"done\"", 0, done, sizeof done));
+    double step_ms = cu_json_num(done, "step_ms");
+    const char *mm = strstr(done, "{\"op\":\"matmul\"");
+    assert_non_null(mm);
+    double mm_ms = cu_json_num(mm, "ms");
+    print_message("%s: step %.3f ms, matmul %.3f ms\n", backend, step_ms, mm_ms);
+    assert_true(step_ms > 0 && mm_ms > 0 && mm_ms <= step_ms * 1.05 + 0.05);
+    cu_free(&r);
+    tf_rmdir(&d);
+}
+
+static void test_cli_train_profile(void **state) {
+    (void)state;
+    train_profile("cpu");
+    if (vulkan_can_train()) train_profile("vulkan");
+}
+
 /* 20 steps in one run, and 10 + --resume 10, give the same losses and the same model bytes. */
 static void resume_is_exact(const char *backend) {
     tf_dir d = tf_mkdir();
@@ -549,6 +573,7 @@ int main(void) {
         cmocka_unit_test(test_cli_info),
         cmocka_unit_test(test_cli_train_lowers_loss_cpu),
         cmocka_unit_test(test_cli_train_lowers_loss_vulkan),
+        cmocka_unit_test(test_cli_train_profile),
         cmocka_unit_test(test_cli_resume_is_exact_cpu),
         cmocka_unit_test(test_cli_resume_is_exact_vulkan),
         cmocka_unit_test(test_cli_sigint_saves_and_exits),

@@ -221,6 +221,11 @@ static int setup(train_run *r, cli_opt *opts, int n_opts) {
     int rc = cli_context("train", &o->b, &r->ctx);
     if (rc != CLI_OK) return rc;
     r->backend = o->b.backend == 1 ? "cpu" : "vulkan";
+    if (o->profile) {
+        /* Before the model records its graphs, so that they carry the timers. */
+        vka_result res = vka_context_set_profiling(r->ctx, true);
+        if (res != VKA_SUCCESS) return cli_fail("train", r->ctx, res, "--profile");
+    }
     cli_device_name(r->ctx, r->device, sizeof r->device);
     if (o->resume) {
         vka_result res = vka_gpt_load_state(r->ctx, o->resume, &r->gpt, &r->st);
@@ -283,6 +288,9 @@ int cmd_train(int argc, char **argv) {
                 "a terminal (default: 10)", 1, 1e9),
         CLI_FLAG("json", &o.json, "JSON lines on stdout (see below)"),
         CLI_FLAG("quiet", &o.quiet, "no progress; only errors and the final summary"),
+        CLI_FLAG("profile", &o.profile, "time every op of the training step and print the last "
+                 "step's times at the end (Vulkan: GPU timestamps, which serialise the step a "
+                 "little)"),
     };
     int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int rc = cli_parse(&train_cmd, argc, argv, opts, n_opts);

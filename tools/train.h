@@ -19,8 +19,10 @@ typedef struct train_opts {
     float weight_decay, grad_clip, beta1, beta2;
     uint64_t seed;
     int eval_every, eval_windows, save_every, stop_at, log_every;
-    bool json, quiet;
+    bool json, quiet, profile;
 } train_opts;
+
+#define TRAIN_MAX_PROFILED_OPS 64
 
 /* What train_report.c keeps between calls. */
 typedef struct train_report_state {
@@ -47,6 +49,10 @@ typedef struct train_run {
     size_t val_windows;     /* windows the evaluations score */
     FILE *info;             /* human messages: stdout, or stderr with --json; NULL with --quiet */
     train_report_state rep;
+    /* --profile: per-op times of the last training step (vka_gpt_times) */
+    vka_op_time prof[TRAIN_MAX_PROFILED_OPS];
+    int prof_count;
+    double prof_total_ms;
 } train_run;
 
 /* The learning rate of the step that takes the model from st->step = s to s + 1 (see the

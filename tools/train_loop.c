@@ -149,6 +149,16 @@ int train_loop(train_run *r) {
             rc = cli_fail("train", r->ctx, res, "training step");
             break;
         }
+        if (o->profile) {
+            /* Now: the evaluation below replaces the model's "last run". */
+            int n = 0;
+            res = vka_gpt_times(r->gpt, &r->prof_total_ms, r->prof, TRAIN_MAX_PROFILED_OPS, &n);
+            if (res != VKA_SUCCESS) {
+                rc = cli_fail("train", r->ctx, res, "--profile");
+                break;
+            }
+            r->prof_count = n < TRAIN_MAX_PROFILED_OPS ? n : TRAIN_MAX_PROFILED_OPS;
+        }
         if (!isfinite(p.loss)) {
             report_note(r, "the loss is %g at step %llu; stopping without saving (try a lower --lr)",
                         (double)p.loss, (unsigned long long)p.step);

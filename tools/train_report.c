@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -133,6 +134,39 @@ void report_step(train_run *r, const train_progress *p) {
     fflush(stdout);
 }
 
+static int by_ms_desc(const void *pa, const void *pb) {
+    const vka_op_time *a = pa, *b = pb;
+    return (a->ms < b->ms) - (a->ms > b->ms);
+}
+
+/* --profile: the last training step's time per op, slowest first. */
+static void report_profile(train_run *r, FILE *f) {
+    vka_op_time *ops = r->prof;
+    int n = r->prof_count;
+    qsort(ops, (size_t)n, sizeof *ops, by_ms_desc);
+    if (r->o->json) {
+        printf(",\"profile\":{\"step_ms\":");
+        cli_json_number(stdout, r->prof_total_ms);
+        printf(",\"ops\":[");
+        for (int i = 0; i < n; i++) {
+            printf("%s{\"op\":", i ? "," : "");
+            cli_json_string(stdout, ops[i].op);
+            printf(",\"calls\":%u,\"ms\":", ops[i].calls);
+            cli_json_number(stdout, ops[i].ms);
+            printf("}");
+        }
+        printf("]}");
+        return;
+    }
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += ops[i].ms;
+    fprintf(f, "last training step: %.3f ms; per op, slowest first:\n", r->prof_total_ms);
+    fprintf(f, "  %-28s %6s %10s %6s\n", "op", "calls", "ms", "%");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "  %-28s %6u %10.3f %5.1f%%\n", ops[i].op, ops[i].calls, ops[i].ms,
+                sum > 0 ? 100.0 * ops[i].ms / sum : 0.0);
+}
+
 void report_end(train_run *r, const char *event, double val_loss) {
     const vka_train_state *st = &r->st;
     double mean_ms = r->rep.n_ms ? r->rep.sum_ms / (double)r->rep.n_ms : NAN;
@@ -152,6 +186,7 @@ void report_end(train_run *r, const char *event, double val_loss) {
         cli_json_string(stdout, r->tok_path);
         printf(",\"state\":");
         cli_json_string(stdout, r->state_path);
+        if (r->o->profile && r->prof_count > 0) report_profile(r, stdout);
         printf("}\n");
         fflush(stdout);
     }
@@ -170,5 +205,6 @@ void report_end(train_run *r, const char *event, double val_loss) {
         fprintf(f, "%.1f ms/step on average (%.0f tokens/s) after the first step\n", mean_ms,
                 (double)st->B * st->T / (mean_ms / 1e3));
     fprintf(f, "saved %s, %s, %s\n", r->model_path, r->tok_path, r->state_path);
+    if (!r->o->json && r->o->profile && r->prof_count > 0) report_profile(r, f);
     fflush(f);
 }
