@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 const char *const cli_backend_names[] = {"vulkan", "cpu", NULL};
 const char *const cli_kernel_names[] = {"auto", "gpu", "cpu", NULL};
@@ -208,8 +209,14 @@ int cli_check_backend_opts(const char *cmd, const cli_backend_opts *b) {
     return CLI_OK;
 }
 
-int cli_context(const char *cmd, const cli_backend_opts *b, vka_context **out) {
-    /* The logger's state lives as long as the process (one context per command). */
+static bool device_problem(vka_result r) {
+    return r == VKA_ERROR_NO_VULKAN || r == VKA_ERROR_NO_DEVICE || r == VKA_ERROR_UNSUPPORTED ||
+           r == VKA_ERROR_DEVICE_LOST || r == VKA_ERROR_VULKAN;
+}
+
+vka_result cli_context_try(const char *cmd, const cli_backend_opts *b, vka_context **out,
+                           char *why, size_t cap) {
+    /* The logger's state lives as long as the process (the contexts of one command). */
     static cli_log_state log_state;
     log_state = (cli_log_state){.cmd = cmd, .verbose = b->verbose};
     vka_context_desc d = {
@@ -227,13 +234,24 @@ int cli_context(const char *cmd, const cli_backend_opts *b, vka_context **out) {
     vka_result r = vka_context_create(&d, &ctx);
     if (r != VKA_SUCCESS) {
         /* ctx is NULL only when host memory ran out. */
-        if (ctx) cli_fail(cmd, ctx, r, b->backend == 1 ? "CPU backend" : "Vulkan");
-        else fprintf(stderr, "vkattn %s: %s\n", cmd, vka_result_string(r));
+        const char *msg = ctx ? vka_last_error(ctx) : "";
+        snprintf(why, cap, "%s", *msg ? msg : vka_result_string(r));
         vka_context_destroy(ctx);
-        return CLI_ERROR;
+        return r;
     }
     *out = ctx;
-    return CLI_OK;
+    return VKA_SUCCESS;
+}
+
+int cli_context(const char *cmd, const cli_backend_opts *b, vka_context **out) {
+    char why[512];
+    vka_result r = cli_context_try(cmd, b, out, why, sizeof why);
+    if (r == VKA_SUCCESS) return CLI_OK;
+    fprintf(stderr, "vkattn %s: %s: %s\n", cmd, b->backend == 1 ? "CPU backend" : "Vulkan", why);
+    if (b->backend != 1 && device_problem(r) && !strstr(why, "--backend cpu"))
+        fprintf(stderr, "vkattn %s: hint: without a working Vulkan device, add --backend cpu\n",
+                cmd);
+    return CLI_ERROR;
 }
 
 int cli_finish(const char *cmd, vka_context *ctx, int rc) {
@@ -254,13 +272,51 @@ int cli_fail(const char *cmd, vka_context *ctx, vka_result r, const char *what) 
     const char *msg = vka_last_error(ctx);
     fprintf(stderr, "vkattn %s: %s: %s\n", cmd, what, *msg ? msg : vka_result_string(r));
     bool vulkan = ctx && vka_context_backend(ctx) == VKA_BACKEND_VULKAN;
-    bool device_problem = r == VKA_ERROR_NO_VULKAN || r == VKA_ERROR_NO_DEVICE ||
-                          r == VKA_ERROR_UNSUPPORTED || r == VKA_ERROR_DEVICE_LOST ||
-                          r == VKA_ERROR_VULKAN;
-    if (vulkan && device_problem && !strstr(msg, "--backend cpu"))
+    if (vulkan && device_problem(r) && !strstr(msg, "--backend cpu"))
         fprintf(stderr, "vkattn %s: hint: without a working Vulkan device, add --backend cpu\n",
                 cmd);
     return CLI_ERROR;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Devices
+ * ------------------------------------------------------------------------------------------- */
+
+const char *cli_device_type_name(vka_device_type t) {
+    switch (t) {
+    case VKA_DEVICE_TYPE_INTEGRATED_GPU: return "integrated GPU";
+    case VKA_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
+    case VKA_DEVICE_TYPE_VIRTUAL_GPU: return "virtual GPU";
+    case VKA_DEVICE_TYPE_CPU: return "CPU";
+    default: return "other";
+    }
+}
+
+const char *cli_vendor_name(uint32_t id) {
+    switch (id) {
+    case 0x1002: return "AMD";
+    case 0x10DE: return "NVIDIA";
+    case 0x8086: return "Intel";
+    case 0x13B5: return "ARM";
+    case 0x5143: return "Qualcomm";
+    case 0x1010: return "Imagination";
+    case 0x106B: return "Apple";
+    case 0x10005: return "Mesa";
+    default: return "unknown";
+    }
+}
+
+/* Vulkan's version packing (variant:3, major:7, minor:10, patch:12). */
+void cli_api_version(uint32_t v, char *out, size_t cap) {
+    snprintf(out, cap, "%u.%u.%u", (v >> 22) & 0x7F, (v >> 12) & 0x3FF, v & 0xFFF);
+}
+
+/* Driver versions are vendor-specific; NVIDIA packs 10.8.8.6 bits, most others as Vulkan. */
+void cli_driver_version(const vka_device_info *d, char *out, size_t cap) {
+    uint32_t v = d->driver_version;
+    if (d->vendor_id == 0x10DE)
+        snprintf(out, cap, "%u.%u.%u.%u", v >> 22, (v >> 14) & 0xFF, (v >> 6) & 0xFF, v & 0x3F);
+    else cli_api_version(v, out, cap);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -275,6 +331,33 @@ char *cli_sibling_path(const char *path, const char *suffix) {
     memcpy(out, path, len);
     strcpy(out + len, suffix);
     return out;
+}
+
+int cli_write_file_atomic(const char *cmd, const char *path, const void *data, size_t len) {
+    size_t cap = strlen(path) + 32;
+    char *tmp = malloc(cap);
+    if (!tmp) {
+        fprintf(stderr, "vkattn %s: out of memory\n", cmd);
+        return CLI_ERROR;
+    }
+    snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    bool ok = f && fwrite(data, 1, len, f) == len;
+    int err = errno;
+    if (f && fclose(f) != 0 && ok) {
+        ok = false;
+        err = errno;
+    }
+    if (ok && rename(tmp, path) != 0) {
+        ok = false;
+        err = errno;
+    }
+    if (!ok) {
+        fprintf(stderr, "vkattn %s: cannot write %s: %s\n", cmd, path, strerror(err));
+        remove(tmp);
+    }
+    free(tmp);
+    return ok ? CLI_OK : CLI_ERROR;
 }
 
 void cli_json_string(FILE *f, const char *s) {

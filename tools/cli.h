@@ -115,6 +115,12 @@ int cli_check_backend_opts(const char *cmd, const cli_backend_opts *b);
 /* Create the context; on failure print the reason (with a hint to use --backend cpu when
  * Vulkan is unavailable) and return CLI_ERROR. */
 int cli_context(const char *cmd, const cli_backend_opts *b, vka_context **out);
+/* cli_context without a word: on failure *why receives the reason and the result is returned. */
+vka_result cli_context_try(const char *cmd, const cli_backend_opts *b, vka_context **out,
+                           char *why, size_t cap);
+/* Write len bytes to path through a temporary file and a rename, so that path is always either
+ * the old file or the whole new one. On failure prints why (naming path) and returns CLI_ERROR. */
+int cli_write_file_atomic(const char *cmd, const char *path, const void *data, size_t len);
 /* Destroy ctx; returns CLI_ERROR (after saying so) if the validation layer reported anything
  * (VKATTN_VALIDATION=1), else rc. */
 int cli_finish(const char *cmd, vka_context *ctx, int rc);
@@ -124,6 +130,41 @@ void cli_device_name(vka_context *ctx, char *out, size_t cap);
 /* Print "vkattn CMD: what: <vka_last_error(ctx)>" (plus a --backend cpu hint where the Vulkan
  * device is the problem) and return CLI_ERROR. */
 int cli_fail(const char *cmd, vka_context *ctx, vka_result r, const char *what);
+
+/* ---------------------------------------------------------------------------------------------
+ * Devices (info, bench)
+ * ------------------------------------------------------------------------------------------- */
+/* "discrete GPU", "CPU", ... */
+const char *cli_device_type_name(vka_device_type t);
+/* "NVIDIA", "Mesa", ... from the PCI (or Khronos) vendor id; "unknown" otherwise. */
+const char *cli_vendor_name(uint32_t vendor_id);
+/* "1.3.230" from a VK_MAKE_API_VERSION value. */
+void cli_api_version(uint32_t v, char *out, size_t cap);
+/* The driver version as its vendor writes it (NVIDIA's packing differs from Vulkan's). */
+void cli_driver_version(const vka_device_info *d, char *out, size_t cap);
+
+/* ---------------------------------------------------------------------------------------------
+ * Profiles (tools/profile.c): per-op times folded into kernel kinds, so that `train --profile`
+ * and `bench` print the same categories.
+ * ------------------------------------------------------------------------------------------- */
+#define CLI_MAX_KINDS 24
+
+typedef struct cli_kind_time {
+    const char *kind;  /* "matmul", "softmax", ... (cli_op_kind) */
+    uint32_t calls;    /* dispatches of its ops in the profiled run */
+    double ms;         /* their summed time */
+    char ops[160];     /* the op names folded into it, comma-separated */
+} cli_kind_time;
+
+/* The kernel kind of an op name ("softmax_backward" -> "softmax"); unknown ops are their own. */
+const char *cli_op_kind(const char *op);
+/* Fold n per-op times (vka_graph_times, vka_gpt_times) into kinds, in the fixed kind order (the
+ * order of a layer's ops); returns how many kinds (at most cap). */
+int cli_profile_kinds(const vka_op_time *ops, int n, cli_kind_time *out, int cap);
+/* One line per kind, slowest first: kind, calls, ms, share of the summed op time, its ops. */
+void cli_profile_print(FILE *f, const cli_kind_time *kinds, int n, const char *indent);
+/* [{"kind","calls","ms","percent","ops":[...]},...] in the fixed kind order. */
+void cli_profile_json(FILE *f, const cli_kind_time *kinds, int n);
 
 /* ---------------------------------------------------------------------------------------------
  * Files and output

@@ -15,43 +15,6 @@ static const cli_command info_cmd = {
              "Exits 1 when there is no Vulkan loader or device (use --backend cpu elsewhere).",
 };
 
-static const char *type_name(vka_device_type t) {
-    switch (t) {
-    case VKA_DEVICE_TYPE_INTEGRATED_GPU: return "integrated GPU";
-    case VKA_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
-    case VKA_DEVICE_TYPE_VIRTUAL_GPU: return "virtual GPU";
-    case VKA_DEVICE_TYPE_CPU: return "CPU";
-    default: return "other";
-    }
-}
-
-static const char *vendor_name(uint32_t id) {
-    switch (id) {
-    case 0x1002: return "AMD";
-    case 0x10DE: return "NVIDIA";
-    case 0x8086: return "Intel";
-    case 0x13B5: return "ARM";
-    case 0x5143: return "Qualcomm";
-    case 0x1010: return "Imagination";
-    case 0x106B: return "Apple";
-    case 0x10005: return "Mesa";
-    default: return "unknown";
-    }
-}
-
-/* Vulkan's version packing (variant:3, major:7, minor:10, patch:12). */
-static void api_version(uint32_t v, char *out, size_t cap) {
-    snprintf(out, cap, "%u.%u.%u", (v >> 22) & 0x7F, (v >> 12) & 0x3FF, v & 0xFFF);
-}
-
-/* Driver versions are vendor-specific; NVIDIA packs 10.8.8.6 bits, most others as Vulkan. */
-static void driver_version(const vka_device_info *d, char *out, size_t cap) {
-    uint32_t v = d->driver_version;
-    if (d->vendor_id == 0x10DE)
-        snprintf(out, cap, "%u.%u.%u.%u", v >> 22, (v >> 14) & 0xFF, (v >> 6) & 0xFF, v & 0x3F);
-    else api_version(v, out, cap);
-}
-
 static void bytes_text(uint64_t b, char *out, size_t cap) {
     if (b >= ((uint64_t)1 << 30)) snprintf(out, cap, "%.1f GiB", (double)b / (double)(1u << 30));
     else if (b >= ((uint64_t)1 << 20)) snprintf(out, cap, "%.1f MiB", (double)b / (double)(1u << 20));
@@ -61,12 +24,12 @@ static void bytes_text(uint64_t b, char *out, size_t cap) {
 
 static void print_device(const vka_device_info *d) {
     char a[64], v[64], b1[32], b2[32], b3[32];
-    api_version(d->api_version, a, sizeof a);
-    driver_version(d, v, sizeof v);
+    cli_api_version(d->api_version, a, sizeof a);
+    cli_driver_version(d, v, sizeof v);
     printf("%c %u: %s\n", d->selected ? '*' : ' ', d->index, d->name);
-    printf("    type                       %s\n", type_name(d->type));
+    printf("    type                       %s\n", cli_device_type_name(d->type));
     printf("    vendor / device id         0x%04X (%s) / 0x%04X\n", d->vendor_id,
-           vendor_name(d->vendor_id), d->device_id);
+           cli_vendor_name(d->vendor_id), d->device_id);
     printf("    driver                     %s%s%s (version %s)\n",
            d->driver_name[0] ? d->driver_name : "unknown", d->driver_info[0] ? ", " : "",
            d->driver_info, v);
@@ -96,14 +59,14 @@ static void print_device(const vka_device_info *d) {
 
 static void json_device(const vka_device_info *d) {
     char a[64], v[64];
-    api_version(d->api_version, a, sizeof a);
-    driver_version(d, v, sizeof v);
+    cli_api_version(d->api_version, a, sizeof a);
+    cli_driver_version(d, v, sizeof v);
     printf("{\"index\":%u,\"name\":", d->index);
     cli_json_string(stdout, d->name);
     printf(",\"type\":");
-    cli_json_string(stdout, type_name(d->type));
+    cli_json_string(stdout, cli_device_type_name(d->type));
     printf(",\"vendor_id\":%u,\"vendor\":", d->vendor_id);
-    cli_json_string(stdout, vendor_name(d->vendor_id));
+    cli_json_string(stdout, cli_vendor_name(d->vendor_id));
     printf(",\"device_id\":%u,\"driver_name\":", d->device_id);
     cli_json_string(stdout, d->driver_name);
     printf(",\"driver_info\":");

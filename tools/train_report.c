@@ -139,18 +139,25 @@ static int by_ms_desc(const void *pa, const void *pb) {
     return (a->ms < b->ms) - (a->ms > b->ms);
 }
 
-/* --profile: the last training step's time per op, slowest first. */
+/* --profile: the last training step's time per kernel kind (the categories `vkattn bench`
+ * uses), slowest first; the JSON also lists every op. */
 static void report_profile(train_run *r, FILE *f) {
     vka_op_time *ops = r->prof;
     int n = r->prof_count;
     qsort(ops, (size_t)n, sizeof *ops, by_ms_desc);
+    cli_kind_time kinds[CLI_MAX_KINDS];
+    int n_kinds = cli_profile_kinds(ops, n, kinds, CLI_MAX_KINDS);
     if (r->o->json) {
         printf(",\"profile\":{\"step_ms\":");
         cli_json_number(stdout, r->prof_total_ms);
+        printf(",\"kinds\":");
+        cli_profile_json(stdout, kinds, n_kinds);
         printf(",\"ops\":[");
         for (int i = 0; i < n; i++) {
             printf("%s{\"op\":", i ? "," : "");
             cli_json_string(stdout, ops[i].op);
+            printf(",\"kind\":");
+            cli_json_string(stdout, cli_op_kind(ops[i].op));
             printf(",\"calls\":%u,\"ms\":", ops[i].calls);
             cli_json_number(stdout, ops[i].ms);
             printf("}");
@@ -158,13 +165,9 @@ static void report_profile(train_run *r, FILE *f) {
         printf("]}");
         return;
     }
-    double sum = 0.0;
-    for (int i = 0; i < n; i++) sum += ops[i].ms;
-    fprintf(f, "last training step: %.3f ms; per op, slowest first:\n", r->prof_total_ms);
-    fprintf(f, "  %-28s %6s %10s %6s\n", "op", "calls", "ms", "%");
-    for (int i = 0; i < n; i++)
-        fprintf(f, "  %-28s %6u %10.3f %5.1f%%\n", ops[i].op, ops[i].calls, ops[i].ms,
-                sum > 0 ? 100.0 * ops[i].ms / sum : 0.0);
+    fprintf(f, "last training step: %.3f ms; per kernel kind (as `vkattn bench` reports them), "
+            "slowest first:\n", r->prof_total_ms);
+    cli_profile_print(f, kinds, n_kinds, "  ");
 }
 
 void report_end(train_run *r, const char *event, double val_loss) {

@@ -8,6 +8,7 @@ int cmd_train(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_check(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 static const struct {
     const char *name, *summary;
@@ -18,6 +19,7 @@ static const struct {
     {"generate", "sample text from a trained model", cmd_generate},
     {"eval", "loss and perplexity of a model on a text file", cmd_eval},
     {"check", "compare every Vulkan kernel with the CPU reference", cmd_check},
+    {"bench", "measure kernels and training steps on Vulkan and the CPU backend", cmd_bench},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,331 @@
+/* vkattn bench: the table on the terminal and the JSON document (README.md "Benchmarks" documents
+ * both; BENCH_SCHEMA names the JSON's version). */
+#include "bench.h"
+
+#include <math.h>
+#include <string.h>
+
+double bench_rate(const bench_row *row, const bench_result *res) {
+    if (!res->ran || !(res->t.ms_med > 0)) return NAN;
+    double work = row->compute ? row->flop : row->bytes;
+    return work / (res->t.ms_med * 1e6); /* GFLOP/s or GB/s */
+}
+
+/* CPU time / Vulkan time of the same case (> 1: Vulkan is faster); NaN unless both ran. */
+static double vulkan_speedup(const bench_row *row) {
+    const bench_result *vk = &row->r[BENCH_VK], *cpu = &row->r[BENCH_CPU];
+    if (!vk->ran || !cpu->ran || !(vk->t.ms_med > 0)) return NAN;
+    return cpu->t.ms_med / vk->t.ms_med;
+}
+
+static void fmt_ms(double ms, char *out, size_t cap) {
+    if (!isfinite(ms)) snprintf(out, cap, "-");
+    else if (ms >= 100) snprintf(out, cap, "%.1f", ms);
+    else if (ms >= 10) snprintf(out, cap, "%.2f", ms);
+    else if (ms >= 1) snprintf(out, cap, "%.3f", ms);
+    else snprintf(out, cap, "%.4f", ms);
+}
+
+static const char *timer_text(const bench_dev *d, int dev) {
+    if (dev == BENCH_CPU) return "host clock";
+    return d->info.timestamps ? "device timestamps" : "host clock (the queue has no timestamps)";
+}
+
+/* --- the table --------------------------------------------------------------------------------- */
+
+#define ID_W 40
+#define SHAPE_W 30
+#define DEV_W 42 /* one backend's columns */
+
+void bench_print_header(const bench *b, FILE *f) {
+    const bench_plan *k = &b->kernel_plan, *m = &b->model_plan;
+    fprintf(f, "vkattn bench %s: %s set%s\n", vka_version_string(), b->quick ? "quick" : "full",
+            b->quick ? " (--full runs every case)" : "");
+    fprintf(f, "each case: a check run against the CPU backend (the first warm-up run), %d more "
+            "warm-up run(s) (models %d), then %d-%d timed runs (models %d-%d), stopping after %.2g s "
+            "(models %.2g s)\n", k->warmup - 1, m->warmup - 1, k->min_runs, k->max_runs,
+            m->min_runs, m->max_runs, k->budget_s, m->budget_s);
+    for (int dev = 0; dev < BENCH_NB; dev++) {
+        const bench_dev *d = &b->dev[dev];
+        if (!d->on) continue;
+        if (dev == BENCH_VK) {
+            char api[32], drv[48];
+            cli_api_version(d->info.api_version, api, sizeof api);
+            cli_driver_version(&d->info, drv, sizeof drv);
+            fprintf(f, "%-7s %s: %s, %s (0x%04X), driver %s %s (%s), Vulkan %s\n",
+                    bench_backend_names[dev], d->info.name, cli_device_type_name(d->info.type),
+                    cli_vendor_name(d->info.vendor_id), d->info.vendor_id, d->info.driver_name,
+                    d->info.driver_info, drv, api);
+        } else {
+            fprintf(f, "%-7s %s: %d thread(s)\n", bench_backend_names[dev], d->info.name,
+                    d->threads);
+        }
+        fprintf(f, "        timer: %s", timer_text(d, dev));
+        if (dev == BENCH_VK && d->info.timestamps)
+            fprintf(f, " x %g ns", (double)d->info.timestamp_period);
+        fprintf(f, "; ceilings: %.4g GFLOP/s fp32 multiply-add, %.4g GB/s copy (%.0f MB)\n",
+                d->peak.gflops, d->peak.gbps, d->peak.copy_mbytes);
+    }
+    fprintf(f, "\n%-*s %-*s", ID_W, "", SHAPE_W, "");
+    for (int dev = 0; dev < BENCH_NB; dev++)
+        if (b->dev[dev].on) fprintf(f, " | %-*s", DEV_W - 3, bench_backend_names[dev]);
+    fprintf(f, "\n%-*s %-*s", ID_W, "case", SHAPE_W, "shape");
+    for (int dev = 0; dev < BENCH_NB; dev++)
+        if (b->dev[dev].on) fprintf(f, " | %9s %3s %12s %5s %-5s", "ms", "+-%", "rate", "%ceil", "check");
+    if (b->dev[BENCH_VK].on && b->dev[BENCH_CPU].on) fprintf(f, " | %6s", "vk/cpu");
+    fputc('\n', f);
+}
+
+static void print_result(const bench_row *row, const bench_result *res, FILE *f) {
+    if (!res->ran) {
+        fprintf(f, " | %-*s", DEV_W - 3, "skipped (below)");
+        return;
+    }
+    char ms[32], rate[32], ceil[16];
+    fmt_ms(res->t.ms_med, ms, sizeof ms);
+    double r = bench_rate(row, res);
+    snprintf(rate, sizeof rate, "%.3g %s", r, row->compute ? "GF/s" : "GB/s");
+    snprintf(ceil, sizeof ceil, "%.0f%%", res->ceiling > 0 ? 100.0 * r / res->ceiling : NAN);
+    double spread = 100.0 * (res->t.ms_max - res->t.ms_min) / (2.0 * res->t.ms_med);
+    static const char *const check[] = {"-", "ok", "WRONG", "ref"};
+    fprintf(f, " | %9s %3.0f %12s %5s %-5s", ms, spread, rate, ceil, check[res->check]);
+}
+
+/* Model rows: tokens/s, then the profiled share of each kernel kind, side by side. */
+static void print_model_detail(const bench *b, const bench_row *row, FILE *f) {
+    fprintf(f, "    tokens/s (host wall time per step):");
+    for (int dev = 0; dev < BENCH_NB; dev++) {
+        const bench_result *res = &row->r[dev];
+        if (b->dev[dev].on && res->ran)
+            fprintf(f, " %s %.0f (%.1f ms/step)", bench_backend_names[dev],
+                    (double)row->B * row->T / (res->t.host_med * 1e-3), res->t.host_med);
+    }
+    fputc('\n', f);
+    /* the kinds: the first backend's order (slowest first), then any the other adds */
+    const char *kinds[2 * CLI_MAX_KINDS];
+    int n = 0;
+    for (int dev = 0; dev < BENCH_NB; dev++) {
+        const bench_result *res = &row->r[dev];
+        bool used[CLI_MAX_KINDS] = {false};
+        for (int k = 0; k < res->n_prof; k++) {
+            int best = -1;
+            for (int j = 0; j < res->n_prof; j++)
+                if (!used[j] && (best < 0 || res->prof[j].ms > res->prof[best].ms)) best = j;
+            used[best] = true;
+            bool seen = false;
+            for (int j = 0; j < n && !seen; j++) seen = strcmp(kinds[j], res->prof[best].kind) == 0;
+            if (!seen) kinds[n++] = res->prof[best].kind;
+        }
+    }
+    if (n == 0) return;
+    fprintf(f, "    per kernel kind (a separate profiled run):");
+    for (int dev = 0; dev < BENCH_NB; dev++)
+        if (row->r[dev].n_prof) fprintf(f, " %s %.1f ms |", bench_backend_names[dev], row->r[dev].prof_ms);
+    fputc('\n', f);
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "      %-14s", kinds[i]);
+        for (int dev = 0; dev < BENCH_NB; dev++) {
+            const bench_result *res = &row->r[dev];
+            if (!res->n_prof) continue;
+            double sum = 0, ms = NAN;
+            for (int k = 0; k < res->n_prof; k++) {
+                sum += res->prof[k].ms;
+                if (strcmp(res->prof[k].kind, kinds[i]) == 0) ms = res->prof[k].ms;
+            }
+            if (isnan(ms)) fprintf(f, "  %6s %10s %5s", bench_backend_names[dev], "-", "");
+            else fprintf(f, "  %6s %10.3f %4.1f%%", bench_backend_names[dev], ms, 100.0 * ms / sum);
+        }
+        fputc('\n', f);
+    }
+}
+
+void bench_print_row(const bench *b, const bench_row *row, FILE *f) {
+    fprintf(f, "%-*s %-*s", ID_W, row->id, SHAPE_W, row->shape);
+    for (int dev = 0; dev < BENCH_NB; dev++)
+        if (b->dev[dev].on) print_result(row, &row->r[dev], f);
+    if (b->dev[BENCH_VK].on && b->dev[BENCH_CPU].on) {
+        double s = vulkan_speedup(row);
+        if (isfinite(s)) fprintf(f, " | %5.2fx", s);
+        else fprintf(f, " | %6s", "-");
+    }
+    fputc('\n', f);
+    for (int dev = 0; dev < BENCH_NB; dev++)
+        if (b->dev[dev].on && row->r[dev].note[0])
+            fprintf(f, "    %s %s\n", bench_backend_names[dev], row->r[dev].note);
+    if (row->model) print_model_detail(b, row, f);
+    fflush(f);
+}
+
+void bench_print_footer(const bench *b, FILE *f) {
+    int skipped = 0, wrong = 0;
+    for (int i = 0; i < b->n_rows; i++)
+        for (int dev = 0; dev < BENCH_NB; dev++) {
+            skipped += b->dev[dev].on && !b->rows[i].r[dev].ran;
+            wrong += b->rows[i].r[dev].check == BENCH_WRONG;
+        }
+    fprintf(f, "\n%d case(s) in %.1f s; %d result(s) skipped, %d WRONG.\n", b->n_rows,
+            cli_now() - b->t_start, skipped, wrong);
+    fprintf(f, "ms: median device time per run; +-%%: half the min-max range, in %% of the median; "
+            "rate: GFLOP/s (GF/s) of compute-bound cases, GB/s of memory-bound ones (README.md "
+            "\"Benchmarks\" gives each formula); %%ceil: rate / the measured ceiling (FMA GFLOP/s, "
+            "or copy GB/s at the case's size); check: against the CPU backend; vk/cpu: CPU time / "
+            "Vulkan time.\n");
+    for (int dev = 0; dev < BENCH_NB; dev++)
+        if (b->remeasured[dev])
+            fprintf(f, "note: a case beat a %s ceiling, which was then measured again: %.4g -> "
+                    "%.4g GFLOP/s, %.4g -> %.4g GB/s; the rows before used the first numbers\n",
+                    bench_backend_names[dev], b->first_peak[dev].gflops, b->dev[dev].peak.gflops,
+                    b->first_peak[dev].gbps, b->dev[dev].peak.gbps);
+}
+
+/* --- JSON -------------------------------------------------------------------------------------- */
+
+static void key(FILE *f, const char *k) { fprintf(f, ",\"%s\":", k); }
+static void num(FILE *f, const char *k, double x) {
+    key(f, k);
+    cli_json_number(f, x);
+}
+static void str(FILE *f, const char *k, const char *s) {
+    key(f, k);
+    cli_json_string(f, s);
+}
+
+static void json_backend(const bench *b, int dev, FILE *f) {
+    const bench_dev *d = &b->dev[dev];
+    char api[32], drv[48];
+    cli_api_version(d->info.api_version, api, sizeof api);
+    cli_driver_version(&d->info, drv, sizeof drv);
+    fprintf(f, "{\"backend\":\"%s\"", bench_backend_names[dev]);
+    str(f, "device", d->info.name);
+    str(f, "device_type", cli_device_type_name(d->info.type));
+    if (dev == BENCH_VK) {
+        num(f, "vendor_id", d->info.vendor_id);
+        str(f, "vendor", cli_vendor_name(d->info.vendor_id));
+        num(f, "device_id", d->info.device_id);
+        str(f, "driver_name", d->info.driver_name);
+        str(f, "driver_info", d->info.driver_info);
+        str(f, "driver_version", drv);
+        num(f, "driver_version_raw", d->info.driver_version);
+        str(f, "api_version", api);
+        num(f, "timestamp_period_ns", d->info.timestamps ? d->info.timestamp_period : NAN);
+    } else {
+        num(f, "threads", d->threads);
+    }
+    str(f, "timer", dev == BENCH_VK && d->info.timestamps ? "timestamps" : "host");
+    fprintf(f, ",\"ceilings\":{\"fma_gflops\":");
+    cli_json_number(f, d->peak.gflops);
+    num(f, "copy_gbps", d->peak.gbps);
+    num(f, "fma_gflop", d->peak.fma_gflop);
+    num(f, "copy_mbytes", d->peak.copy_mbytes);
+    fprintf(f, ",\"remeasured\":%s,\"copy_by_size\":[", b->remeasured[dev] ? "true" : "false");
+    for (int i = 0, first = 1; i < d->n_copies; i++) {
+        if (!d->copy_n[i]) continue;
+        fprintf(f, "%s{\"bytes\":", first ? "" : ",");
+        cli_json_number(f, 8.0 * (double)d->copy_n[i]);
+        num(f, "gbps", d->copy_gbps[i]);
+        fputc('}', f);
+        first = 0;
+    }
+    fprintf(f, "]}}");
+}
+
+static void json_result(const bench_row *row, const bench_result *res, FILE *f) {
+    fprintf(f, "{\"status\":\"%s\"", res->ran ? "ok" : "skipped");
+    if (!res->ran) {
+        str(f, "reason", res->note);
+        fputc('}', f);
+        return;
+    }
+    const bench_stats *t = &res->t;
+    fprintf(f, ",\"runs\":%d", t->runs);
+    num(f, "ms_median", t->ms_med);
+    num(f, "ms_min", t->ms_min);
+    num(f, "ms_max", t->ms_max);
+    num(f, "host_ms_median", t->host_med);
+    if (row->flop > 0) num(f, "gflops", row->flop / (t->ms_med * 1e6));
+    if (row->bytes > 0) num(f, "gbps", row->bytes / (t->ms_med * 1e6));
+    double rate = bench_rate(row, res);
+    num(f, "throughput", rate);
+    str(f, "throughput_unit", row->compute ? "GFLOP/s" : "GB/s");
+    num(f, "ceiling", res->ceiling);
+    num(f, "percent_of_ceiling", res->ceiling > 0 ? 100.0 * rate / res->ceiling : NAN);
+    str(f, "check", bench_check_names[res->check]);
+    if (res->check == BENCH_OK || res->check == BENCH_WRONG) {
+        num(f, "max_diff", res->diff);
+        num(f, "tolerance", res->tol);
+    }
+    if (row->model) {
+        num(f, "tokens_per_s", (double)row->B * row->T / (t->host_med * 1e-3));
+        num(f, "loss", res->loss);
+        if (!isnan(res->grad_norm)) num(f, "grad_norm", res->grad_norm);
+        fprintf(f, ",\"profile\":{\"ms\":");
+        cli_json_number(f, res->prof_ms);
+        fprintf(f, ",\"kinds\":");
+        cli_profile_json(f, res->prof, res->n_prof);
+        fputc('}', f);
+    }
+    fputc('}', f);
+}
+
+static void json_case(const bench *b, const bench_row *row, FILE *f) {
+    fprintf(f, "{\"id\":");
+    cli_json_string(f, row->id);
+    str(f, "kind", row->kind);
+    str(f, "name", row->name);
+    str(f, "pass", row->pass);
+    str(f, "shape", row->shape);
+    str(f, "bound", row->compute ? "compute" : "memory");
+    num(f, "flop", row->flop > 0 ? row->flop : NAN); /* null: not counted */
+    num(f, "bytes", row->bytes > 0 ? row->bytes : NAN);
+    if (row->model) {
+        const bench_model *m = row->model;
+        fprintf(f, ",\"model\":{\"name\":");
+        cli_json_string(f, m->name);
+        fprintf(f, ",\"L\":%d,\"NH\":%d,\"C\":%d,\"V\":%d,\"Vp\":%d,\"max_T\":%d,\"params\":%zu}",
+                m->L, m->NH, m->C, m->V, (m->V + 127) / 128 * 128, row->T, row->params);
+        fprintf(f, ",\"B\":%d,\"T\":%d,\"tokens\":%d", row->B, row->T, row->B * row->T);
+    }
+    fprintf(f, ",\"results\":{");
+    for (int dev = 0, first = 1; dev < BENCH_NB; dev++) {
+        if (!b->dev[dev].on) continue;
+        fprintf(f, "%s\"%s\":", first ? "" : ",", bench_backend_names[dev]);
+        json_result(row, &row->r[dev], f);
+        first = 0;
+    }
+    fputc('}', f);
+    if (b->dev[BENCH_VK].on && b->dev[BENCH_CPU].on) num(f, "vulkan_speedup", vulkan_speedup(row));
+    fputc('}', f);
+}
+
+void bench_write_json(const bench *b, FILE *f) {
+    fprintf(f, "{\"schema\":\"%s\",\"vkattn_version\":\"%s\",\"mode\":\"%s\",\"seed\":%llu",
+            BENCH_SCHEMA, vka_version_string(), b->quick ? "quick" : "full",
+            (unsigned long long)b->o->seed);
+    key(f, "filter");
+    if (b->o->filter) cli_json_string(f, b->o->filter);
+    else fputs("null", f);
+    const bench_plan *plans[2] = {&b->kernel_plan, &b->model_plan};
+    const char *names[2] = {"kernels", "models"};
+    fprintf(f, ",\"plan\":{");
+    for (int i = 0; i < 2; i++) {
+        fprintf(f, "%s\"%s\":{\"warmup\":%d,\"min_runs\":%d,\"max_runs\":%d,\"budget_s\":", i ? "," : "",
+                names[i], plans[i]->warmup, plans[i]->min_runs, plans[i]->max_runs);
+        cli_json_number(f, plans[i]->budget_s);
+        fputc('}', f);
+    }
+    fprintf(f, "},\"backends\":[");
+    for (int dev = 0, first = 1; dev < BENCH_NB; dev++) {
+        if (!b->dev[dev].on) continue;
+        if (!first) fputc(',', f);
+        json_backend(b, dev, f);
+        first = 0;
+    }
+    fprintf(f, "],\"cases\":[\n");
+    for (int i = 0; i < b->n_rows; i++) {
+        json_case(b, &b->rows[i], f);
+        fputs(i + 1 < b->n_rows ? ",\n" : "\n", f);
+    }
+    fprintf(f, "],\"seconds\":");
+    cli_json_number(f, cli_now() - b->t_start);
+    fprintf(f, "}\n");
+}

@@ -1,0 +1,248 @@
+/*
+ * vkattn bench --plot: an SVG with two panels, log-log. Left: matmul GFLOP/s against size
+ * (M N K)^(1/3), square matrices as lines and the models' layer shapes as markers, with each
+ * backend's measured FMA ceiling as a dashed line. Right: masked softmax GB/s against the row
+ * length T, forward and backward, with each backend's copy bandwidth as a dashed line.
+ */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
+#include "bench.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define W 1100
+#define H 520
+
+static const char *const colors[BENCH_NB] = {"#c0392b", "#1f5fa8"}; /* vulkan, cpu */
+
+typedef struct panel {
+    double x0, y0, w, h;          /* plot area in pixels */
+    double xlo, xhi, ylo, yhi;    /* data range (log scales) */
+} panel;
+
+static double px(const panel *p, double x) {
+    return p->x0 + p->w * (log(x) - log(p->xlo)) / (log(p->xhi) - log(p->xlo));
+}
+static double py(const panel *p, double y) {
+    return p->y0 + p->h * (1.0 - (log(y) - log(p->ylo)) / (log(p->yhi) - log(p->ylo)));
+}
+
+/* Points of one series of one backend: rows whose series is name. */
+static int points(const bench *b, int dev, const char *name, double *x, double *y, int cap) {
+    int n = 0;
+    for (int i = 0; i < b->n_rows && n < cap; i++) {
+        const bench_row *row = &b->rows[i];
+        double r = bench_rate(row, &row->r[dev]);
+        if (!row->series || strcmp(row->series, name) != 0 || !(r > 0) || !(row->x > 0)) continue;
+        x[n] = row->x;
+        y[n++] = r;
+    }
+    return n;
+}
+
+/* The range of the panel's data and ceilings, padded. */
+static bool fit(const bench *b, panel *p, const char *const *series, int n_series, bool gflops) {
+    double xlo = INFINITY, xhi = 0, ylo = INFINITY, yhi = 0, x[64], y[64];
+    for (int dev = 0; dev < BENCH_NB; dev++) {
+        if (!b->dev[dev].on) continue;
+        for (int s = 0; s < n_series; s++) {
+            int n = points(b, dev, series[s], x, y, 64);
+            for (int i = 0; i < n; i++) {
+                xlo = fmin(xlo, x[i]), xhi = fmax(xhi, x[i]);
+                ylo = fmin(ylo, y[i]), yhi = fmax(yhi, y[i]);
+            }
+        }
+        double ceil = gflops ? b->dev[dev].peak.gflops : b->dev[dev].peak.gbps;
+        if (ceil > 0 && xhi > 0) ylo = fmin(ylo, ceil), yhi = fmax(yhi, ceil);
+    }
+    if (!(xhi > 0)) return false;
+    p->xlo = xlo / 1.3, p->xhi = xhi * 1.3;
+    p->ylo = ylo / 2.0, p->yhi = yhi * 2.0;
+    return true;
+}
+
+static void axes(FILE *f, const panel *p, const char *title, const char *xlabel,
+                 const char *ylabel) {
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"15\" font-weight=\"bold\">%s</text>\n",
+            p->x0, p->y0 - 12, title);
+    /* y grid at 1, 2, 5 x 10^k */
+    for (double dec = pow(10, floor(log10(p->ylo))); dec <= p->yhi; dec *= 10)
+        for (int m = 0; m < 3; m++) {
+            double v = dec * (m == 0 ? 1 : m == 1 ? 2 : 5);
+            if (v < p->ylo || v > p->yhi) continue;
+            double y = py(p, v);
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
+                    p->x0, y, p->x0 + p->w, y);
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%g</text>\n",
+                    p->x0 - 5, y + 4, v);
+        }
+    /* x grid at powers of two */
+    for (double v = pow(2, ceil(log2(p->xlo))); v <= p->xhi; v *= 2) {
+        double x = px(p, v);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", x,
+                p->y0, x, p->y0 + p->h);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">%g</text>\n",
+                x, p->y0 + p->h + 16, v);
+    }
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+            "stroke=\"#444\"/>\n", p->x0, p->y0, p->w, p->h);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">%s</text>\n",
+            p->x0 + p->w / 2, p->y0 + p->h + 36, xlabel);
+    fprintf(f, "<text transform=\"translate(%.1f,%.1f) rotate(-90)\" font-size=\"12\" "
+            "text-anchor=\"middle\">%s</text>\n", p->x0 - 48, p->y0 + p->h / 2, ylabel);
+}
+
+static void marker(FILE *f, double cx, double cy, const char *kind, const char *c);
+
+/* A series: a line through its points (or markers only), with an id a reader can find. */
+static void series(FILE *f, const panel *p, const bench *b, int dev, const char *name, bool line,
+                   const char *dash, const char *kind) {
+    double x[64], y[64];
+    int n = points(b, dev, name, x, y, 64);
+    if (n == 0) return;
+    const char *c = colors[dev];
+    fprintf(f, "<g id=\"series-%s-%s\">\n", bench_backend_names[dev], name);
+    if (line && n > 1) {
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s%s%s points=\"", c,
+                dash ? " stroke-dasharray=\"" : "", dash ? dash : "", dash ? "\"" : "");
+        for (int i = 0; i < n; i++) fprintf(f, "%s%.1f,%.1f", i ? " " : "", px(p, x[i]), py(p, y[i]));
+        fprintf(f, "\"/>\n");
+    }
+    for (int i = 0; i < n; i++) marker(f, px(p, x[i]), py(p, y[i]), kind, c);
+    fprintf(f, "</g>\n");
+}
+
+/* A backend's ceiling as a dashed line across the panel, labelled at the left (Vulkan) or the
+ * right (CPU) end so that two close ceilings stay readable. */
+static void ceiling(FILE *f, const panel *p, int dev, double v, const char *what) {
+    if (!(v > 0)) return;
+    double y = py(p, v);
+    fprintf(f, "<g id=\"ceiling-%s\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+            "stroke=\"%s\" stroke-width=\"1.5\" stroke-dasharray=\"8 4\"/>\n",
+            bench_backend_names[dev], p->x0, y, p->x0 + p->w, y, colors[dev]);
+    bool left = dev == BENCH_VK;
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"%s\" fill=\"%s\">"
+            "%s %s %.3g</text></g>\n", left ? p->x0 + 4 : p->x0 + p->w - 4, y - 4,
+            left ? "start" : "end", colors[dev], bench_backend_names[dev], what, v);
+}
+
+/* A legend entry: a line (dashed or not) and/or a marker, then its text. */
+typedef struct legend_item {
+    const char *text;
+    const char *dash;   /* NULL: solid; "": no line */
+    const char *marker; /* "dot", "ring", "square" or NULL */
+} legend_item;
+
+static void marker(FILE *f, double cx, double cy, const char *kind, const char *c) {
+    if (!kind) return;
+    if (strcmp(kind, "square") == 0)
+        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"7\" height=\"7\" fill=\"white\" "
+                "stroke=\"%s\" stroke-width=\"1.5\"/>\n", cx - 3.5, cy - 3.5, c);
+    else
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\" stroke=\"%s\" "
+                "stroke-width=\"1.5\"/>\n", cx, cy, strcmp(kind, "ring") == 0 ? "white" : c, c);
+}
+
+/* One line per backend under the panel: its name, then the items. */
+static void legend(FILE *f, const panel *p, const bench *b, const legend_item *items, int n) {
+    double y = p->y0 + p->h + 62;
+    for (int dev = 0; dev < BENCH_NB; dev++) {
+        if (!b->dev[dev].on) continue;
+        const char *c = colors[dev];
+        double x = p->x0;
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"%s\" "
+                "font-weight=\"bold\">%s</text>\n", x, y + 4, c, bench_backend_names[dev]);
+        x += 52;
+        for (int i = 0; i < n; i++) {
+            if (!items[i].dash || items[i].dash[0])
+                fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                        "stroke-width=\"2\"%s%s%s/>\n", x, y, x + 24, y, c,
+                        items[i].dash ? " stroke-dasharray=\"" : "",
+                        items[i].dash ? items[i].dash : "", items[i].dash ? "\"" : "");
+            marker(f, x + 12, y, items[i].marker, c);
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">%s</text>\n", x + 30, y + 4,
+                    items[i].text);
+            x += 40 + 6.5 * (double)strlen(items[i].text);
+        }
+        y += 18;
+    }
+}
+
+static void no_data(FILE *f, const panel *p, const char *title) {
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"15\" font-weight=\"bold\">%s</text>\n",
+            p->x0, p->y0 - 12, title);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"middle\">no such cases "
+            "in this run</text>\n", p->x0 + p->w / 2, p->y0 + p->h / 2);
+}
+
+static void matmul_panel(FILE *f, const bench *b, panel *p) {
+    static const char *const names[] = {"matmul", "matmul_model"};
+    const char *title = "matmul: GFLOP/s against size";
+    if (!fit(b, p, names, 2, true)) return no_data(f, p, title);
+    axes(f, p, title, "size (M N K)^(1/3)", "GFLOP/s");
+    for (int dev = 0; dev < BENCH_NB; dev++) {
+        if (!b->dev[dev].on) continue;
+        ceiling(f, p, dev, b->dev[dev].peak.gflops, "FMA ceiling");
+        series(f, p, b, dev, "matmul", true, NULL, "dot");
+        series(f, p, b, dev, "matmul_model", false, NULL, "ring");
+    }
+    static const legend_item items[] = {{"square", NULL, "dot"},
+                                        {"model layers (fwd, bwd)", "", "ring"},
+                                        {"FMA ceiling", "8 4", NULL}};
+    legend(f, p, b, items, 3);
+}
+
+static void softmax_panel(FILE *f, const bench *b, panel *p) {
+    static const char *const names[] = {"softmax_forward", "softmax_backward"};
+    const char *title = "masked softmax (B*NH T x T, causal): GB/s against T";
+    if (!fit(b, p, names, 2, false)) return no_data(f, p, title);
+    axes(f, p, title, "T (row length)", "GB/s");
+    for (int dev = 0; dev < BENCH_NB; dev++) {
+        if (!b->dev[dev].on) continue;
+        ceiling(f, p, dev, b->dev[dev].peak.gbps, "copy bandwidth");
+        series(f, p, b, dev, "softmax_forward", true, NULL, "dot");
+        series(f, p, b, dev, "softmax_backward", true, "3 3", "square");
+    }
+    static const legend_item items[] = {{"forward", NULL, "dot"},
+                                        {"backward", "3 3", "square"},
+                                        {"copy bandwidth", "8 4", NULL}};
+    legend(f, p, b, items, 3);
+}
+
+int bench_write_plot(const bench *b, const char *path) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) {
+        fprintf(stderr, "vkattn bench: --plot: out of memory\n");
+        return CLI_ERROR;
+    }
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+            "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n", W, H, W, H);
+    fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
+    fprintf(f, "<text x=\"20\" y=\"26\" font-size=\"16\">vkattn bench %s (%s set):", vka_version_string(),
+            b->quick ? "quick" : "full");
+    for (int dev = 0; dev < BENCH_NB; dev++) {
+        if (!b->dev[dev].on) continue;
+        fprintf(f, " <tspan fill=\"%s\">%s: ", colors[dev], bench_backend_names[dev]);
+        /* device names are plain text; escape what XML needs */
+        for (const char *s = b->dev[dev].info.name; *s; s++) {
+            if (*s == '<') fputs("&lt;", f);
+            else if (*s == '>') fputs("&gt;", f);
+            else if (*s == '&') fputs("&amp;", f);
+            else fputc(*s, f);
+        }
+        fprintf(f, "</tspan>");
+    }
+    fprintf(f, "</text>\n");
+    panel left = {.x0 = 80, .y0 = 70, .w = 430, .h = 330};
+    panel right = {.x0 = 640, .y0 = 70, .w = 430, .h = 330};
+    matmul_panel(f, b, &left);
+    softmax_panel(f, b, &right);
+    fprintf(f, "</svg>\n");
+    fclose(f);
+    int rc = cli_write_file_atomic("bench", path, buf, len);
+    free(buf);
+    return rc;
+}

@@ -1,0 +1,320 @@
+/* vkattn bench: options, the contexts of both backends, their measured ceilings, and the run
+ * (the cases are in bench_kernels.c and bench_model.c; README.md "Benchmarks" is the manual). */
+#define _POSIX_C_SOURCE 200809L /* isatty, fileno */
+#include "bench.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *const bench_backend_names[BENCH_NB] = {"vulkan", "cpu"};
+static const char *const backend_choices[] = {"all", "vulkan", "cpu", NULL};
+
+static const cli_command bench_cmd = {
+    .name = "bench",
+    .usage = "[options]",
+    .about =
+        "Measure how fast the kernels and whole training steps run, on the Vulkan device and on\n"
+        "the CPU backend side by side: the device's fp32 multiply-add and copy-bandwidth ceilings,\n"
+        "then every kernel case (matmuls at the models' shapes and square sizes, masked softmax,\n"
+        "the attention block, permutes, layernorm, GELU, residual, bias gradient, cross-entropy,\n"
+        "AdamW; forward and backward) and end-to-end forward passes and training steps of the\n"
+        "default model and a GPT-2-small-shaped one, with the share of each kernel kind.",
+    .notes =
+        "Each case runs once as a check (compared with the CPU backend: a wrong result is reported\n"
+        "as WRONG, and vkattn bench exits 1), then the rest of its warm-up, then up to N timed\n"
+        "runs (fewer once the case's time budget is spent). Times are the median [min, max] of the\n"
+        "device time (Vulkan timestamp queries, scaled by timestampPeriod; the host clock where\n"
+        "the queue has none, and on the CPU backend), plus the host wall time per run.\n"
+        "Compute-bound cases (matmul, attention, models) are shown in GFLOP/s against the FMA\n"
+        "ceiling, memory-bound ones in GB/s against the copy bandwidth at the same size.\n"
+        "--quick (the default on a CPU-type device such as lavapipe, or with the CPU backend only)\n"
+        "runs a small set in under a minute; --full runs every case. --filter takes a substring\n"
+        "of the case ids, a glob (*, ?), or several separated by commas; --list prints the ids.\n"
+        "--json prints one JSON document (README.md \"Benchmarks\" lists its fields) instead of the\n"
+        "table; --plot writes an SVG of matmul and softmax throughput against size with the\n"
+        "ceilings as lines.",
+};
+
+/* --- small helpers the case files share -------------------------------------------------------- */
+
+bench_row *bench_add_row(bench *b) {
+    if (b->n_rows == b->cap_rows) {
+        int cap = b->cap_rows ? 2 * b->cap_rows : 64;
+        bench_row *rows = realloc(b->rows, (size_t)cap * sizeof *rows);
+        if (!rows) return NULL;
+        b->rows = rows;
+        b->cap_rows = cap;
+    }
+    bench_row *row = &b->rows[b->n_rows++];
+    memset(row, 0, sizeof *row);
+    return row;
+}
+
+bool bench_selected(const bench *b, const char *id) {
+    const char *f = b->o->filter;
+    if (!f) return true;
+    while (*f) {
+        size_t len = strcspn(f, ",");
+        char pat[128];
+        snprintf(pat, sizeof pat, "%.*s", (int)(len < sizeof pat ? len : sizeof pat - 1), f);
+        if (pat[0] && (strpbrk(pat, "*?[") ? fnmatch(pat, id, 0) == 0 : strstr(id, pat) != NULL))
+            return true;
+        f += len;
+        if (*f == ',') f++;
+    }
+    return false;
+}
+
+bool bench_is_capacity(vka_result r) {
+    return r == VKA_ERROR_DEVICE_LIMIT || r == VKA_ERROR_OUT_OF_DEVICE_MEMORY ||
+           r == VKA_ERROR_OUT_OF_HOST_MEMORY;
+}
+
+void bench_skip(bench_result *res, vka_context *ctx, vka_result r, const char *what) {
+    const char *msg = vka_last_error(ctx);
+    res->ran = false;
+    snprintf(res->note, sizeof res->note, "skipped: %s%s", what, *msg ? msg : vka_result_string(r));
+}
+
+void bench_progress(const bench *b, const char *id, const char *backend) {
+    if (!b->progress) return;
+    fprintf(stderr, "\r\033[K[%5.1f s] %s (%s)", cli_now() - b->t_start, id, backend);
+    fflush(stderr);
+}
+
+static void progress_clear(const bench *b) {
+    if (b->progress) fputs("\r\033[K", stderr);
+}
+
+/* --- ceilings ---------------------------------------------------------------------------------- */
+
+static vka_result measure_peak(bench *b, int dev) {
+    bench_dev *d = &b->dev[dev];
+    bench_progress(b, "ceilings", bench_backend_names[dev]);
+    vka_peak p;
+    vka_result r = vka_measure_peak(d->ctx, b->quick ? 10.0 : 20.0, 5, &p);
+    if (r != VKA_SUCCESS) return r;
+    /* a ceiling is the best the device was seen to do */
+    if (p.gflops > d->peak.gflops) {
+        d->peak.gflops = p.gflops;
+        d->peak.fma_gflop = p.fma_gflop;
+    }
+    if (p.gbps > d->peak.gbps) {
+        d->peak.gbps = p.gbps;
+        d->peak.copy_mbytes = p.copy_mbytes;
+    }
+    d->peak.device_timer = p.device_timer;
+    return VKA_SUCCESS;
+}
+
+/* A case that beats its ceiling means the ceiling was measured low (the machine was busy, say):
+ * measure it again (the device's ceilings once per run, a copy size once per case); if the case
+ * still beats it, say so. */
+int bench_row_done(bench *b, bench_row *row) {
+    for (int dev = 0; dev < BENCH_NB; dev++) {
+        bench_result *res = &row->r[dev];
+        bench_dev *d = &b->dev[dev];
+        double rate = bench_rate(row, res);
+        if (!res->ran || !(rate > res->ceiling)) continue;
+        vka_result r = b->remeasured[dev] ? VKA_SUCCESS : measure_peak(b, dev);
+        if (r == VKA_SUCCESS && row->compute) {
+            res->ceiling = d->peak.gflops;
+        } else if (r == VKA_SUCCESS) {
+            size_t n = (size_t)(row->bytes / 8.0);
+            for (int i = 0; i < d->n_copies; i++) /* forget that size's copy: measure it anew */
+                if (d->copy_n[i] == n) d->copy_n[i] = 0;
+            double again = 0.0;
+            r = bench_bandwidth_ceiling(b, dev, row->bytes, &again);
+            if (again > res->ceiling) res->ceiling = again;
+        }
+        if (r != VKA_SUCCESS) return cli_fail("bench", d->ctx, r, "ceilings");
+        b->remeasured[dev] = true;
+        if (rate > res->ceiling)
+            fprintf(stderr, "vkattn bench: %s on %s: %.4g %s is above the re-measured ceiling "
+                    "%.4g: its work formula or the ceiling measurement is wrong\n", row->id,
+                    bench_backend_names[dev], rate, row->compute ? "GFLOP/s" : "GB/s",
+                    res->ceiling);
+    }
+    progress_clear(b);
+    if (!b->o->json) bench_print_row(b, row, stdout);
+    return CLI_OK;
+}
+
+/* The final ceilings for every row (they only grow when re-measured). */
+static void final_ceilings(bench *b) {
+    for (int i = 0; i < b->n_rows; i++)
+        for (int dev = 0; dev < BENCH_NB; dev++) {
+            bench_result *res = &b->rows[i].r[dev];
+            const vka_peak *p = &b->dev[dev].peak;
+            if (!res->ran) continue;
+            if (b->rows[i].compute) res->ceiling = p->gflops;
+            else if (p->gbps > res->ceiling) res->ceiling = p->gbps;
+        }
+}
+
+/* --- contexts ---------------------------------------------------------------------------------- */
+
+static int open_backends(bench *b, const bench_opts *o) {
+    cli_backend_opts vk = o->b, cpu = o->b;
+    vk.backend = 0;
+    cpu.backend = 1;
+    char why[512];
+    if (o->backends != 2) {
+        vka_result r = cli_context_try("bench", &vk, &b->dev[BENCH_VK].ctx, why, sizeof why);
+        if (r != VKA_SUCCESS && o->backends == 1) return cli_context("bench", &vk, &b->dev[BENCH_VK].ctx);
+        if (r != VKA_SUCCESS)
+            fprintf(stderr, "vkattn bench: no Vulkan (%s); measuring the CPU backend only\n", why);
+        b->dev[BENCH_VK].on = r == VKA_SUCCESS;
+    }
+    /* the CPU context is the reference even when only Vulkan is measured */
+    int rc = cli_context("bench", &cpu, &b->dev[BENCH_CPU].ctx);
+    if (rc != CLI_OK) return rc;
+    b->dev[BENCH_CPU].on = o->backends != 1;
+    b->ref = b->dev[BENCH_CPU].ctx;
+    for (int dev = 0; dev < BENCH_NB; dev++) {
+        bench_dev *d = &b->dev[dev];
+        if (!d->on) continue;
+        vka_result r = vka_context_selected_device(d->ctx, &d->info);
+        if (r != VKA_SUCCESS) return cli_fail("bench", d->ctx, r, "device");
+        d->threads = vka_context_cpu_threads(d->ctx);
+    }
+    return CLI_OK;
+}
+
+static int close_backends(bench *b, int rc) {
+    if (b->dev[BENCH_VK].ctx) rc = cli_finish("bench", b->dev[BENCH_VK].ctx, rc);
+    if (b->dev[BENCH_CPU].ctx) rc = cli_finish("bench", b->dev[BENCH_CPU].ctx, rc);
+    return rc;
+}
+
+/* --quick unless --full, or a GPU is measured. */
+static void set_mode(bench *b, const bench_opts *o) {
+    bool gpu = b->dev[BENCH_VK].on && b->dev[BENCH_VK].info.type != VKA_DEVICE_TYPE_CPU;
+    b->quick = o->quick || (!o->full && !gpu);
+    b->kernel_plan = b->quick ? (bench_plan){.warmup = 1, .min_runs = 3, .max_runs = 10, .budget_s = 0.25}
+                              : (bench_plan){.warmup = 3, .min_runs = 5, .max_runs = 50, .budget_s = 2.0};
+    b->model_plan = b->quick ? (bench_plan){.warmup = 1, .min_runs = 1, .max_runs = 3, .budget_s = 1.0}
+                             : (bench_plan){.warmup = 2, .min_runs = 3, .max_runs = 10, .budget_s = 10.0};
+    bench_plan *plans[2] = {&b->kernel_plan, &b->model_plan};
+    for (int i = 0; i < 2; i++) {
+        if (o->runs) {
+            plans[i]->max_runs = o->runs;
+            if (plans[i]->min_runs > o->runs) plans[i]->min_runs = o->runs;
+        }
+        if (o->warmup) plans[i]->warmup = o->warmup;
+    }
+}
+
+static int run(bench *b) {
+    for (int dev = 0; dev < BENCH_NB; dev++) {
+        if (!b->dev[dev].on) continue;
+        vka_result r = measure_peak(b, dev);
+        if (r != VKA_SUCCESS) return cli_fail("bench", b->dev[dev].ctx, r, "ceilings");
+        b->first_peak[dev] = b->dev[dev].peak;
+    }
+    progress_clear(b);
+    if (!b->o->json) bench_print_header(b, stdout);
+    int rc = bench_run_kernels(b);
+    if (rc == CLI_OK) rc = bench_run_models(b);
+    progress_clear(b);
+    if (rc != CLI_OK) return rc;
+    final_ceilings(b);
+    if (b->o->json) bench_write_json(b, stdout);
+    else bench_print_footer(b, stdout);
+    fflush(stdout);
+    if (b->o->plot) rc = bench_write_plot(b, b->o->plot);
+    int wrong = 0;
+    for (int i = 0; i < b->n_rows; i++)
+        for (int dev = 0; dev < BENCH_NB; dev++) wrong += b->rows[i].r[dev].check == BENCH_WRONG;
+    if (wrong) {
+        fprintf(stderr, "vkattn bench: %d result(s) differ from the CPU reference (WRONG above)\n",
+                wrong);
+        rc = CLI_ERROR;
+    }
+    return rc;
+}
+
+/* Say now, not after the run, that the plot cannot be written there. */
+static int check_plot_path(const char *path) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        fprintf(stderr, "vkattn bench: --plot: cannot write %s: %s\n", path, strerror(errno));
+        return CLI_ERROR;
+    }
+    fclose(f);
+    remove(tmp);
+    return CLI_OK;
+}
+
+static int check_options(const bench_opts *o) {
+    int rc = cli_check_backend_opts("bench", &o->b);
+    if (rc != CLI_OK) return rc;
+    if (o->quick && o->full) return cli_usage_error("bench", "--quick and --full exclude each other");
+    if (o->b.device && o->backends == 2)
+        return cli_usage_error("bench", "--device selects a Vulkan device; it does not apply to "
+                                        "--backend cpu");
+    if (o->filter && o->filter[strspn(o->filter, ",")] == '\0')
+        return cli_usage_error("bench", "--filter '%s' has no pattern", o->filter);
+    return CLI_OK;
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_opts o = {.seed = 1};
+    cli_opt opts[] = {
+        CLI_CHOICE("backend", &o.backends, "NAME",
+                   "all (Vulkan and the CPU backend side by side), vulkan or cpu (default: all)",
+                   backend_choices),
+        CLI_STRING("device", &o.b.device, "N",
+                   "Vulkan device index as `vkattn info` lists it (default: $VKATTN_DEVICE, else "
+                   "the best)"),
+        CLI_CHOICE("kernels", &o.b.kernels, "KIND",
+                   "Vulkan kernel variants: auto, gpu or cpu (default: auto, by device type)",
+                   cli_kernel_names),
+        CLI_INT("threads", &o.b.threads, "N",
+                "CPU backend threads (default: 0 = OpenMP's default, $OMP_NUM_THREADS)", 0, 4096),
+        CLI_FLAG("quick", &o.quick, "the small set, under a minute on lavapipe (default on a "
+                 "CPU-type device)"),
+        CLI_FLAG("full", &o.full, "every case (default on a GPU)"),
+        CLI_STRING("filter", &o.filter, "PATTERN", "run only the cases whose id contains "
+                   "PATTERN (or matches it, with * or ?); several separated by commas"),
+        CLI_FLAG("list", &o.list, "print the ids and shapes of the selected cases and exit"),
+        CLI_INT("runs", &o.runs, "N", "timed runs per case at most (default: 10 quick, 50 full; "
+                "3 and 10 for the models)", 1, 1000),
+        CLI_INT("warmup", &o.warmup, "N", "untimed runs per case, the check run included "
+                "(default: 1 quick, 3 full)", 1, 1000),
+        CLI_U64("seed", &o.seed, "S", "seed of the random inputs (default: 1)"),
+        CLI_FLAG("json", &o.json, "print one JSON document instead of the table"),
+        CLI_STRING("plot", &o.plot, "FILE", "write an SVG plot of matmul and softmax throughput "
+                   "against size, with the ceilings"),
+        CLI_FLAG("verbose", &o.b.verbose, "print the library's info messages to stderr"),
+    };
+    int n_opts = (int)(sizeof opts / sizeof opts[0]);
+    int rc = cli_parse(&bench_cmd, argc, argv, opts, n_opts);
+    if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
+    rc = check_options(&o);
+    if (rc == CLI_OK && o.plot && !o.list) rc = check_plot_path(o.plot);
+    if (rc != CLI_OK) return rc;
+
+    bench b = {.o = &o, .t_start = cli_now(), .progress = isatty(fileno(stderr)) != 0};
+    rc = open_backends(&b, &o);
+    if (rc == CLI_OK) {
+        set_mode(&b, &o);
+        if (o.list) {
+            bench_list_kernels(&b, stdout);
+            bench_list_models(&b, stdout);
+        } else if (bench_list_kernels(&b, NULL) + bench_list_models(&b, NULL) == 0) {
+            rc = cli_usage_error("bench", "--filter '%s' matches none of the %s cases (--list "
+                                 "prints them)", o.filter, b.quick ? "--quick" : "--full");
+        } else {
+            rc = run(&b);
+        }
+    }
+    free(b.rows);
+    return close_backends(&b, rc);
+}

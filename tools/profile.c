@@ -1,0 +1,126 @@
+/* Per-op times folded into kernel kinds (see cli.h): the categories `vkattn train --profile` and
+ * `vkattn bench` both print, and the names bench gives its kernel cases. */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Kinds in the order a training step first runs them; each lists the op names (as the library
+ * labels them in vka_op_time.op) that belong to it. */
+static const struct {
+    const char *kind;
+    const char *ops[5];
+} kind_table[] = {
+    {"encoder", {"encoder_forward", "encoder_backward"}},
+    {"layernorm", {"layernorm_forward", "layernorm_backward"}},
+    {"matmul", {"matmul"}},
+    {"bias_backward", {"bias_backward"}},
+    {"permute", {"permute_forward", "permute_backward", "unpermute_forward", "unpermute_backward"}},
+    {"softmax", {"softmax_forward", "softmax_backward"}},
+    {"gelu", {"gelu_forward", "gelu_backward"}},
+    {"residual", {"residual_forward", "add_inplace"}},
+    {"crossentropy", {"crossentropy_forward", "crossentropy_backward", "mean"}},
+    {"adamw", {"grad_norm", "adamw"}},
+    {"fill_copy", {"fill", "copy"}},
+};
+#define N_KINDS (int)(sizeof kind_table / sizeof kind_table[0])
+
+/* Index into kind_table, or -1. */
+static int kind_index(const char *op) {
+    for (int k = 0; k < N_KINDS; k++)
+        for (int i = 0; i < 5 && kind_table[k].ops[i]; i++)
+            if (strcmp(kind_table[k].ops[i], op) == 0) return k;
+    return -1;
+}
+
+const char *cli_op_kind(const char *op) {
+    int k = kind_index(op);
+    return k >= 0 ? kind_table[k].kind : op;
+}
+
+/* The slot of kind in out[0..*n), appended (in the fixed order for known kinds) if new. */
+static cli_kind_time *slot(cli_kind_time *out, int *n, int cap, const char *kind) {
+    for (int i = 0; i < *n; i++)
+        if (strcmp(out[i].kind, kind) == 0) return &out[i];
+    if (*n >= cap) return NULL;
+    out[*n] = (cli_kind_time){.kind = kind};
+    return &out[(*n)++];
+}
+
+static void add_op_name(cli_kind_time *k, const char *op) {
+    size_t len = strlen(k->ops), add = strlen(op);
+    if (len + add + 3 > sizeof k->ops) return;
+    /* each op appears once in the list */
+    for (const char *p = k->ops; (p = strstr(p, op)) != NULL; p += add)
+        if ((p == k->ops || p[-1] == ' ') && (p[add] == ',' || p[add] == '\0')) return;
+    snprintf(k->ops + len, sizeof k->ops - len, "%s%s", len ? ", " : "", op);
+}
+
+static void fold(cli_kind_time *s, const vka_op_time *op) {
+    s->calls += op->calls;
+    s->ms += op->ms;
+    add_op_name(s, op->op);
+}
+
+int cli_profile_kinds(const vka_op_time *ops, int n, cli_kind_time *out, int cap) {
+    int count = 0;
+    /* Known kinds in table order, then unknown ops in their order of appearance. */
+    for (int k = 0; k < N_KINDS; k++)
+        for (int i = 0; i < n; i++) {
+            if (kind_index(ops[i].op) != k) continue;
+            cli_kind_time *s = slot(out, &count, cap, kind_table[k].kind);
+            if (s) fold(s, &ops[i]);
+        }
+    for (int i = 0; i < n; i++) {
+        if (kind_index(ops[i].op) >= 0) continue;
+        cli_kind_time *s = slot(out, &count, cap, ops[i].op);
+        if (s) fold(s, &ops[i]);
+    }
+    return count;
+}
+
+static int by_ms_desc(const void *pa, const void *pb) {
+    const cli_kind_time *a = pa, *b = pb;
+    return (a->ms < b->ms) - (a->ms > b->ms);
+}
+
+void cli_profile_print(FILE *f, const cli_kind_time *kinds, int n, const char *indent) {
+    cli_kind_time sorted[CLI_MAX_KINDS];
+    if (n > CLI_MAX_KINDS) n = CLI_MAX_KINDS;
+    memcpy(sorted, kinds, (size_t)n * sizeof *kinds);
+    qsort(sorted, (size_t)n, sizeof *sorted, by_ms_desc);
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += sorted[i].ms;
+    fprintf(f, "%s%-14s %6s %10s %6s  %s\n", indent, "kind", "calls", "ms", "%", "ops");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s%-14s %6u %10.3f %5.1f%%  %s\n", indent, sorted[i].kind, sorted[i].calls,
+                sorted[i].ms, sum > 0 ? 100.0 * sorted[i].ms / sum : 0.0, sorted[i].ops);
+}
+
+void cli_profile_json(FILE *f, const cli_kind_time *kinds, int n) {
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += kinds[i].ms;
+    fputc('[', f);
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "%s{\"kind\":", i ? "," : "");
+        cli_json_string(f, kinds[i].kind);
+        fprintf(f, ",\"calls\":%u,\"ms\":", kinds[i].calls);
+        cli_json_number(f, kinds[i].ms);
+        fprintf(f, ",\"percent\":");
+        cli_json_number(f, sum > 0 ? 100.0 * kinds[i].ms / sum : 0.0);
+        fprintf(f, ",\"ops\":[");
+        /* ops is "a, b, c" */
+        const char *p = kinds[i].ops;
+        for (int j = 0; *p; j++) {
+            size_t len = strcspn(p, ",");
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), p);
+            if (j) fputc(',', f);
+            cli_json_string(f, name);
+            p += len;
+            while (*p == ',' || *p == ' ') p++;
+        }
+        fprintf(f, "]}");
+    }
+    fputc(']', f);
+}
