@@ -146,6 +146,8 @@ bool bench_selected(const bench *b, const char *id);
 /* The bandwidth ceiling for a memory-bound case moving `bytes`: the larger of the device's
  * copy bandwidth (vka_measure_peak) and a copy moving as many bytes (measured once per size). */
 vka_result bench_bandwidth_ceiling(bench *b, int dev, double bytes, double *gbps);
+/* Elements of each buffer of the copy that moves `bytes` (read + written), within the limits. */
+size_t bench_copy_elems(const bench_dev *d, double bytes);
 /* "skipped: <why>" from the context's last error. */
 void bench_skip(bench_result *res, vka_context *ctx, vka_result r, const char *what);
 /* Whether r means "this device cannot hold the case" (a skip, not a failure). */

@@ -41,10 +41,10 @@ void bench_print_header(const bench *b, FILE *f) {
     const bench_plan *k = &b->kernel_plan, *m = &b->model_plan;
     fprintf(f, "vkattn bench %s: %s set%s\n", vka_version_string(), b->quick ? "quick" : "full",
             b->quick ? " (--full runs every case)" : "");
-    fprintf(f, "each case: a check run against the CPU backend (the first warm-up run), %d more "
-            "warm-up run(s) (models %d), then %d-%d timed runs (models %d-%d), stopping after %.2g s "
-            "(models %.2g s)\n", k->warmup - 1, m->warmup - 1, k->min_runs, k->max_runs,
-            m->min_runs, m->max_runs, k->budget_s, m->budget_s);
+    fprintf(f, "each case: a check run against the CPU backend, %d warm-up and %d-%d timed runs "
+            "(fewer after %.2g s); models: %d warm-up and %d-%d timed runs (fewer after %.2g s)\n",
+            k->warmup - 1, k->min_runs, k->max_runs, k->budget_s, m->warmup - 1, m->min_runs,
+            m->max_runs, m->budget_s);
     for (int dev = 0; dev < BENCH_NB; dev++) {
         const bench_dev *d = &b->dev[dev];
         if (!d->on) continue;
@@ -87,12 +87,18 @@ static void print_result(const bench_row *row, const bench_result *res, FILE *f)
     snprintf(rate, sizeof rate, "%.3g %s", r, row->compute ? "GF/s" : "GB/s");
     snprintf(ceil, sizeof ceil, "%.0f%%", res->ceiling > 0 ? 100.0 * r / res->ceiling : NAN);
     double spread = 100.0 * (res->t.ms_max - res->t.ms_min) / (2.0 * res->t.ms_med);
+    char sp[8];
+    if (spread < 999.5) snprintf(sp, sizeof sp, "%.0f", spread);
+    else snprintf(sp, sizeof sp, "big");
     static const char *const check[] = {"-", "ok", "WRONG", "ref"};
-    fprintf(f, " | %9s %3.0f %12s %5s %-5s", ms, spread, rate, ceil, check[res->check]);
+    fprintf(f, " | %9s %3s %12s %5s %-5s", ms, sp, rate, ceil, check[res->check]);
 }
 
 /* Model rows: tokens/s, then the profiled share of each kernel kind, side by side. */
 static void print_model_detail(const bench *b, const bench_row *row, FILE *f) {
+    bool any = false;
+    for (int dev = 0; dev < BENCH_NB; dev++) any |= b->dev[dev].on && row->r[dev].ran;
+    if (!any) return;
     fprintf(f, "    tokens/s (host wall time per step):");
     for (int dev = 0; dev < BENCH_NB; dev++) {
         const bench_result *res = &row->r[dev];
@@ -118,10 +124,13 @@ static void print_model_detail(const bench *b, const bench_row *row, FILE *f) {
         }
     }
     if (n == 0) return;
-    fprintf(f, "    per kernel kind (a separate profiled run):");
-    for (int dev = 0; dev < BENCH_NB; dev++)
-        if (row->r[dev].n_prof) fprintf(f, " %s %.1f ms |", bench_backend_names[dev], row->r[dev].prof_ms);
-    fputc('\n', f);
+    fprintf(f, "    per kernel kind, from a separate profiled run (");
+    for (int dev = 0, first = 1; dev < BENCH_NB; dev++)
+        if (row->r[dev].n_prof) {
+            fprintf(f, "%s%s %.1f ms", first ? "" : ", ", bench_backend_names[dev], row->r[dev].prof_ms);
+            first = 0;
+        }
+    fprintf(f, "):\n");
     for (int i = 0; i < n; i++) {
         fprintf(f, "      %-14s", kinds[i]);
         for (int dev = 0; dev < BENCH_NB; dev++) {

@@ -95,13 +95,18 @@ static vka_result copy_gbps(bench *b, vka_context *ctx, size_t n, double *gbps) 
     return r;
 }
 
-vka_result bench_bandwidth_ceiling(bench *b, int dev, double bytes, double *gbps) {
-    bench_dev *d = &b->dev[dev];
-    *gbps = d->peak.gbps;
+size_t bench_copy_elems(const bench_dev *d, double bytes) {
     size_t n = (size_t)(bytes / 8.0);
     size_t max_n = (size_t)(d->info.max_storage_buffer_range / 4);
     if (n < 1) n = 1;
     if (max_n && n > max_n) n = max_n;
+    return n;
+}
+
+vka_result bench_bandwidth_ceiling(bench *b, int dev, double bytes, double *gbps) {
+    bench_dev *d = &b->dev[dev];
+    *gbps = d->peak.gbps;
+    size_t n = bench_copy_elems(d, bytes);
     for (int i = 0; i < d->n_copies; i++)
         if (d->copy_n[i] == n) {
             if (d->copy_gbps[i] > *gbps) *gbps = d->copy_gbps[i];

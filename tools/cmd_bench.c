@@ -124,7 +124,7 @@ int bench_row_done(bench *b, bench_row *row) {
         if (r == VKA_SUCCESS && row->compute) {
             res->ceiling = d->peak.gflops;
         } else if (r == VKA_SUCCESS) {
-            size_t n = (size_t)(row->bytes / 8.0);
+            size_t n = bench_copy_elems(d, row->bytes);
             for (int i = 0; i < d->n_copies; i++) /* forget that size's copy: measure it anew */
                 if (d->copy_n[i] == n) d->copy_n[i] = 0;
             double again = 0.0;
@@ -195,8 +195,8 @@ static int close_backends(bench *b, int rc) {
 static void set_mode(bench *b, const bench_opts *o) {
     bool gpu = b->dev[BENCH_VK].on && b->dev[BENCH_VK].info.type != VKA_DEVICE_TYPE_CPU;
     b->quick = o->quick || (!o->full && !gpu);
-    b->kernel_plan = b->quick ? (bench_plan){.warmup = 1, .min_runs = 3, .max_runs = 10, .budget_s = 0.25}
-                              : (bench_plan){.warmup = 3, .min_runs = 5, .max_runs = 50, .budget_s = 2.0};
+    b->kernel_plan = b->quick ? (bench_plan){.warmup = 1, .min_runs = 3, .max_runs = 50, .budget_s = 0.25}
+                              : (bench_plan){.warmup = 3, .min_runs = 5, .max_runs = 200, .budget_s = 2.0};
     b->model_plan = b->quick ? (bench_plan){.warmup = 1, .min_runs = 1, .max_runs = 3, .budget_s = 1.0}
                              : (bench_plan){.warmup = 2, .min_runs = 3, .max_runs = 10, .budget_s = 10.0};
     bench_plan *plans[2] = {&b->kernel_plan, &b->model_plan};
@@ -284,7 +284,7 @@ int cmd_bench(int argc, char **argv) {
         CLI_STRING("filter", &o.filter, "PATTERN", "run only the cases whose id contains "
                    "PATTERN (or matches it, with * or ?); several separated by commas"),
         CLI_FLAG("list", &o.list, "print the ids and shapes of the selected cases and exit"),
-        CLI_INT("runs", &o.runs, "N", "timed runs per case at most (default: 10 quick, 50 full; "
+        CLI_INT("runs", &o.runs, "N", "timed runs per case at most (default: 50 quick, 200 full; "
                 "3 and 10 for the models)", 1, 1000),
         CLI_INT("warmup", &o.warmup, "N", "untimed runs per case, the check run included "
                 "(default: 1 quick, 3 full)", 1, 1000),

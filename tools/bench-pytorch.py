@@ -1,0 +1,426 @@
+#!/usr/bin/python3
+"""The PyTorch side of `vkattn bench`: the same matmul and masked-softmax cases and the same
+GPT forward passes and training steps, run by PyTorch on the CPU, printed as the same JSON
+(schema vkattn-bench/1, backend "pytorch"), so the two can be laid side by side.
+
+Run it with a Python that has torch (Debian's python3-torch is at /usr/bin/python3; the
+`python3` first on PATH may be another one without it):
+
+    build/vkattn bench --json > vkattn.json
+    /usr/bin/python3 tools/bench-pytorch.py > pytorch.json
+    /usr/bin/python3 tools/bench-pytorch.py --compare vkattn.json pytorch.json
+
+The cases have vkattn's ids, shapes and work formulas (README.md "Benchmarks"): the square
+matmuls and the default model's linear layers (forward: out = inp . W^T + b; backward:
+dinp = dout . W and dW += dout^T . inp), the causal softmax of B*NH (T, T) matrices with scale
+1/8 (forward: softmax(mask(scale * x)); backward: dinp += scale * softmax_backward(dout, out)),
+and whole models: GPT-2 as llm.c writes it (pre-LN blocks, fused qkv, GELU(tanh), LM head tied
+to wte), initialised as GPT-2 (weights N(0, 0.02), biases 0), a forward pass with the mean
+cross-entropy, and a training step (zero the gradients, forward, backward, clip the global
+gradient norm to 1, AdamW with lr 1e-4, betas (0.9, 0.99), weight decay 0.1 on the 2-D
+weights) -- the step `vkattn train` takes. Times are host wall times (PyTorch's CPU ops are
+synchronous): a warm-up run, then the median of up to --runs runs, fewer once --budget seconds
+are spent, as vkattn bench does.
+"""
+import argparse
+import fnmatch
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+
+SCHEMA = "vkattn-bench/1"
+
+# vkattn bench's tables (tools/bench_cases.c, tools/bench_model.c)
+MODELS = {
+    "default": dict(L=4, NH=4, C=128, V=65),
+    "gpt2-small": dict(L=12, NH=12, C=768, V=65),
+    "gpt2-small-V50257": dict(L=12, NH=12, C=768, V=50257),
+}
+SHAPES = [("default", 12, 64, True), ("gpt2-small", 4, 256, False)]  # (model, B, T, quick)
+LINEARS = [("qkv", 3, 1), ("attproj", 1, 1), ("fc", 4, 1), ("fcproj", 1, 4)]  # OC, IC in C
+SQUARES = [(256, True), (512, True), (1024, True), (2048, False), (4096, False)]
+SOFTMAX_T = [(64, True), (128, False), (256, True), (512, False), (1024, True), (2048, False)]
+MODEL_CASES = [  # (model, B, T, quick forward, quick train step)
+    ("default", 12, 64, True, True), ("default", 48, 64, False, False),
+    ("default", 12, 256, False, False), ("gpt2-small", 1, 64, True, False),
+    ("gpt2-small", 4, 256, False, False), ("gpt2-small", 8, 1024, False, False),
+    ("gpt2-small-V50257", 4, 256, False, False),
+]
+
+
+def padded(v):
+    return (v + 127) // 128 * 128
+
+
+def softmax_bnh(t):
+    return max(1, min(48, (1 << 22) // (t * t)))
+
+
+# ----------------------------------------------------------------------------------------------
+# Cases: each is a dict with vkattn's fields and a setup() returning the function to time
+# ----------------------------------------------------------------------------------------------
+def case(kind, name, pass_, shape, bound, flop, nbytes, setup, **extra):
+    c = dict(id=f"{kind}/{name}/{pass_}", kind=kind, name=name, pass_=pass_, shape=shape,
+             bound=bound, flop=flop if flop > 0 else None, bytes=nbytes if nbytes > 0 else None,
+             setup=setup)
+    c.update(extra)
+    return c
+
+
+def rand(torch, *shape):
+    return torch.rand(*shape) * 2 - 1
+
+
+def square_case(torch, n):
+    def setup():
+        a, b, out = rand(torch, n, n), rand(torch, n, n), torch.empty(n, n)
+        return lambda: torch.matmul(a, b, out=out)
+    return case("matmul", f"square.{n}", "forward", f"M={n} N={n} K={n}", "compute",
+                2.0 * n * n * n, 4.0 * 3 * n * n, setup)
+
+
+def linear_cases(torch, name, bt, ic, oc, bias):
+    def fwd():
+        inp, w, b, out = rand(torch, bt, ic), rand(torch, oc, ic), rand(torch, oc), torch.empty(bt, oc)
+        if bias:
+            return lambda: torch.addmm(b, inp, w.t(), out=out)
+        return lambda: torch.matmul(inp, w.t(), out=out)
+
+    def bwd():
+        dout, w, inp = rand(torch, bt, oc), rand(torch, oc, ic), rand(torch, bt, ic)
+        dinp, dw = torch.empty(bt, ic), rand(torch, oc, ic)
+
+        def run():
+            torch.matmul(dout, w, out=dinp)
+            dw.addmm_(dout.t(), inp)
+        return run
+    BT, IC, OC = float(bt), float(ic), float(oc)
+    return [
+        case("matmul", name, "forward", f"BT={bt} IC={ic} OC={oc}{' +bias' if bias else ''}",
+             "compute", 2 * BT * IC * OC, 4 * (BT * IC + OC * IC + BT * OC + (OC if bias else 0)), fwd),
+        case("matmul", name, "backward", f"BT={bt} IC={ic} OC={oc}", "compute", 4 * BT * IC * OC,
+             4 * (BT * OC + 3 * OC * IC + 2 * BT * IC), bwd),
+    ]
+
+
+def softmax_cases(torch, t):
+    bnh = softmax_bnh(t)
+    scale = 0.125
+    mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+
+    def fwd():
+        x = rand(torch, bnh, t, t) * 4
+        return lambda: torch.softmax((x * scale).masked_fill_(mask, float("-inf")), dim=-1)
+
+    def bwd():
+        dinp, dout = rand(torch, bnh, t, t), rand(torch, bnh, t, t)
+        out = torch.softmax(rand(torch, bnh, t, t), dim=-1)
+        return lambda: dinp.add_(torch._softmax_backward_data(dout, out, -1, torch.float32),
+                                 alpha=scale)
+    rows, half = float(bnh) * t, float(bnh) * t * (t + 1) / 2
+    shape = f"B*NH={bnh} T={t} causal"
+    return [case("softmax", f"T{t}", "forward", shape, "memory", 0, 4 * (half + rows * t), fwd),
+            case("softmax", f"T{t}", "backward", shape, "memory", 0, 16 * rows * t, bwd)]
+
+
+# ----------------------------------------------------------------------------------------------
+# The model (llm.c's GPT-2, as tools/make_reference.py and vkattn write it)
+# ----------------------------------------------------------------------------------------------
+def gpt_params(torch, L, NH, C, V, T, seed=1337):
+    gen = torch.Generator().manual_seed(seed)
+    vp = padded(V)
+
+    def normal(*shape):
+        return torch.randn(*shape, generator=gen) * 0.02
+    p = {"wte": normal(vp, C), "wpe": normal(T, C),
+         "ln1w": torch.ones(L, C), "ln1b": torch.zeros(L, C),
+         "qkvw": normal(L, 3 * C, C), "qkvb": torch.zeros(L, 3 * C),
+         "attprojw": normal(L, C, C), "attprojb": torch.zeros(L, C),
+         "ln2w": torch.ones(L, C), "ln2b": torch.zeros(L, C),
+         "fcw": normal(L, 4 * C, C), "fcb": torch.zeros(L, 4 * C),
+         "fcprojw": normal(L, C, 4 * C), "fcprojb": torch.zeros(L, C),
+         "lnfw": torch.ones(C), "lnfb": torch.zeros(C)}
+    p["wte"][V:] = 0.0
+    return {n: t.requires_grad_(True) for n, t in p.items()}
+
+
+def gpt_loss(torch, F, p, x, y, L, NH, C, V):
+    b, t = x.shape
+    hs = C // NH
+    mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+    h = p["wte"][x] + p["wpe"][:t]
+    for l in range(L):
+        a = F.layer_norm(h, (C,), p["ln1w"][l], p["ln1b"][l], eps=1e-5)
+        qkv = F.linear(a, p["qkvw"][l], p["qkvb"][l])
+        q, k, v = (z.view(b, t, NH, hs).transpose(1, 2) for z in qkv.split(C, dim=2))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+        att = torch.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
+        a = (att @ v).transpose(1, 2).contiguous().view(b, t, C)
+        h = h + F.linear(a, p["attprojw"][l], p["attprojb"][l])
+        m = F.layer_norm(h, (C,), p["ln2w"][l], p["ln2b"][l], eps=1e-5)
+        m = F.gelu(F.linear(m, p["fcw"][l], p["fcb"][l]), approximate="tanh")
+        h = h + F.linear(m, p["fcprojw"][l], p["fcprojb"][l])
+    h = F.layer_norm(h, (C,), p["lnfw"], p["lnfb"], eps=1e-5)
+    logits = h @ p["wte"].t()
+    return F.cross_entropy(logits[..., :V].reshape(-1, V), y.reshape(-1))
+
+
+def forward_flop(L, C, V, B, T):
+    """vkattn bench's count: the matmuls of a forward pass (tools/bench_model.c)."""
+    bt = float(B) * T
+    return bt * (24.0 * L * C * C + 2.0 * C * padded(V)) + 4.0 * B * L * float(T) * T * C
+
+
+def model_case(torch, F, model, B, T, train):
+    cfg = MODELS[model]
+    L, NH, C, V = cfg["L"], cfg["NH"], cfg["C"], cfg["V"]
+
+    def setup():
+        p = gpt_params(torch, L, NH, C, V, T)
+        gen = torch.Generator().manual_seed(B * 1000 + T)
+        x = torch.randint(0, V, (B, T), generator=gen)
+        y = torch.randint(0, V, (B, T), generator=gen)
+        state = {}
+        if not train:
+            def run():
+                with torch.no_grad():
+                    state["loss"] = gpt_loss(torch, F, p, x, y, L, NH, C, V).item()
+            return run, state
+        decayed = {"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw"}
+        opt = torch.optim.AdamW(
+            [{"params": [t for n, t in p.items() if n in decayed], "weight_decay": 0.1},
+             {"params": [t for n, t in p.items() if n not in decayed], "weight_decay": 0.0}],
+            lr=1e-4, betas=(0.9, 0.99), eps=1e-8)
+
+        def run():
+            opt.zero_grad(set_to_none=True)
+            loss = gpt_loss(torch, F, p, x, y, L, NH, C, V)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(list(p.values()), 1.0)
+            opt.step()
+            state.setdefault("loss", loss.item())
+        return run, state
+    vp = padded(V)
+    params = vp * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
+    name = f"{model}.B{B}.T{T}"
+    return case("model", name, "train_step" if train else "forward",
+                f"L={L} NH={NH} C={C} V={V} B={B} T={T}", "compute",
+                forward_flop(L, C, V, B, T) * (3 if train else 1), 0, setup,
+                model=dict(name=model, L=L, NH=NH, C=C, V=V, Vp=vp, max_T=T, params=params),
+                B=B, T=T, tokens=B * T)
+
+
+def all_cases(torch, F, quick):
+    cases = [square_case(torch, n) for n, q in SQUARES if q or not quick]
+    for model, B, T, q in SHAPES:
+        if quick and not q:
+            continue
+        m = MODELS[model]
+        for layer, oc, ic in LINEARS:
+            cases += linear_cases(torch, f"{model}.{layer}", B * T, ic * m["C"], oc * m["C"], True)
+        cases += linear_cases(torch, f"{model}.lm_head", B * T, m["C"], padded(m["V"]), False)
+    if not quick:
+        m = MODELS["gpt2-small-V50257"]
+        cases += linear_cases(torch, "gpt2-small-V50257.lm_head", 1024, m["C"], padded(m["V"]), False)
+    for t, q in SOFTMAX_T:
+        if q or not quick:
+            cases += softmax_cases(torch, t)
+    for model, B, T, qf, qt in MODEL_CASES:
+        for train, q in ((False, qf), (True, qt)):
+            if q or not quick:
+                cases.append(model_case(torch, F, model, B, T, train))
+    return cases
+
+
+# ----------------------------------------------------------------------------------------------
+# Timing and output
+# ----------------------------------------------------------------------------------------------
+def measure(run, warmup, min_runs, max_runs, budget):
+    for _ in range(warmup):
+        run()
+    times, spent = [], 0.0
+    while len(times) < max_runs and (len(times) < min_runs or spent < budget):
+        t0 = time.perf_counter()
+        run()
+        dt = time.perf_counter() - t0
+        times.append(dt * 1e3)
+        spent += dt
+    return times
+
+
+def result(c, times, state):
+    med = statistics.median(times)
+    compute = c["bound"] == "compute"
+    rate = (c["flop"] if compute else c["bytes"]) / (med * 1e6)
+    r = dict(status="ok", runs=len(times), ms_median=med, ms_min=min(times), ms_max=max(times),
+             host_ms_median=med)
+    if c["flop"]:
+        r["gflops"] = c["flop"] / (med * 1e6)
+    if c["bytes"]:
+        r["gbps"] = c["bytes"] / (med * 1e6)
+    r.update(throughput=rate, throughput_unit="GFLOP/s" if compute else "GB/s", ceiling=None,
+             percent_of_ceiling=None, check="unchecked")
+    if "tokens" in c:
+        r["tokens_per_s"] = c["tokens"] / (med * 1e-3)
+        r["loss"] = state.get("loss")
+    return r
+
+
+def selected(c, patterns):
+    if not patterns:
+        return True
+    for pat in patterns:
+        if any(ch in pat for ch in "*?[") and fnmatch.fnmatchcase(c["id"], pat):
+            return True
+        if not any(ch in pat for ch in "*?[") and pat in c["id"]:
+            return True
+    return False
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "CPU"
+
+
+def blas_in_use():
+    """The BLAS libraries this process has mapped (Debian's libblas.so.3 is the reference BLAS
+    unless an alternative such as OpenBLAS is installed or put on LD_LIBRARY_PATH)."""
+    found = []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split()[-1]
+                if "blas" in os.path.basename(path) and path not in found:
+                    found.append(path)
+    except OSError:
+        pass
+    return found
+
+
+def run_bench(args):
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(args.threads)
+    quick = not args.full
+    kernels = dict(warmup=1, min_runs=3, max_runs=args.runs or (50 if quick else 200),
+                   budget_s=0.25 if quick else 2.0)
+    models = dict(warmup=1, min_runs=1, max_runs=args.runs or (3 if quick else 10),
+                  budget_s=1.0 if quick else 10.0)
+    patterns = [p for p in (args.filter or "").split(",") if p]
+    torch.matmul(torch.ones(64, 64), torch.ones(64, 64))  # loads the BLAS
+    t_start = time.perf_counter()
+    out = []
+    for c in all_cases(torch, F, quick):
+        if not selected(c, patterns):
+            continue
+        plan = models if c["kind"] == "model" else kernels
+        print(f"{c['id']} ...", file=sys.stderr, flush=True)
+        made = c["setup"]()
+        run, state = made if isinstance(made, tuple) else (made, {})
+        times = measure(run, plan["warmup"], plan["min_runs"], plan["max_runs"],
+                        plan["budget_s"])
+        row = {k: v for k, v in c.items() if k not in ("setup", "pass_")}
+        row["pass"] = c["pass_"]
+        row["results"] = {"pytorch": result(c, times, state)}
+        out.append(row)
+        del run, made
+    # the same keys, in vkattn's order
+    order = ["id", "kind", "name", "pass", "shape", "bound", "flop", "bytes", "model", "B", "T",
+             "tokens", "results"]
+    cases = [{k: row[k] for k in order if k in row} for row in out]
+    return {
+        "schema": SCHEMA, "vkattn_version": None, "mode": "quick" if quick else "full",
+        "seed": None, "filter": args.filter,
+        "plan": {"kernels": kernels, "models": models},
+        "backends": [{"backend": "pytorch", "device": cpu_name(), "device_type": "CPU",
+                      "threads": torch.get_num_threads(), "torch_version": torch.__version__,
+                      "blas": blas_in_use(),
+                      "timer": "host", "ceilings": None}],
+        "cases": cases, "seconds": time.perf_counter() - t_start,
+    }
+
+
+def compare(paths):
+    """One table: every case of the first file, with each file's backends' median ms."""
+    docs = []
+    for p in paths:
+        with open(p) as f:
+            docs.append(json.load(f))
+    columns = []  # (doc index, backend)
+    for i, d in enumerate(docs):
+        for b in d["backends"]:
+            columns.append((i, b["backend"]))
+    names = [b for _, b in columns]
+    # a backend in two files is told apart by the file's name
+    labels = [b if names.count(b) == 1 else f"{b}:{os.path.splitext(os.path.basename(paths[i]))[0]}"
+              for i, b in columns]
+    by_id = [{c["id"]: c for c in d["cases"]} for d in docs]
+    wms = [max(10, len(x) + 3) for x in labels]
+    wsp = [max(10, len(x) + 8) for x in labels]
+    head = f"{'case':40} {'shape':30}" + "".join(f" {x + ' ms':>{w}}" for x, w in zip(labels, wms))
+    if len(columns) > 1:
+        head += "".join(f" {x + ' speedup':>{w}}" for x, w in zip(labels[:-1], wsp))
+    print(head)
+    for c in docs[0]["cases"]:
+        ms = []
+        for i, b in columns:
+            r = by_id[i].get(c["id"], {}).get("results", {}).get(b, {})
+            ms.append(r.get("ms_median") if r.get("status") == "ok" else None)
+        line = f"{c['id']:40} {c['shape']:30}" + "".join(
+            f" {m:{w}.4g}" if m else f" {'-':>{w}}" for m, w in zip(ms, wms))
+        if len(columns) > 1:
+            last = ms[-1]
+            line += "".join(f" {last / m:{w - 1}.2f}x" if m and last else f" {'-':>{w}}"
+                            for m, w in zip(ms[:-1], wsp))
+        print(line)
+    if len(columns) > 1:
+        print(f"speedup: {labels[-1]}'s time / that one's (above 1: faster than {labels[-1]})")
+    for i, d in enumerate(docs):
+        for b in d["backends"]:
+            extra = f", torch {b['torch_version']}" if "torch_version" in b else ""
+            if b.get("blas"):
+                extra += ", BLAS " + " ".join(os.path.basename(x) for x in b["blas"])
+            threads = f", {b['threads']} threads" if "threads" in b else ""
+            print(f"{b['backend']} ({paths[i]}): {b['device']}{threads}{extra}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--full", action="store_true", help="every case (default: the --quick set)")
+    ap.add_argument("--filter", help="case ids containing this (or matching it, with * or ?); "
+                    "several separated by commas")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(),
+                    help="torch threads (default: the CPUs, as vkattn's OpenMP default)")
+    ap.add_argument("--runs", type=int, help="timed runs per case at most")
+    ap.add_argument("--compare", nargs="+", metavar="JSON",
+                    help="print the cases of these bench JSON files side by side and exit")
+    args = ap.parse_args()
+    if args.compare:
+        compare(args.compare)
+        return 0
+    if args.threads < 1 or (args.runs is not None and args.runs < 1):
+        ap.error("--threads and --runs must be at least 1")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("bench-pytorch.py: torch is not installed for this Python "
+              f"({sys.executable}); try /usr/bin/python3 (Debian's python3-torch)", file=sys.stderr)
+        return 1
+    json.dump(run_bench(args), sys.stdout)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
