@@ -69,8 +69,9 @@ static inline bool jv_string(jv_parser *p, char **out) {
                         free(buf);
                         return jv_fail(p, "bad \\u escape");
                     }
-                    v = v * 16 + (unsigned)(isdigit((unsigned char)*p->s) ? *p->s - '0'
-                                                                         : (tolower(*p->s) - 'a' + 10));
+                    int ch = (unsigned char)*p->s;
+                    int d = isdigit(ch) ? ch - '0' : tolower(ch) - 'a' + 10;
+                    v = v * 16 + (unsigned)d;
                 }
                 c = v < 0x80 ? (unsigned char)v : '?';
                 break;

@@ -46,7 +46,7 @@ static void assert_near(double got, double want, double rel, const char *what) {
         fail_msg("%s: %.9g, expected %.9g", what, got, want);
 }
 
-/* --- the JSON document ------------------------------------------------------------------------- */
+/* --- the JSON document ------------------------------------------------------------------------ */
 
 static void check_backend(const jv *b) {
     const char *name = jv_str(b, "backend");
@@ -101,7 +101,8 @@ static void check_result(const jv *c, const jv *res, const char *backend) {
     double ceiling = jv_num(res, "ceiling");
     print_message("%-36s %-6s %9.4f ms %8.3g %s of %.4g\n", id, backend, med, rate,
                   jv_str(res, "throughput_unit"), ceiling);
-    if (!(rate <= ceiling)) fail_msg("%s on %s: %g is above the ceiling %g", id, backend, rate, ceiling);
+    if (!(rate <= ceiling))
+        fail_msg("%s on %s: %g is above the ceiling %g", id, backend, rate, ceiling);
     assert_near(jv_num(res, "percent_of_ceiling"), 100.0 * rate / ceiling, 1e-6, "percent");
     if (strcmp(backend, "cpu") == 0) {
         assert_string_equal(jv_str(res, "check"), "reference");
@@ -136,7 +137,7 @@ static void check_case(const jv *c, bool vulkan) {
                     jv_num(jv_get(results, "vulkan"), "ms_median"), 1e-6, "vulkan_speedup");
 }
 
-/* --- the SVG ----------------------------------------------------------------------------------- */
+/* --- the SVG ---------------------------------------------------------------------------------- */
 
 /* Elements nest and close, attribute values are quoted, text has no stray '<' or '&'. */
 static void check_xml(const char *s) {
@@ -200,7 +201,7 @@ static void check_svg(const char *path, bool vulkan) {
     free(svg);
 }
 
-/* --- tests ------------------------------------------------------------------------------------- */
+/* --- tests ------------------------------------------------------------------------------------ */
 
 #define FILTER "gelu/default/forward,softmax/T64,matmul/square.256,model/default.B12.T64/forward"
 
@@ -347,14 +348,16 @@ static void test_train_profile_uses_bench_kinds(void **state) {
     assert_true(cu_line(r.out, "\"event\":\"done\"", 0, done, sizeof done));
     jv doc;
     parse(done, &doc);
-    const jv *prof = jv_get(&doc, "profile"), *k = jv_get(prof, "kinds"), *ops = jv_get(prof, "ops");
+    const jv *prof = jv_get(&doc, "profile");
+    const jv *k = jv_get(prof, "kinds"), *ops = jv_get(prof, "ops");
     assert_true(k && k->n >= 8 && ops && ops->n >= k->n);
     for (int i = 0; i < ops->n; i++) {
         const char *kind = jv_str(&ops->items[i], "kind");
         bool listed = false;
         for (int j = 0; j < k->n; j++) listed |= strcmp(jv_str(&k->items[j], "kind"), kind) == 0;
         if (!known_kind(kind) || !listed)
-            fail_msg("op %s: kind '%s' is not a bench kind or not listed", jv_str(&ops->items[i], "op"), kind);
+            fail_msg("op %s: kind '%s' is not a bench kind or not listed",
+                     jv_str(&ops->items[i], "op"), kind);
     }
     jv_clear(&doc);
     cu_free(&r);

@@ -24,6 +24,7 @@ are spent, as vkattn bench does.
 """
 import argparse
 import fnmatch
+import importlib.util
 import json
 import math
 import os
@@ -85,7 +86,8 @@ def square_case(torch, n):
 
 def linear_cases(torch, name, bt, ic, oc, bias):
     def fwd():
-        inp, w, b, out = rand(torch, bt, ic), rand(torch, oc, ic), rand(torch, oc), torch.empty(bt, oc)
+        inp, w, b = rand(torch, bt, ic), rand(torch, oc, ic), rand(torch, oc)
+        out = torch.empty(bt, oc)
         if bias:
             return lambda: torch.addmm(b, inp, w.t(), out=out)
         return lambda: torch.matmul(inp, w.t(), out=out)
@@ -101,7 +103,8 @@ def linear_cases(torch, name, bt, ic, oc, bias):
     BT, IC, OC = float(bt), float(ic), float(oc)
     return [
         case("matmul", name, "forward", f"BT={bt} IC={ic} OC={oc}{' +bias' if bias else ''}",
-             "compute", 2 * BT * IC * OC, 4 * (BT * IC + OC * IC + BT * OC + (OC if bias else 0)), fwd),
+             "compute", 2 * BT * IC * OC,
+             4 * (BT * IC + OC * IC + BT * OC + (OC if bias else 0)), fwd),
         case("matmul", name, "backward", f"BT={bt} IC={ic} OC={oc}", "compute", 4 * BT * IC * OC,
              4 * (BT * OC + 3 * OC * IC + 2 * BT * IC), bwd),
     ]
@@ -225,7 +228,8 @@ def all_cases(torch, F, quick):
         cases += linear_cases(torch, f"{model}.lm_head", B * T, m["C"], padded(m["V"]), False)
     if not quick:
         m = MODELS["gpt2-small-V50257"]
-        cases += linear_cases(torch, "gpt2-small-V50257.lm_head", 1024, m["C"], padded(m["V"]), False)
+        cases += linear_cases(torch, "gpt2-small-V50257.lm_head", 1024, m["C"], padded(m["V"]),
+                              False)
     for t, q in SOFTMAX_T:
         if q or not quick:
             cases += softmax_cases(torch, t)
@@ -411,9 +415,7 @@ def main():
         return 0
     if args.threads < 1 or (args.runs is not None and args.runs < 1):
         ap.error("--threads and --runs must be at least 1")
-    try:
-        import torch  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("torch") is None:
         print("bench-pytorch.py: torch is not installed for this Python "
               f"({sys.executable}); try /usr/bin/python3 (Debian's python3-torch)", file=sys.stderr)
         return 1

@@ -141,7 +141,7 @@ static vka_result rec_adamw(vka_context *ctx, vka_tensor **t, const kc_case *c) 
     return vka_adamw(ctx, t[0], t[1], t[2], t[3], t[4], t[5], (size_t)c->d[0], 0.1f);
 }
 
-/* --- describe: tensors, work, shape ------------------------------------------------------------ */
+/* --- describe: tensors, work, shape ----------------------------------------------------------- */
 
 static void add_t(kc_case *c, size_t n, kc_init init, bool compare) {
     c->t[c->n_tensors++] = (kc_tensor){.n = n, .init = init, .scale = 1.0f, .compare = compare};
@@ -454,9 +454,13 @@ static void emit_layers(emitter *e, int op_fwd, int op_bwd) {
         bool q = shapes[s].quick;
         for (int op = op_fwd; op <= op_bwd; op++) {
             switch (op) {
-            case OP_LAYERNORM_FWD: case OP_LAYERNORM_BWD: emit(e, op, q, m->name, BT, C, 0, 0); break;
+            case OP_LAYERNORM_FWD: case OP_LAYERNORM_BWD:
+                emit(e, op, q, m->name, BT, C, 0, 0);
+                break;
             case OP_GELU_FWD: case OP_GELU_BWD: emit(e, op, q, m->name, BT * 4 * C, 0, 0, 0); break;
-            case OP_RESIDUAL_FWD: case OP_RESIDUAL_BWD: emit(e, op, q, m->name, BT * C, 0, 0, 0); break;
+            case OP_RESIDUAL_FWD: case OP_RESIDUAL_BWD:
+                emit(e, op, q, m->name, BT * C, 0, 0, 0);
+                break;
             case OP_BIAS_BWD: emit(e, op, q, m->name, BT, 4 * C, 0, 0); break; /* fc's bias */
             case OP_CE_FWD: case OP_CE_BWD: emit(e, op, q, m->name, BT, m->V, Vp, 0); break;
             case OP_ADAMW: emit(e, op, q, m->name, (int)bench_model_params(m, T), 0, 0, 0); break;

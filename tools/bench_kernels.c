@@ -22,7 +22,8 @@ static uint64_t splitmix(uint64_t *s) {
 /* FNV-1a of the id, mixed with the seed: a case's data does not depend on what else runs. */
 static uint64_t case_seed(const char *id, uint64_t seed) {
     uint64_t h = 0xcbf29ce484222325ull;
-    for (const unsigned char *p = (const unsigned char *)id; *p; p++) h = (h ^ *p) * 0x100000001b3ull;
+    for (const unsigned char *p = (const unsigned char *)id; *p; p++)
+        h = (h ^ *p) * 0x100000001b3ull;
     return h ^ (seed * 0x9E3779B97F4A7C15ull);
 }
 

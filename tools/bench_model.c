@@ -101,7 +101,8 @@ static vka_result profile_pass(vka_context *ctx, model_run *m, bench_result *res
     if (r == VKA_SUCCESS) r = run_pass(m, &ms);
     if (r == VKA_SUCCESS) r = vka_gpt_times(m->gpt, &res->prof_ms, ops, 64, &n);
     vka_context_set_profiling(ctx, false);
-    if (r == VKA_SUCCESS) res->n_prof = cli_profile_kinds(ops, n < 64 ? n : 64, res->prof, CLI_MAX_KINDS);
+    if (r == VKA_SUCCESS)
+        res->n_prof = cli_profile_kinds(ops, n < 64 ? n : 64, res->prof, CLI_MAX_KINDS);
     return r;
 }
 
@@ -226,7 +227,8 @@ static int run_rows(bench *b, bench_row *rows, int n, bool *model_checked) {
     vka_result r = VKA_SUCCESS;
     int dev = BENCH_CPU;
     bool *checked = &model_checked[rows[0].model - bench_models];
-    if (b->dev[BENCH_CPU].on) r = run_group(b, b->dev[BENCH_CPU].ctx, BENCH_CPU, true, rows, n, seed);
+    if (b->dev[BENCH_CPU].on)
+        r = run_group(b, b->dev[BENCH_CPU].ctx, BENCH_CPU, true, rows, n, seed);
     else if (b->ref && !*checked) r = run_group(b, b->ref, BENCH_CPU, false, rows, n, seed);
     *checked = true;
     if (r == VKA_SUCCESS && b->dev[BENCH_VK].on) {

@@ -31,7 +31,7 @@ static const char *timer_text(const bench_dev *d, int dev) {
     return d->info.timestamps ? "device timestamps" : "host clock (the queue has no timestamps)";
 }
 
-/* --- the table --------------------------------------------------------------------------------- */
+/* --- the table -------------------------------------------------------------------------------- */
 
 #define ID_W 40
 #define SHAPE_W 30
@@ -71,7 +71,8 @@ void bench_print_header(const bench *b, FILE *f) {
         if (b->dev[dev].on) fprintf(f, " | %-*s", DEV_W - 3, bench_backend_names[dev]);
     fprintf(f, "\n%-*s %-*s", ID_W, "case", SHAPE_W, "shape");
     for (int dev = 0; dev < BENCH_NB; dev++)
-        if (b->dev[dev].on) fprintf(f, " | %9s %3s %12s %5s %-5s", "ms", "+-%", "rate", "%ceil", "check");
+        if (b->dev[dev].on)
+            fprintf(f, " | %9s %3s %12s %5s %-5s", "ms", "+-%", "rate", "%ceil", "check");
     if (b->dev[BENCH_VK].on && b->dev[BENCH_CPU].on) fprintf(f, " | %6s", "vk/cpu");
     fputc('\n', f);
 }
@@ -127,7 +128,8 @@ static void print_model_detail(const bench *b, const bench_row *row, FILE *f) {
     fprintf(f, "    per kernel kind, from a separate profiled run (");
     for (int dev = 0, first = 1; dev < BENCH_NB; dev++)
         if (row->r[dev].n_prof) {
-            fprintf(f, "%s%s %.1f ms", first ? "" : ", ", bench_backend_names[dev], row->r[dev].prof_ms);
+            fprintf(f, "%s%s %.1f ms", first ? "" : ", ", bench_backend_names[dev],
+                    row->r[dev].prof_ms);
             first = 0;
         }
     fprintf(f, "):\n");
@@ -187,7 +189,7 @@ void bench_print_footer(const bench *b, FILE *f) {
                     b->first_peak[dev].gbps, b->dev[dev].peak.gbps);
 }
 
-/* --- JSON -------------------------------------------------------------------------------------- */
+/* --- JSON ------------------------------------------------------------------------------------- */
 
 static void key(FILE *f, const char *k) { fprintf(f, ",\"%s\":", k); }
 static void num(FILE *f, const char *k, double x) {
@@ -317,8 +319,8 @@ void bench_write_json(const bench *b, FILE *f) {
     const char *names[2] = {"kernels", "models"};
     fprintf(f, ",\"plan\":{");
     for (int i = 0; i < 2; i++) {
-        fprintf(f, "%s\"%s\":{\"warmup\":%d,\"min_runs\":%d,\"max_runs\":%d,\"budget_s\":", i ? "," : "",
-                names[i], plans[i]->warmup, plans[i]->min_runs, plans[i]->max_runs);
+        fprintf(f, "%s\"%s\":{\"warmup\":%d,\"min_runs\":%d,\"max_runs\":%d,\"budget_s\":",
+                i ? "," : "", names[i], plans[i]->warmup, plans[i]->min_runs, plans[i]->max_runs);
         cli_json_number(f, plans[i]->budget_s);
         fputc('}', f);
     }

@@ -74,16 +74,16 @@ static void axes(FILE *f, const panel *p, const char *title, const char *xlabel,
             double y = py(p, v);
             fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
                     p->x0, y, p->x0 + p->w, y);
-            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%g</text>\n",
-                    p->x0 - 5, y + 4, v);
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">"
+                    "%g</text>\n", p->x0 - 5, y + 4, v);
         }
     /* x grid at powers of two */
     for (double v = pow(2, ceil(log2(p->xlo))); v <= p->xhi; v *= 2) {
         double x = px(p, v);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", x,
                 p->y0, x, p->y0 + p->h);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">%g</text>\n",
-                x, p->y0 + p->h + 16, v);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">"
+                "%g</text>\n", x, p->y0 + p->h + 16, v);
     }
     fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
             "stroke=\"#444\"/>\n", p->x0, p->y0, p->w, p->h);
@@ -106,7 +106,8 @@ static void series(FILE *f, const panel *p, const bench *b, int dev, const char 
     if (line && n > 1) {
         fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s%s%s points=\"", c,
                 dash ? " stroke-dasharray=\"" : "", dash ? dash : "", dash ? "\"" : "");
-        for (int i = 0; i < n; i++) fprintf(f, "%s%.1f,%.1f", i ? " " : "", px(p, x[i]), py(p, y[i]));
+        for (int i = 0; i < n; i++)
+            fprintf(f, "%s%.1f,%.1f", i ? " " : "", px(p, x[i]), py(p, y[i]));
         fprintf(f, "\"/>\n");
     }
     for (int i = 0; i < n; i++) marker(f, px(p, x[i]), py(p, y[i]), kind, c);
@@ -221,8 +222,8 @@ int bench_write_plot(const bench *b, const char *path) {
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
             "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n", W, H, W, H);
     fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
-    fprintf(f, "<text x=\"20\" y=\"26\" font-size=\"16\">vkattn bench %s (%s set):", vka_version_string(),
-            b->quick ? "quick" : "full");
+    fprintf(f, "<text x=\"20\" y=\"26\" font-size=\"16\">vkattn bench %s (%s set):",
+            vka_version_string(), b->quick ? "quick" : "full");
     for (int dev = 0; dev < BENCH_NB; dev++) {
         if (!b->dev[dev].on) continue;
         fprintf(f, " <tspan fill=\"%s\">%s: ", colors[dev], bench_backend_names[dev]);

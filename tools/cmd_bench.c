@@ -17,29 +17,31 @@ static const cli_command bench_cmd = {
     .name = "bench",
     .usage = "[options]",
     .about =
-        "Measure how fast the kernels and whole training steps run, on the Vulkan device and on\n"
-        "the CPU backend side by side: the device's fp32 multiply-add and copy-bandwidth ceilings,\n"
-        "then every kernel case (matmuls at the models' shapes and square sizes, masked softmax,\n"
-        "the attention block, permutes, layernorm, GELU, residual, bias gradient, cross-entropy,\n"
-        "AdamW; forward and backward) and end-to-end forward passes and training steps of the\n"
-        "default model and a GPT-2-small-shaped one, with the share of each kernel kind.",
+        "Measure how fast the kernels and whole training steps run, on the Vulkan device and\n"
+        "on the CPU backend side by side: the device's fp32 multiply-add and copy-bandwidth\n"
+        "ceilings, then every kernel case (matmuls at the models' shapes and square sizes,\n"
+        "masked softmax, the attention block, permutes, layernorm, GELU, residual, bias\n"
+        "gradient, cross-entropy, AdamW; forward and backward) and end-to-end forward passes and\n"
+        "training steps of the default model and a GPT-2-small-shaped one, with the share of\n"
+        "each kernel kind.",
     .notes =
-        "Each case runs once as a check (compared with the CPU backend: a wrong result is reported\n"
-        "as WRONG, and vkattn bench exits 1), then the rest of its warm-up, then up to N timed\n"
-        "runs (fewer once the case's time budget is spent). Times are the median [min, max] of the\n"
-        "device time (Vulkan timestamp queries, scaled by timestampPeriod; the host clock where\n"
-        "the queue has none, and on the CPU backend), plus the host wall time per run.\n"
-        "Compute-bound cases (matmul, attention, models) are shown in GFLOP/s against the FMA\n"
-        "ceiling, memory-bound ones in GB/s against the copy bandwidth at the same size.\n"
-        "--quick (the default on a CPU-type device such as lavapipe, or with the CPU backend only)\n"
-        "runs a small set in under a minute; --full runs every case. --filter takes a substring\n"
-        "of the case ids, a glob (*, ?), or several separated by commas; --list prints the ids.\n"
-        "--json prints one JSON document (README.md \"Benchmarks\" lists its fields) instead of the\n"
-        "table; --plot writes an SVG of matmul and softmax throughput against size with the\n"
-        "ceilings as lines.",
+        "Each case runs once as a check (compared with the CPU backend: a wrong result is\n"
+        "reported as WRONG, and vkattn bench exits 1), then the rest of its warm-up, then up to\n"
+        "N timed runs (fewer once the case's time budget is spent). Times are the median\n"
+        "[min, max] of the device time (Vulkan timestamp queries, scaled by timestampPeriod;\n"
+        "the host clock where the queue has none, and on the CPU backend), plus the host wall\n"
+        "time per run. Compute-bound cases (matmul, attention, models) are shown in GFLOP/s\n"
+        "against the FMA ceiling, memory-bound ones in GB/s against the copy bandwidth at the\n"
+        "same size.\n"
+        "--quick (the default on a CPU-type device such as lavapipe, or with the CPU backend\n"
+        "only) runs a small set in under a minute; --full runs every case. --filter takes a\n"
+        "substring of the case ids, a glob (*, ?), or several separated by commas; --list\n"
+        "prints the ids. --json prints one JSON document (README.md \"Benchmarks\" lists its\n"
+        "fields) instead of the table; --plot writes an SVG of matmul and softmax throughput\n"
+        "against size with the ceilings as lines.",
 };
 
-/* --- small helpers the case files share -------------------------------------------------------- */
+/* --- small helpers the case files share ------------------------------------------------------- */
 
 bench_row *bench_add_row(bench *b) {
     if (b->n_rows == b->cap_rows) {
@@ -90,7 +92,7 @@ static void progress_clear(const bench *b) {
     if (b->progress) fputs("\r\033[K", stderr);
 }
 
-/* --- ceilings ---------------------------------------------------------------------------------- */
+/* --- ceilings --------------------------------------------------------------------------------- */
 
 static vka_result measure_peak(bench *b, int dev) {
     bench_dev *d = &b->dev[dev];
@@ -156,7 +158,7 @@ static void final_ceilings(bench *b) {
         }
 }
 
-/* --- contexts ---------------------------------------------------------------------------------- */
+/* --- contexts --------------------------------------------------------------------------------- */
 
 static int open_backends(bench *b, const bench_opts *o) {
     cli_backend_opts vk = o->b, cpu = o->b;
@@ -165,7 +167,8 @@ static int open_backends(bench *b, const bench_opts *o) {
     char why[512];
     if (o->backends != 2) {
         vka_result r = cli_context_try("bench", &vk, &b->dev[BENCH_VK].ctx, why, sizeof why);
-        if (r != VKA_SUCCESS && o->backends == 1) return cli_context("bench", &vk, &b->dev[BENCH_VK].ctx);
+        if (r != VKA_SUCCESS && o->backends == 1) /* say it the way the other commands do */
+            return cli_context("bench", &vk, &b->dev[BENCH_VK].ctx);
         if (r != VKA_SUCCESS)
             fprintf(stderr, "vkattn bench: no Vulkan (%s); measuring the CPU backend only\n", why);
         b->dev[BENCH_VK].on = r == VKA_SUCCESS;
@@ -195,10 +198,16 @@ static int close_backends(bench *b, int rc) {
 static void set_mode(bench *b, const bench_opts *o) {
     bool gpu = b->dev[BENCH_VK].on && b->dev[BENCH_VK].info.type != VKA_DEVICE_TYPE_CPU;
     b->quick = o->quick || (!o->full && !gpu);
-    b->kernel_plan = b->quick ? (bench_plan){.warmup = 1, .min_runs = 3, .max_runs = 50, .budget_s = 0.25}
-                              : (bench_plan){.warmup = 3, .min_runs = 5, .max_runs = 200, .budget_s = 2.0};
-    b->model_plan = b->quick ? (bench_plan){.warmup = 1, .min_runs = 1, .max_runs = 3, .budget_s = 1.0}
-                             : (bench_plan){.warmup = 2, .min_runs = 3, .max_runs = 10, .budget_s = 10.0};
+    static const bench_plan kernel_quick = {.warmup = 1, .min_runs = 3, .max_runs = 50,
+                                            .budget_s = 0.25},
+                            kernel_full = {.warmup = 3, .min_runs = 5, .max_runs = 200,
+                                           .budget_s = 2.0},
+                            model_quick = {.warmup = 1, .min_runs = 1, .max_runs = 3,
+                                           .budget_s = 1.0},
+                            model_full = {.warmup = 2, .min_runs = 3, .max_runs = 10,
+                                          .budget_s = 10.0};
+    b->kernel_plan = b->quick ? kernel_quick : kernel_full;
+    b->model_plan = b->quick ? model_quick : model_full;
     bench_plan *plans[2] = {&b->kernel_plan, &b->model_plan};
     for (int i = 0; i < 2; i++) {
         if (o->runs) {
@@ -255,7 +264,8 @@ static int check_plot_path(const char *path) {
 static int check_options(const bench_opts *o) {
     int rc = cli_check_backend_opts("bench", &o->b);
     if (rc != CLI_OK) return rc;
-    if (o->quick && o->full) return cli_usage_error("bench", "--quick and --full exclude each other");
+    if (o->quick && o->full)
+        return cli_usage_error("bench", "--quick and --full exclude each other");
     if (o->b.device && o->backends == 2)
         return cli_usage_error("bench", "--device selects a Vulkan device; it does not apply to "
                                         "--backend cpu");

@@ -114,7 +114,8 @@ void cli_profile_json(FILE *f, const cli_kind_time *kinds, int n) {
         for (int j = 0; *p; j++) {
             size_t len = strcspn(p, ",");
             char name[64];
-            snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), p);
+            int w = (int)(len < sizeof name ? len : sizeof name - 1);
+            snprintf(name, sizeof name, "%.*s", w, p);
             if (j) fputc(',', f);
             cli_json_string(f, name);
             p += len;
