@@ -50,7 +50,7 @@ static void two_elements(float *out, size_t i, size_t n, uint32_t iters) {
 }
 #endif
 
-void peak_fma_cpu(float *out, size_t n, uint32_t iters, int nt) {
+void vkc_peak_fma(float *out, size_t n, uint32_t iters, int nt) {
     long pairs = (long)((n + 1) / 2);
     VKA_OMP_FOR(nt, pairs > 1)
     for (long p = 0; p < pairs; p++) two_elements(out, (size_t)p * 2, n, iters);
