@@ -6,7 +6,7 @@
 
 #include "vkattn.h" /* VKA_HYPER_* */
 
-void adamw_cpu(float *param, const float *grad, float *m, float *v, const float *hyper,
+void vkc_adamw(float *param, const float *grad, float *m, float *v, const float *hyper,
                float gscale, size_t N, float weight_decay, int nt) {
     float lr = hyper[VKA_HYPER_LR], b1 = hyper[VKA_HYPER_BETA1], b2 = hyper[VKA_HYPER_BETA2];
     float eps = hyper[VKA_HYPER_EPS], bc1 = hyper[VKA_HYPER_BC1], bc2 = hyper[VKA_HYPER_BC2];

@@ -187,7 +187,7 @@ static void cpu_graph_destroy(vkb_backend *be, vkb_graph *graph) {
     free(graph);
 }
 
-void *cpu_record(cpu_backend *cb, const char *name, cpu_run_fn run, const void *args, size_t size,
+void *vkc_record(cpu_backend *cb, const char *name, cpu_run_fn run, const void *args, size_t size,
                  size_t extra) {
     vkb_backend *be = &cb->base;
     vkb_graph *g = cb->rec;
@@ -235,7 +235,7 @@ vka_result vkb_cpu_create(vka_context *ctx, int threads, vkb_backend **out) {
         .set_profiling = cpu_set_profiling,
         .graph_times = cpu_graph_times,
     };
-    cpu_fill_op_table(&cb->ops);
+    vkc_fill_op_table(&cb->ops);
     cb->base.ops = &cb->ops;
     cb->base.ctx = ctx;
     cb->base.status = VKA_SUCCESS;

@@ -49,10 +49,10 @@ static inline float *cpu_ptr(vkb_tensor t) {
 /* Append a command (named name in profiles) with a copy of args (size bytes) followed by extra uninitialised bytes (for
  * variable-length arguments) to the graph being recorded. Returns the copy, or NULL when
  * nothing is recorded (failed graph, no memory; the failure is in be->status). */
-void *cpu_record(cpu_backend *cb, const char *name, cpu_run_fn run, const void *args, size_t size,
+void *vkc_record(cpu_backend *cb, const char *name, cpu_run_fn run, const void *args, size_t size,
                  size_t extra);
 
 /* Fill the op entries of ops (cpu_commands.c). */
-void cpu_fill_op_table(vkb_ops *ops);
+void vkc_fill_op_table(vkb_ops *ops);
 
 #endif

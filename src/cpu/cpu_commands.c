@@ -44,29 +44,29 @@ typedef struct { float *dst; const float *a, *b; float value; size_t n; } ew_arg
 
 static vka_result run_fill(cpu_backend *cb, const void *p) {
     const ew_args *a = p;
-    fill_cpu(a->dst, a->value, a->n, cb->nt);
+    vkc_fill(a->dst, a->value, a->n, cb->nt);
     return VKA_SUCCESS;
 }
 static void op_fill(vkb_backend *be, vkb_tensor t, float value) {
     if (!need(be, "fill", "t", t, 0)) return;
     ew_args a = {.dst = cpu_ptr(t), .value = value, .n = t.n};
-    cpu_record((cpu_backend *)be, "fill", run_fill, &a, sizeof a, 0);
+    vkc_record((cpu_backend *)be, "fill", run_fill, &a, sizeof a, 0);
 }
 
 static vka_result run_copy(cpu_backend *cb, const void *p) {
     const ew_args *a = p;
-    copy_cpu(a->dst, a->a, a->n, cb->nt);
+    vkc_copy(a->dst, a->a, a->n, cb->nt);
     return VKA_SUCCESS;
 }
 static void op_copy(vkb_backend *be, vkb_tensor dst, vkb_tensor src) {
     if (!need(be, "copy", "src", src, 0) || !need(be, "copy", "dst", dst, src.n)) return;
     ew_args a = {.dst = cpu_ptr(dst), .a = cpu_ptr(src), .n = src.n};
-    cpu_record((cpu_backend *)be, "copy", run_copy, &a, sizeof a, 0);
+    vkc_record((cpu_backend *)be, "copy", run_copy, &a, sizeof a, 0);
 }
 
 static vka_result run_residual(cpu_backend *cb, const void *p) {
     const ew_args *a = p;
-    residual_forward_cpu(a->dst, a->a, a->b, a->n, cb->nt);
+    vkc_residual_forward(a->dst, a->a, a->b, a->n, cb->nt);
     return VKA_SUCCESS;
 }
 static void op_residual_forward(vkb_backend *be, vkb_tensor out, vkb_tensor x, vkb_tensor y,
@@ -75,19 +75,19 @@ static void op_residual_forward(vkb_backend *be, vkb_tensor out, vkb_tensor x, v
     if (!need(be, op, "out", out, N) || !need(be, op, "a", x, N) || !need(be, op, "b", y, N))
         return;
     ew_args a = {.dst = cpu_ptr(out), .a = cpu_ptr(x), .b = cpu_ptr(y), .n = N};
-    cpu_record((cpu_backend *)be, "residual_forward", run_residual, &a, sizeof a, 0);
+    vkc_record((cpu_backend *)be, "residual_forward", run_residual, &a, sizeof a, 0);
 }
 
 static vka_result run_add_inplace(cpu_backend *cb, const void *p) {
     const ew_args *a = p;
-    add_inplace_cpu(a->dst, a->a, a->n, cb->nt);
+    vkc_add_inplace(a->dst, a->a, a->n, cb->nt);
     return VKA_SUCCESS;
 }
 static void op_add_inplace(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size_t N) {
     if (!need(be, "add_inplace", "dst", dst, N) || !need(be, "add_inplace", "src", src, N))
         return;
     ew_args a = {.dst = cpu_ptr(dst), .a = cpu_ptr(src), .n = N};
-    cpu_record((cpu_backend *)be, "add_inplace", run_add_inplace, &a, sizeof a, 0);
+    vkc_record((cpu_backend *)be, "add_inplace", run_add_inplace, &a, sizeof a, 0);
 }
 
 /* --- matmul, bias_backward ------------------------------------------------------------------ */
@@ -97,7 +97,7 @@ typedef struct { float *out; const float *a, *b, *bias; vkb_matmul mm; } matmul_
 static vka_result run_matmul(cpu_backend *cb, const void *p) {
     const matmul_args *x = p;
     const vkb_matmul *mm = &x->mm;
-    matmul_forward_cpu(x->out, x->a, x->b, x->bias, mm->M, mm->N, mm->K, mm->batch, mm->trans_a,
+    vkc_matmul_forward(x->out, x->a, x->b, x->bias, mm->M, mm->N, mm->K, mm->batch, mm->trans_a,
                        mm->trans_b, mm->stride_a, mm->stride_b, mm->stride_out, mm->alpha,
                        mm->accumulate, cb->nt);
     return VKA_SUCCESS;
@@ -116,14 +116,14 @@ static void op_matmul(vkb_backend *be, const vkb_matmul *mm) {
         (vkb_present(mm->bias) && !need(be, op, "bias", mm->bias, N)))
         return;
     matmul_args a = {cpu_ptr(mm->out), cpu_ptr(mm->a), cpu_ptr(mm->b), cpu_ptr(mm->bias), *mm};
-    cpu_record((cpu_backend *)be, "matmul", run_matmul, &a, sizeof a, 0);
+    vkc_record((cpu_backend *)be, "matmul", run_matmul, &a, sizeof a, 0);
 }
 
 typedef struct { float *dbias; const float *dout; int N, OC; } bias_args;
 
 static vka_result run_bias_backward(cpu_backend *cb, const void *p) {
     const bias_args *a = p;
-    bias_backward_cpu(a->dbias, a->dout, a->N, a->OC, cb->nt);
+    vkc_bias_backward(a->dbias, a->dout, a->N, a->OC, cb->nt);
     return VKA_SUCCESS;
 }
 static void op_bias_backward(vkb_backend *be, vkb_tensor dbias, vkb_tensor dout, int N, int OC) {
@@ -131,7 +131,7 @@ static void op_bias_backward(vkb_backend *be, vkb_tensor dbias, vkb_tensor dout,
         !need(be, "bias_backward", "dout", dout, (size_t)N * OC))
         return;
     bias_args a = {cpu_ptr(dbias), cpu_ptr(dout), N, OC};
-    cpu_record((cpu_backend *)be, "bias_backward", run_bias_backward, &a, sizeof a, 0);
+    vkc_record((cpu_backend *)be, "bias_backward", run_bias_backward, &a, sizeof a, 0);
 }
 
 /* --- encoder -------------------------------------------------------------------------------- */
@@ -149,7 +149,7 @@ static vka_result run_encoder_forward(cpu_backend *cb, const void *p) {
     vka_result r = check_ids(cb, "encoder_forward", "tokens", a->tokens, (size_t)a->B * a->T,
                              a->rows, "rows of wte");
     if (r == VKA_SUCCESS)
-        encoder_forward_cpu(a->out, a->tokens, a->wte, a->wpe, a->B, a->T, a->C, cb->nt);
+        vkc_encoder_forward(a->out, a->tokens, a->wte, a->wpe, a->B, a->T, a->C, cb->nt);
     return r;
 }
 static void op_encoder_forward(vkb_backend *be, vkb_tensor out, vkb_tensor tokens,
@@ -161,7 +161,7 @@ static void op_encoder_forward(vkb_backend *be, vkb_tensor out, vkb_tensor token
         return;
     encoder_args a = {.out = cpu_ptr(out), .wte = cpu_ptr(wte), .wpe = cpu_ptr(wpe),
                       .tokens = ids(tokens), .rows = wte.n / (size_t)C, .B = B, .T = T, .C = C};
-    cpu_record((cpu_backend *)be, "encoder_forward", run_encoder_forward, &a, sizeof a, 0);
+    vkc_record((cpu_backend *)be, "encoder_forward", run_encoder_forward, &a, sizeof a, 0);
 }
 
 static vka_result run_encoder_backward(cpu_backend *cb, const void *p) {
@@ -169,7 +169,7 @@ static vka_result run_encoder_backward(cpu_backend *cb, const void *p) {
     vka_result r = check_ids(cb, "encoder_backward", "tokens", a->tokens, (size_t)a->B * a->T,
                              a->rows, "rows of dwte");
     if (r == VKA_SUCCESS)
-        encoder_backward_cpu(a->dwte, a->dwpe, a->dout, a->tokens, a->B, a->T, a->C, cb->nt);
+        vkc_encoder_backward(a->dwte, a->dwpe, a->dout, a->tokens, a->B, a->T, a->C, cb->nt);
     return r;
 }
 static void op_encoder_backward(vkb_backend *be, vkb_tensor dwte, vkb_tensor dwpe,
@@ -184,7 +184,7 @@ static void op_encoder_backward(vkb_backend *be, vkb_tensor dwte, vkb_tensor dwp
         return;
     encoder_args a = {.dwte = cpu_ptr(dwte), .dwpe = cpu_ptr(dwpe), .dout = cpu_ptr(dout),
                       .tokens = ids(tokens), .rows = dwte.n / (size_t)C, .B = B, .T = T, .C = C};
-    cpu_record((cpu_backend *)be, "encoder_backward", run_encoder_backward, &a, sizeof a, 0);
+    vkc_record((cpu_backend *)be, "encoder_backward", run_encoder_backward, &a, sizeof a, 0);
 }
 
 /* --- layernorm ------------------------------------------------------------------------------ */
@@ -197,7 +197,7 @@ typedef struct {
 
 static vka_result run_layernorm_forward(cpu_backend *cb, const void *p) {
     const layernorm_args *a = p;
-    layernorm_forward_cpu(a->out, a->mean, a->rstd, a->inp, a->weight, a->bias, a->N, a->C,
+    vkc_layernorm_forward(a->out, a->mean, a->rstd, a->inp, a->weight, a->bias, a->N, a->C,
                           cb->nt);
     return VKA_SUCCESS;
 }
@@ -213,12 +213,12 @@ static void op_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mea
     layernorm_args a = {.out = cpu_ptr(out), .mean = cpu_ptr(mean), .rstd = cpu_ptr(rstd),
                         .inp = cpu_ptr(inp), .weight = cpu_ptr(weight), .bias = cpu_ptr(bias),
                         .N = N, .C = C};
-    cpu_record((cpu_backend *)be, "layernorm_forward", run_layernorm_forward, &a, sizeof a, 0);
+    vkc_record((cpu_backend *)be, "layernorm_forward", run_layernorm_forward, &a, sizeof a, 0);
 }
 
 static vka_result run_layernorm_backward(cpu_backend *cb, const void *p) {
     const layernorm_args *a = p;
-    layernorm_backward_cpu(a->dinp, a->dweight, a->dbias, a->dout, a->inp, a->weight, a->mean_in,
+    vkc_layernorm_backward(a->dinp, a->dweight, a->dbias, a->dout, a->inp, a->weight, a->mean_in,
                            a->rstd_in, a->N, a->C, cb->nt);
     return VKA_SUCCESS;
 }
@@ -237,7 +237,7 @@ static void op_layernorm_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor d
                         .dbias = cpu_ptr(dbias), .dout = cpu_ptr(dout), .inp = cpu_ptr(inp),
                         .weight = cpu_ptr(weight), .mean_in = cpu_ptr(mean),
                         .rstd_in = cpu_ptr(rstd), .N = N, .C = C};
-    cpu_record((cpu_backend *)be, "layernorm_backward", run_layernorm_backward, &a, sizeof a, 0);
+    vkc_record((cpu_backend *)be, "layernorm_backward", run_layernorm_backward, &a, sizeof a, 0);
 }
 
 /* --- permute, unpermute --------------------------------------------------------------------- */
@@ -246,22 +246,22 @@ typedef struct { float *x, *q, *k, *v; int B, T, NH, HS; } permute_args;
 
 static vka_result run_permute_forward(cpu_backend *cb, const void *p) {
     const permute_args *a = p;
-    permute_forward_cpu(a->q, a->k, a->v, a->x, a->B, a->T, a->NH, a->HS, cb->nt);
+    vkc_permute_forward(a->q, a->k, a->v, a->x, a->B, a->T, a->NH, a->HS, cb->nt);
     return VKA_SUCCESS;
 }
 static vka_result run_permute_backward(cpu_backend *cb, const void *p) {
     const permute_args *a = p;
-    permute_backward_cpu(a->x, a->q, a->k, a->v, a->B, a->T, a->NH, a->HS, cb->nt);
+    vkc_permute_backward(a->x, a->q, a->k, a->v, a->B, a->T, a->NH, a->HS, cb->nt);
     return VKA_SUCCESS;
 }
 static vka_result run_unpermute_forward(cpu_backend *cb, const void *p) {
     const permute_args *a = p;
-    unpermute_forward_cpu(a->x, a->q, a->B, a->T, a->NH, a->HS, cb->nt);
+    vkc_unpermute_forward(a->x, a->q, a->B, a->T, a->NH, a->HS, cb->nt);
     return VKA_SUCCESS;
 }
 static vka_result run_unpermute_backward(cpu_backend *cb, const void *p) {
     const permute_args *a = p;
-    unpermute_backward_cpu(a->q, a->x, a->B, a->T, a->NH, a->HS, cb->nt);
+    vkc_unpermute_backward(a->q, a->x, a->B, a->T, a->NH, a->HS, cb->nt);
     return VKA_SUCCESS;
 }
 
@@ -273,7 +273,7 @@ static void record_permute(vkb_backend *be, const char *op, cpu_run_fn run, vkb_
     if (!need(be, op, x_name, x, x_mul * n) || !need(be, op, q_name, q, n)) return;
     if (x_mul == 3 && (!need(be, op, "k", k, n) || !need(be, op, "v", v, n))) return;
     permute_args a = {cpu_ptr(x), cpu_ptr(q), cpu_ptr(k), cpu_ptr(v), B, T, NH, HS};
-    cpu_record((cpu_backend *)be, op, run, &a, sizeof a, 0);
+    vkc_record((cpu_backend *)be, op, run, &a, sizeof a, 0);
 }
 static void op_permute_forward(vkb_backend *be, vkb_tensor q, vkb_tensor k, vkb_tensor v,
                                vkb_tensor inp, int B, int T, int NH, int HS) {
@@ -303,7 +303,7 @@ typedef struct { float *out; const float *inp, *mask; vkb_softmax sm; } softmax_
 static vka_result run_softmax_forward(cpu_backend *cb, const void *p) {
     const softmax_args *a = p;
     const vkb_softmax *sm = &a->sm;
-    softmax_forward_cpu(a->out, a->inp, a->mask, sm->R, sm->Tq, sm->Tk, sm->mask_rows, sm->scale,
+    vkc_softmax_forward(a->out, a->inp, a->mask, sm->R, sm->Tq, sm->Tk, sm->mask_rows, sm->scale,
                         sm->causal, cb->nt);
     return VKA_SUCCESS;
 }
@@ -318,14 +318,14 @@ static void op_softmax_forward(vkb_backend *be, const vkb_softmax *sm) {
         (vkb_present(s.mask) && !need(be, op, "mask", s.mask, mask_n)))
         return;
     softmax_args a = {cpu_ptr(s.out), cpu_ptr(s.inp), cpu_ptr(s.mask), s};
-    cpu_record((cpu_backend *)be, "softmax_forward", run_softmax_forward, &a, sizeof a, 0);
+    vkc_record((cpu_backend *)be, "softmax_forward", run_softmax_forward, &a, sizeof a, 0);
 }
 
 typedef struct { float *dinp; const float *dout, *out; int R, Tk; float scale; } softmax_bwd_args;
 
 static vka_result run_softmax_backward(cpu_backend *cb, const void *p) {
     const softmax_bwd_args *a = p;
-    softmax_backward_cpu(a->dinp, a->dout, a->out, a->R, a->Tk, a->scale, cb->nt);
+    vkc_softmax_backward(a->dinp, a->dout, a->out, a->R, a->Tk, a->scale, cb->nt);
     return VKA_SUCCESS;
 }
 static void op_softmax_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dout, vkb_tensor out,
@@ -336,26 +336,26 @@ static void op_softmax_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dou
         !need(be, op, "out", out, n))
         return;
     softmax_bwd_args a = {cpu_ptr(dinp), cpu_ptr(dout), cpu_ptr(out), R, Tk, scale};
-    cpu_record((cpu_backend *)be, "softmax_backward", run_softmax_backward, &a, sizeof a, 0);
+    vkc_record((cpu_backend *)be, "softmax_backward", run_softmax_backward, &a, sizeof a, 0);
 }
 
 /* --- gelu ----------------------------------------------------------------------------------- */
 
 static vka_result run_gelu_forward(cpu_backend *cb, const void *p) {
     const ew_args *a = p;
-    gelu_forward_cpu(a->dst, a->a, a->n, cb->nt);
+    vkc_gelu_forward(a->dst, a->a, a->n, cb->nt);
     return VKA_SUCCESS;
 }
 static void op_gelu_forward(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
     if (!need(be, "gelu_forward", "out", out, N) || !need(be, "gelu_forward", "inp", inp, N))
         return;
     ew_args a = {.dst = cpu_ptr(out), .a = cpu_ptr(inp), .n = N};
-    cpu_record((cpu_backend *)be, "gelu_forward", run_gelu_forward, &a, sizeof a, 0);
+    vkc_record((cpu_backend *)be, "gelu_forward", run_gelu_forward, &a, sizeof a, 0);
 }
 
 static vka_result run_gelu_backward(cpu_backend *cb, const void *p) {
     const ew_args *a = p;
-    gelu_backward_cpu(a->dst, a->a, a->b, a->n, cb->nt);
+    vkc_gelu_backward(a->dst, a->a, a->b, a->n, cb->nt);
     return VKA_SUCCESS;
 }
 static void op_gelu_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor inp, vkb_tensor dout,
@@ -365,7 +365,7 @@ static void op_gelu_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor inp, v
         !need(be, op, "dout", dout, N))
         return;
     ew_args a = {.dst = cpu_ptr(dinp), .a = cpu_ptr(inp), .b = cpu_ptr(dout), .n = N};
-    cpu_record((cpu_backend *)be, "gelu_backward", run_gelu_backward, &a, sizeof a, 0);
+    vkc_record((cpu_backend *)be, "gelu_backward", run_gelu_backward, &a, sizeof a, 0);
 }
 
 /* --- crossentropy --------------------------------------------------------------------------- */
@@ -383,7 +383,7 @@ static vka_result run_ce_forward(cpu_backend *cb, const void *p) {
     vka_result r = check_ids(cb, "crossentropy_forward", "targets", a->targets, (size_t)a->N,
                              (size_t)a->V, "V");
     if (r == VKA_SUCCESS)
-        crossentropy_forward_cpu(a->out, a->logits, a->targets, a->N, a->V, a->Vp, cb->nt);
+        vkc_crossentropy_forward(a->out, a->logits, a->targets, a->N, a->V, a->Vp, cb->nt);
     return r;
 }
 static vka_result run_ce_backward(cpu_backend *cb, const void *p) {
@@ -391,7 +391,7 @@ static vka_result run_ce_backward(cpu_backend *cb, const void *p) {
     vka_result r = check_ids(cb, "crossentropy_backward", "targets", a->targets, (size_t)a->N,
                              (size_t)a->V, "V");
     if (r == VKA_SUCCESS)
-        crossentropy_backward_cpu(a->out, a->logits, a->targets, a->dloss, a->N, a->V, a->Vp,
+        vkc_crossentropy_backward(a->out, a->logits, a->targets, a->dloss, a->N, a->V, a->Vp,
                                   cb->nt);
     return r;
 }
@@ -407,7 +407,7 @@ static void record_ce(vkb_backend *be, const char *op, cpu_run_fn run, vkb_tenso
         !need(be, op, "targets", targets, (size_t)N))
         return;
     ce_args a = {cpu_ptr(out), cpu_ptr(logits), ids(targets), dloss, N, V, Vp};
-    cpu_record((cpu_backend *)be, op, run, &a, sizeof a, 0);
+    vkc_record((cpu_backend *)be, op, run, &a, sizeof a, 0);
 }
 static void op_crossentropy_forward(vkb_backend *be, vkb_tensor losses, vkb_tensor logits,
                                     vkb_tensor targets, int N, int V, int Vp) {
@@ -424,7 +424,7 @@ static void op_crossentropy_backward(vkb_backend *be, vkb_tensor dlogits, vkb_te
 
 static vka_result run_mean(cpu_backend *cb, const void *p) {
     const ew_args *a = p;
-    mean_cpu(a->dst, a->a, a->n, cb->nt);
+    vkc_mean(a->dst, a->a, a->n, cb->nt);
     return VKA_SUCCESS;
 }
 static void op_mean(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
@@ -434,7 +434,7 @@ static void op_mean(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
     }
     if (!need(be, "mean", "out", out, 1) || !need(be, "mean", "inp", inp, N)) return;
     ew_args a = {.dst = cpu_ptr(out), .a = cpu_ptr(inp), .n = N};
-    cpu_record((cpu_backend *)be, "mean", run_mean, &a, sizeof a, 0);
+    vkc_record((cpu_backend *)be, "mean", run_mean, &a, sizeof a, 0);
 }
 
 /* Followed in the same allocation by grads[count] pointers and sizes[count]. */
@@ -444,7 +444,7 @@ static vka_result run_grad_norm(cpu_backend *cb, const void *p) {
     const norm_args *a = p;
     const float *const *grads = (const float *const *)(const void *)(a + 1);
     const size_t *sizes = (const size_t *)(const void *)(grads + a->count);
-    grad_norm_cpu(a->out, a->partials, grads, sizes, a->count, a->max_norm, cb->nt);
+    vkc_grad_norm(a->out, a->partials, grads, sizes, a->count, a->max_norm, cb->nt);
     return VKA_SUCCESS;
 }
 static void op_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials,
@@ -462,7 +462,8 @@ static void op_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials,
         if (!need(be, op, "grads[i]", grads[i], 0)) return;
     norm_args a = {cpu_ptr(out), cpu_ptr(partials), max_norm, count};
     size_t extra = (size_t)count * (sizeof(float *) + sizeof(size_t));
-    norm_args *copy = cpu_record((cpu_backend *)be, "grad_norm", run_grad_norm, &a, sizeof a, extra);
+    norm_args *copy =
+        vkc_record((cpu_backend *)be, "grad_norm", run_grad_norm, &a, sizeof a, extra);
     if (!copy) return;
     const float **ptrs = (const float **)(void *)(copy + 1);
     size_t *sizes = (size_t *)(void *)(ptrs + count);
@@ -481,7 +482,7 @@ typedef struct {
 
 static vka_result run_adamw(cpu_backend *cb, const void *p) {
     const adamw_args *a = p;
-    adamw_cpu(a->param, a->grad, a->m, a->v, a->hyper, a->gscale ? a->gscale[1] : 1.0f, a->N,
+    vkc_adamw(a->param, a->grad, a->m, a->v, a->hyper, a->gscale ? a->gscale[1] : 1.0f, a->N,
               a->weight_decay, cb->nt);
     return VKA_SUCCESS;
 }
@@ -496,7 +497,7 @@ static void op_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_ten
         return;
     adamw_args a = {cpu_ptr(param), cpu_ptr(m),     cpu_ptr(v), cpu_ptr(grad),
                     cpu_ptr(hyper), cpu_ptr(gscale), N,          weight_decay};
-    cpu_record((cpu_backend *)be, "adamw", run_adamw, &a, sizeof a, 0);
+    vkc_record((cpu_backend *)be, "adamw", run_adamw, &a, sizeof a, 0);
 }
 
 /* --- peak ------------------------------------------------------------------------------------ */
@@ -505,16 +506,16 @@ typedef struct { float *out; size_t n; uint32_t iters; } peak_args;
 
 static vka_result run_peak_fma(cpu_backend *cb, const void *p) {
     const peak_args *a = p;
-    peak_fma_cpu(a->out, a->n, a->iters, cb->nt);
+    vkc_peak_fma(a->out, a->n, a->iters, cb->nt);
     return VKA_SUCCESS;
 }
 static void op_peak_fma(vkb_backend *be, vkb_tensor out, size_t n, uint32_t iters) {
     if (!need(be, "peak_fma", "out", out, n)) return;
     peak_args a = {cpu_ptr(out), n, iters};
-    cpu_record((cpu_backend *)be, "peak_fma", run_peak_fma, &a, sizeof a, 0);
+    vkc_record((cpu_backend *)be, "peak_fma", run_peak_fma, &a, sizeof a, 0);
 }
 
-void cpu_fill_op_table(vkb_ops *ops) {
+void vkc_fill_op_table(vkb_ops *ops) {
     ops->fill = op_fill;
     ops->copy = op_copy;
     ops->matmul = op_matmul;

@@ -35,93 +35,93 @@
 #define VKA_OMP_MIN_WORK 32768
 
 /* --- elementwise.c -------------------------------------------------------------------------- */
-void fill_cpu(float *t, float value, size_t N, int nt);
+void vkc_fill(float *t, float value, size_t N, int nt);
 /* n elements of 32 multiply-add chains of iters steps each (the arithmetic ceiling) */
-void peak_fma_cpu(float *out, size_t n, uint32_t iters, int nt);
-void copy_cpu(float *dst, const float *src, size_t N, int nt);
+void vkc_peak_fma(float *out, size_t n, uint32_t iters, int nt);
+void vkc_copy(float *dst, const float *src, size_t N, int nt);
 /* out = a + b */
-void residual_forward_cpu(float *out, const float *a, const float *b, size_t N, int nt);
+void vkc_residual_forward(float *out, const float *a, const float *b, size_t N, int nt);
 /* dst += src */
-void add_inplace_cpu(float *dst, const float *src, size_t N, int nt);
+void vkc_add_inplace(float *dst, const float *src, size_t N, int nt);
 
 /* --- matmul.c ------------------------------------------------------------------------------- */
 /* out[b] (M,N) = alpha * op(a[b]) (M,K) * op(b[b]) (K,N) (+ bias (N)) (+ out[b] if accumulate);
  * op(a) stored (K,M) when trans_a, op(b) stored (N,K) when trans_b; batches stride_* apart.
  * Each element is summed over k = 0..K-1 in order, then scaled, then bias, then out added. */
-void matmul_forward_cpu(float *out, const float *a, const float *b, const float *bias, int M,
+void vkc_matmul_forward(float *out, const float *a, const float *b, const float *bias, int M,
                         int N, int K, int batch, bool trans_a, bool trans_b, size_t stride_a,
                         size_t stride_b, size_t stride_out, float alpha, bool accumulate, int nt);
 
 /* --- reduce.c ------------------------------------------------------------------------------- */
 /* dbias (OC) += column sums of dout (N, OC) */
-void bias_backward_cpu(float *dbias, const float *dout, int N, int OC, int nt);
+void vkc_bias_backward(float *dbias, const float *dout, int N, int OC, int nt);
 /* WRITES out[0] = sum(inp[0:N]) / N */
-void mean_cpu(float *out, const float *inp, size_t N, int nt);
+void vkc_mean(float *out, const float *inp, size_t N, int nt);
 /* WRITES out[0] = L2 norm of the count tensors grads[i] (sizes[i] elements), out[1] = clip
  * scale min(1, max_norm / (norm + 1e-6)) (1 if max_norm <= 0); partials (count * 64) receives
  * each tensor's 64 slice sums of squares. */
-void grad_norm_cpu(float *out, float *partials, const float *const *grads, const size_t *sizes,
+void vkc_grad_norm(float *out, float *partials, const float *const *grads, const size_t *sizes,
                    int count, float max_norm, int nt);
 
 /* --- encoder.c ------------------------------------------------------------------------------ */
 /* out (B,T,C) = wte[tokens[b,t]] + wpe[t]; tokens (B,T) must be valid rows of wte */
-void encoder_forward_cpu(float *out, const int32_t *tokens, const float *wte, const float *wpe,
+void vkc_encoder_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe,
                          int B, int T, int C, int nt);
 /* dwte (Vp,C) += dout rows by token, dwpe (maxT,C) += dout summed over b (positions summed in
  * order b*T+t) */
-void encoder_backward_cpu(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+void vkc_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
                           int B, int T, int C, int nt);
 
 /* --- layernorm.c ---------------------------------------------------------------------------- */
 /* out (N,C) = (inp - mean) * rstd * weight + bias; mean (N), rstd (N) written; eps 1e-5 */
-void layernorm_forward_cpu(float *out, float *mean, float *rstd, const float *inp,
+void vkc_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                            const float *weight, const float *bias, int N, int C, int nt);
 /* dinp (N,C), dweight (C), dbias (C) += ... (llm.c layernorm_backward) */
-void layernorm_backward_cpu(float *dinp, float *dweight, float *dbias, const float *dout,
+void vkc_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                             const float *inp, const float *weight, const float *mean,
                             const float *rstd, int N, int C, int nt);
 
 /* --- permute.c ------------------------------------------------------------------------------ */
 /* inp (B,T,3C) -> q, k, v (B,NH,T,HS), C = NH*HS */
-void permute_forward_cpu(float *q, float *k, float *v, const float *inp, int B, int T, int NH,
+void vkc_permute_forward(float *q, float *k, float *v, const float *inp, int B, int T, int NH,
                          int HS, int nt);
 /* dinp (B,T,3C) += dq, dk, dv (B,NH,T,HS) */
-void permute_backward_cpu(float *dinp, const float *dq, const float *dk, const float *dv, int B,
+void vkc_permute_backward(float *dinp, const float *dq, const float *dk, const float *dv, int B,
                           int T, int NH, int HS, int nt);
 /* out (B,T,C) = inp (B,NH,T,HS) with heads side by side */
-void unpermute_forward_cpu(float *out, const float *inp, int B, int T, int NH, int HS, int nt);
+void vkc_unpermute_forward(float *out, const float *inp, int B, int T, int NH, int HS, int nt);
 /* dinp (B,NH,T,HS) += dout (B,T,C) rearranged */
-void unpermute_backward_cpu(float *dinp, const float *dout, int B, int T, int NH, int HS, int nt);
+void vkc_unpermute_backward(float *dinp, const float *dout, int B, int T, int NH, int HS, int nt);
 
 /* --- softmax.c ------------------------------------------------------------------------------ */
 /* out (R,Tk) = masked stable softmax of scale * inp + mask (see vkb_softmax); mask (R/mask_rows
  * rounded up, Tk) or NULL; fully masked rows are zeros. out may be inp. */
-void softmax_forward_cpu(float *out, const float *inp, const float *mask, int R, int Tq, int Tk,
+void vkc_softmax_forward(float *out, const float *inp, const float *mask, int R, int Tq, int Tk,
                          int mask_rows, float scale, bool causal, int nt);
 /* dinp (R,Tk) += scale * out * (dout - sum_k out * dout) */
-void softmax_backward_cpu(float *dinp, const float *dout, const float *out, int R, int Tk,
+void vkc_softmax_backward(float *dinp, const float *dout, const float *out, int R, int Tk,
                           float scale, int nt);
 
 /* --- gelu.c --------------------------------------------------------------------------------- */
 /* out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), finite for every finite x */
-void gelu_forward_cpu(float *out, const float *inp, size_t N, int nt);
+void vkc_gelu_forward(float *out, const float *inp, size_t N, int nt);
 /* dinp += gelu'(inp) * dout */
-void gelu_backward_cpu(float *dinp, const float *inp, const float *dout, size_t N, int nt);
+void vkc_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N, int nt);
 
 /* --- crossentropy.c ------------------------------------------------------------------------- */
 /* losses (N) = logsumexp(logits[i,:V]) - logits[i,targets[i]]; logits (N,Vp), targets in [0,V) */
-void crossentropy_forward_cpu(float *losses, const float *logits, const int32_t *targets, int N,
+void vkc_crossentropy_forward(float *losses, const float *logits, const int32_t *targets, int N,
                               int V, int Vp, int nt);
 /* WRITES dlogits (N,Vp) = (softmax(logits[i,:V]) - onehot(targets[i])) * dloss, 0 in the
  * padding columns; dlogits may be logits (in place) */
-void crossentropy_backward_cpu(float *dlogits, const float *logits, const int32_t *targets,
+void vkc_crossentropy_backward(float *dlogits, const float *logits, const int32_t *targets,
                                float dloss, int N, int V, int Vp, int nt);
 
 /* --- adamw.c -------------------------------------------------------------------------------- */
 /* One AdamW step on N elements; hyper = VKA_HYPER_* scalars, gscale = clip scale (1 = none):
  * g = grad * gscale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
  * param -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + weight_decay * param) */
-void adamw_cpu(float *param, const float *grad, float *m, float *v, const float *hyper,
+void vkc_adamw(float *param, const float *grad, float *m, float *v, const float *hyper,
                float gscale, size_t N, float weight_decay, int nt);
 
 #endif

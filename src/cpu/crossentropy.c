@@ -15,7 +15,7 @@ static void row_stats(const float *l, int V, float *max, double *sum) {
     *sum = s;
 }
 
-void crossentropy_forward_cpu(float *losses, const float *logits, const int32_t *targets, int N,
+void vkc_crossentropy_forward(float *losses, const float *logits, const int32_t *targets, int N,
                               int V, int Vp, int nt) {
     VKA_OMP_FOR(nt, (double)N * V > VKA_OMP_MIN_WORK / 8)
     for (int i = 0; i < N; i++) {
@@ -27,7 +27,7 @@ void crossentropy_forward_cpu(float *losses, const float *logits, const int32_t 
     }
 }
 
-void crossentropy_backward_cpu(float *dlogits, const float *logits, const int32_t *targets,
+void vkc_crossentropy_backward(float *dlogits, const float *logits, const int32_t *targets,
                                float dloss, int N, int V, int Vp, int nt) {
     VKA_OMP_FOR(nt, (double)N * V > VKA_OMP_MIN_WORK / 8)
     for (int i = 0; i < N; i++) {

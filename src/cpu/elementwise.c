@@ -8,7 +8,7 @@
  * split a few-megabyte tensor over the cores. */
 #define EW_BLOCK 65536
 
-void fill_cpu(float *t, float value, size_t N, int nt) {
+void vkc_fill(float *t, float value, size_t N, int nt) {
     long blocks = (long)((N + EW_BLOCK - 1) / EW_BLOCK);
     VKA_OMP_FOR(nt, blocks > 1)
     for (long bl = 0; bl < blocks; bl++) {
@@ -17,7 +17,7 @@ void fill_cpu(float *t, float value, size_t N, int nt) {
     }
 }
 
-void copy_cpu(float *dst, const float *src, size_t N, int nt) {
+void vkc_copy(float *dst, const float *src, size_t N, int nt) {
     if (dst == src) return;
     long blocks = (long)((N + EW_BLOCK - 1) / EW_BLOCK);
     VKA_OMP_FOR(nt, blocks > 1)
@@ -27,7 +27,7 @@ void copy_cpu(float *dst, const float *src, size_t N, int nt) {
     }
 }
 
-void residual_forward_cpu(float *out, const float *a, const float *b, size_t N, int nt) {
+void vkc_residual_forward(float *out, const float *a, const float *b, size_t N, int nt) {
     long blocks = (long)((N + EW_BLOCK - 1) / EW_BLOCK);
     VKA_OMP_FOR(nt, blocks > 1)
     for (long bl = 0; bl < blocks; bl++) {
@@ -36,7 +36,7 @@ void residual_forward_cpu(float *out, const float *a, const float *b, size_t N, 
     }
 }
 
-void add_inplace_cpu(float *dst, const float *src, size_t N, int nt) {
+void vkc_add_inplace(float *dst, const float *src, size_t N, int nt) {
     long blocks = (long)((N + EW_BLOCK - 1) / EW_BLOCK);
     VKA_OMP_FOR(nt, blocks > 1)
     for (long bl = 0; bl < blocks; bl++) {

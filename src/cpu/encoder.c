@@ -3,7 +3,7 @@
 
 #define COL_BLOCK 64
 
-void encoder_forward_cpu(float *out, const int32_t *tokens, const float *wte, const float *wpe,
+void vkc_encoder_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe,
                          int B, int T, int C, int nt) {
     long BT = (long)B * T;
     VKA_OMP_FOR(nt, (double)BT * C > VKA_OMP_MIN_WORK)
@@ -15,7 +15,7 @@ void encoder_forward_cpu(float *out, const int32_t *tokens, const float *wte, co
     }
 }
 
-void encoder_backward_cpu(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+void vkc_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
                           int B, int T, int C, int nt) {
     /* Columns are independent: each work item takes a block of channels and walks the positions
      * in order b*T+t, so every dwte/dwpe element is summed in the same order on any number of

@@ -11,7 +11,7 @@
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
 #define GELU_CUBE 0.044715f
 
-void gelu_forward_cpu(float *out, const float *inp, size_t N, int nt) {
+void vkc_gelu_forward(float *out, const float *inp, size_t N, int nt) {
     long n = (long)N;
     VKA_OMP_FOR(nt, n > VKA_OMP_MIN_WORK)
     for (long i = 0; i < n; i++) {
@@ -21,7 +21,7 @@ void gelu_forward_cpu(float *out, const float *inp, size_t N, int nt) {
     }
 }
 
-void gelu_backward_cpu(float *dinp, const float *inp, const float *dout, size_t N, int nt) {
+void vkc_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N, int nt) {
     long n = (long)N;
     VKA_OMP_FOR(nt, n > VKA_OMP_MIN_WORK)
     for (long i = 0; i < n; i++) {

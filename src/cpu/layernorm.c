@@ -7,7 +7,7 @@
 #define LN_EPS 1e-5
 #define COL_BLOCK 64
 
-void layernorm_forward_cpu(float *out, float *mean, float *rstd, const float *inp,
+void vkc_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                            const float *weight, const float *bias, int N, int C, int nt) {
     VKA_OMP_FOR(nt, (double)N * C > VKA_OMP_MIN_WORK / 4)
     for (int n = 0; n < N; n++) {
@@ -31,7 +31,7 @@ void layernorm_forward_cpu(float *out, float *mean, float *rstd, const float *in
     }
 }
 
-void layernorm_backward_cpu(float *dinp, float *dweight, float *dbias, const float *dout,
+void vkc_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                             const float *inp, const float *weight, const float *mean,
                             const float *rstd, int N, int C, int nt) {
     /* dinp: rows are independent. */

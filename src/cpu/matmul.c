@@ -125,7 +125,7 @@ static void matmul_tile(float *out, mm_view a, mm_view b, const float *bias, int
     }
 }
 
-void matmul_forward_cpu(float *out, const float *a, const float *b, const float *bias, int M,
+void vkc_matmul_forward(float *out, const float *a, const float *b, const float *bias, int M,
                         int N, int K, int batch, bool trans_a, bool trans_b, size_t stride_a,
                         size_t stride_b, size_t stride_out, float alpha, bool accumulate, int nt) {
     if (!stride_a) stride_a = (size_t)M * K;

@@ -58,7 +58,7 @@ static void group(float *out, size_t i, size_t n, uint32_t iters) {
 }
 #endif
 
-void peak_fma_cpu(float *out, size_t n, uint32_t iters, int nt) {
+void vkc_peak_fma(float *out, size_t n, uint32_t iters, int nt) {
     long groups = (long)((n + GROUP - 1) / GROUP);
     VKA_OMP_FOR(nt, groups > 1)
     for (long g = 0; g < groups; g++) group(out, (size_t)g * GROUP, n, iters);

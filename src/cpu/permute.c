@@ -2,7 +2,7 @@
  * qkv (B,T,3C) <-> q, k, v (B,NH,T,HS), and heads (B,NH,T,HS) <-> (B,T,C), C = NH*HS. */
 #include "cpu/cpu_ops.h"
 
-void permute_forward_cpu(float *q, float *k, float *v, const float *inp, int B, int T, int NH,
+void vkc_permute_forward(float *q, float *k, float *v, const float *inp, int B, int T, int NH,
                          int HS, int nt) {
     size_t C = (size_t)NH * HS;
     long rows = (long)B * NH * T; /* one (b, h, t) row of HS per item */
@@ -19,7 +19,7 @@ void permute_forward_cpu(float *q, float *k, float *v, const float *inp, int B, 
     }
 }
 
-void permute_backward_cpu(float *dinp, const float *dq, const float *dk, const float *dv, int B,
+void vkc_permute_backward(float *dinp, const float *dq, const float *dk, const float *dv, int B,
                           int T, int NH, int HS, int nt) {
     size_t C = (size_t)NH * HS;
     long rows = (long)B * NH * T;
@@ -36,7 +36,7 @@ void permute_backward_cpu(float *dinp, const float *dq, const float *dk, const f
     }
 }
 
-void unpermute_forward_cpu(float *out, const float *inp, int B, int T, int NH, int HS, int nt) {
+void vkc_unpermute_forward(float *out, const float *inp, int B, int T, int NH, int HS, int nt) {
     size_t C = (size_t)NH * HS;
     long rows = (long)B * NH * T;
     VKA_OMP_FOR(nt, (double)rows * HS > VKA_OMP_MIN_WORK)
@@ -48,7 +48,7 @@ void unpermute_forward_cpu(float *out, const float *inp, int B, int T, int NH, i
     }
 }
 
-void unpermute_backward_cpu(float *dinp, const float *dout, int B, int T, int NH, int HS,
+void vkc_unpermute_backward(float *dinp, const float *dout, int B, int T, int NH, int HS,
                             int nt) {
     size_t C = (size_t)NH * HS;
     long rows = (long)B * NH * T;

@@ -9,7 +9,7 @@
 #define SUM_LANES 8  /* independent partial sums: a fixed order that still pipelines */
 #define VKA_NORM_SLICES 64 /* = VKA_NORM_PARTIALS: slices per tensor in grad_norm */
 
-void bias_backward_cpu(float *dbias, const float *dout, int N, int OC, int nt) {
+void vkc_bias_backward(float *dbias, const float *dout, int N, int OC, int nt) {
     int blocks = (OC + COL_BLOCK - 1) / COL_BLOCK;
     VKA_OMP_FOR(nt, (double)N * OC > VKA_OMP_MIN_WORK)
     for (int bl = 0; bl < blocks; bl++) {
@@ -41,7 +41,7 @@ static double sum_lanes(const float *x, size_t n, bool square) {
     return s;
 }
 
-void mean_cpu(float *out, const float *inp, size_t N, int nt) {
+void vkc_mean(float *out, const float *inp, size_t N, int nt) {
     /* VKA_NORM_SLICES fixed slices summed in parallel, then in order. */
     double part[VKA_NORM_SLICES];
     size_t slice = (N + VKA_NORM_SLICES - 1) / VKA_NORM_SLICES;
@@ -56,7 +56,7 @@ void mean_cpu(float *out, const float *inp, size_t N, int nt) {
     out[0] = (float)(total / (double)N);
 }
 
-void grad_norm_cpu(float *out, float *partials, const float *const *grads, const size_t *sizes,
+void vkc_grad_norm(float *out, float *partials, const float *const *grads, const size_t *sizes,
                    int count, float max_norm, int nt) {
     long items = (long)count * VKA_NORM_SLICES;
     VKA_OMP_FOR(nt, items > VKA_NORM_SLICES)

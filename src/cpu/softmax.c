@@ -25,7 +25,7 @@ static void softmax_row(float *out, const float *inp, const float *mrow, int Tk,
     }
 }
 
-void softmax_forward_cpu(float *out, const float *inp, const float *mask, int R, int Tq, int Tk,
+void vkc_softmax_forward(float *out, const float *inp, const float *mask, int R, int Tq, int Tk,
                          int mask_rows, float scale, bool causal, int nt) {
     VKA_OMP_FOR(nt, (double)R * Tk > VKA_OMP_MIN_WORK / 8)
     for (int r = 0; r < R; r++) {
@@ -38,7 +38,7 @@ void softmax_forward_cpu(float *out, const float *inp, const float *mask, int R,
     }
 }
 
-void softmax_backward_cpu(float *dinp, const float *dout, const float *out, int R, int Tk,
+void vkc_softmax_backward(float *dinp, const float *dout, const float *out, int R, int Tk,
                           float scale, int nt) {
     VKA_OMP_FOR(nt, (double)R * Tk > VKA_OMP_MIN_WORK / 4)
     for (int r = 0; r < R; r++) {

@@ -78,7 +78,7 @@ static vka_result header_config(vka_context *ctx, const char *path, const uint32
         return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: Vp = %d in the header is not positive",
                              path, cfg->Vp);
     char msg[256];
-    if (gpt_config_problem(cfg, msg, sizeof msg) != VKA_SUCCESS)
+    if (vkm_gpt_config_problem(cfg, msg, sizeof msg) != VKA_SUCCESS)
         return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: bad header: %s", path, msg);
     return VKA_SUCCESS;
 }
@@ -123,7 +123,7 @@ static vka_result open_checked(vka_context *ctx, const char *path, uint32_t magi
     if (r != VKA_SUCCESS) goto fail;
     uint64_t n = 0;
     for (int k = 0; k < P_KINDS; k++)
-        n += gpt_kind_size(cfg, (gpt_param_kind)k) *
+        n += vkm_gpt_kind_size(cfg, (gpt_param_kind)k) *
              (gpt_kind_per_layer((gpt_param_kind)k) ? (uint64_t)cfg->L : 1);
     uint64_t want = HEADER_BYTES + (uint64_t)sets * n * 4;
     if (size != want) {
@@ -173,7 +173,7 @@ vka_result vka_gpt_load(vka_context *ctx, const char *path, vka_gpt **out) {
     vka_result r = open_checked(ctx, path, MODEL_MAGIC, MODEL_VERSION, 1, &f, h, &cfg);
     if (r != VKA_SUCCESS) return r;
     vka_gpt *gpt = NULL;
-    r = gpt_new(ctx, &cfg, false, 0, &gpt);
+    r = vkm_gpt_new(ctx, &cfg, false, 0, &gpt);
     uint64_t hash = HASH_SEED;
     vkb_tensor *sets[1] = {gpt ? gpt->params : NULL};
     const char *what[1] = {"the parameters"};
@@ -208,7 +208,7 @@ vka_result vka_gpt_save(vka_gpt *gpt, const char *path) {
     float *params = malloc(gpt->num_params * sizeof *params);
     if (!params)
         return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "saving %s: out of memory", path);
-    vka_result r = gpt_read_set(gpt, gpt->params, params);
+    vka_result r = vkm_gpt_read_set(gpt, gpt->params, params);
     if (r == VKA_SUCCESS) {
         const void *parts[2] = {h, params};
         size_t sizes[2] = {HEADER_BYTES, gpt->num_params * sizeof *params};
@@ -267,9 +267,9 @@ vka_result vka_gpt_save_state(vka_gpt *gpt, const vka_train_state *state, const 
     float *buf = calloc(3 * n, sizeof *buf);
     if (!buf)
         return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "saving %s: out of memory", path);
-    vka_result r = gpt_read_set(gpt, gpt->params, buf);
-    if (r == VKA_SUCCESS && gpt->m_arena) r = gpt_read_set(gpt, gpt->m, buf + n);
-    if (r == VKA_SUCCESS && gpt->v_arena) r = gpt_read_set(gpt, gpt->v, buf + 2 * n);
+    vka_result r = vkm_gpt_read_set(gpt, gpt->params, buf);
+    if (r == VKA_SUCCESS && gpt->m_arena) r = vkm_gpt_read_set(gpt, gpt->m, buf + n);
+    if (r == VKA_SUCCESS && gpt->v_arena) r = vkm_gpt_read_set(gpt, gpt->v, buf + 2 * n);
     if (r == VKA_SUCCESS) {
         uint32_t h[HEADER_WORDS];
         header_put_config(h, STATE_MAGIC, STATE_VERSION, &gpt->cfg);
@@ -295,8 +295,8 @@ vka_result vka_gpt_load_state(vka_context *ctx, const char *path, vka_gpt **out,
     vka_result r = open_checked(ctx, path, STATE_MAGIC, STATE_VERSION, 3, &f, h, &cfg);
     if (r != VKA_SUCCESS) return r;
     vka_gpt *gpt = NULL;
-    r = gpt_new(ctx, &cfg, false, 0, &gpt);
-    if (r == VKA_SUCCESS) r = gpt_ensure_opt(gpt);
+    r = vkm_gpt_new(ctx, &cfg, false, 0, &gpt);
+    if (r == VKA_SUCCESS) r = vkm_gpt_ensure_opt(gpt);
     uint64_t hash = HASH_SEED;
     if (r == VKA_SUCCESS) {
         vkb_tensor *sets[3] = {gpt->params, gpt->m, gpt->v};

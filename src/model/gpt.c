@@ -23,9 +23,9 @@ static const char *const KIND_NAMES[P_KINDS] = {
     "wte",      "wpe",  "ln1w", "ln1b", "qkvw", "qkvb",    "attprojw", "attprojb",
     "ln2w",     "ln2b", "fcw",  "fcb",  "fcprojw", "fcprojb", "lnfw", "lnfb"};
 
-const char *gpt_kind_name(gpt_param_kind kind) { return KIND_NAMES[kind]; }
+const char *vkm_gpt_kind_name(gpt_param_kind kind) { return KIND_NAMES[kind]; }
 
-size_t gpt_kind_size(const vka_gpt_config *cfg, gpt_param_kind kind) {
+size_t vkm_gpt_kind_size(const vka_gpt_config *cfg, gpt_param_kind kind) {
     size_t C = (size_t)cfg->C;
     switch (kind) {
     case P_WTE: return (size_t)cfg->Vp * C;     /* (Vp, C) */
@@ -40,7 +40,7 @@ size_t gpt_kind_size(const vka_gpt_config *cfg, gpt_param_kind kind) {
     }
 }
 
-gpt_param_kind gpt_tensor_kind(int L, int i, int *layer) {
+gpt_param_kind vkm_gpt_tensor_kind(int L, int i, int *layer) {
     *layer = 0;
     if (i < 2) return (gpt_param_kind)i;
     if (i >= 2 + 12 * L) return (gpt_param_kind)(P_LNFW + (i - 2 - 12 * L));
@@ -48,7 +48,7 @@ gpt_param_kind gpt_tensor_kind(int L, int i, int *layer) {
     return (gpt_param_kind)(P_LN1W + (i - 2) / L);
 }
 
-vka_result gpt_config_problem(vka_gpt_config *cfg, char *msg, size_t cap) {
+vka_result vkm_gpt_config_problem(vka_gpt_config *cfg, char *msg, size_t cap) {
     const struct {
         const char *name;
         int value, max;
@@ -74,7 +74,7 @@ vka_result gpt_config_problem(vka_gpt_config *cfg, char *msg, size_t cap) {
     }
     uint64_t n = 0;
     for (int k = 0; k < P_KINDS; k++)
-        n += gpt_kind_size(cfg, (gpt_param_kind)k) *
+        n += vkm_gpt_kind_size(cfg, (gpt_param_kind)k) *
              (gpt_kind_per_layer((gpt_param_kind)k) ? (uint64_t)cfg->L : 1);
     if (n * 4 > GPT_MAX_PARAM_BYTES) {
         snprintf(msg, cap, "%llu parameters (%.1f GiB) is beyond any device",
@@ -86,7 +86,7 @@ vka_result gpt_config_problem(vka_gpt_config *cfg, char *msg, size_t cap) {
 
 static double mib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
-vka_result gpt_make_arena(vka_gpt *gpt, const char *label, vkb_arena_kind kind,
+vka_result vkm_gpt_make_arena(vka_gpt *gpt, const char *label, vkb_arena_kind kind,
                           const size_t *sizes, const char *const *names, int count,
                           vkb_tensor *tensors, vkb_arena **out, const char *hint) {
     const vkb_limits *lim = &gpt->be->limits;
@@ -114,7 +114,7 @@ vka_result gpt_make_arena(vka_gpt *gpt, const char *label, vkb_arena_kind kind,
     return r;
 }
 
-void gpt_destroy_arena(vka_gpt *gpt, vkb_arena **arena, uint64_t bytes) {
+void vkm_gpt_destroy_arena(vka_gpt *gpt, vkb_arena **arena, uint64_t bytes) {
     if (*arena) {
         gpt->be->ops->arena_destroy(gpt->be, *arena);
         gpt->arena_bytes -= bytes;
@@ -122,7 +122,7 @@ void gpt_destroy_arena(vka_gpt *gpt, vkb_arena **arena, uint64_t bytes) {
     *arena = NULL;
 }
 
-uint64_t gpt_sum_bytes(const size_t *sizes, size_t n) {
+uint64_t vkm_gpt_sum_bytes(const size_t *sizes, size_t n) {
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++) total += (uint64_t)sizes[i] * 4;
     return total;
@@ -136,7 +136,7 @@ static const char **param_names(const vka_gpt *gpt, const char *prefix) {
     char *text = (char *)(names + gpt->n_tensors);
     for (int i = 0; i < gpt->n_tensors; i++) {
         int l;
-        gpt_param_kind k = gpt_tensor_kind(gpt->cfg.L, i, &l);
+        gpt_param_kind k = vkm_gpt_tensor_kind(gpt->cfg.L, i, &l);
         char *s = text + (size_t)i * each;
         if (gpt_kind_per_layer(k))
             snprintf(s, each, "%s%s (layer %d)", prefix, KIND_NAMES[k], l);
@@ -151,7 +151,7 @@ static vka_result make_param_set(vka_gpt *gpt, const char *label, const char *pr
                                  vkb_tensor *set, vkb_arena **arena) {
     const char **names = param_names(gpt, prefix);
     if (!names) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
-    vka_result r = gpt_make_arena(gpt, label, VKB_ARENA_DEVICE, gpt->tensor_sizes, names,
+    vka_result r = vkm_gpt_make_arena(gpt, label, VKB_ARENA_DEVICE, gpt->tensor_sizes, names,
                                   gpt->n_tensors, set, arena, "");
     free(names);
     return r;
@@ -168,7 +168,7 @@ static vka_result init_params(vka_gpt *gpt, uint64_t seed) {
     vka_result r = VKA_SUCCESS;
     for (int i = 0; i < gpt->n_tensors && r == VKA_SUCCESS; i++) {
         int l;
-        gpt_param_kind k = gpt_tensor_kind(gpt->cfg.L, i, &l);
+        gpt_param_kind k = vkm_gpt_tensor_kind(gpt->cfg.L, i, &l);
         size_t n = gpt->tensor_sizes[i];
         if (gpt_kind_is_matrix(k)) {
             size_t real = k == P_WTE ? (size_t)gpt->cfg.V * gpt->cfg.C : n;
@@ -184,11 +184,11 @@ static vka_result init_params(vka_gpt *gpt, uint64_t seed) {
     return r;
 }
 
-vka_result gpt_new(vka_context *ctx, const vka_gpt_config *config, bool init, uint64_t seed,
+vka_result vkm_gpt_new(vka_context *ctx, const vka_gpt_config *config, bool init, uint64_t seed,
                    vka_gpt **out) {
     vka_gpt_config cfg = *config;
     char msg[256];
-    vka_result r = gpt_config_problem(&cfg, msg, sizeof msg);
+    vka_result r = vkm_gpt_config_problem(&cfg, msg, sizeof msg);
     if (r != VKA_SUCCESS) return vka_set_error(ctx, r, "model: %s", msg);
     vka_gpt *gpt = calloc(1, sizeof *gpt);
     if (!gpt) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
@@ -210,7 +210,7 @@ vka_result gpt_new(vka_context *ctx, const vka_gpt_config *config, bool init, ui
     gpt->v = gpt->params + 3 * n;
     for (int i = 0; i < n; i++) {
         int l;
-        gpt->tensor_sizes[i] = gpt_kind_size(&cfg, gpt_tensor_kind(cfg.L, i, &l));
+        gpt->tensor_sizes[i] = vkm_gpt_kind_size(&cfg, vkm_gpt_tensor_kind(cfg.L, i, &l));
         gpt->num_params += gpt->tensor_sizes[i];
     }
     r = make_param_set(gpt, "parameters", "", gpt->params, &gpt->params_arena);
@@ -229,10 +229,10 @@ vka_result vka_gpt_create(vka_context *ctx, const vka_gpt_config *config, uint64
     if (!config || !out)
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_gpt_create: config or out is NULL");
     *out = NULL;
-    return gpt_new(ctx, config, true, seed, out);
+    return vkm_gpt_new(ctx, config, true, seed, out);
 }
 
-vka_result gpt_ensure_grads(vka_gpt *gpt) {
+vka_result vkm_gpt_ensure_grads(vka_gpt *gpt) {
     if (gpt->grads_arena) return VKA_SUCCESS;
     /* The gradients plus grad_norm's partial sums and result. */
     int n = gpt->n_tensors;
@@ -251,7 +251,7 @@ vka_result gpt_ensure_grads(vka_gpt *gpt) {
     all[n] = "grad norm partial sums";
     sizes[n + 1] = 2;
     all[n + 1] = "grad norm";
-    r = gpt_make_arena(gpt, "gradients", VKB_ARENA_DEVICE, sizes, all, n + 2, tensors,
+    r = vkm_gpt_make_arena(gpt, "gradients", VKB_ARENA_DEVICE, sizes, all, n + 2, tensors,
                        &gpt->grads_arena, "");
     if (r == VKA_SUCCESS) {
         memcpy(gpt->grads, tensors, (size_t)n * sizeof *tensors);
@@ -266,7 +266,7 @@ done:
     return r;
 }
 
-vka_result gpt_ensure_opt(vka_gpt *gpt) {
+vka_result vkm_gpt_ensure_opt(vka_gpt *gpt) {
     vka_result r = VKA_SUCCESS;
     if (!gpt->m_arena) r = make_param_set(gpt, "adamw m", "m of ", gpt->m, &gpt->m_arena);
     if (r == VKA_SUCCESS && !gpt->v_arena)
@@ -278,7 +278,7 @@ vka_result gpt_ensure_opt(vka_gpt *gpt) {
  * Parameters in and out
  * ------------------------------------------------------------------------------------------- */
 
-vka_result gpt_read_set(vka_gpt *gpt, const vkb_tensor *set, float *out) {
+vka_result vkm_gpt_read_set(vka_gpt *gpt, const vkb_tensor *set, float *out) {
     size_t off = 0;
     for (int i = 0; i < gpt->n_tensors; i++) {
         vka_result r = gpt->be->ops->read(gpt->be, set[i], 0, out + off, gpt->tensor_sizes[i]);
@@ -288,7 +288,7 @@ vka_result gpt_read_set(vka_gpt *gpt, const vkb_tensor *set, float *out) {
     return VKA_SUCCESS;
 }
 
-vka_result gpt_write_set(vka_gpt *gpt, const vkb_tensor *set, const float *in) {
+vka_result vkm_gpt_write_set(vka_gpt *gpt, const vkb_tensor *set, const float *in) {
     size_t off = 0;
     for (int i = 0; i < gpt->n_tensors; i++) {
         vka_result r = gpt->be->ops->write(gpt->be, set[i], 0, in + off, gpt->tensor_sizes[i]);
@@ -310,13 +310,13 @@ static vka_result check_count(vka_gpt *gpt, const void *p, size_t n, const char 
 vka_result vka_gpt_get_params(vka_gpt *gpt, float *out, size_t n) {
     if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
     vka_result r = check_count(gpt, out, n, "vka_gpt_get_params");
-    return r != VKA_SUCCESS ? r : gpt_read_set(gpt, gpt->params, out);
+    return r != VKA_SUCCESS ? r : vkm_gpt_read_set(gpt, gpt->params, out);
 }
 
 vka_result vka_gpt_set_params(vka_gpt *gpt, const float *in, size_t n) {
     if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
     vka_result r = check_count(gpt, in, n, "vka_gpt_set_params");
-    return r != VKA_SUCCESS ? r : gpt_write_set(gpt, gpt->params, in);
+    return r != VKA_SUCCESS ? r : vkm_gpt_write_set(gpt, gpt->params, in);
 }
 
 vka_result vka_gpt_get_grads(vka_gpt *gpt, float *out, size_t n) {
@@ -327,18 +327,18 @@ vka_result vka_gpt_get_grads(vka_gpt *gpt, float *out, size_t n) {
         return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "vka_gpt_get_grads: no gradients yet (run "
                              "vka_gpt_forward_backward or vka_gpt_train_step first)");
-    return gpt_read_set(gpt, gpt->grads, out);
+    return vkm_gpt_read_set(gpt, gpt->grads, out);
 }
 
 void vka_gpt_destroy(vka_gpt *gpt) {
     if (!gpt) return;
     if (gpt->be) {
-        gpt_free_run_arenas(gpt);
+        vkm_gpt_free_run_arenas(gpt);
         uint64_t set_bytes = (uint64_t)gpt->num_params * 4;
-        gpt_destroy_arena(gpt, &gpt->params_arena, set_bytes);
-        gpt_destroy_arena(gpt, &gpt->grads_arena, 0);
-        gpt_destroy_arena(gpt, &gpt->m_arena, set_bytes);
-        gpt_destroy_arena(gpt, &gpt->v_arena, set_bytes);
+        vkm_gpt_destroy_arena(gpt, &gpt->params_arena, set_bytes);
+        vkm_gpt_destroy_arena(gpt, &gpt->grads_arena, 0);
+        vkm_gpt_destroy_arena(gpt, &gpt->m_arena, set_bytes);
+        vkm_gpt_destroy_arena(gpt, &gpt->v_arena, set_bytes);
     }
     free(gpt->tensor_sizes);
     free(gpt->params);

@@ -84,7 +84,7 @@ static void host_sizes(const vka_gpt *gpt, const gpt_shape *s, size_t *sizes) {
     memcpy(sizes, want, sizeof want);
 }
 
-void gpt_drop_graphs(vka_gpt *gpt) {
+void vkm_gpt_drop_graphs(vka_gpt *gpt) {
     for (int i = 0; i < gpt->n_graphs; i++)
         gpt->be->ops->graph_destroy(gpt->be, gpt->graphs[i].graph);
     gpt->n_graphs = 0;
@@ -96,10 +96,10 @@ static size_t n_acts(const vka_gpt *gpt) {
     return GPT_GLOBAL_ACTS + GPT_LAYER_ACTS * (size_t)gpt->cfg.L;
 }
 
-void gpt_free_run_arenas(vka_gpt *gpt) {
-    gpt_drop_graphs(gpt);
-    gpt_destroy_arena(gpt, &gpt->acts_arena, gpt_sum_bytes(gpt->acts_cap, n_acts(gpt)));
-    gpt_destroy_arena(gpt, &gpt->host_arena, 0);
+void vkm_gpt_free_run_arenas(vka_gpt *gpt) {
+    vkm_gpt_drop_graphs(gpt);
+    vkm_gpt_destroy_arena(gpt, &gpt->acts_arena, vkm_gpt_sum_bytes(gpt->acts_cap, n_acts(gpt)));
+    vkm_gpt_destroy_arena(gpt, &gpt->host_arena, 0);
 }
 
 /* The host tensors in the order of host_sizes(), with their names. */
@@ -128,13 +128,13 @@ static vka_result create_run_arenas(vka_gpt *gpt, const gpt_shape *shape) {
         goto done;
     }
     act_list(gpt, shape, NULL, names, slots, name_buf);
-    r = gpt_make_arena(gpt, "activations", VKB_ARENA_DEVICE, gpt->acts_cap, names, (int)n,
+    r = vkm_gpt_make_arena(gpt, "activations", VKB_ARENA_DEVICE, gpt->acts_cap, names, (int)n,
                        tensors, &gpt->acts_arena, " (the activations of this B and T: use a "
                        "smaller batch B or context T)");
     if (r != VKA_SUCCESS) goto done;
     for (size_t i = 0; i < n; i++) *slots[i] = tensors[i];
     vkb_tensor host[GPT_HOST_TENSORS], *hslots[GPT_HOST_TENSORS];
-    r = gpt_make_arena(gpt, "host inputs and outputs", VKB_ARENA_HOST, gpt->host_cap,
+    r = vkm_gpt_make_arena(gpt, "host inputs and outputs", VKB_ARENA_HOST, gpt->host_cap,
                        HOST_NAMES, (int)GPT_HOST_TENSORS, host, &gpt->host_arena, "");
     if (r != VKA_SUCCESS) goto done;
     host_slots(&gpt->host, hslots);
@@ -147,7 +147,7 @@ done:
     return r;
 }
 
-vka_result gpt_reserve(vka_gpt *gpt, const gpt_shape *shape) {
+vka_result vkm_gpt_reserve(vka_gpt *gpt, const gpt_shape *shape) {
     size_t n = n_acts(gpt);
     size_t *sizes = malloc(n * sizeof *sizes);
     if (!sizes) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
@@ -160,14 +160,14 @@ vka_result gpt_reserve(vka_gpt *gpt, const gpt_shape *shape) {
     vka_result r = VKA_SUCCESS;
     if (grow) {
         /* Every tensor grows to the larger of what it held and what this shape needs. */
-        gpt_free_run_arenas(gpt);
+        vkm_gpt_free_run_arenas(gpt);
         for (size_t i = 0; i < n; i++) gpt->acts_cap[i] = VKA_MAX(gpt->acts_cap[i], sizes[i]);
         for (size_t i = 0; i < GPT_HOST_TENSORS; i++)
             gpt->host_cap[i] = VKA_MAX(gpt->host_cap[i], hsizes[i]);
         r = create_run_arenas(gpt, shape);
         if (r != VKA_SUCCESS) {
             /* Nothing half-made stays: the next call starts from empty arenas. */
-            gpt_free_run_arenas(gpt);
+            vkm_gpt_free_run_arenas(gpt);
             memset(gpt->acts_cap, 0, n * sizeof *gpt->acts_cap);
             memset(gpt->host_cap, 0, sizeof gpt->host_cap);
         }

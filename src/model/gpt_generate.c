@@ -73,7 +73,7 @@ static vka_result check_generate(vka_gpt *gpt, const int32_t *prompt, size_t n_p
     if (s->top_k < 0)
         return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "%s: top_k = %d is negative",
                              fn, s->top_k);
-    return gpt_check_ids(gpt, fn, "prompt", prompt, n_prompt, 0);
+    return vkm_gpt_check_ids(gpt, fn, "prompt", prompt, n_prompt, 0);
 }
 
 vka_result vka_gpt_generate(vka_gpt *gpt, const int32_t *prompt, size_t n_prompt, int n_new,
@@ -97,13 +97,13 @@ vka_result vka_gpt_generate(vka_gpt *gpt, const int32_t *prompt, size_t n_prompt
     }
     memcpy(seq, prompt, n_prompt * sizeof *seq);
     gpt_shape shape = {.B = 1, .T = Tg, .host_logits = true};
-    r = gpt_reserve(gpt, &shape);
+    r = vkm_gpt_reserve(gpt, &shape);
     uint64_t rng = s.seed;
     for (size_t len = n_prompt; r == VKA_SUCCESS && len < total; len++) {
         size_t n_ctx = VKA_MIN(len, (size_t)Tg);
         memcpy(row, seq + len - n_ctx, n_ctx * sizeof *row);
         r = gpt->be->ops->write(gpt->be, gpt->host.inputs, 0, row, (size_t)Tg);
-        if (r == VKA_SUCCESS) r = gpt_run(gpt, G_SAMPLE, 1, Tg, 0, 0);
+        if (r == VKA_SUCCESS) r = vkm_gpt_run(gpt, G_SAMPLE, 1, Tg, 0, 0);
         if (r == VKA_SUCCESS)
             r = gpt->be->ops->read(gpt->be, gpt->host.logits, (n_ctx - 1) * (size_t)Vp, logits,
                                    (size_t)V);

@@ -75,7 +75,7 @@ static void attention_forward(vka_gpt *gpt, gpt_layer_acts *la, int B, int T) {
     be->ops->unpermute_forward(be, la->atty, a->vaccum, B, T, NH, HS);
 }
 
-void gpt_record_forward(vka_gpt *gpt, int B, int T, bool train) {
+void vkm_gpt_record_forward(vka_gpt *gpt, int B, int T, bool train) {
     vkb_backend *be = gpt->be;
     const vkb_tensor *p = gpt->params;
     gpt_acts *a = &gpt->acts;
@@ -111,7 +111,7 @@ void gpt_record_forward(vka_gpt *gpt, int B, int T, bool train) {
     linear_forward(be, a->logits, a->lnf, p[0], VKB_NONE, BT, C, gpt->cfg.Vp);
 }
 
-void gpt_record_loss(vka_gpt *gpt, int B, int T, bool copy_losses) {
+void vkm_gpt_record_loss(vka_gpt *gpt, int B, int T, bool copy_losses) {
     vkb_backend *be = gpt->be;
     gpt_acts *a = &gpt->acts;
     size_t BT = (size_t)B * T;
@@ -175,7 +175,7 @@ static void layer_backward(vka_gpt *gpt, int l, int B, int T) {
                                 param(gpt, p, P_LN1W, l), la->ln1_mean, la->ln1_rstd, BT, C);
 }
 
-void gpt_record_backward(vka_gpt *gpt, int B, int T) {
+void vkm_gpt_record_backward(vka_gpt *gpt, int B, int T) {
     vkb_backend *be = gpt->be;
     const vkb_tensor *p = gpt->params, *g = gpt->grads;
     gpt_acts *a = &gpt->acts;
@@ -195,16 +195,16 @@ void gpt_record_backward(vka_gpt *gpt, int B, int T) {
                               B, T, C);
 }
 
-void gpt_record_zero_grads(vka_gpt *gpt) {
+void vkm_gpt_record_zero_grads(vka_gpt *gpt) {
     for (int i = 0; i < gpt->n_tensors; i++) gpt->be->ops->fill(gpt->be, gpt->grads[i], 0.0f);
 }
 
-void gpt_record_update(vka_gpt *gpt, float grad_clip, float weight_decay) {
+void vkm_gpt_record_update(vka_gpt *gpt, float grad_clip, float weight_decay) {
     vkb_backend *be = gpt->be;
     be->ops->grad_norm(be, gpt->norm, gpt->norm_partials, gpt->grads, gpt->n_tensors, grad_clip);
     for (int i = 0; i < gpt->n_tensors; i++) {
         int l;
-        gpt_param_kind k = gpt_tensor_kind(gpt->cfg.L, i, &l);
+        gpt_param_kind k = vkm_gpt_tensor_kind(gpt->cfg.L, i, &l);
         /* Decoupled weight decay on 2-D weights only (nanoGPT's configure_optimizers). */
         float wd = gpt_kind_is_matrix(k) ? weight_decay : 0.0f;
         be->ops->adamw(be, gpt->params[i], gpt->grads[i], gpt->m[i], gpt->v[i], gpt->host.hyper,
@@ -213,8 +213,8 @@ void gpt_record_update(vka_gpt *gpt, float grad_clip, float weight_decay) {
     be->ops->copy(be, gpt->host.norm, gpt->norm);
 }
 
-void gpt_record_sample(vka_gpt *gpt, int T) {
-    gpt_record_forward(gpt, 1, T, false);
+void vkm_gpt_record_sample(vka_gpt *gpt, int T) {
+    vkm_gpt_record_forward(gpt, 1, T, false);
     gpt->be->ops->copy(gpt->be, gpt->host.logits,
                        cut(gpt->acts.logits, (size_t)T * gpt->cfg.Vp));
 }

@@ -162,61 +162,61 @@ static inline bool gpt_kind_is_matrix(gpt_param_kind kind) {
            kind == P_FCW || kind == P_FCPROJW;
 }
 /* Elements of one tensor of kind (one layer's slice for per-layer kinds). */
-size_t gpt_kind_size(const vka_gpt_config *cfg, gpt_param_kind kind);
-const char *gpt_kind_name(gpt_param_kind kind);
+size_t vkm_gpt_kind_size(const vka_gpt_config *cfg, gpt_param_kind kind);
+const char *vkm_gpt_kind_name(gpt_param_kind kind);
 /* The kind of parameter tensor i. */
-gpt_param_kind gpt_tensor_kind(int L, int i, int *layer);
+gpt_param_kind vkm_gpt_tensor_kind(int L, int i, int *layer);
 
 /* What is wrong with a configuration, if anything (sizes positive, C % NH == 0, V <= Vp,
  * nothing absurdly large): the result code, with the problem written to msg. Vp 0 is filled
  * in (V rounded up to a multiple of 128). */
-vka_result gpt_config_problem(vka_gpt_config *cfg, char *msg, size_t cap);
+vka_result vkm_gpt_config_problem(vka_gpt_config *cfg, char *msg, size_t cap);
 /* A model with the parameter arena only; init: GPT-2 initialisation from seed, else zeros. */
-vka_result gpt_new(vka_context *ctx, const vka_gpt_config *cfg, bool init, uint64_t seed,
+vka_result vkm_gpt_new(vka_context *ctx, const vka_gpt_config *cfg, bool init, uint64_t seed,
                    vka_gpt **out);
 /* Create an arena after checking each tensor against the device's largest tensor and the
  * whole against its memory, so a message names the tensor and the limit (hint: how to need
  * less). Device arenas count into gpt->arena_bytes. */
-vka_result gpt_make_arena(vka_gpt *gpt, const char *label, vkb_arena_kind kind,
+vka_result vkm_gpt_make_arena(vka_gpt *gpt, const char *label, vkb_arena_kind kind,
                           const size_t *sizes, const char *const *names, int count,
                           vkb_tensor *tensors, vkb_arena **out, const char *hint);
 /* Destroy *arena (if any) of bytes device bytes and set it NULL. */
-void gpt_destroy_arena(vka_gpt *gpt, vkb_arena **arena, uint64_t bytes);
-uint64_t gpt_sum_bytes(const size_t *sizes, size_t n);
+void vkm_gpt_destroy_arena(vka_gpt *gpt, vkb_arena **arena, uint64_t bytes);
+uint64_t vkm_gpt_sum_bytes(const size_t *sizes, size_t n);
 /* Destroy the recorded graphs and the activation and host arenas. */
-void gpt_free_run_arenas(vka_gpt *gpt);
+void vkm_gpt_free_run_arenas(vka_gpt *gpt);
 /* Create the gradient arena / the AdamW m and v arenas if missing (zero-filled). */
-vka_result gpt_ensure_grads(vka_gpt *gpt);
-vka_result gpt_ensure_opt(vka_gpt *gpt);
+vka_result vkm_gpt_ensure_grads(vka_gpt *gpt);
+vka_result vkm_gpt_ensure_opt(vka_gpt *gpt);
 /* Make the activation and host arenas hold shape (recreating them, and dropping every graph,
  * if they grow). */
-vka_result gpt_reserve(vka_gpt *gpt, const gpt_shape *shape);
-void gpt_drop_graphs(vka_gpt *gpt);
+vka_result vkm_gpt_reserve(vka_gpt *gpt, const gpt_shape *shape);
+void vkm_gpt_drop_graphs(vka_gpt *gpt);
 /* Copy a tensor set (params, grads, m or v) out of / into n floats in checkpoint order. */
-vka_result gpt_read_set(vka_gpt *gpt, const vkb_tensor *set, float *out);
-vka_result gpt_write_set(vka_gpt *gpt, const vkb_tensor *set, const float *in);
+vka_result vkm_gpt_read_set(vka_gpt *gpt, const vkb_tensor *set, float *out);
+vka_result vkm_gpt_write_set(vka_gpt *gpt, const vkb_tensor *set, const float *in);
 
 /* Run the graph of kind for (B, T) (G_TRAIN: with grad_clip and weight_decay), recording it
- * on first use (gpt_train.c). The arenas must already hold the shape (gpt_reserve). */
-vka_result gpt_run(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, float grad_clip,
+ * on first use (gpt_train.c). The arenas must already hold the shape (vkm_gpt_reserve). */
+vka_result vkm_gpt_run(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, float grad_clip,
                    float weight_decay);
 /* B, T positive, T <= max_T, within int ranges; fn names the caller in the message. */
-vka_result gpt_check_shape(vka_gpt *gpt, const char *fn, int B, int T);
+vka_result vkm_gpt_check_shape(vka_gpt *gpt, const char *fn, int B, int T);
 /* Every id in [0, V); T > 0 names a bad one as what[b][t], else what[i]. */
-vka_result gpt_check_ids(vka_gpt *gpt, const char *fn, const char *what, const int32_t *ids,
+vka_result vkm_gpt_check_ids(vka_gpt *gpt, const char *fn, const char *what, const int32_t *ids,
                          size_t n, int T);
 
 /* Record ops (gpt_graph.c). Inputs and targets are read from the host arena. */
 /* Forward to logits; train keeps every layer's activations for backward. */
-void gpt_record_forward(vka_gpt *gpt, int B, int T, bool train);
+void vkm_gpt_record_forward(vka_gpt *gpt, int B, int T, bool train);
 /* Cross-entropy, mean loss to host.loss, and (copy_losses) per-position losses to host.losses. */
-void gpt_record_loss(vka_gpt *gpt, int B, int T, bool copy_losses);
-void gpt_record_zero_grads(vka_gpt *gpt);
+void vkm_gpt_record_loss(vka_gpt *gpt, int B, int T, bool copy_losses);
+void vkm_gpt_record_zero_grads(vka_gpt *gpt);
 /* Backward after a train forward and loss: accumulates into the (zeroed) gradients. */
-void gpt_record_backward(vka_gpt *gpt, int B, int T);
+void vkm_gpt_record_backward(vka_gpt *gpt, int B, int T);
 /* Grad norm (clip) and AdamW with host.hyper; norm and clip scale copied to host.norm. */
-void gpt_record_update(vka_gpt *gpt, float grad_clip, float weight_decay);
+void vkm_gpt_record_update(vka_gpt *gpt, float grad_clip, float weight_decay);
 /* Forward of one sequence of T tokens, its logits (T, Vp) copied to host.logits. */
-void gpt_record_sample(vka_gpt *gpt, int T);
+void vkm_gpt_record_sample(vka_gpt *gpt, int T);
 
 #endif

@@ -17,22 +17,22 @@
 static void record(vka_gpt *gpt, const gpt_graph *g) {
     switch (g->kind) {
     case G_FORWARD:
-        gpt_record_forward(gpt, g->B, g->T, false);
+        vkm_gpt_record_forward(gpt, g->B, g->T, false);
         break;
     case G_FORWARD_LOSS:
-        gpt_record_forward(gpt, g->B, g->T, false);
-        gpt_record_loss(gpt, g->B, g->T, true);
+        vkm_gpt_record_forward(gpt, g->B, g->T, false);
+        vkm_gpt_record_loss(gpt, g->B, g->T, true);
         break;
     case G_FORWARD_BACKWARD:
     case G_TRAIN:
-        gpt_record_zero_grads(gpt);
-        gpt_record_forward(gpt, g->B, g->T, true);
-        gpt_record_loss(gpt, g->B, g->T, false);
-        gpt_record_backward(gpt, g->B, g->T);
-        if (g->kind == G_TRAIN) gpt_record_update(gpt, g->grad_clip, g->weight_decay);
+        vkm_gpt_record_zero_grads(gpt);
+        vkm_gpt_record_forward(gpt, g->B, g->T, true);
+        vkm_gpt_record_loss(gpt, g->B, g->T, false);
+        vkm_gpt_record_backward(gpt, g->B, g->T);
+        if (g->kind == G_TRAIN) vkm_gpt_record_update(gpt, g->grad_clip, g->weight_decay);
         break;
     case G_SAMPLE:
-        gpt_record_sample(gpt, g->T);
+        vkm_gpt_record_sample(gpt, g->T);
         break;
     }
 }
@@ -64,7 +64,7 @@ static gpt_graph *graph_slot(vka_gpt *gpt, const gpt_graph *key) {
 }
 
 /* Run the graph of this kind and shape, recording it first if it is new. */
-vka_result gpt_run(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, float grad_clip,
+vka_result vkm_gpt_run(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, float grad_clip,
                    float weight_decay) {
     vkb_backend *be = gpt->be;
     gpt_graph key = {.kind = kind, .B = B, .T = T, .grad_clip = grad_clip,
@@ -88,7 +88,7 @@ vka_result gpt_run(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, float grad_c
  * Input checks
  * ------------------------------------------------------------------------------------------- */
 
-vka_result gpt_check_ids(vka_gpt *gpt, const char *fn, const char *what, const int32_t *ids,
+vka_result vkm_gpt_check_ids(vka_gpt *gpt, const char *fn, const char *what, const int32_t *ids,
                          size_t n, int T) {
     for (size_t i = 0; i < n; i++) {
         if (ids[i] >= 0 && ids[i] < gpt->cfg.V) continue;
@@ -105,7 +105,7 @@ vka_result gpt_check_ids(vka_gpt *gpt, const char *fn, const char *what, const i
     return VKA_SUCCESS;
 }
 
-vka_result gpt_check_shape(vka_gpt *gpt, const char *fn, int B, int T) {
+vka_result vkm_gpt_check_shape(vka_gpt *gpt, const char *fn, int B, int T) {
     if (B <= 0 || T <= 0)
         return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "%s: B = %d and T = %d must be positive", fn, B, T);
@@ -126,10 +126,10 @@ static vka_result check_batch(vka_gpt *gpt, const char *fn, const int32_t *input
     if (!inputs || (need_targets && !targets))
         return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
                              inputs ? "targets" : "inputs");
-    vka_result r = gpt_check_shape(gpt, fn, B, T);
-    if (r == VKA_SUCCESS) r = gpt_check_ids(gpt, fn, "inputs", inputs, (size_t)B * T, T);
+    vka_result r = vkm_gpt_check_shape(gpt, fn, B, T);
+    if (r == VKA_SUCCESS) r = vkm_gpt_check_ids(gpt, fn, "inputs", inputs, (size_t)B * T, T);
     if (r == VKA_SUCCESS && targets)
-        r = gpt_check_ids(gpt, fn, "targets", targets, (size_t)B * T, T);
+        r = vkm_gpt_check_ids(gpt, fn, "targets", targets, (size_t)B * T, T);
     return r;
 }
 
@@ -176,9 +176,9 @@ vka_result vka_gpt_forward(vka_gpt *gpt, const int32_t *inputs, const int32_t *t
     vka_result r = check_batch(gpt, "vka_gpt_forward", inputs, targets, false, B, T);
     if (r != VKA_SUCCESS) return r;
     gpt_shape shape = {.B = B, .T = T};
-    r = gpt_reserve(gpt, &shape);
+    r = vkm_gpt_reserve(gpt, &shape);
     if (r == VKA_SUCCESS) r = write_batch(gpt, inputs, targets, B, T, false);
-    if (r == VKA_SUCCESS) r = gpt_run(gpt, targets ? G_FORWARD_LOSS : G_FORWARD, B, T, 0, 0);
+    if (r == VKA_SUCCESS) r = vkm_gpt_run(gpt, targets ? G_FORWARD_LOSS : G_FORWARD, B, T, 0, 0);
     if (r == VKA_SUCCESS && targets) r = read_loss(gpt, loss);
     if (r == VKA_SUCCESS && logits) r = read_logits(gpt, logits, (size_t)B * T);
     return r;
@@ -188,12 +188,12 @@ vka_result vka_gpt_forward_backward(vka_gpt *gpt, const int32_t *inputs, const i
                                     int B, int T, float *loss) {
     if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
     vka_result r = check_batch(gpt, "vka_gpt_forward_backward", inputs, targets, true, B, T);
-    if (r == VKA_SUCCESS) r = gpt_ensure_grads(gpt);
+    if (r == VKA_SUCCESS) r = vkm_gpt_ensure_grads(gpt);
     if (r != VKA_SUCCESS) return r;
     gpt_shape shape = {.B = B, .T = T, .train = true};
-    r = gpt_reserve(gpt, &shape);
+    r = vkm_gpt_reserve(gpt, &shape);
     if (r == VKA_SUCCESS) r = write_batch(gpt, inputs, targets, B, T, true);
-    if (r == VKA_SUCCESS) r = gpt_run(gpt, G_FORWARD_BACKWARD, B, T, 0, 0);
+    if (r == VKA_SUCCESS) r = vkm_gpt_run(gpt, G_FORWARD_BACKWARD, B, T, 0, 0);
     if (r == VKA_SUCCESS) {
         gpt->have_grads = true;
         r = read_loss(gpt, loss);
@@ -249,16 +249,16 @@ vka_result vka_gpt_train_step(vka_gpt *gpt, const int32_t *inputs, const int32_t
     vka_adamw_desc d = {0};
     vka_result r = check_batch(gpt, "vka_gpt_train_step", inputs, targets, true, B, T);
     if (r == VKA_SUCCESS) r = adamw_settings(gpt, opt, &d);
-    if (r == VKA_SUCCESS) r = gpt_ensure_grads(gpt);
-    if (r == VKA_SUCCESS) r = gpt_ensure_opt(gpt);
+    if (r == VKA_SUCCESS) r = vkm_gpt_ensure_grads(gpt);
+    if (r == VKA_SUCCESS) r = vkm_gpt_ensure_opt(gpt);
     if (r != VKA_SUCCESS) return r;
     gpt_shape shape = {.B = B, .T = T, .train = true};
-    r = gpt_reserve(gpt, &shape);
+    r = vkm_gpt_reserve(gpt, &shape);
     if (r == VKA_SUCCESS) r = write_batch(gpt, inputs, targets, B, T, true);
     float hyper[VKA_HYPER_COUNT];
     adamw_hyper(&d, gpt->step, hyper);
     if (r == VKA_SUCCESS) r = gpt->be->ops->write(gpt->be, gpt->host.hyper, 0, hyper, VKA_HYPER_COUNT);
-    if (r == VKA_SUCCESS) r = gpt_run(gpt, G_TRAIN, B, T, d.grad_clip, d.weight_decay);
+    if (r == VKA_SUCCESS) r = vkm_gpt_run(gpt, G_TRAIN, B, T, d.grad_clip, d.weight_decay);
     if (r != VKA_SUCCESS) return r;
     gpt->step++;
     gpt->have_grads = true;
@@ -272,13 +272,13 @@ vka_result vka_gpt_eval(vka_gpt *gpt, const int32_t *tokens, size_t n, int T, do
     if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
     const char *fn = "vka_gpt_eval";
     if (T == 0) T = gpt->cfg.max_T;
-    vka_result r = gpt_check_shape(gpt, fn, 1, T);
+    vka_result r = vkm_gpt_check_shape(gpt, fn, 1, T);
     if (r != VKA_SUCCESS) return r;
     if (!tokens || n < (size_t)T + 1)
         return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "%s: %zu tokens, fewer than one window of T+1 = %d", fn,
                              tokens ? n : 0, T + 1);
-    r = gpt_check_ids(gpt, fn, "tokens", tokens, n, 0);
+    r = vkm_gpt_check_ids(gpt, fn, "tokens", tokens, n, 0);
     if (r != VKA_SUCCESS) return r;
     size_t n_windows = (n - 1) / (size_t)T;
     int per = (int)VKA_MIN(n_windows, (size_t)VKA_MAX(1, GPT_EVAL_TOKENS / T));
@@ -291,7 +291,7 @@ vka_result vka_gpt_eval(vka_gpt *gpt, const int32_t *tokens, size_t n, int T, do
         goto done;
     }
     gpt_shape shape = {.B = per, .T = T};
-    r = gpt_reserve(gpt, &shape);
+    r = vkm_gpt_reserve(gpt, &shape);
     double sum = 0.0;
     for (size_t w0 = 0; r == VKA_SUCCESS && w0 < n_windows; w0 += (size_t)per) {
         /* The last batch holds the windows that are left (its own graph). */
@@ -302,7 +302,7 @@ vka_result vka_gpt_eval(vka_gpt *gpt, const int32_t *tokens, size_t n, int T, do
             memcpy(targets + (size_t)b * T, win + 1, (size_t)T * sizeof *targets);
         }
         r = write_batch(gpt, inputs, targets, B, T, false);
-        if (r == VKA_SUCCESS) r = gpt_run(gpt, G_FORWARD_LOSS, B, T, 0, 0);
+        if (r == VKA_SUCCESS) r = vkm_gpt_run(gpt, G_FORWARD_LOSS, B, T, 0, 0);
         if (r == VKA_SUCCESS) r = gpt->be->ops->read(gpt->be, gpt->host.losses, 0, losses, (size_t)B * T);
         for (size_t i = 0; r == VKA_SUCCESS && i < (size_t)B * T; i++) sum += losses[i];
     }

@@ -28,6 +28,14 @@ void vkv_fail_vk(vkv_backend *vb, VkResult vr, const char *what) {
 
 const vkr_device *vkv_device(const vkv_backend *vb) { return vb->dev; }
 
+uint32_t vkv_workgroup_size(const vkv_backend *vb, uint32_t want) {
+    const VkPhysicalDeviceLimits *lim = &vb->dev->props.limits;
+    uint32_t most = VKA_MIN(lim->maxComputeWorkGroupInvocations, lim->maxComputeWorkGroupSize[0]);
+    uint32_t wg = 1;
+    while (wg * 2 <= VKA_MIN(want, most)) wg *= 2;
+    return wg;
+}
+
 vka_result vkv_commands_init(vkv_backend *vb) {
     vka_context *ctx = vb->base.ctx;
     VkDevice d = vb->dev->device;

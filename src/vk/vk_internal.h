@@ -106,6 +106,9 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call);
 void vkv_fill(vkv_backend *vb, vkb_tensor t, uint32_t bits);
 void vkv_copy(vkv_backend *vb, vkb_tensor dst, vkb_tensor src);
 
+/* want, lowered to the device's workgroup limits (Vulkan guarantees only 128 invocations). */
+uint32_t vkv_workgroup_size(const vkv_backend *vb, uint32_t want);
+
 /* The device the backend runs on (limits, is_cpu for variant choice). */
 const vkr_device *vkv_device(const vkv_backend *vb);
 

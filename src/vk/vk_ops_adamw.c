@@ -2,7 +2,7 @@
 #include "vk/vk_internal.h"
 
 
-#define WG 256
+#define WG 256 /* wanted workgroup size */
 
 typedef struct pc_adamw {
     uint32_t param_off, m_off, v_off, grad_off, hyper_off, gscale_off;
@@ -18,12 +18,13 @@ void vkv_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m,
         vkb_fail(be, VKA_ERROR_DEVICE_LIMIT, "adamw: %zu elements exceed 2^32-1", N);
         return;
     }
+    uint32_t wg = vkv_workgroup_size((vkv_backend *)be, WG);
     pc_adamw pc = {param.offset, m.offset,     v.offset,   grad.offset,
                    hyper.offset, gscale.offset, (uint32_t)N, gscale.arena != NULL, weight_decay};
-    vkv_call call = {.shader = VKA_SHADER_ADAMW, .spec = {WG}, .n_spec = 1,
+    vkv_call call = {.shader = VKA_SHADER_ADAMW, .spec = {wg}, .n_spec = 1,
                      .bind = {vkb_slice(param, 0, N), vkb_slice(m, 0, N), vkb_slice(v, 0, N),
                               vkb_slice(grad, 0, N), hyper, gscale},
                      .writes = {true, true, true}, .n_bind = 6, .pc = &pc,
-                     .pc_size = sizeof pc, .groups = VKA_CEIL_DIV(N, WG), .label = "adamw"};
+                     .pc_size = sizeof pc, .groups = VKA_CEIL_DIV(N, wg), .label = "adamw"};
     vkv_dispatch((vkv_backend *)be, &call);
 }

@@ -2,7 +2,7 @@
  * One invocation per element; the grid folds past 65,535 workgroups (vkv_dispatch). */
 #include "vk/vk_internal.h"
 
-#define WG 256
+#define WG 256 /* wanted workgroup size */
 
 typedef struct pc_binary {
     uint32_t out_off, a_off, b_off; /* element offsets of the bound tensors */
@@ -23,16 +23,17 @@ static bool check_n(vkb_backend *be, const char *op, size_t N) {
 static void dispatch3(vkb_backend *be, vka_shader_id shader, const char *label, vkb_tensor o,
                       vkb_tensor a, vkb_tensor b, size_t N) {
     if (!check_n(be, label, N)) return;
+    uint32_t wg = vkv_workgroup_size((vkv_backend *)be, WG);
     pc_binary pc = {o.offset, a.offset, b.offset, (uint32_t)N};
     vkv_call call = {.shader = shader,
-                     .spec = {WG},
+                     .spec = {wg},
                      .n_spec = 1,
                      .bind = {vkb_slice(o, 0, N), vkb_slice(a, 0, N), b.arena ? vkb_slice(b, 0, N) : b},
                      .writes = {true, false, false},
                      .n_bind = b.arena ? 3 : 2,
                      .pc = &pc,
                      .pc_size = sizeof pc,
-                     .groups = VKA_CEIL_DIV(N, WG),
+                     .groups = VKA_CEIL_DIV(N, wg),
                      .label = label};
     vkv_dispatch((vkv_backend *)be, &call);
 }

@@ -1,7 +1,7 @@
 /* The arithmetic-ceiling kernel (shaders/peak_fma.comp), for vka_measure_peak. */
 #include "vk/vk_internal.h"
 
-#define WG 256
+#define WG 256 /* wanted workgroup size */
 
 typedef struct pc_peak {
     uint32_t out_off;
@@ -15,9 +15,10 @@ void vkv_peak_fma(vkb_backend *be, vkb_tensor out, size_t n, uint32_t iters) {
         vkb_fail(be, VKA_ERROR_DEVICE_LIMIT, "peak_fma: %zu elements exceed 2^32-1", n);
         return;
     }
+    uint32_t wg = vkv_workgroup_size((vkv_backend *)be, WG);
     pc_peak pc = {out.offset, (uint32_t)n, iters};
-    vkv_call call = {.shader = VKA_SHADER_PEAK_FMA, .spec = {WG}, .n_spec = 1,
+    vkv_call call = {.shader = VKA_SHADER_PEAK_FMA, .spec = {wg}, .n_spec = 1,
                      .bind = {vkb_slice(out, 0, n)}, .writes = {true}, .n_bind = 1, .pc = &pc,
-                     .pc_size = sizeof pc, .groups = VKA_CEIL_DIV(n, WG), .label = "peak_fma"};
+                     .pc_size = sizeof pc, .groups = VKA_CEIL_DIV(n, wg), .label = "peak_fma"};
     vkv_dispatch((vkv_backend *)be, &call);
 }

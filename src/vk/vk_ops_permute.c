@@ -2,7 +2,7 @@
  * forward and backward. Pure data movement, one invocation per element. */
 #include "vk/vk_internal.h"
 
-#define WG 256
+#define WG 256 /* wanted workgroup size */
 
 typedef struct pc_permute {
     uint32_t off[4]; /* element offsets of the bound tensors, in binding order */
@@ -18,9 +18,10 @@ static void dispatch(vkb_backend *be, vka_shader_id shader, const char *label,
         vkb_fail(be, VKA_ERROR_DEVICE_LIMIT, "%s: B*T*C = %zu exceeds 2^32-1", label, count);
         return;
     }
+    uint32_t wg = vkv_workgroup_size((vkv_backend *)be, WG);
     pc_permute pc = {.B = (uint32_t)B, .T = (uint32_t)T, .NH = (uint32_t)NH, .HS = (uint32_t)HS};
-    vkv_call call = {.shader = shader, .spec = {WG}, .n_spec = 1, .n_bind = n, .pc = &pc,
-                     .pc_size = sizeof pc, .groups = VKA_CEIL_DIV(count, WG), .label = label};
+    vkv_call call = {.shader = shader, .spec = {wg}, .n_spec = 1, .n_bind = n, .pc = &pc,
+                     .pc_size = sizeof pc, .groups = VKA_CEIL_DIV(count, wg), .label = label};
     for (int i = 0; i < n; i++) {
         pc.off[i] = t[i].offset;
         call.bind[i] = t[i];
