@@ -64,6 +64,7 @@ static void check_backend(const jv *b) {
         assert_true(jv_str(b, "vendor")[0] && jv_str(b, "driver_version")[0]);
         assert_true(strchr(jv_str(b, "api_version"), '.') != NULL);
         assert_false(isnan(jv_num(b, "vendor_id")));
+        assert_string_equal(jv_str(b, "kernels"), "auto");
     } else {
         assert_string_equal(timer, "host");
         assert_true(jv_num(b, "threads") >= 1);

@@ -52,10 +52,10 @@ void bench_print_header(const bench *b, FILE *f) {
             char api[32], drv[48];
             cli_api_version(d->info.api_version, api, sizeof api);
             cli_driver_version(&d->info, drv, sizeof drv);
-            fprintf(f, "%-7s %s: %s, %s (0x%04X), driver %s %s (%s), Vulkan %s\n",
+            fprintf(f, "%-7s %s: %s, %s (0x%04X), driver %s %s (%s), Vulkan %s, kernels %s\n",
                     bench_backend_names[dev], d->info.name, cli_device_type_name(d->info.type),
                     cli_vendor_name(d->info.vendor_id), d->info.vendor_id, d->info.driver_name,
-                    d->info.driver_info, drv, api);
+                    d->info.driver_info, drv, api, cli_kernel_names[b->o->b.kernels]);
         } else {
             fprintf(f, "%-7s %s: %d thread(s)\n", bench_backend_names[dev], d->info.name,
                     d->threads);
@@ -219,6 +219,7 @@ static void json_backend(const bench *b, int dev, FILE *f) {
         num(f, "driver_version_raw", d->info.driver_version);
         str(f, "api_version", api);
         num(f, "timestamp_period_ns", d->info.timestamps ? d->info.timestamp_period : NAN);
+        str(f, "kernels", cli_kernel_names[b->o->b.kernels]); /* --kernels: auto, gpu, cpu */
     } else {
         num(f, "threads", d->threads);
     }
