@@ -9,11 +9,23 @@
  *
  * Errors: every call that can fail returns a vka_result (VKA_SUCCESS = 0, failures negative).
  * vka_result_string() names the kind; vka_last_error(ctx) gives the detailed message of the last
- * failure on that context (which file, which shape, which limit). The library never exits,
- * aborts or prints; give the context a logger to see what it does.
+ * failure on that context (which file, which shape, which limit) -- every failure on a context
+ * sets one. The library never exits, aborts or prints; give the context a logger to see what it
+ * does.
  *
  * Conventions: desc structs are zero-initialised for defaults (each field says what 0 means);
- * vka_x_destroy(NULL) is a no-op. Tensor shapes follow llm.c: B batch, T time (sequence
+ * a create or load function that fails sets *out to NULL (the one exception is
+ * vka_context_create, which still hands out a context to read the reason from);
+ * vka_x_destroy(NULL) is a no-op.
+ *
+ * Lifetimes: tensors, graphs, models (vka_gpt), data and tokenizers are children of the context
+ * they were created from. Destroy children first, then the context. If you don't, nothing
+ * dangles: vka_context_destroy logs an error naming the kinds and numbers of children still
+ * alive, stops calling the logger, and leaves the context in place until the last of them is
+ * destroyed, which then destroys it (an application Vulkan device must outlive that too). In
+ * the meantime the only calls to make on those children are their destroy functions.
+ * A graph that uses a tensor keeps no reference to it: destroying the tensor first is allowed,
+ * and leaves the graph unable to run (vka_graph_run fails; see there). Tensor shapes follow llm.c: B batch, T time (sequence
  * length), C channels (embedding size), NH heads, HS = C/NH head size, V vocabulary size,
  * Vp vocabulary padded to a multiple of 128, L layers. All tensors are row-major float32;
  * token ids are int32.
@@ -119,16 +131,18 @@ typedef struct vka_context_desc {
                                NULL = the VKATTN_DEVICE environment variable if set, else the
                                best: discrete > integrated > virtual > CPU */
     int validation;         /* 1 = enable VK_LAYER_KHRONOS_validation and count its messages
-                               (fails if the layer is missing); -1 = off; 0 = on when the
-                               environment variable VKATTN_VALIDATION=1 */
+                               (fails if the layer is missing); -1 = off; 0 = the environment
+                               variable VKATTN_VALIDATION: 1 = on, 0 or unset = off, anything
+                               else fails with VKA_ERROR_INVALID_ARGUMENT */
     int cpu_threads;        /* CPU backend threads; 0 = OpenMP's default */
     vka_log_fn log;         /* NULL = silent */
     void *log_user_data;    /* passed to log */
     vka_log_level log_level;/* most verbose level passed to log; 0 = errors only */
     const vka_vulkan_env *vulkan; /* NULL = create our own instance and device */
     const char *label;      /* name used in log messages; NULL = "vkattn" */
-    vka_kernels kernels;    /* kernel variants; 0 = VKA_KERNELS_AUTO (also set by the
-                               environment variable VKATTN_KERNELS=gpu|cpu) */
+    vka_kernels kernels;    /* kernel variants; 0 = the environment variable VKATTN_KERNELS:
+                               gpu, cpu, auto or unset = VKA_KERNELS_AUTO; anything else fails
+                               with VKA_ERROR_INVALID_ARGUMENT */
 } vka_context_desc;
 
 /**
@@ -136,10 +150,17 @@ typedef struct vka_context_desc {
  * only answers vka_last_error() and vka_context_destroy(), so the reason can be read.
  * Errors: VKA_ERROR_NO_VULKAN (no loader), VKA_ERROR_NO_DEVICE (no device, or the one asked for
  * does not exist or has no compute queue), VKA_ERROR_UNSUPPORTED (validation asked for but the
- * layer is missing), VKA_ERROR_VULKAN, VKA_ERROR_OUT_OF_HOST_MEMORY.
+ * layer is missing), VKA_ERROR_INVALID_ARGUMENT (unknown backend or kernels value, or a
+ * VKATTN_KERNELS / VKATTN_VALIDATION value that means nothing), VKA_ERROR_VULKAN,
+ * VKA_ERROR_OUT_OF_HOST_MEMORY.
  */
 vka_result vka_context_create(const vka_context_desc *desc, vka_context **out);
-/** Destroy a context; everything created from it must be destroyed first. NULL is a no-op. */
+/**
+ * Destroy a context (with the graph being recorded, if any). Destroy every tensor, graph, model,
+ * data and tokenizer created from it first. If some are still alive, the context logs an error
+ * naming them (the last call to its logger), and is really destroyed when the last of them is;
+ * until then only their destroy functions may be called (see "Lifetimes" above). NULL is a no-op.
+ */
 void vka_context_destroy(vka_context *ctx);
 /** Detailed message of the last failure on ctx ("" if none); valid until the next call. */
 const char *vka_last_error(const vka_context *ctx);
@@ -219,6 +240,8 @@ typedef struct vka_graph vka_graph;
 /** A zero-filled tensor of n elements. Errors: VKA_ERROR_DEVICE_LIMIT (n*4 bytes beyond
  * maxStorageBufferRange: the message gives both), out of memory. */
 vka_result vka_tensor_create(vka_context *ctx, size_t n, vka_tensor **out);
+/** Destroy a tensor. Graphs that use it can no longer run (vka_graph_run fails); destroy them
+ * too, before or after. */
 void vka_tensor_destroy(vka_tensor *t);
 /** Number of elements. */
 size_t vka_tensor_size(const vka_tensor *t);
@@ -229,9 +252,12 @@ vka_result vka_tensor_read(const vka_tensor *t, size_t off, void *dst, size_t n)
 
 /** Start recording ops on ctx. Errors: VKA_ERROR_INVALID_ARGUMENT (already recording). */
 vka_result vka_graph_begin(vka_context *ctx);
-/** Stop recording; *out receives the graph. Returns the first error of any op recorded. */
+/** Stop recording; *out receives the graph. Returns the first error of any op recorded (the
+ * graph is then released and *out NULL), or VKA_ERROR_INVALID_ARGUMENT if a tensor the graph
+ * uses was destroyed while it was being recorded. */
 vka_result vka_graph_end(vka_context *ctx, vka_graph **out);
-/** Run the graph once and wait. Errors: VKA_ERROR_DEVICE_LOST, VKA_ERROR_VULKAN. */
+/** Run the graph once and wait. Errors: VKA_ERROR_INVALID_ARGUMENT (a tensor this graph uses
+ * was destroyed: it runs nothing), VKA_ERROR_DEVICE_LOST, VKA_ERROR_VULKAN. */
 vka_result vka_graph_run(vka_graph *graph);
 void vka_graph_destroy(vka_graph *graph);
 
@@ -269,7 +295,8 @@ typedef struct vka_peak {
 
 /** Measure the ceilings of ctx's device: each kernel is grown until one run takes at least
  * min_ms (0 = 20 ms), then run `repeats` times (0 = 5); the best run counts (a ceiling).
- * Errors: out of memory, VKA_ERROR_DEVICE_LOST. */
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (out NULL, min_ms negative or not finite, repeats
+ * negative), out of memory, VKA_ERROR_DEVICE_LOST. */
 vka_result vka_measure_peak(vka_context *ctx, double min_ms, int repeats, vka_peak *out);
 
 /** t[i] = value for all i. */
@@ -508,8 +535,9 @@ vka_result vka_gpt_create(vka_context *ctx, const vka_gpt_config *config, uint64
  * fp32 wte (Vp,C), wpe (maxT,C), ln1w (L,C), ln1b (L,C), qkvw (L,3C,C), qkvb (L,3C),
  * attprojw (L,C,C), attprojb (L,C), ln2w (L,C), ln2b (L,C), fcw (L,4C,C), fcb (L,4C),
  * fcprojw (L,C,4C), fcprojb (L,C), lnfw (C), lnfb (C).
- * Errors: VKA_ERROR_IO, VKA_ERROR_FORMAT (magic, version, sizes, truncation: the message says
- * which), VKA_ERROR_DEVICE_LIMIT, VKA_ERROR_OUT_OF_DEVICE_MEMORY.
+ * Errors: VKA_ERROR_IO, VKA_ERROR_FORMAT (magic, version, sizes, truncation, a NaN or infinite
+ * parameter: the message says which, e.g. "model.bin: wte[1234] is NaN"),
+ * VKA_ERROR_DEVICE_LIMIT, VKA_ERROR_OUT_OF_DEVICE_MEMORY.
  */
 vka_result vka_gpt_load(vka_context *ctx, const char *path, vka_gpt **out);
 /** Write the llm.c checkpoint (temporary name, then rename). Errors: VKA_ERROR_IO. */
@@ -617,7 +645,9 @@ typedef struct vka_train_state {
  * *state; temporary name, then rename. Errors: VKA_ERROR_IO.
  */
 vka_result vka_gpt_save_state(vka_gpt *gpt, const vka_train_state *state, const char *path);
-/** Read a training-state file into a new model (m, v, step restored) and *state. */
+/** Read a training-state file into a new model (m, v, step restored) and *state.
+ * Errors: as vka_gpt_load (a NaN or infinity in the parameters, AdamW m or v included), and
+ * VKA_ERROR_FORMAT when the checksum does not match (a damaged file). */
 vka_result vka_gpt_load_state(vka_context *ctx, const char *path, vka_gpt **out,
                               vka_train_state *state);
 

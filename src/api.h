@@ -9,19 +9,32 @@ struct vka_tensor {
     vka_context *ctx;
     vkb_arena *arena;
     vkb_tensor t;
+    uint32_t graph_uses; /* live graphs whose uses list holds this tensor */
+    uint64_t last_graph; /* serial of the last graph that listed it (0 = none) */
 };
 
 /* A public graph: the backend's graph plus the first failure recorded into it, so that
- * vka_graph_end can report the first op error even after later ops failed too. */
+ * vka_graph_end can report the first op error even after later ops failed too.
+ * It lists the public tensors its ops use (once each), so that destroying one of them marks
+ * the graph unable to run instead of leaving it to read freed memory (or a destroyed VkBuffer):
+ * the bookkeeping happens when ops are recorded and tensors destroyed, never per run. */
 struct vka_graph {
     vka_context *ctx;
     vkb_graph *g;
     vka_result status;
     char first_error[VKA_ERROR_MAX];
+    uint64_t serial;         /* from ctx->graph_serial, > 0 */
+    vka_tensor **uses;       /* (n_uses) tensors the ops use, each once */
+    size_t n_uses, cap_uses;
+    bool lost_tensor;        /* one of them was destroyed: the graph cannot run */
+    bool ended;              /* the backend graph was ended early (lost_tensor while recording) */
+    vka_graph *prev, *next;  /* ctx->graphs */
 };
 
 /* Called after each op recorded into ctx->recording (or rejected): remembers the graph's first
  * failure and its message. */
 void vka_graph_note_status(vka_context *ctx);
+/* Add t to graph's uses (if not there yet). false when out of host memory. */
+bool vka_graph_note_use(vka_graph *graph, vka_tensor *t);
 
 #endif

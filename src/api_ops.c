@@ -36,12 +36,8 @@ static void chk_fail(chk *c, vka_result r, const char *fmt, ...) {
 
 /* Start an op: the context is usable and a graph is being recorded. */
 static chk chk_start(vka_context *ctx, const char *op) {
-    chk c = {ctx, op, VKA_SUCCESS};
-    if (!ctx) {
-        c.r = VKA_ERROR_INVALID_ARGUMENT;
-    } else if (ctx->create_status != VKA_SUCCESS || !ctx->be) {
-        chk_fail(&c, VKA_ERROR_INVALID_ARGUMENT, "the context failed to create");
-    } else if (!ctx->recording) {
+    chk c = {ctx, op, vka_context_usable(ctx, op)};
+    if (c.r == VKA_SUCCESS && !ctx->recording) {
         chk_fail(&c, VKA_ERROR_INVALID_ARGUMENT,
                  "called outside vka_graph_begin/vka_graph_end");
     }
@@ -66,6 +62,13 @@ static bool chk_tensor(chk *c, const vka_tensor *t, const char *name, bool optio
     }
     if (t->ctx != c->ctx) {
         chk_fail(c, VKA_ERROR_INVALID_ARGUMENT, "%s belongs to another context", name);
+        return false;
+    }
+    /* The graph remembers the tensor, so that destroying it stops the graph from running.
+     * (Public tensors are never const objects; const only says what the op does to them.) */
+    if (!vka_graph_note_use(c->ctx->recording, (vka_tensor *)t)) {
+        chk_fail(c, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory listing the graph's "
+                 "tensors");
         return false;
     }
     return true;

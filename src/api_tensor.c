@@ -4,22 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ctx can take calls (made, not a failed create). */
-static vka_result usable(vka_context *ctx, const char *fn) {
-    if (!ctx) return VKA_ERROR_INVALID_ARGUMENT;
-    if (ctx->create_status != VKA_SUCCESS || !ctx->be)
-        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
-                             "%s: the context failed to create (%s)", fn,
-                             vka_result_string(ctx->create_status));
-    return VKA_SUCCESS;
-}
-
 vka_result vka_tensor_create(vka_context *ctx, size_t n, vka_tensor **out) {
-    vka_result r = usable(ctx, "vka_tensor_create");
+    if (out) *out = NULL;
+    vka_result r = vka_context_usable(ctx, "vka_tensor_create");
     if (r != VKA_SUCCESS) return r;
     if (!out)
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_tensor_create: out is NULL");
-    *out = NULL;
     if (n == 0)
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "vka_tensor_create: a tensor needs at least one element (n = 0)");
@@ -42,14 +32,46 @@ vka_result vka_tensor_create(vka_context *ctx, size_t n, vka_tensor **out) {
         free(t);
         return r;
     }
+    vka_context_retain(ctx, VKA_CHILD_TENSOR);
     *out = t;
     return VKA_SUCCESS;
 }
 
+/* The graph being recorded uses a tensor about to be destroyed: stop recording now, while its
+ * buffer exists (a Vulkan command buffer may not be recorded further once a buffer it uses is
+ * destroyed), and fail the graph: later ops are ignored and vka_graph_end reports it. */
+static void stop_recording(vka_context *ctx, vka_graph *g) {
+    vkb_backend *be = ctx->be;
+    be->ops->graph_end(be, g->g);
+    g->ended = true;
+    vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT,
+             "vka_tensor_destroy: a tensor the graph being recorded uses was destroyed, so the "
+             "graph can never run (vka_graph_end fails)");
+    vka_graph_note_status(ctx);
+}
+
+/* t is being destroyed: every graph listing it loses it and can no longer run. Only walks the
+ * graphs when t is in one (destroying tensors after their graphs costs nothing). */
+static void graphs_lose(vka_context *ctx, vka_tensor *t) {
+    for (vka_graph *g = ctx->graphs; g && t->graph_uses; g = g->next) {
+        for (size_t i = 0; i < g->n_uses; i++) {
+            if (g->uses[i] != t) continue;
+            g->uses[i] = g->uses[--g->n_uses];
+            g->lost_tensor = true;
+            t->graph_uses--;
+            if (g == ctx->recording && !g->ended) stop_recording(ctx, g);
+            break;
+        }
+    }
+}
+
 void vka_tensor_destroy(vka_tensor *t) {
     if (!t) return;
-    t->ctx->be->ops->arena_destroy(t->ctx->be, t->arena);
+    vka_context *ctx = t->ctx;
+    if (t->graph_uses) graphs_lose(ctx, t);
+    ctx->be->ops->arena_destroy(ctx->be, t->arena);
     free(t);
+    vka_context_release(ctx, VKA_CHILD_TENSOR);
 }
 
 size_t vka_tensor_size(const vka_tensor *t) { return t ? t->t.n : 0; }
@@ -79,7 +101,7 @@ vka_result vka_tensor_read(const vka_tensor *t, size_t off, void *dst, size_t n)
 }
 
 vka_result vka_graph_begin(vka_context *ctx) {
-    vka_result r = usable(ctx, "vka_graph_begin");
+    vka_result r = vka_context_usable(ctx, "vka_graph_begin");
     if (r != VKA_SUCCESS) return r;
     if (ctx->recording)
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
@@ -89,6 +111,11 @@ vka_result vka_graph_begin(vka_context *ctx) {
     if (!g)
         return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "vka_graph_begin: out of memory");
     g->ctx = ctx;
+    g->serial = ++ctx->graph_serial;
+    g->next = ctx->graphs;
+    if (ctx->graphs) ctx->graphs->prev = g;
+    ctx->graphs = g;
+    vka_context_retain(ctx, VKA_CHILD_GRAPH);
     /* A new graph always records (true); on allocation failure g->g stays NULL and graph_end
      * reports it. */
     ctx->be->ops->graph_begin(ctx->be, &g->g);
@@ -104,23 +131,40 @@ void vka_graph_note_status(vka_context *ctx) {
     snprintf(g->first_error, sizeof g->first_error, "%s", ctx->error);
 }
 
+bool vka_graph_note_use(vka_graph *graph, vka_tensor *t) {
+    if (t->last_graph == graph->serial) return true; /* listed already: graphs record one at a time */
+    if (graph->n_uses == graph->cap_uses) {
+        size_t cap = graph->cap_uses ? 2 * graph->cap_uses : 16;
+        vka_tensor **uses = realloc(graph->uses, cap * sizeof *uses);
+        if (!uses) return false;
+        graph->uses = uses;
+        graph->cap_uses = cap;
+    }
+    graph->uses[graph->n_uses++] = t;
+    t->last_graph = graph->serial;
+    t->graph_uses++;
+    return true;
+}
+
 vka_result vka_graph_end(vka_context *ctx, vka_graph **out) {
-    vka_result r = usable(ctx, "vka_graph_end");
+    if (out) *out = NULL;
+    vka_result r = vka_context_usable(ctx, "vka_graph_end");
     if (r != VKA_SUCCESS) return r;
     if (!out) return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_graph_end: out is NULL");
-    *out = NULL;
     vka_graph *g = ctx->recording;
     if (!g)
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "vka_graph_end: no graph is being recorded (call vka_graph_begin "
                              "first)");
-    r = ctx->be->ops->graph_end(ctx->be, g->g);
+    if (!g->ended) r = ctx->be->ops->graph_end(ctx->be, g->g);
     vka_graph_note_status(ctx);
     ctx->recording = NULL;
+    if (g->ended) r = g->status != VKA_SUCCESS ? g->status : VKA_ERROR_INVALID_ARGUMENT;
+    if (r != VKA_SUCCESS && g->first_error[0])
+        /* The first failure's message (already logged), even if later ops failed too. */
+        snprintf(ctx->error, sizeof ctx->error, "%s", g->first_error);
     if (r != VKA_SUCCESS) {
-        /* The first failure's message (already logged), even if later ops failed too; the
-         * graph is released (*out stays NULL) as a failed graph cannot run. */
-        if (g->first_error[0]) snprintf(ctx->error, sizeof ctx->error, "%s", g->first_error);
+        /* The graph is released (*out stays NULL) as a failed graph cannot run. */
         vka_graph_destroy(g);
         return r;
     }
@@ -131,6 +175,10 @@ vka_result vka_graph_end(vka_context *ctx, vka_graph **out) {
 vka_result vka_graph_run(vka_graph *graph) {
     if (!graph) return VKA_ERROR_INVALID_ARGUMENT;
     vka_context *ctx = graph->ctx;
+    if (graph->lost_tensor)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_graph_run: a tensor this graph uses was destroyed, so it can "
+                             "no longer run (destroy the graph, or record it again)");
     return ctx->be->ops->graph_run(ctx->be, graph->g);
 }
 
@@ -138,12 +186,19 @@ void vka_graph_destroy(vka_graph *graph) {
     if (!graph) return;
     vka_context *ctx = graph->ctx;
     if (ctx->recording == graph) ctx->recording = NULL;
+    for (size_t i = 0; i < graph->n_uses; i++) graph->uses[i]->graph_uses--;
+    if (graph->prev) graph->prev->next = graph->next;
+    else ctx->graphs = graph->next;
+    if (graph->next) graph->next->prev = graph->prev;
     ctx->be->ops->graph_destroy(ctx->be, graph->g);
+    free(graph->uses);
     free(graph);
+    vka_context_release(ctx, VKA_CHILD_GRAPH);
 }
 
 vka_result vka_context_set_profiling(vka_context *ctx, bool enable) {
-    if (!ctx || ctx->create_status != VKA_SUCCESS) return VKA_ERROR_INVALID_ARGUMENT;
+    vka_result r = vka_context_usable(ctx, "vka_context_set_profiling");
+    if (r != VKA_SUCCESS) return r;
     ctx->be->ops->set_profiling(ctx->be, enable);
     ctx->profiling = enable;
     return VKA_SUCCESS;
@@ -151,7 +206,10 @@ vka_result vka_context_set_profiling(vka_context *ctx, bool enable) {
 
 vka_result vka_graph_times(const vka_graph *graph, double *total_ms, vka_op_time *out, int cap,
                            int *count) {
-    if (!graph || cap < 0) return VKA_ERROR_INVALID_ARGUMENT;
+    if (!graph) return VKA_ERROR_INVALID_ARGUMENT;
     vka_context *ctx = graph->ctx;
+    if (cap < 0)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_graph_times: cap = %d is negative", cap);
     return ctx->be->ops->graph_times(ctx->be, graph->g, total_ms, out, cap, count);
 }

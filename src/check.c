@@ -84,7 +84,7 @@ static vka_result ck_execute(vka_context *ctx, const ck_case *c, float **out) {
         if (!init) {
             nan_fill = malloc(c->n[k] * sizeof(float));
             if (!nan_fill) {
-                r = VKA_ERROR_OUT_OF_HOST_MEMORY;
+                r = vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "check: out of host memory");
                 break;
             }
             for (size_t i = 0; i < c->n[k]; i++) nan_fill[i] = NAN;
@@ -103,7 +103,8 @@ static vka_result ck_execute(vka_context *ctx, const ck_case *c, float **out) {
     for (int k = 0; k < c->n_tensors && r == VKA_SUCCESS; k++) {
         if (!c->compare[k]) continue;
         out[k] = malloc(c->n[k] * sizeof(float));
-        r = out[k] ? vka_tensor_read(t[k], 0, out[k], c->n[k]) : VKA_ERROR_OUT_OF_HOST_MEMORY;
+        r = out[k] ? vka_tensor_read(t[k], 0, out[k], c->n[k])
+                   : vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "check: out of host memory");
     }
     vka_graph_destroy(g);
     for (int k = 0; k < c->n_tensors; k++) vka_tensor_destroy(t[k]);
@@ -142,7 +143,9 @@ static void ck_run(ck_state *st, ck_case *c) {
     vka_check_row row = {.op = c->op, .shape = c->shape, .pass = true};
     vka_result r = VKA_SUCCESS;
     for (int k = 0; k < c->n_tensors && r == VKA_SUCCESS; k++)
-        if (c->n[k] && !c->data[k] && !c->compare[k]) r = VKA_ERROR_OUT_OF_HOST_MEMORY;
+        if (c->n[k] && !c->data[k] && !c->compare[k])
+            r = vka_set_error(st->gpu, VKA_ERROR_OUT_OF_HOST_MEMORY, "check %s (%s): out of host "
+                              "memory", c->op, c->shape);
     if (r == VKA_SUCCESS) {
         r = ck_execute(st->cpu, c, want);
         if (r != VKA_SUCCESS)
@@ -489,11 +492,12 @@ done:
 
 vka_result vka_check(vka_context *ctx, uint64_t seed, vka_check_fn fn, void *user_data,
                      int *n_failed) {
-    if (!ctx || ctx->create_status != VKA_SUCCESS) return VKA_ERROR_INVALID_ARGUMENT;
+    vka_result r = vka_context_usable(ctx, "vka_check");
+    if (r != VKA_SUCCESS) return r;
     ck_state st = {.gpu = ctx, .rng = seed, .fn = fn, .user = user_data};
     vka_context_desc cpu_desc = {.backend = VKA_BACKEND_CPU, .log = ctx->log,
                                  .log_user_data = ctx->log_user_data, .log_level = ctx->log_level};
-    vka_result r = vka_context_create(&cpu_desc, &st.cpu);
+    r = vka_context_create(&cpu_desc, &st.cpu);
     if (r != VKA_SUCCESS) {
         vka_set_error(ctx, r, "check: CPU reference: %s", vka_last_error(st.cpu));
         vka_context_destroy(st.cpu);

@@ -59,11 +59,67 @@ vka_result vka_context_create(const vka_context_desc *desc, vka_context **out) {
     return r;
 }
 
-void vka_context_destroy(vka_context *ctx) {
-    if (!ctx) return;
+static void context_free(vka_context *ctx) {
     if (ctx->be) ctx->be->ops->destroy(ctx->be);
     vkr_device_destroy(ctx->vk);
     free(ctx);
+}
+
+static uint32_t live_children(const vka_context *ctx) {
+    uint32_t n = 0;
+    for (int k = 0; k < VKA_CHILD_KINDS; k++) n += ctx->children[k];
+    return n;
+}
+
+/* Destroying a context that still has children would leave each of them a dangling pointer
+ * that its destroy function follows. So the context stays until the last of them is destroyed
+ * (each destroy counts down, vka_context_release). It says so once, and stops logging: the
+ * application may free what its logger uses once vka_context_destroy has returned. */
+void vka_context_destroy(vka_context *ctx) {
+    if (!ctx || ctx->destroy_pending) return;
+    /* A graph being recorded has no handle yet: it goes with the context. */
+    if (ctx->recording) vka_graph_destroy(ctx->recording);
+    if (live_children(ctx) == 0) {
+        context_free(ctx);
+        return;
+    }
+    static const char *const names[VKA_CHILD_KINDS] = {"vka_tensor", "vka_graph", "vka_gpt",
+                                                       "vka_data", "vka_tokenizer"};
+    char alive[256] = "";
+    size_t len = 0;
+    for (int k = 0; k < VKA_CHILD_KINDS; k++)
+        if (ctx->children[k] && len < sizeof alive)
+            len += (size_t)snprintf(alive + len, sizeof alive - len, "%s%u %s", len ? ", " : "",
+                                    ctx->children[k], names[k]);
+    vka_log(ctx, VKA_LOG_ERROR,
+            "vka_context_destroy: context \"%s\" still has objects created from it (%s); "
+            "destroy them first. The context is destroyed when the last of them is",
+            ctx->label, alive);
+    ctx->log = NULL;
+    ctx->destroy_pending = true;
+}
+
+void vka_context_retain(vka_context *ctx, vka_child_kind kind) {
+    if (ctx) ctx->children[kind]++;
+}
+
+void vka_context_release(vka_context *ctx, vka_child_kind kind) {
+    if (!ctx) return;
+    ctx->children[kind]--;
+    if (ctx->destroy_pending && live_children(ctx) == 0) context_free(ctx);
+}
+
+vka_result vka_context_usable(vka_context *ctx, const char *fn) {
+    if (!ctx) return VKA_ERROR_INVALID_ARGUMENT;
+    if (ctx->create_status != VKA_SUCCESS || !ctx->be)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: the context failed to create (%s); only vka_last_error and "
+                             "vka_context_destroy work on it",
+                             fn, vka_result_string(ctx->create_status));
+    if (ctx->destroy_pending)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: the context was destroyed", fn);
+    return VKA_SUCCESS;
 }
 
 vka_backend vka_context_backend(const vka_context *ctx) { return ctx->backend_kind; }
@@ -78,7 +134,12 @@ uint32_t vka_context_device_count(const vka_context *ctx) {
 }
 
 vka_result vka_context_device_info(const vka_context *ctx, uint32_t i, vka_device_info *out) {
-    if (!ctx || !out || ctx->create_status != VKA_SUCCESS) return VKA_ERROR_INVALID_ARGUMENT;
+    /* The context's error message is not part of what const promises. */
+    vka_result r = vka_context_usable((vka_context *)ctx, "vka_context_device_info");
+    if (r != VKA_SUCCESS) return r;
+    if (!out)
+        return vka_set_error((vka_context *)ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_context_device_info: out is NULL");
     if (i >= vka_context_device_count(ctx))
         return vka_set_error((vka_context *)ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "device %u does not exist (%u devices)", i,
@@ -100,6 +161,7 @@ vka_result vka_context_device_info(const vka_context *ctx, uint32_t i, vka_devic
 }
 
 vka_result vka_context_selected_device(const vka_context *ctx, vka_device_info *out) {
-    if (!ctx || ctx->create_status != VKA_SUCCESS) return VKA_ERROR_INVALID_ARGUMENT;
+    vka_result r = vka_context_usable((vka_context *)ctx, "vka_context_selected_device");
+    if (r != VKA_SUCCESS) return r;
     return vka_context_device_info(ctx, ctx->vk ? ctx->vk->selected : 0, out);
 }

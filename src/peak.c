@@ -3,6 +3,8 @@
 #include "backend.h"
 #include "vk/vk_internal.h"
 
+#include <math.h>
+
 #define FMA_ITERS 256      /* steps per chain (llvmpipe stops loops after 65,535 iterations) */
 #define FMA_FLOPS_PER_STEP 64.0
 #define MAX_FMA_N ((size_t)1 << 24)
@@ -57,8 +59,16 @@ static vka_result measure(vkb_backend *be, record_fn record, const vkb_tensor *t
 }
 
 vka_result vka_measure_peak(vka_context *ctx, double min_ms, int repeats, vka_peak *out) {
-    if (!ctx || ctx->create_status != VKA_SUCCESS || !out || repeats < 0 || min_ms < 0)
-        return VKA_ERROR_INVALID_ARGUMENT;
+    vka_result r = vka_context_usable(ctx, "vka_measure_peak");
+    if (r != VKA_SUCCESS) return r;
+    if (!out)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_measure_peak: out is NULL");
+    if (!(min_ms >= 0) || !isfinite(min_ms))
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_measure_peak: min_ms = %g must be finite and >= 0", min_ms);
+    if (repeats < 0)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_measure_peak: repeats = %d is negative", repeats);
     vkb_backend *be = ctx->be;
     if (min_ms == 0) min_ms = 20.0;
     if (repeats == 0) repeats = 5;
@@ -72,7 +82,7 @@ vka_result vka_measure_peak(vka_context *ctx, double min_ms, int repeats, vka_pe
     const char *names[3] = {"peak out", "peak copy source", "peak copy destination"};
     vkb_tensor t[3];
     vkb_arena *arena = NULL;
-    vka_result r = be->ops->arena_create(be, "peak", VKB_ARENA_DEVICE, sizes, names, 3, t, &arena);
+    r = be->ops->arena_create(be, "peak", VKB_ARENA_DEVICE, sizes, names, 3, t, &arena);
     if (r != VKA_SUCCESS) return r;
 
     size_t n = 0;

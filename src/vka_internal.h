@@ -12,6 +12,16 @@ struct vkr_device;
 
 #define VKA_ERROR_MAX 1024
 
+/* The kinds of object created from a context that refer to it (vka_context_retain/release). */
+typedef enum vka_child_kind {
+    VKA_CHILD_TENSOR,
+    VKA_CHILD_GRAPH,
+    VKA_CHILD_GPT,
+    VKA_CHILD_DATA,
+    VKA_CHILD_TOKENIZER,
+    VKA_CHILD_KINDS
+} vka_child_kind;
+
 struct vka_context {
     vka_backend backend_kind;
     vka_result create_status;      /* != VKA_SUCCESS: a failed create; only errors/destroy work */
@@ -25,7 +35,20 @@ struct vka_context {
     struct vkb_backend *be;        /* the backend every op runs on */
     bool profiling;                /* vka_context_set_profiling */
     struct vka_graph *recording;   /* public graph between vka_graph_begin/end, else NULL */
+    struct vka_graph *graphs;      /* every live public graph (the recording one too), linked */
+    uint64_t graph_serial;         /* serial of the last public graph begun */
+    uint32_t children[VKA_CHILD_KINDS]; /* live objects created from this context */
+    bool destroy_pending;          /* vka_context_destroy was called with children alive */
 };
+
+/* ctx is usable: made, not a failed create. Otherwise sets "fn: the context failed to create"
+ * (when ctx is not NULL) and returns VKA_ERROR_INVALID_ARGUMENT. */
+vka_result vka_context_usable(vka_context *ctx, const char *fn);
+/* Count an object of kind created from ctx (ctx may be NULL: nothing to count). */
+void vka_context_retain(vka_context *ctx, vka_child_kind kind);
+/* Uncount it when it is destroyed; the last one of a context whose destroy was deferred
+ * destroys the context. Call it last: ctx may be freed on return. */
+void vka_context_release(vka_context *ctx, vka_child_kind kind);
 
 /* Record a detailed message for vka_last_error(ctx) (also logged at ERROR) and return r. */
 vka_result vka_set_error(vka_context *ctx, vka_result r, const char *fmt, ...)

@@ -169,6 +169,61 @@ static void test_checkpoint_malformed_files(void **state) {
     tu_done(ctx);
 }
 
+/* A copy of file with float number i after the header set to value, written to d/bad.bin. */
+static const char *with_float(const tf_dir *d, const unsigned char *file, size_t size, size_t i,
+                              float value) {
+    const char *path = tf_path(d, "bad.bin");
+    unsigned char *copy = malloc(size);
+    memcpy(copy, file, size);
+    memcpy(copy + 1024 + 4 * i, &value, 4);
+    tf_write(path, copy, size);
+    free(copy);
+    return path;
+}
+
+/* NaN or Inf in a file's parameters is refused at load (it would only give NaN losses and
+ * garbage text later), naming the tensor and the element. */
+static void test_checkpoint_rejects_non_finite_parameters(void **state) {
+    vka_context *ctx = tu_cpu();
+    tf_dir d = tf_mkdir();
+    vka_gpt *gpt = new_model(ctx, &TINY, 1);
+    const char *good = tf_path(&d, "model.bin");
+    assert_int_equal(vka_gpt_save(gpt, good), VKA_SUCCESS);
+    size_t size;
+    unsigned char *file = tf_read(good, &size);
+    /* llm.c order: wte (Vp, C) = 128, wpe (maxT, C) = 64, ln1w (L, C) = 16, ln1b 16, then
+     * qkvw (L, 3C, C), 192 per layer. */
+    size_t qkvw = 128 + 64 + 16 + 16;
+    expect_load_error(ctx, with_float(&d, file, size, 5, NAN), VKA_ERROR_FORMAT,
+                      "bad.bin: wte[5] is NaN", NULL);
+    expect_load_error(ctx, with_float(&d, file, size, qkvw + 192 + 17, INFINITY),
+                      VKA_ERROR_FORMAT, "qkvw[17] of layer 1 is +Inf", NULL);
+    size_t n = llmc_num_params(&TINY);
+    expect_load_error(ctx, with_float(&d, file, size, n - 1, -INFINITY), VKA_ERROR_FORMAT,
+                      "lnfb[7] is -Inf", NULL);
+    free(file);
+
+    /* A training state: the parameters, AdamW m and v alike (before the checksum is checked,
+     * so the message names the value rather than calling the file damaged). */
+    vka_train_state st = {.step = 0};
+    const char *path = tf_path(&d, "state.bin");
+    assert_int_equal(vka_gpt_save_state(gpt, &st, path), VKA_SUCCESS);
+    file = tf_read(path, &size);
+    vka_gpt *back = (vka_gpt *)1;
+    vka_train_state got;
+    vka_result r = vka_gpt_load_state(ctx, with_float(&d, file, size, n + 130, -INFINITY),
+                                      &back, &got);
+    tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "AdamW m: wpe[2] is -Inf", NULL);
+    assert_null(back);
+    r = vka_gpt_load_state(ctx, with_float(&d, file, size, 0, NAN), &back, &got);
+    tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "the parameters: wte[0] is NaN", NULL);
+    assert_null(back);
+    free(file);
+    vka_gpt_destroy(gpt);
+    tf_rmdir(&d);
+    tu_done(ctx);
+}
+
 static void test_checkpoint_save_to_bad_path(void **state) {
     vka_context *ctx = tu_cpu();
     vka_gpt *gpt = new_model(ctx, &TINY, 1);
@@ -234,11 +289,13 @@ static void test_state_round_trip(void **state) {
     /* The wrong kind of file for each loader says what it is. */
     vka_gpt *none = (vka_gpt *)1;
     vka_result r = vka_gpt_load(ctx2, path, &none);
-    tf_expect_error(ctx2, r, VKA_ERROR_FORMAT, "training state", NULL);
+    tf_expect_error(ctx2, r, VKA_ERROR_FORMAT, "training state", "not a model checkpoint", NULL);
+    assert_null(strstr(vka_last_error(ctx2), "vka_")); /* CLI users read it too */
     const char *model = tf_path(&d, "model.bin");
     assert_int_equal(vka_gpt_save(gpt, model), VKA_SUCCESS);
     r = vka_gpt_load_state(ctx2, model, &none, &got);
-    tf_expect_error(ctx2, r, VKA_ERROR_FORMAT, "model checkpoint", NULL);
+    tf_expect_error(ctx2, r, VKA_ERROR_FORMAT, "model checkpoint", "not a training state", NULL);
+    assert_null(strstr(vka_last_error(ctx2), "vka_"));
     assert_null(none);
     free(p);
     free(q);
@@ -291,6 +348,7 @@ int main(void) {
         cmocka_unit_test(test_checkpoint_round_trip_is_bit_exact),
         cmocka_unit_test(test_checkpoint_loads_hand_written_llmc_file),
         cmocka_unit_test(test_checkpoint_malformed_files),
+        cmocka_unit_test(test_checkpoint_rejects_non_finite_parameters),
         cmocka_unit_test(test_checkpoint_save_to_bad_path),
         cmocka_unit_test(test_state_round_trip),
         cmocka_unit_test(test_state_damaged_files),

@@ -41,15 +41,7 @@ static int group_teardown(void **state) {
     return 0;
 }
 
-static const char *shakespeare(void) {
-    const char *path = VKA_SHARED_DATA_DIR "/tinyshakespeare.txt";
-    if (cu_exists(path)) return path;
-    const char *req = getenv("VKATTN_REQUIRE_DATA");
-    if (req && strcmp(req, "1") == 0) fail_msg("%s not found (VKATTN_REQUIRE_DATA=1)", path);
-    print_message("skipping: %s not found\n", path);
-    skip();
-    return NULL;
-}
+static const char *shakespeare(void) { return tu_shared_data_path("tinyshakespeare.txt"); }
 
 /* Skip (or fail with VKATTN_REQUIRE_GPU=1) unless the Vulkan backend can train. */
 static bool vulkan_can_train(void) {

@@ -161,13 +161,7 @@ static void test_data_batch_is_reproducible_from_the_rng_state(void **state) {
 }
 
 static void test_data_tinyshakespeare(void **state) {
-    const char *path = VKA_SHARED_DATA_DIR "/tinyshakespeare.txt";
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        print_message("skipping: %s not found\n", path);
-        skip();
-    }
-    fclose(f);
+    const char *path = tu_shared_data_path("tinyshakespeare.txt");
     vka_context *ctx = tu_cpu();
     vka_data *data = NULL;
     assert_int_equal(vka_data_load(ctx, path, NULL, &data), VKA_SUCCESS);

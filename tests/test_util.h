@@ -56,6 +56,26 @@ static inline vka_context *tu_gpu_kernels(vka_kernels kernels) {
 /* tu_gpu_kernels() with the variants the device type calls for. */
 static inline vka_context *tu_gpu(void) { return tu_gpu_kernels(VKA_KERNELS_AUTO); }
 
+#ifdef VKA_SHARED_DATA_DIR
+/* The path of name in the shared data folder (VKA_SHARED_DATA_DIR, e.g. "tinyshakespeare.txt";
+ * the string lives until the next call), or NULL after skip() when the file is missing --
+ * unless VKATTN_REQUIRE_DATA=1 (as CI sets), when that fails the test. */
+static inline const char *tu_shared_data_path(const char *name) {
+    static char path[1024];
+    snprintf(path, sizeof path, "%s/%s", VKA_SHARED_DATA_DIR, name);
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        fclose(f);
+        return path;
+    }
+    const char *req = getenv("VKATTN_REQUIRE_DATA");
+    if (req && strcmp(req, "1") == 0) fail_msg("%s not found (VKATTN_REQUIRE_DATA=1)", path);
+    print_message("skipping: %s not found\n", path);
+    skip();
+    return NULL;
+}
+#endif
+
 /* Destroy a context, failing the test on any validation message it saw. */
 static inline void tu_done(vka_context *ctx) {
     if (!ctx) return;

@@ -83,9 +83,10 @@ static vka_result header_config(vka_context *ctx, const char *path, const uint32
     return VKA_SUCCESS;
 }
 
+/* What the file is instead (CLI users read these too: no API names). */
 static const char *magic_hint(uint32_t magic) {
-    if (magic == MODEL_MAGIC) return ": this is a model checkpoint (use vka_gpt_load)";
-    if (magic == STATE_MAGIC) return ": this is a training state (use vka_gpt_load_state)";
+    if (magic == MODEL_MAGIC) return ": this is a model checkpoint, not a training state";
+    if (magic == STATE_MAGIC) return ": this is a training state, not a model checkpoint";
     if (magic == TOKENIZER_MAGIC) return ": this is a tokenizer file";
     return "";
 }
@@ -143,6 +144,24 @@ fail:
     return r;
 }
 
+/* A NaN or infinity in tensor i of the file's set `what` (named when the file has several)
+ * is an error: such a model only gives NaN losses and garbage text. */
+static vka_result check_finite(vka_gpt *gpt, const char *path, const char *what, int i,
+                               const float *x, size_t n) {
+    size_t j = 0;
+    while (j < n && isfinite(x[j])) j++;
+    if (j == n) return VKA_SUCCESS;
+    int layer;
+    gpt_param_kind kind = vkm_gpt_tensor_kind(gpt->cfg.L, i, &layer);
+    char of_layer[32] = "";
+    if (gpt_kind_per_layer(kind)) snprintf(of_layer, sizeof of_layer, " of layer %d", layer);
+    return vka_set_error(gpt->ctx, VKA_ERROR_FORMAT,
+                         "%s: %s%s%s[%zu]%s is %s (the file is damaged, or was saved after "
+                         "training diverged)",
+                         path, what ? what : "", what ? ": " : "", vkm_gpt_kind_name(kind), j,
+                         of_layer, isnan(x[j]) ? "NaN" : x[j] > 0 ? "+Inf" : "-Inf");
+}
+
 /* Stream count tensor sets (each num_params floats) from f into the model, hashing them. */
 static vka_result read_sets(vka_gpt *gpt, FILE *f, const char *path, vkb_tensor *const *sets,
                             const char *const *what, int count, uint64_t *hash) {
@@ -155,6 +174,8 @@ static vka_result read_sets(vka_gpt *gpt, FILE *f, const char *path, vkb_tensor 
         for (int i = 0; i < gpt->n_tensors && r == VKA_SUCCESS; i++) {
             size_t n = gpt->tensor_sizes[i];
             r = vkm_read_exact(gpt->ctx, f, path, buf, n * sizeof *buf, what[s]);
+            if (r == VKA_SUCCESS)
+                r = check_finite(gpt, path, count > 1 ? what[s] : NULL, i, buf, n);
             if (r == VKA_SUCCESS) r = gpt->be->ops->write(gpt->be, sets[s][i], 0, buf, n);
             *hash = hash_words(*hash, buf, n);
         }
@@ -164,13 +185,15 @@ static vka_result read_sets(vka_gpt *gpt, FILE *f, const char *path, vkb_tensor 
 }
 
 vka_result vka_gpt_load(vka_context *ctx, const char *path, vka_gpt **out) {
-    if (!ctx || !ctx->be) return VKA_ERROR_INVALID_ARGUMENT;
-    if (!out) return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_gpt_load: out is NULL");
-    *out = NULL;
+    if (out) *out = NULL;
+    vka_result r = vka_context_usable(ctx, "vka_gpt_load");
+    if (r != VKA_SUCCESS) return r;
+    if (!out || !path)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_gpt_load: out or path is NULL");
     FILE *f;
     uint32_t h[HEADER_WORDS];
     vka_gpt_config cfg;
-    vka_result r = open_checked(ctx, path, MODEL_MAGIC, MODEL_VERSION, 1, &f, h, &cfg);
+    r = open_checked(ctx, path, MODEL_MAGIC, MODEL_VERSION, 1, &f, h, &cfg);
     if (r != VKA_SUCCESS) return r;
     vka_gpt *gpt = NULL;
     r = vkm_gpt_new(ctx, &cfg, false, 0, &gpt);
@@ -285,14 +308,16 @@ vka_result vka_gpt_save_state(vka_gpt *gpt, const vka_train_state *state, const 
 
 vka_result vka_gpt_load_state(vka_context *ctx, const char *path, vka_gpt **out,
                               vka_train_state *state) {
-    if (!ctx || !ctx->be) return VKA_ERROR_INVALID_ARGUMENT;
-    if (!out || !state)
-        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_gpt_load_state: out or state is NULL");
-    *out = NULL;
+    if (out) *out = NULL;
+    vka_result r = vka_context_usable(ctx, "vka_gpt_load_state");
+    if (r != VKA_SUCCESS) return r;
+    if (!out || !state || !path)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_gpt_load_state: out, state or path is NULL");
     FILE *f;
     uint32_t h[HEADER_WORDS];
     vka_gpt_config cfg;
-    vka_result r = open_checked(ctx, path, STATE_MAGIC, STATE_VERSION, 3, &f, h, &cfg);
+    r = open_checked(ctx, path, STATE_MAGIC, STATE_VERSION, 3, &f, h, &cfg);
     if (r != VKA_SUCCESS) return r;
     vka_gpt *gpt = NULL;
     r = vkm_gpt_new(ctx, &cfg, false, 0, &gpt);

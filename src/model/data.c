@@ -9,6 +9,7 @@
  */
 #include "model/fileio.h"
 #include "model/rng.h"
+#include "model/tokenizer.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -76,10 +77,11 @@ vka_result vka_data_load(vka_context *ctx, const char *path, const vka_tokenizer
         return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "data: out of memory");
     }
     data->ctx = ctx;
+    vka_context_retain(ctx, VKA_CHILD_DATA);
     r = check_text(ctx, name, text, len);
     if (r != VKA_SUCCESS) goto fail;
     if (!tok) {
-        r = vka_tokenizer_create_from_text(ctx, text, len, &data->own_tok);
+        r = vkm_tokenizer_create_from_text(ctx, text, len, false, &data->own_tok);
         if (r != VKA_SUCCESS) goto fail;
         tok = data->own_tok;
     }
@@ -113,7 +115,9 @@ void vka_data_destroy(vka_data *data) {
     if (!data) return;
     vka_tokenizer_destroy(data->own_tok);
     free(data->tokens);
+    vka_context *ctx = data->ctx;
     free(data);
+    vka_context_release(ctx, VKA_CHILD_DATA);
 }
 
 const vka_tokenizer *vka_data_tokenizer(const vka_data *data) { return data ? data->tok : NULL; }

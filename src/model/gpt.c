@@ -193,6 +193,7 @@ vka_result vkm_gpt_new(vka_context *ctx, const vka_gpt_config *config, bool init
     vka_gpt *gpt = calloc(1, sizeof *gpt);
     if (!gpt) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
     gpt->ctx = ctx;
+    vka_context_retain(ctx, VKA_CHILD_GPT);
     gpt->be = ctx->be;
     gpt->cfg = cfg;
     gpt->n_tensors = 4 + 12 * cfg.L;
@@ -225,10 +226,11 @@ vka_result vkm_gpt_new(vka_context *ctx, const vka_gpt_config *config, bool init
 
 vka_result vka_gpt_create(vka_context *ctx, const vka_gpt_config *config, uint64_t seed,
                           vka_gpt **out) {
-    if (!ctx || !ctx->be) return VKA_ERROR_INVALID_ARGUMENT;
+    if (out) *out = NULL;
+    vka_result r = vka_context_usable(ctx, "vka_gpt_create");
+    if (r != VKA_SUCCESS) return r;
     if (!config || !out)
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_gpt_create: config or out is NULL");
-    *out = NULL;
     return vkm_gpt_new(ctx, config, true, seed, out);
 }
 
@@ -345,7 +347,9 @@ void vka_gpt_destroy(vka_gpt *gpt) {
     free(gpt->layer);
     free(gpt->acts_cap);
     free(gpt->bucket_buf);
+    vka_context *ctx = gpt->ctx;
     free(gpt);
+    vka_context_release(ctx, VKA_CHILD_GPT);
 }
 
 vka_gpt_config vka_gpt_get_config(const vka_gpt *gpt) {

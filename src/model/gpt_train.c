@@ -318,7 +318,10 @@ done:
 }
 
 vka_result vka_gpt_times(vka_gpt *gpt, double *total_ms, vka_op_time *out, int cap, int *count) {
-    if (!gpt || cap < 0) return VKA_ERROR_INVALID_ARGUMENT;
+    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    if (cap < 0)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_gpt_times: cap = %d is negative", cap);
     if (!gpt->last_run)
         return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "vka_gpt_times: no forward pass or training step has run yet");

@@ -6,6 +6,7 @@
  * We accept only single-byte tokens, each byte at most once (GPT-2's BPE vocabulary is
  * rejected with a message saying so).
  */
+#include "model/tokenizer.h"
 #include "model/fileio.h"
 
 #include <stdlib.h>
@@ -20,22 +21,30 @@
 
 struct vka_tokenizer {
     vka_context *ctx;     /* for error messages */
+    bool counted;         /* in ctx's count of children (vka_context_retain) */
     int V;                /* tokens */
     int eot;              /* end-of-text id stored in files */
     unsigned char byte_of[256]; /* (V) token id -> byte */
     int16_t id_of[256];   /* byte -> token id, -1 if not in the vocabulary */
 };
 
-static vka_tokenizer *tokenizer_new(vka_context *ctx) {
+static vka_tokenizer *tokenizer_new(vka_context *ctx, bool counted) {
     vka_tokenizer *tok = calloc(1, sizeof *tok);
     if (!tok) return NULL;
     tok->ctx = ctx;
+    tok->counted = counted;
+    if (counted) vka_context_retain(ctx, VKA_CHILD_TOKENIZER);
     for (int b = 0; b < 256; b++) tok->id_of[b] = -1;
     return tok;
 }
 
 vka_result vka_tokenizer_create_from_text(vka_context *ctx, const char *text, size_t len,
                                           vka_tokenizer **out) {
+    return vkm_tokenizer_create_from_text(ctx, text, len, true, out);
+}
+
+vka_result vkm_tokenizer_create_from_text(vka_context *ctx, const char *text, size_t len,
+                                          bool counted, vka_tokenizer **out) {
     if (!out) return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "tokenizer: out is NULL");
     *out = NULL;
     if (!text || len == 0)
@@ -43,7 +52,7 @@ vka_result vka_tokenizer_create_from_text(vka_context *ctx, const char *text, si
                              "tokenizer: cannot build a vocabulary from empty text");
     bool present[256] = {false};
     for (size_t i = 0; i < len; i++) present[(unsigned char)text[i]] = true;
-    vka_tokenizer *tok = tokenizer_new(ctx);
+    vka_tokenizer *tok = tokenizer_new(ctx, counted);
     if (!tok) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "tokenizer: out of memory");
     for (int b = 0; b < 256; b++) {
         if (!present[b]) continue;
@@ -138,7 +147,7 @@ vka_result vka_tokenizer_load(vka_context *ctx, const char *path, vka_tokenizer 
                           path, (int)eot, (int)n);
         goto done;
     }
-    tok = tokenizer_new(ctx);
+    tok = tokenizer_new(ctx, true);
     if (!tok) {
         r = vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "tokenizer: out of memory");
         goto done;
@@ -149,7 +158,7 @@ vka_result vka_tokenizer_load(vka_context *ctx, const char *path, vka_tokenizer 
     *out = tok;
     tok = NULL;
 done:
-    free(tok);
+    vka_tokenizer_destroy(tok);
     free(data);
     return r;
 }
@@ -168,7 +177,12 @@ vka_result vka_tokenizer_save(const vka_tokenizer *tok, const char *path) {
     return vka_write_file_atomic(tok->ctx, path, parts, sizes, 2);
 }
 
-void vka_tokenizer_destroy(vka_tokenizer *tok) { free(tok); }
+void vka_tokenizer_destroy(vka_tokenizer *tok) {
+    if (!tok) return;
+    vka_context *ctx = tok->counted ? tok->ctx : NULL;
+    free(tok);
+    vka_context_release(ctx, VKA_CHILD_TOKENIZER);
+}
 
 int vka_tokenizer_vocab_size(const vka_tokenizer *tok) { return tok ? tok->V : 0; }
 

@@ -121,12 +121,36 @@ static void load_instance_fns(vkr_device *dev) {
 #undef L
 }
 
-/* Whether to enable the validation layer: desc 1 = yes, -1 = no, 0 = VKATTN_VALIDATION=1. */
-static bool want_validation(const vka_context_desc *desc) {
-    if (desc->validation > 0) return true;
-    if (desc->validation < 0) return false;
-    const char *env = getenv("VKATTN_VALIDATION");
-    return env && strcmp(env, "1") == 0;
+/* Whether to enable the validation layer (desc resolved by resolve_settings). */
+static bool want_validation(const vka_context_desc *desc) { return desc->validation > 0; }
+
+/* Fold what the environment says (VKATTN_KERNELS where desc.kernels is 0, VKATTN_VALIDATION
+ * where desc.validation is 0) into d, so that a value that makes no sense is an error naming
+ * it rather than silently ignored. Empty variables count as unset. */
+static vka_result resolve_settings(vka_context *ctx, vka_context_desc *d) {
+    if ((unsigned)d->kernels > (unsigned)VKA_KERNELS_CPU)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_context_desc.kernels = %d is not a vka_kernels value (0 auto, "
+                             "1 gpu, 2 cpu)", (int)d->kernels);
+    const char *env = getenv("VKATTN_KERNELS");
+    if (d->kernels == VKA_KERNELS_AUTO && env && *env) {
+        if (strcmp(env, "gpu") == 0) d->kernels = VKA_KERNELS_GPU;
+        else if (strcmp(env, "cpu") == 0) d->kernels = VKA_KERNELS_CPU;
+        else if (strcmp(env, "auto") != 0)
+            return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                                 "VKATTN_KERNELS=\"%s\" is not a kernel variant: use gpu, cpu or "
+                                 "auto (or leave it unset)", env);
+    }
+    env = getenv("VKATTN_VALIDATION");
+    if (d->validation == 0) {
+        if (!env || !*env || strcmp(env, "0") == 0) d->validation = -1;
+        else if (strcmp(env, "1") == 0) d->validation = 1;
+        else
+            return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                                 "VKATTN_VALIDATION=\"%s\" is not 0 or 1 (1 enables the Vulkan "
+                                 "validation layer)", env);
+    }
+    return VKA_SUCCESS;
 }
 
 static vka_result create_instance(vkr_device *dev, const vka_context_desc *desc) {
@@ -411,13 +435,10 @@ static vka_result create_device(vkr_device *dev) {
     return VKA_SUCCESS;
 }
 
-/* Kernel variants: the desc, else VKATTN_KERNELS=gpu|cpu, else by device type. */
+/* Kernel variants: the desc (or VKATTN_KERNELS, resolve_settings), else by device type. */
 static bool want_cpu_kernels(vka_kernels k, vka_device_type type) {
     if (k == VKA_KERNELS_GPU) return false;
     if (k == VKA_KERNELS_CPU) return true;
-    const char *env = getenv("VKATTN_KERNELS");
-    if (env && strcmp(env, "gpu") == 0) return false;
-    if (env && strcmp(env, "cpu") == 0) return true;
     return type == VKA_DEVICE_TYPE_CPU;
 }
 
@@ -476,8 +497,12 @@ static vka_result adopt_env(vkr_device *dev, const vka_vulkan_env *env, vka_kern
     return VKA_SUCCESS;
 }
 
-vka_result vkr_device_create(vka_context *ctx, const vka_context_desc *desc, vkr_device **out) {
+vka_result vkr_device_create(vka_context *ctx, const vka_context_desc *given, vkr_device **out) {
     *out = NULL;
+    vka_context_desc settings = *given;
+    const vka_context_desc *desc = &settings;
+    vka_result r = resolve_settings(ctx, &settings);
+    if (r != VKA_SUCCESS) return r;
     call_once(&loader_once, loader_init);
     vkr_device *dev = calloc(1, sizeof *dev);
     if (!dev) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
@@ -490,7 +515,7 @@ vka_result vkr_device_create(vka_context *ctx, const vka_context_desc *desc, vkr
         return vka_set_error(ctx, VKA_ERROR_NO_VULKAN,
                              "the Vulkan loader (libvulkan.so.1) could not be opened; install it "
                              "(Debian: libvulkan1) with a driver, or use --backend cpu");
-    vka_result r = create_instance(dev, desc);
+    r = create_instance(dev, desc);
     if (r == VKA_SUCCESS) r = enumerate_devices(dev);
     if (r == VKA_SUCCESS) r = select_device(dev, desc->device);
     if (r == VKA_SUCCESS) r = create_device(dev);

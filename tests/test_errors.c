@@ -1,0 +1,139 @@
+/*
+ * Error reporting: every failure on a valid context leaves a message in vka_last_error (the
+ * header's promise), and settings from the environment that make no sense are errors, not
+ * silently ignored.
+ */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
+#include "test_util.h"
+
+/* A fresh CPU context, so a message seen afterwards was set by the call under test. */
+static vka_context *fresh(void) {
+    vka_context *ctx = tu_cpu();
+    assert_string_equal(vka_last_error(ctx), "");
+    return ctx;
+}
+
+/* r is a failure and ctx's message contains want. */
+static void assert_failed_with(vka_context *ctx, vka_result r, const char *want) {
+    assert_true(r < 0);
+    const char *msg = vka_last_error(ctx);
+    if (!strstr(msg, want)) fail_msg("message \"%s\" lacks \"%s\"", msg, want);
+}
+
+static void test_errors_measure_peak_arguments(void **state) {
+    (void)state;
+    vka_peak peak;
+    vka_context *ctx = fresh();
+    assert_failed_with(ctx, vka_measure_peak(ctx, -1, -1, NULL), "vka_measure_peak");
+    tu_done(ctx);
+    ctx = fresh();
+    assert_failed_with(ctx, vka_measure_peak(ctx, 0, -1, &peak), "repeats = -1");
+    tu_done(ctx);
+    ctx = fresh();
+    assert_failed_with(ctx, vka_measure_peak(ctx, -1, 0, &peak), "min_ms");
+    tu_done(ctx);
+    ctx = fresh();
+    assert_failed_with(ctx, vka_measure_peak(ctx, NAN, 0, &peak), "min_ms");
+    tu_done(ctx);
+    ctx = fresh();
+    assert_failed_with(ctx, vka_measure_peak(ctx, 0, 0, NULL), "out is NULL");
+    tu_done(ctx);
+}
+
+static void test_errors_times_arguments(void **state) {
+    (void)state;
+    vka_context *ctx = fresh();
+    tu_begin(ctx);
+    vka_graph *g = NULL;
+    assert_int_equal(vka_graph_end(ctx, &g), VKA_SUCCESS);
+    assert_int_equal(vka_graph_run(g), VKA_SUCCESS);
+    assert_failed_with(ctx, vka_graph_times(g, NULL, NULL, -1, NULL), "cap = -1");
+    vka_graph_destroy(g);
+    tu_done(ctx);
+
+    ctx = fresh();
+    vka_gpt *gpt = NULL;
+    vka_gpt_config cfg = {.max_T = 4, .V = 5, .L = 1, .NH = 1, .C = 4};
+    assert_int_equal(vka_gpt_create(ctx, &cfg, 1, &gpt), VKA_SUCCESS);
+    assert_failed_with(ctx, vka_gpt_times(gpt, NULL, NULL, -1, NULL), "cap = -1");
+    vka_gpt_destroy(gpt);
+    tu_done(ctx);
+}
+
+/* A context that failed to create answers every other call with a message saying so. */
+static void test_errors_failed_context_says_so(void **state) {
+    (void)state;
+    vka_context_desc d = {.backend = (vka_backend)99};
+    vka_context *ctx = NULL;
+    assert_int_equal(vka_context_create(&d, &ctx), VKA_ERROR_INVALID_ARGUMENT);
+    assert_non_null(ctx);
+    assert_non_null(strstr(vka_last_error(ctx), "unknown backend 99"));
+    const char *says = "the context failed to create";
+    vka_device_info info;
+    assert_failed_with(ctx, vka_context_device_info(ctx, 0, &info), "vka_context_device_info");
+    assert_failed_with(ctx, vka_context_device_info(ctx, 0, &info), says);
+    assert_failed_with(ctx, vka_context_selected_device(ctx, &info), says);
+    assert_failed_with(ctx, vka_context_set_profiling(ctx, true), "vka_context_set_profiling");
+    vka_peak peak;
+    assert_failed_with(ctx, vka_measure_peak(ctx, 0, 0, &peak), "vka_measure_peak");
+    assert_failed_with(ctx, vka_check(ctx, 1, NULL, NULL, NULL), "vka_check");
+    vka_tensor *t = NULL;
+    assert_failed_with(ctx, vka_tensor_create(ctx, 4, &t), "vka_tensor_create");
+    assert_failed_with(ctx, vka_graph_begin(ctx), "vka_graph_begin");
+    vka_gpt *gpt = NULL;
+    vka_gpt_config cfg = {.max_T = 4, .V = 5, .L = 1, .NH = 1, .C = 4};
+    assert_failed_with(ctx, vka_gpt_create(ctx, &cfg, 1, &gpt), "vka_gpt_create");
+    assert_failed_with(ctx, vka_gpt_load(ctx, "model.bin", &gpt), "vka_gpt_load");
+    vka_train_state st;
+    assert_failed_with(ctx, vka_gpt_load_state(ctx, "state.bin", &gpt, &st),
+                       "vka_gpt_load_state");
+    assert_failed_with(ctx, vka_gpt_load_state(ctx, "state.bin", &gpt, &st), says);
+    vka_context_destroy(ctx);
+}
+
+static void test_errors_bad_kernels_setting(void **state) {
+    (void)state;
+    /* In the environment (which only a Vulkan context reads). */
+    setenv("VKATTN_KERNELS", "bogus", 1);
+    vka_context_desc d = {.backend = VKA_BACKEND_VULKAN};
+    vka_context *ctx = NULL;
+    vka_result r = vka_context_create(&d, &ctx);
+    unsetenv("VKATTN_KERNELS");
+    assert_int_equal(r, VKA_ERROR_INVALID_ARGUMENT);
+    assert_failed_with(ctx, r, "VKATTN_KERNELS=\"bogus\"");
+    assert_failed_with(ctx, r, "gpu, cpu or auto");
+    vka_context_destroy(ctx);
+    /* In the desc. */
+    d.kernels = (vka_kernels)7;
+    r = vka_context_create(&d, &ctx);
+    assert_int_equal(r, VKA_ERROR_INVALID_ARGUMENT);
+    assert_failed_with(ctx, r, "kernels = 7");
+    vka_context_destroy(ctx);
+}
+
+static void test_errors_bad_validation_setting(void **state) {
+    (void)state;
+    const char *was = getenv("VKATTN_VALIDATION");
+    char old[64];
+    snprintf(old, sizeof old, "%s", was ? was : "");
+    setenv("VKATTN_VALIDATION", "yes", 1);
+    vka_context_desc d = {.backend = VKA_BACKEND_VULKAN};
+    vka_context *ctx = NULL;
+    vka_result r = vka_context_create(&d, &ctx);
+    if (was) setenv("VKATTN_VALIDATION", old, 1);
+    else unsetenv("VKATTN_VALIDATION");
+    assert_int_equal(r, VKA_ERROR_INVALID_ARGUMENT);
+    assert_failed_with(ctx, r, "VKATTN_VALIDATION=\"yes\"");
+    vka_context_destroy(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_errors_measure_peak_arguments),
+        cmocka_unit_test(test_errors_times_arguments),
+        cmocka_unit_test(test_errors_failed_context_says_so),
+        cmocka_unit_test(test_errors_bad_kernels_setting),
+        cmocka_unit_test(test_errors_bad_validation_setting),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
