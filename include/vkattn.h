@@ -638,6 +638,8 @@ typedef struct vka_train_state {
     int32_t eval_every;     /* steps between validation evaluations */
     vka_adamw_desc adamw;   /* optimizer settings (lr field unused) */
     float best_val_loss;    /* lowest validation loss seen so far (NaN if none) */
+    int32_t eval_windows;   /* validation windows each evaluation scores; 0 = all. Reads as -1
+                               from a version-1 state file, which did not record it. */
 } vka_train_state;
 
 /**
@@ -645,7 +647,8 @@ typedef struct vka_train_state {
  * *state; temporary name, then rename. Errors: VKA_ERROR_IO.
  */
 vka_result vka_gpt_save_state(vka_gpt *gpt, const vka_train_state *state, const char *path);
-/** Read a training-state file into a new model (m, v, step restored) and *state.
+/** Read a training-state file (version 2, or 1: then state->eval_windows = -1) into a new model
+ * (m, v, step restored) and *state.
  * Errors: as vka_gpt_load (a NaN or infinity in the parameters, AdamW m or v included), and
  * VKA_ERROR_FORMAT when the checksum does not match (a damaged file). */
 vka_result vka_gpt_load_state(vka_context *ctx, const char *path, vka_gpt **out,

@@ -20,7 +20,8 @@
 #define CU_MAX_ARGS 64
 
 /* How to run it: in dir, with extra environment entries ("NAME=value"), and optionally a limit
- * on the size of files it writes (RLIMIT_FSIZE, SIGXFSZ ignored so writes fail with EFBIG). */
+ * on the size of files it writes (RLIMIT_FSIZE, as `ulimit -f` sets it: SIGXFSZ keeps its
+ * default action, which kills a process that writes past the limit unless it ignores it). */
 typedef struct cu_spec {
     const tf_dir *dir;
     const char *env[4];
@@ -72,7 +73,7 @@ static inline pid_t cu_start(const cu_spec *spec, const char *const *args) {
             setenv(name, eq + 1, 1);
         }
         if (spec->fsize_limit > 0) {
-            signal(SIGXFSZ, SIG_IGN);
+            signal(SIGXFSZ, SIG_DFL);
             struct rlimit rl = {(rlim_t)spec->fsize_limit, (rlim_t)spec->fsize_limit};
             setrlimit(RLIMIT_FSIZE, &rl);
         }
@@ -100,7 +101,8 @@ static inline char *cu_slurp(const char *path, size_t *len) {
     return buf;
 }
 
-static inline cu_result cu_wait(const cu_spec *spec, pid_t pid) {
+/* Wait for pid and collect its output; a process killed by a signal is a result too. */
+static inline cu_result cu_wait_any(const cu_spec *spec, pid_t pid) {
     int st = 0;
     while (waitpid(pid, &st, 0) < 0)
         if (errno != EINTR) fail_msg("waitpid: %s", strerror(errno));
@@ -113,8 +115,14 @@ static inline cu_result cu_wait(const cu_spec *spec, pid_t pid) {
     r.out = cu_slurp(path, &r.out_len);
     snprintf(path, sizeof path, "%s/.stderr", spec->dir->path);
     r.err = cu_slurp(path, NULL);
-    if (!r.exited) fail_msg("vkattn was killed by signal %d; stderr:\n%s", r.signal, r.err);
     if (r.status == 126 || r.status == 127) fail_msg("could not run %s", VKA_CLI_PATH);
+    return r;
+}
+
+/* Wait for pid; it must have exited (a process killed by a signal fails the test). */
+static inline cu_result cu_wait(const cu_spec *spec, pid_t pid) {
+    cu_result r = cu_wait_any(spec, pid);
+    if (!r.exited) fail_msg("vkattn was killed by signal %d; stderr:\n%s", r.signal, r.err);
     return r;
 }
 

@@ -257,7 +257,8 @@ static void test_state_round_trip(void **state) {
     vka_train_state st = {.step = 3, .rng_state = 0x0123456789ABCDEFull, .seed = 3,
                           .total_steps = 1000, .B = 3, .T = 4, .lr = 1e-2f, .min_lr = 1e-3f,
                           .warmup_steps = 10, .eval_every = 50,
-                          .adamw = {0, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f}, .best_val_loss = NAN};
+                          .adamw = {0, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f}, .best_val_loss = NAN,
+                          .eval_windows = 37};
     const char *path = tf_path(&d, "state.bin");
     assert_int_equal(vka_gpt_save_state(gpt, &st, path), VKA_SUCCESS);
     assert_int_equal(tf_count(&d, ""), 1);
@@ -271,7 +272,8 @@ static void test_state_round_trip(void **state) {
     assert_true(got.step == st.step && got.rng_state == st.rng_state && got.seed == st.seed &&
                 got.total_steps == st.total_steps && got.B == st.B && got.T == st.T &&
                 got.lr == st.lr && got.min_lr == st.min_lr &&
-                got.warmup_steps == st.warmup_steps && got.eval_every == st.eval_every);
+                got.warmup_steps == st.warmup_steps && got.eval_every == st.eval_every &&
+                got.eval_windows == st.eval_windows);
     assert_memory_equal(&got.adamw, &st.adamw, sizeof st.adamw);
     assert_true(isnan(got.best_val_loss));
     size_t n = vka_gpt_num_params(gpt);
@@ -331,11 +333,19 @@ static void test_state_damaged_files(void **state) {
     tf_write(bad, file, size - 1);
     r = vka_gpt_load_state(ctx, bad, &back, &got);
     tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "truncated", NULL);
-    uint32_t v = 2;
+    uint32_t v = 3;
     memcpy(file + 4, &v, 4);
     tf_write(bad, file, size);
     r = vka_gpt_load_state(ctx, bad, &back, &got);
-    tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "version 2", NULL);
+    tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "version 3", NULL);
+    /* Version 1 (before eval_windows, header word 31, existed) still loads: "not recorded". */
+    v = 1;
+    memcpy(file + 4, &v, 4);
+    memset(file + 31 * 4, 0, 4);
+    tf_write(bad, file, size);
+    assert_int_equal(vka_gpt_load_state(ctx, bad, &back, &got), VKA_SUCCESS);
+    assert_int_equal(got.eval_windows, -1);
+    vka_gpt_destroy(back);
     r = vka_gpt_load_state(ctx, tf_path(&d, "nope.bin"), &back, &got);
     tf_expect_error(ctx, r, VKA_ERROR_IO, "nope.bin", NULL);
     free(file);

@@ -51,6 +51,16 @@ static bool vulkan_can_train(void) {
     return true;
 }
 
+/* Text the fixture's vocabulary covers: the start of the built-in corpus; returns its length. */
+static size_t write_eval_text(const char *path, size_t bytes) {
+    size_t len = 0;
+    char *text = vka_builtin_corpus(bytes, &len);
+    assert_non_null(text);
+    tf_write(path, text, len);
+    free(text);
+    return len;
+}
+
 /* The "loss" of the JSON step lines of out, in order; returns how many (at most cap). */
 static int step_losses(const char *out, double *loss, int cap) {
     char line[4096];
@@ -85,6 +95,16 @@ static void train_lowers_loss(const char *backend) {
     assert_true(cu_line(r.out, "\"event\":\"done\"", 0, done, sizeof done));
     double val = cu_json_num(done, "val_loss");
     assert_true(val > 0 && val < 3.5);
+    /* The best validation loss is the lowest of the step lines' val_loss, to the last digit
+     * (it is stored as a float32; so are the values printed). */
+    double best = INFINITY;
+    char line[4096];
+    for (int i = 0; cu_line(r.out, "\"val_loss\"", i, line, sizeof line); i++)
+        if (strstr(line, "\"step\":") && cu_json_num(line, "val_loss") < best)
+            best = cu_json_num(line, "val_loss");
+    if (cu_json_num(done, "best_val_loss") != best)
+        fail_msg("best_val_loss %.9g, lowest val_loss %.9g", cu_json_num(done, "best_val_loss"),
+                 best);
     assert_true(cu_json_num(done, "steps") == 50);
     assert_non_null(strstr(done, backend));
     assert_int_equal(cu_count_lines(r.out, "\"val_loss\""), 3); /* steps 25, 50, and done */
@@ -130,7 +150,56 @@ static void test_cli_train_profile(void **state) {
     if (vulkan_can_train()) train_profile("vulkan");
 }
 
-/* 20 steps in one run, and 10 + --resume 10, give the same losses and the same model bytes. */
+/* The command a stopped run prints to continue it ("continue with: vkattn train ..."), as
+ * arguments (its paths here have no spaces); false if there is none. */
+static bool continue_args(const char *err, char *buf, size_t cap, const char **args, int max) {
+    const char *p = strstr(err, "continue with: vkattn ");
+    if (!p) return false;
+    p += strlen("continue with: vkattn ");
+    size_t n = strcspn(p, "\n");
+    if (n >= cap) return false;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    int k = 0;
+    for (char *tok = strtok(buf, " "); tok && k < max - 2; tok = strtok(NULL, " ")) args[k++] = tok;
+    args[k++] = "--json";
+    args[k] = NULL;
+    return true;
+}
+
+/* Every loss of b's step lines equals a's from step `from` on, and the final val_loss too. */
+static void expect_same_run(const cu_result *a, const cu_result *b, int from, const char *what) {
+    double la[32], lb[32];
+    int na = step_losses(a->out, la, 32), nb = step_losses(b->out, lb, 32);
+    assert_int_equal(nb, na - from);
+    for (int i = 0; i < nb; i++) {
+        if (la[from + i] != lb[i])
+            fail_msg("%s: step %d: loss %.9g in one run, %.9g resumed", what, from + i + 1,
+                     la[from + i], lb[i]);
+    }
+    char da[4096], db[4096];
+    assert_true(cu_line(a->out, "\"event\":\"done\"", 0, da, sizeof da));
+    assert_true(cu_line(b->out, "\"event\":\"done\"", 0, db, sizeof db));
+    if (cu_json_num(da, "val_loss") != cu_json_num(db, "val_loss"))
+        fail_msg("%s: val_loss %.9g in one run, %.9g resumed", what, cu_json_num(da, "val_loss"),
+                 cu_json_num(db, "val_loss"));
+    assert_true(cu_json_num(db, "val_windows") == cu_json_num(da, "val_windows"));
+}
+
+/* A state file of the previous version (1: no eval_windows, header word 31) made from path. */
+static void make_v1_state(const char *path, const char *v1_path) {
+    size_t n;
+    unsigned char *file = tf_read(path, &n);
+    uint32_t version = 1, zero = 0;
+    memcpy(file + 4, &version, 4);
+    memcpy(file + 31 * 4, &zero, 4);
+    tf_write(v1_path, file, n);
+    free(file);
+}
+
+/* 20 steps in one run, and 10 + --resume 10, give the same losses and the same model bytes.
+ * The second half is run exactly as the first half's "continue with" line says: the state
+ * holds every setting (--eval-windows too), the line adds what it does not (--backend). */
 static void resume_is_exact(const char *backend) {
     tf_dir d = tf_mkdir();
     cu_result a = cu_run(&d, "train", "--backend", backend, SMALL, "--steps", "20", "--out",
@@ -142,24 +211,38 @@ static void resume_is_exact(const char *backend) {
     cu_expect(&b, 0, NULL, "10 steps");
     assert_int_equal(cu_count_lines(b.out, "\"step\":"), 10);
     assert_int_equal(cu_count_lines(b.out, "\"event\":\"stopped\""), 1);
-    /* The settings come from the state: a different one is refused. */
-    cu_result bad = cu_run(&d, "train", "--backend", backend, "--resume", "b.state.bin", "--lr", "0.5");
-    cu_expect(&bad, CLI_USAGE_STATUS, "--lr", "resume with another --lr");
-    cu_result c = cu_run(&d, "train", "--backend", backend, "--resume", "b.state.bin",
-                         "--eval-windows", "20", "--json");
-    cu_expect(&c, 0, NULL, "resume");
-    double la[32], lc[32];
-    assert_int_equal(step_losses(a.out, la, 32), 20);
-    assert_int_equal(step_losses(c.out, lc, 32), 10);
-    for (int i = 0; i < 10; i++) {
-        if (la[10 + i] != lc[i])
-            fail_msg("step %d: loss %.9g in one run, %.9g resumed", 11 + i, la[10 + i], lc[i]);
+    /* The settings come from the state: a different one is refused, whichever it is. */
+    const char *const stored[][2] = {{"--lr", "0.5"}, {"--eval-every", "7"},
+                                     {"--eval-windows", "5"}, {"--steps", "30"}};
+    for (size_t i = 0; i < sizeof stored / sizeof stored[0]; i++) {
+        cu_result bad = cu_run(&d, "train", "--backend", backend, "--resume", "b.state.bin",
+                               stored[i][0], stored[i][1]);
+        cu_expect(&bad, CLI_USAGE_STATUS, stored[i][0], "resume with another setting");
+        cu_free(&bad);
     }
-    char da[4096], dc[4096];
-    assert_true(cu_line(a.out, "\"event\":\"done\"", 0, da, sizeof da));
-    assert_true(cu_line(c.out, "\"event\":\"done\"", 0, dc, sizeof dc));
-    assert_true(cu_json_num(da, "val_loss") == cu_json_num(dc, "val_loss"));
-    print_message("final loss %.9g both ways, val %.9g\n", la[19], cu_json_num(dc, "val_loss"));
+    if (strcmp(backend, "cpu") == 0) {
+        /* Before the state held --eval-windows: still resumes, taking it from the command line. */
+        make_v1_state(tf_path(&d, "b.state.bin"), tf_path(&d, "v1.state.bin"));
+        cu_copy(tf_path(&d, "b.tokenizer.bin"), tf_path(&d, "v1.tokenizer.bin"));
+        cu_result v1 = cu_run(&d, "train", "--backend", "cpu", "--resume", "v1.state.bin",
+                              "--eval-windows", "20", "--json");
+        cu_expect(&v1, 0, NULL, "resume a version-1 state");
+        expect_same_run(&a, &v1, 10, "version-1 state");
+        cu_free(&v1);
+    }
+    char hint[512];
+    const char *args[24];
+    if (!continue_args(b.err, hint, sizeof hint, args, 24))
+        fail_msg("no \"continue with\" line:\n%s", b.err);
+    print_message("continue with: %s\n", strstr(b.err, "continue with: ") + 15);
+    bool cpu_hint = strstr(b.err, "--backend cpu") != NULL;
+    assert_true(cpu_hint == (strcmp(backend, "cpu") == 0));
+    cu_result c = cu_run_spec(&(cu_spec){.dir = &d}, args);
+    cu_expect(&c, 0, NULL, "resume as the hint says");
+    assert_true(cu_json_num(c.out, "val_windows") == 20); /* the start event */
+    expect_same_run(&a, &c, 10, backend);
+    print_message("final val %.9g both ways\n", cu_json_num(strstr(c.out, "\"event\":\"done\""),
+                                                            "val_loss"));
     /* The resumed run wrote b.bin (derived from b.state.bin), byte for byte a.bin. */
     size_t na, nb;
     unsigned char *ma = tf_read(tf_path(&d, "a.bin"), &na), *mb = tf_read(tf_path(&d, "b.bin"), &nb);
@@ -169,7 +252,6 @@ static void resume_is_exact(const char *backend) {
     free(mb);
     cu_free(&a);
     cu_free(&b);
-    cu_free(&bad);
     cu_free(&c);
     tf_rmdir(&d);
 }
@@ -184,16 +266,11 @@ static void test_cli_resume_is_exact_vulkan(void **state) {
     if (vulkan_can_train()) resume_is_exact("vulkan");
 }
 
-/* SIGINT a few steps in: the step finishes, the files are saved, the exit is a normal 130,
- * and the saved state resumes. */
-static void test_cli_sigint_saves_and_exits(void **state) {
-    (void)state;
-    tf_dir d = tf_mkdir();
-    cu_spec spec = {.dir = &d};
-    pid_t pid = cu_start(&spec, CU_ARGS("train", "--backend", "cpu", SMALL, "--steps", "100000",
-                                        "--eval-every", "0", "--eval-windows", "5", "--json"));
+/* Start a long CPU training run in d and return once it has done 3 steps. */
+static pid_t start_long_run(const cu_spec *spec, const char *const *args) {
+    pid_t pid = cu_start(spec, args);
     char out_path[256];
-    snprintf(out_path, sizeof out_path, "%s/.stdout", d.path);
+    snprintf(out_path, sizeof out_path, "%s/.stdout", spec->dir->path);
     for (int waited = 0;; waited += 10) {
         char *out = cu_slurp(out_path, NULL);
         int steps = cu_count_lines(out, "\"step\":");
@@ -205,9 +282,24 @@ static void test_cli_sigint_saves_and_exits(void **state) {
         }
         cu_sleep_ms(10);
     }
+    return pid;
+}
+
+/* SIGINT a few steps in: the step finishes, the files are saved, the exit is a normal 130,
+ * and the saved state resumes. */
+static void test_cli_sigint_saves_and_exits(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    cu_spec spec = {.dir = &d};
+    pid_t pid = start_long_run(&spec, CU_ARGS("train", "--backend", "cpu", SMALL, "--steps",
+                                              "100000", "--eval-every", "0", "--eval-windows", "5",
+                                              "--json"));
     kill(pid, SIGINT);
     cu_result r = cu_wait(&spec, pid);
-    cu_expect(&r, 130, NULL, "interrupted run");
+    cu_expect(&r, 130, "interrupt again to abort", "interrupted run");
+    /* The way to continue names the backend, which the state does not hold. */
+    assert_non_null(strstr(r.err, "continue with: vkattn train --resume model.state.bin "
+                                  "--backend cpu\n"));
     char line[4096];
     assert_true(cu_line(r.out, "\"event\":\"interrupted\"", 0, line, sizeof line));
     double steps = cu_json_num(line, "steps");
@@ -227,25 +319,189 @@ static void test_cli_sigint_saves_and_exits(void **state) {
     tf_rmdir(&d);
 }
 
-/* A save that fails (here: the file-size limit is hit) reports the error and leaves the
- * MODEL already there untouched, with no temporary file behind. */
-static void test_cli_failed_save_keeps_the_old_model(void **state) {
+/* A second interrupt while the first is being handled ends the process at once, by that
+ * signal, after one line saying so. (SIGINT then SIGTERM: two different signals cannot merge
+ * into one pending signal, so the process sees both.) */
+static void test_cli_second_interrupt_aborts(void **state) {
     (void)state;
     tf_dir d = tf_mkdir();
-    cu_copy(fixture_model(), tf_path(&d, "model.bin"));
-    size_t n0;
-    unsigned char *before = tf_read(tf_path(&d, "model.bin"), &n0);
+    cu_spec spec = {.dir = &d};
+    pid_t pid = start_long_run(&spec, CU_ARGS("train", "--backend", "cpu", SMALL, "--steps",
+                                              "100000", "--eval-every", "0", "--json"));
+    kill(pid, SIGINT);
+    kill(pid, SIGTERM);
+    cu_result r = cu_wait_any(&spec, pid);
+    if (r.exited) fail_msg("exited with %d instead of ending by a signal:\n%s", r.status, r.err);
+    /* Which one comes second depends on the threads they reach (OpenMP's take signals too). */
+    assert_true(r.signal == SIGTERM || r.signal == SIGINT);
+    assert_int_equal(cu_count_lines(r.err, "vkattn train: aborted (second interrupt)"), 1);
+    cu_free(&r);
+    tf_rmdir(&d);
+}
+
+static bool same_bytes(const char *p, const char *q) {
+    size_t np, nq;
+    unsigned char *a = tf_read(p, &np), *b = tf_read(q, &nq);
+    bool same = np == nq && memcmp(a, b, np) == 0;
+    free(a);
+    free(b);
+    return same;
+}
+
+/* A save that fails part-way replaces nothing: the model, tokenizer and state already there
+ * stay a matching set (generate still works), with no staged or temporary file left. Here the
+ * file-size limit stops first the state (the largest file) after the model and tokenizer were
+ * written, then the model after the tokenizer; the new text has another vocabulary, so a new
+ * tokenizer beside the old model would not fit it. */
+static void test_cli_failed_save_keeps_the_old_set(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    const char *names[3] = {"model.bin", "model.tokenizer.bin", "model.state.bin"};
+    for (int i = 0; i < 3; i++) {
+        cu_copy(tf_path(&fixture, names[i]), tf_path(&d, names[i]));
+        char keep[64];
+        snprintf(keep, sizeof keep, "old.%s", names[i]);
+        cu_copy(tf_path(&fixture, names[i]), tf_path(&d, keep));
+    }
+    char text[800];
+    for (size_t i = 0; i < sizeof text; i++) text[i] = "abcdefgh ijk\n"[i % 13];
+    tf_write(tf_path(&d, "small.txt"), text, sizeof text);
+    size_t model_bytes;
+    free(tf_read(fixture_model(), &model_bytes));
+    const long limits[2] = {(long)model_bytes + 4096, 16384};
+    for (int k = 0; k < 2; k++) {
+        cu_spec spec = {.dir = &d, .fsize_limit = limits[k]};
+        cu_result r = cu_run_spec(&spec, CU_ARGS("train", "--backend", "cpu", SMALL, "--steps",
+                                                 "2", "--eval-windows", "2", "--data",
+                                                 "small.txt"));
+        cu_expect(&r, 1, "File too large", "save past the size limit");
+        assert_non_null(strstr(r.err, "nothing was replaced"));
+        print_message("  limit %ld: %s", limits[k], r.err);
+        for (int i = 0; i < 3; i++) {
+            char keep[64];
+            snprintf(keep, sizeof keep, "old.%s", names[i]);
+            if (!same_bytes(tf_path(&d, names[i]), tf_path(&d, keep)))
+                fail_msg("limit %ld: %s changed", limits[k], names[i]);
+        }
+        assert_int_equal(tf_count(&d, ".tmp"), 0);
+        assert_int_equal(tf_count(&d, ".new"), 0);
+        cu_free(&r);
+        r = cu_run(&d, "generate", "--backend", "cpu", "--model", "model.bin", "--tokens", "5");
+        cu_expect(&r, 0, NULL, "generate from the set the failed save left");
+        cu_free(&r);
+    }
+    tf_rmdir(&d);
+}
+
+/* Under a file-size limit (ulimit -f) a write fails with EFBIG instead of SIGXFSZ killing the
+ * process: exit 1 with the reason, and no temporary file left. */
+static void test_cli_file_size_limit_is_an_error(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
     cu_spec spec = {.dir = &d, .fsize_limit = 16384};
-    cu_result r = cu_run_spec(&spec, CU_ARGS("train", "--backend", "cpu", SMALL, "--steps", "2",
-                                             "--eval-windows", "2"));
+    pid_t pid = cu_start(&spec, CU_ARGS("train", "--backend", "cpu", SMALL, "--steps", "2",
+                                        "--eval-windows", "2"));
+    cu_result r = cu_wait_any(&spec, pid);
+    if (!r.exited) fail_msg("killed by signal %d (SIGXFSZ is %d)", r.signal, SIGXFSZ);
     cu_expect(&r, 1, "File too large", "save past the size limit");
-    size_t n1;
-    unsigned char *after = tf_read(tf_path(&d, "model.bin"), &n1);
-    assert_int_equal(n0, n1);
-    assert_memory_equal(before, after, n0);
     assert_int_equal(tf_count(&d, ".tmp"), 0);
-    free(before);
-    free(after);
+    assert_int_equal(tf_count(&d, ".new"), 0);
+    assert_false(cu_exists(tf_path(&d, "model.bin")));
+    cu_free(&r);
+    tf_rmdir(&d);
+}
+
+/* No output may be an input: --out (or the names derived from it) equal to --data, through a
+ * symbolic link too, or to the state being resumed, is refused before anything is written. */
+static void test_cli_out_never_overwrites_an_input(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    size_t text_len = write_eval_text(tf_path(&d, "text.txt"), 4000);
+    cu_copy(tf_path(&d, "text.txt"), tf_path(&d, "m.tokenizer.bin"));
+    cu_copy(tf_path(&d, "text.txt"), tf_path(&d, "s.bin.new"));
+    cu_copy(tf_path(&fixture, "model.state.bin"), tf_path(&d, "r.state.bin"));
+    cu_copy(tf_path(&fixture, "model.tokenizer.bin"), tf_path(&d, "r.tokenizer.bin"));
+    if (symlink("text.txt", tf_path(&d, "link.bin")) != 0) fail_msg("symlink failed");
+    const struct {
+        const char *args[8];
+        const char *message;
+    } cases[] = {
+        {{"--data", "text.txt", "--out", "text.txt"}, "is the training text (--data)"},
+        {{"--data", "text.txt", "--out", "./link.bin"}, "is the training text (--data)"},
+        {{"--data", "m.tokenizer.bin", "--out", "m.bin"}, "the tokenizer would be written to"},
+        {{"--data", "s.bin.new", "--out", "s.bin"}, "the model's staging file would be written"},
+        {{"--resume", "r.state.bin", "--out", "r.state.bin"}, "the training state resumed from"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[16] = {"train", "--backend", "cpu"};
+        int n = 3;
+        if (strcmp(cases[i].args[0], "--resume") != 0) { /* else the state holds --steps */
+            args[n++] = "--steps";
+            args[n++] = "2";
+        }
+        for (int k = 0; cases[i].args[k]; k++) args[n++] = cases[i].args[k];
+        args[n] = NULL;
+        cu_result r = cu_run_spec(&(cu_spec){.dir = &d}, args);
+        cu_expect(&r, CLI_USAGE_STATUS, cases[i].message, cases[i].args[3]);
+        print_message("  ok: %s", r.err);
+        cu_free(&r);
+    }
+    assert_true(same_bytes(tf_path(&d, "r.state.bin"), tf_path(&fixture, "model.state.bin")));
+    size_t n;
+    unsigned char *text = tf_read(tf_path(&d, "text.txt"), &n);
+    assert_int_equal(n, text_len);
+    free(text);
+    assert_int_equal(tf_count(&d, ".bin"), 5); /* m.tokenizer, s.bin.new, r.state, r.tokenizer, link */
+    tf_rmdir(&d);
+}
+
+/* An --out whose directory is missing (or is a file), or that is a directory, fails before
+ * the first step, not after the last. */
+static void test_cli_unwritable_out_fails_before_training(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    write_eval_text(tf_path(&d, "text.txt"), 4000);
+    const struct {
+        const char *out, *message;
+    } cases[] = {
+        {"missing/model.bin", "the directory missing does not exist"},
+        {"text.txt/model.bin", "text.txt is not a directory"},
+        {".", ". is a directory"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cu_result r = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "5", "--out",
+                             cases[i].out, "--json");
+        cu_expect(&r, 1, cases[i].message, cases[i].out);
+        assert_int_equal(cu_count_lines(r.out, "\"step\":"), 0);
+        print_message("  ok: %s", r.err);
+        cu_free(&r);
+    }
+    assert_int_equal(tf_count(&d, ""), 3); /* text.txt, .stdout, .stderr */
+    tf_rmdir(&d);
+}
+
+/* A resumed run that finds text outside its vocabulary, or another vocabulary, without --data
+ * asks whether --data was forgotten. */
+static void test_cli_resume_without_data_hints(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    char text[800];
+    for (size_t i = 0; i < sizeof text; i++) text[i] = "abcdefgh ijk\n"[i % 13];
+    tf_write(tf_path(&d, "small.txt"), text, sizeof text);
+    cu_result r = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "4", "--stop-at", "2",
+                         "--data", "small.txt", "--quiet");
+    cu_expect(&r, 0, NULL, "2 of 4 steps");
+    cu_free(&r);
+    /* with its tokenizer: the built-in corpus has characters small.txt has not */
+    r = cu_run(&d, "train", "--backend", "cpu", "--resume", "model.state.bin");
+    cu_expect(&r, 1, "did you forget --data?", "resume without --data");
+    print_message("  ok: %s", r.err);
+    cu_free(&r);
+    /* without it: the built-in corpus's vocabulary is not the model's */
+    remove(tf_path(&d, "model.tokenizer.bin"));
+    r = cu_run(&d, "train", "--backend", "cpu", "--resume", "model.state.bin");
+    cu_expect(&r, 1, "did you forget --data?", "resume without --data or tokenizer");
+    print_message("  ok: %s", r.err);
     cu_free(&r);
     tf_rmdir(&d);
 }
@@ -300,16 +556,6 @@ static void test_cli_generate_greedy_is_deterministic_on_vulkan(void **state) {
     cu_free(&b);
 }
 
-/* Text the fixture's vocabulary covers: the start of the built-in corpus; returns its length. */
-static size_t write_eval_text(const char *path, size_t bytes) {
-    size_t len = 0;
-    char *text = vka_builtin_corpus(bytes, &len);
-    assert_non_null(text);
-    tf_write(path, text, len);
-    free(text);
-    return len;
-}
-
 static cu_result eval_json(const char *backend) {
     return cu_run(&fixture, "eval", "--backend", backend, "--model", "model.bin", "--data",
                   "eval.txt", "--json");
@@ -325,9 +571,12 @@ static void test_cli_eval_json_agrees_across_backends(void **state) {
     /* The fixture learned something (below ln 57 = 4.04) but is far from perfect. */
     assert_true(loss > 1.0 && loss < 4.0);
     assert_true(fabs(ppl - exp(loss)) < 1e-4 * ppl);
-    /* Windows of T+1 = 33 tokens at 0, 32, 64, ...: floor((n - 1) / 32) of them. */
-    assert_true(cu_json_num(c.out, "windows") == floor((n - 1) / 32));
-    assert_true(cu_json_num(c.out, "tokens") == n);
+    /* Windows of T+1 = 33 tokens at 0, 32, 64, ...: floor((n - 1) / 32) of them; "tokens" is
+     * the predictions scored, 32 a window, "file_tokens" the file's length. */
+    double windows = floor((n - 1) / 32);
+    assert_true(cu_json_num(c.out, "windows") == windows);
+    assert_true(cu_json_num(c.out, "tokens") == windows * 32);
+    assert_true(cu_json_num(c.out, "file_tokens") == n);
     /* A shorter --ctx scores more, shorter windows. */
     cu_result s = cu_run(&fixture, "eval", "--backend", "cpu", "--model", "model.bin", "--data",
                          "eval.txt", "--ctx", "8", "--json");
@@ -344,6 +593,46 @@ static void test_cli_eval_json_agrees_across_backends(void **state) {
         cu_free(&g);
     }
     cu_free(&c);
+}
+
+/* A model far more confident than right (the final layer norm's weights scaled up, so its
+ * logits are): eval prints its perplexity, exp(loss) > 10^6, in exponent form. */
+static void test_cli_eval_huge_perplexity(void **state) {
+    (void)state;
+    write_eval_text(tf_path(&fixture, "eval.txt"), 20000);
+    vka_context *ctx = tu_cpu();
+    vka_gpt *gpt = NULL;
+    assert_int_equal(vka_gpt_load(ctx, fixture_model(), &gpt), VKA_SUCCESS);
+    size_t n = vka_gpt_num_params(gpt);
+    int C = vka_gpt_get_config(gpt).C;
+    float *p = malloc(n * sizeof *p);
+    assert_int_equal(vka_gpt_get_params(gpt, p, n), VKA_SUCCESS);
+    for (size_t i = n - 2 * (size_t)C; i < n; i++) p[i] *= 40.0f; /* lnfw, lnfb: the last 2C */
+    assert_int_equal(vka_gpt_set_params(gpt, p, n), VKA_SUCCESS);
+    assert_int_equal(vka_gpt_save(gpt, tf_path(&fixture, "hot.bin")), VKA_SUCCESS);
+    free(p);
+    vka_gpt_destroy(gpt);
+    tu_done(ctx);
+    cu_copy(tf_path(&fixture, "model.tokenizer.bin"), tf_path(&fixture, "hot.tokenizer.bin"));
+    cu_result j = cu_run(&fixture, "eval", "--backend", "cpu", "--model", "hot.bin", "--data",
+                         "eval.txt", "--json");
+    cu_expect(&j, 0, NULL, "eval --json");
+    double loss = cu_json_num(j.out, "loss");
+    print_message("loss %.4f, perplexity %g\n", loss, cu_json_num(j.out, "perplexity"));
+    assert_true(loss > log(1e6) && loss < 700); /* finite, and past 10^6 */
+    cu_result t = cu_run(&fixture, "eval", "--backend", "cpu", "--model", "hot.bin", "--data",
+                         "eval.txt");
+    cu_expect(&t, 0, NULL, "eval");
+    print_message("%s", t.out);
+    const char *ppl = strstr(t.out, "perplexity ");
+    assert_non_null(ppl);
+    double printed = strtod(ppl + strlen("perplexity "), NULL);
+    assert_true(fabs(printed - exp(loss)) < 1e-3 * exp(loss));
+    size_t digits = strcspn(ppl + strlen("perplexity "), "e,");
+    if (digits > 6 || !strstr(ppl, "e+"))
+        fail_msg("perplexity not in exponent form: %s", t.out);
+    cu_free(&j);
+    cu_free(&t);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -395,28 +684,44 @@ static void test_cli_bad_model_files(void **state) {
     cu_copy(tf_path(&fixture, "model.tokenizer.bin"), tf_path(&d, "magic.tokenizer.bin"));
     /* no tokenizer beside it */
     tf_write(tf_path(&d, "alone.bin"), model, n);
-    /* a training state where a model is expected */
-    cu_copy(tf_path(&fixture, "model.state.bin"), tf_path(&d, "state.bin"));
-    cu_copy(tf_path(&fixture, "model.tokenizer.bin"), tf_path(&d, "state.tokenizer.bin"));
+    /* a training state where a model is expected (no tokenizer beside it: the model is the
+     * problem to report) */
+    cu_copy(tf_path(&fixture, "model.state.bin"), tf_path(&d, "x.state.bin"));
     const struct {
         const char *model, *message;
     } cases[] = {
         {"short.bin", "truncated"},
         {"magic.bin", "wrong magic"},
         {"alone.bin", "--tokenizer"},
-        {"missing.bin", "cannot open missing.tokenizer.bin"},
-        {"state.bin", "this is a training state"},
+        {"missing.bin", "model: cannot open missing.bin"},
+        {"x.state.bin", "x.state.bin is a training state, not a model (llm.c GPT-2 checkpoint): "
+                        "give the model saved beside it (x.bin), or continue training with "
+                        "`vkattn train --resume x.state.bin`"},
+        {"/bin/ls", "/bin/ls is an executable program, not a model"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cu_result r = cu_run(&d, "generate", "--backend", "cpu", "--model", cases[i].model,
                              "--tokens", "3");
         cu_expect(&r, 1, cases[i].message, cases[i].model);
+        /* The command line's words, not the library's function names. */
+        assert_null(strstr(r.err, "vka_"));
         print_message("  ok: %s", r.err);
         cu_free(&r);
     }
     /* --resume of something that is not a state file */
     cu_result r = cu_run(&d, "train", "--backend", "cpu", "--resume", "magic.bin");
-    cu_expect(&r, 1, "wrong magic", "resume from a model");
+    cu_expect(&r, 1, "wrong magic", "resume from junk");
+    cu_free(&r);
+    r = cu_run(&d, "train", "--backend", "cpu", "--resume", "alone.bin");
+    cu_expect(&r, 1, "alone.bin is a model (llm.c GPT-2 checkpoint), not a training state",
+              "resume from a model");
+    assert_null(strstr(r.err, "vka_"));
+    cu_free(&r);
+    /* a model where a tokenizer is expected */
+    r = cu_run(&d, "generate", "--backend", "cpu", "--model", "alone.bin", "--tokenizer",
+               "alone.bin");
+    cu_expect(&r, 1, "alone.bin is a model (llm.c GPT-2 checkpoint), not a tokenizer file",
+              "--tokenizer a model");
     cu_free(&r);
     free(model);
     free(bad);
@@ -458,7 +763,7 @@ static void test_cli_config_beyond_the_device(void **state) {
 static void test_cli_bad_options(void **state) {
     (void)state;
     const struct {
-        const char *args[8];
+        const char *args[10];
         const char *message;
     } cases[] = {
         {{"train", "--steps", "-1"}, "--steps -1 is out of range"},
@@ -481,6 +786,11 @@ static void test_cli_bad_options(void **state) {
         {{"generate", "--model", "m.bin", "--prompt", ""}, "--prompt needs a non-empty value"},
         {{"eval", "--model", "m.bin"}, "--data FILE is required"},
         {{"check", "--kernels", "fast"}, "--kernels 'fast'"},
+        /* options the chosen backend would ignore */
+        {{"train", "--backend", "cpu", "--kernels", "gpu"}, "--kernels chooses Vulkan kernel"},
+        {{"eval", "--model", "m", "--data", "d", "--backend", "cpu", "--device", "0"},
+         "--device selects a Vulkan device"},
+        {{"generate", "--model", "m.bin", "--threads", "2"}, "--threads sets the CPU backend's"},
         {{"frobnicate"}, "unknown command 'frobnicate'"},
     };
     tf_dir d = tf_mkdir();
@@ -517,12 +827,24 @@ static void test_cli_bad_options(void **state) {
 static void test_cli_info(void **state) {
     (void)state;
     tf_dir d = tf_mkdir();
-    /* No Vulkan driver at all: a clear message pointing at --backend cpu, exit 1. */
+    /* No Vulkan driver at all: a clear message, exit 1; info and check, which have no
+     * --backend, say that they need a device and that the other commands have --backend cpu
+     * (never "use --backend cpu" as if it were theirs). */
     cu_spec none = {.dir = &d, .env = {"VK_ICD_FILENAMES=/nonexistent.json",
                                         "VK_DRIVER_FILES=/nonexistent.json"}};
-    cu_result r = cu_run_spec(&none, CU_ARGS("info"));
-    cu_expect(&r, 1, "--backend cpu", "info without a driver");
-    print_message("  no driver: %s", r.err);
+    const char *const vulkan_only[] = {"info", "check"};
+    for (int i = 0; i < 2; i++) {
+        cu_result r = cu_run_spec(&none, CU_ARGS(vulkan_only[i]));
+        cu_expect(&r, 1, "needs a working Vulkan device", vulkan_only[i]);
+        assert_non_null(strstr(r.err, "train, generate and eval also run without one, with "
+                                      "--backend cpu"));
+        assert_null(strstr(r.err, "use --backend cpu"));
+        assert_null(strstr(r.err, "add --backend cpu"));
+        print_message("  no driver: %s", r.err);
+        cu_free(&r);
+    }
+    cu_result r = cu_run_spec(&none, CU_ARGS("generate", "--model", "m.bin"));
+    cu_expect(&r, 1, "--backend cpu", "generate without a driver");
     cu_free(&r);
     vka_context *ctx = tu_gpu();
     if (ctx) {
@@ -556,6 +878,18 @@ static void test_cli_check_json_passes(void **state) {
     assert_true(cu_json_num(r.out, "failed") == 0);
     assert_non_null(strstr(r.out, "\"op\":\"train_step_params\""));
     cu_free(&r);
+    /* The table: every row's columns line up, however long its shape. */
+    r = cu_run(&d, "check");
+    cu_expect(&r, 0, NULL, "check");
+    char header[512], row[512];
+    assert_true(cu_line(r.out, "max abs", 0, header, sizeof header));
+    size_t col = (size_t)(strstr(header, "result") - header);
+    int rows = 0;
+    for (int i = 0; cu_line(r.out, "PASS", i, row, sizeof row); i++, rows++)
+        if (strlen(row) < col + 4 || strncmp(row + col, "PASS", 4) != 0)
+            fail_msg("row %d's result is not under the header's:\n%s\n%s", i, header, row);
+    assert_true(rows >= 20);
+    cu_free(&r);
     tf_rmdir(&d);
 }
 
@@ -569,10 +903,16 @@ int main(void) {
         cmocka_unit_test(test_cli_resume_is_exact_cpu),
         cmocka_unit_test(test_cli_resume_is_exact_vulkan),
         cmocka_unit_test(test_cli_sigint_saves_and_exits),
-        cmocka_unit_test(test_cli_failed_save_keeps_the_old_model),
+        cmocka_unit_test(test_cli_second_interrupt_aborts),
+        cmocka_unit_test(test_cli_failed_save_keeps_the_old_set),
+        cmocka_unit_test(test_cli_file_size_limit_is_an_error),
+        cmocka_unit_test(test_cli_out_never_overwrites_an_input),
+        cmocka_unit_test(test_cli_unwritable_out_fails_before_training),
+        cmocka_unit_test(test_cli_resume_without_data_hints),
         cmocka_unit_test(test_cli_generate_prints_prompt_and_tokens),
         cmocka_unit_test(test_cli_generate_greedy_is_deterministic_on_vulkan),
         cmocka_unit_test(test_cli_eval_json_agrees_across_backends),
+        cmocka_unit_test(test_cli_eval_huge_perplexity),
         cmocka_unit_test(test_cli_bad_data_files),
         cmocka_unit_test(test_cli_bad_model_files),
         cmocka_unit_test(test_cli_text_outside_the_vocabulary),

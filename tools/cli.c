@@ -183,7 +183,11 @@ void cli_help(FILE *f, const cli_command *cmd, const cli_opt *opts, int n_opts) 
 typedef struct cli_log_state {
     const char *cmd;
     bool verbose;
+    bool vulkan_only; /* cli_backend_opts.vulkan_only, for cli_fail's hints */
 } cli_log_state;
+
+/* The logger's state lives as long as the process (one context per command). */
+static cli_log_state log_state;
 
 /* Errors reach the user through vka_last_error(); the logger shows warnings and the
  * validation layer's messages (all messages with --verbose). */
@@ -196,29 +200,30 @@ static void cli_log(void *user, vka_log_level level, const char *msg) {
 }
 
 int cli_check_backend_opts(const char *cmd, const cli_backend_opts *b) {
+    bool cpu = b->backend == VKA_BACKEND_CPU;
     if (b->device) {
         const char *p = b->device;
         while (*p >= '0' && *p <= '9') p++;
         if (*p || p == b->device || p - b->device > 9)
             return cli_usage_error(cmd, "--device '%s' is not a device index (see `vkattn info`)",
                                    b->device);
-        if (b->backend == VKA_BACKEND_CPU)
+        if (cpu)
             return cli_usage_error(cmd, "--device selects a Vulkan device; it does not apply to "
                                         "--backend cpu");
     }
+    /* An option the chosen backend would ignore is a mistake, not a no-op. */
+    if (cpu && b->kernels != 0)
+        return cli_usage_error(cmd, "--kernels chooses Vulkan kernel variants; it does not apply "
+                                    "to --backend cpu");
+    if (!cpu && b->threads != 0)
+        return cli_usage_error(cmd, "--threads sets the CPU backend's threads; it does not apply "
+                                    "to --backend vulkan (add --backend cpu)");
     return CLI_OK;
-}
-
-static bool device_problem(vka_result r) {
-    return r == VKA_ERROR_NO_VULKAN || r == VKA_ERROR_NO_DEVICE || r == VKA_ERROR_UNSUPPORTED ||
-           r == VKA_ERROR_DEVICE_LOST || r == VKA_ERROR_VULKAN;
 }
 
 vka_result cli_context_try(const char *cmd, const cli_backend_opts *b, vka_context **out,
                            char *why, size_t cap) {
-    /* The logger's state lives as long as the process (the contexts of one command). */
-    static cli_log_state log_state;
-    log_state = (cli_log_state){.cmd = cmd, .verbose = b->verbose};
+    log_state = (cli_log_state){.cmd = cmd, .verbose = b->verbose, .vulkan_only = b->vulkan_only};
     vka_context_desc d = {
         .backend = b->backend == 1 ? VKA_BACKEND_CPU : VKA_BACKEND_VULKAN,
         .device = b->device,
@@ -243,15 +248,13 @@ vka_result cli_context_try(const char *cmd, const cli_backend_opts *b, vka_conte
     return VKA_SUCCESS;
 }
 
+static int report(const char *cmd, const char *what, vka_result r, const char *msg, bool vulkan);
+
 int cli_context(const char *cmd, const cli_backend_opts *b, vka_context **out) {
     char why[512];
     vka_result r = cli_context_try(cmd, b, out, why, sizeof why);
     if (r == VKA_SUCCESS) return CLI_OK;
-    fprintf(stderr, "vkattn %s: %s: %s\n", cmd, b->backend == 1 ? "CPU backend" : "Vulkan", why);
-    if (b->backend != 1 && device_problem(r) && !strstr(why, "--backend cpu"))
-        fprintf(stderr, "vkattn %s: hint: without a working Vulkan device, add --backend cpu\n",
-                cmd);
-    return CLI_ERROR;
+    return report(cmd, b->backend == 1 ? "CPU backend" : "Vulkan", r, why, b->backend != 1);
 }
 
 int cli_finish(const char *cmd, vka_context *ctx, int rc) {
@@ -268,14 +271,57 @@ void cli_device_name(vka_context *ctx, char *out, size_t cap) {
     else snprintf(out, cap, "unknown");
 }
 
-int cli_fail(const char *cmd, vka_context *ctx, vka_result r, const char *what) {
-    const char *msg = vka_last_error(ctx);
-    fprintf(stderr, "vkattn %s: %s: %s\n", cmd, what, *msg ? msg : vka_result_string(r));
-    bool vulkan = ctx && vka_context_backend(ctx) == VKA_BACKEND_VULKAN;
-    if (vulkan && device_problem(r) && !strstr(msg, "--backend cpu"))
+static bool device_problem(vka_result r) {
+    return r == VKA_ERROR_NO_VULKAN || r == VKA_ERROR_NO_DEVICE || r == VKA_ERROR_UNSUPPORTED ||
+           r == VKA_ERROR_DEVICE_LOST || r == VKA_ERROR_VULKAN;
+}
+
+/* msg without the library's advice to "use --backend cpu" (and the separator before it), for
+ * the commands that have no --backend. */
+static void without_backend_advice(const char *msg, char *out, size_t cap) {
+    const char *advice = "use --backend cpu", *hit = strstr(msg, advice);
+    if (!hit) {
+        snprintf(out, cap, "%s", msg);
+        return;
+    }
+    static const char *const separators[] = {", or ", " or ", "; ", ", "};
+    size_t cut = (size_t)(hit - msg);
+    for (size_t i = 0; i < sizeof separators / sizeof separators[0]; i++) {
+        size_t n = strlen(separators[i]);
+        if (cut >= n && strncmp(hit - n, separators[i], n) == 0) {
+            cut -= n;
+            break;
+        }
+    }
+    snprintf(out, cap, "%.*s%s", (int)cut, msg, hit + strlen(advice));
+}
+
+/* After a device problem: what the user can do, in terms of the command's own options. */
+static void device_hint(const char *cmd, vka_result r, const char *msg) {
+    if (!device_problem(r) || strstr(msg, "is not a device index")) return;
+    if (log_state.vulkan_only)
+        fprintf(stderr, "vkattn %s: hint: `vkattn %s` needs a working Vulkan device (a GPU driver, "
+                "or Mesa's lavapipe: mesa-vulkan-drivers); train, generate and eval also run "
+                "without one, with --backend cpu\n", cmd, cmd);
+    else if (!strstr(msg, "--backend cpu"))
         fprintf(stderr, "vkattn %s: hint: without a working Vulkan device, add --backend cpu\n",
                 cmd);
+}
+
+/* Print "vkattn CMD: WHAT: MSG" and, on a Vulkan device problem, what to do about it. */
+static int report(const char *cmd, const char *what, vka_result r, const char *msg, bool vulkan) {
+    char text[1024];
+    if (log_state.vulkan_only) without_backend_advice(msg, text, sizeof text);
+    else snprintf(text, sizeof text, "%s", msg);
+    fprintf(stderr, "vkattn %s: %s: %s\n", cmd, what, text);
+    if (vulkan) device_hint(cmd, r, msg);
     return CLI_ERROR;
+}
+
+int cli_fail(const char *cmd, vka_context *ctx, vka_result r, const char *what) {
+    const char *msg = vka_last_error(ctx);
+    if (!*msg) msg = vka_result_string(r);
+    return report(cmd, what, r, msg, ctx && vka_context_backend(ctx) == VKA_BACKEND_VULKAN);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -317,6 +363,82 @@ void cli_driver_version(const vka_device_info *d, char *out, size_t cap) {
     if (d->vendor_id == 0x10DE)
         snprintf(out, cap, "%u.%u.%u.%u", v >> 22, (v >> 14) & 0xFF, (v >> 6) & 0xFF, v & 0x3F);
     else cli_api_version(v, out, cap);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * What a file is
+ * ------------------------------------------------------------------------------------------- */
+
+/* The files' magic numbers (README "Files"; src/model/checkpoint.c, src/model/tokenizer.c). */
+#define CLI_MAGIC_MODEL 20240326u
+#define CLI_MAGIC_TOKENIZER 20240328u
+#define CLI_MAGIC_STATE 0x53414B56u /* "VKAS" */
+
+cli_file_kind cli_file_kind_of(const char *path) {
+    unsigned char b[64];
+    FILE *f = fopen(path, "rb");
+    if (!f) return CLI_FILE_UNKNOWN;
+    size_t n = fread(b, 1, sizeof b, f);
+    fclose(f);
+    if (n >= 4) {
+        uint32_t magic = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                         (uint32_t)b[3] << 24;
+        if (magic == CLI_MAGIC_MODEL) return CLI_FILE_MODEL;
+        if (magic == CLI_MAGIC_TOKENIZER) return CLI_FILE_TOKENIZER;
+        if (magic == CLI_MAGIC_STATE) return CLI_FILE_STATE;
+        if (memcmp(b, "\x7f" "ELF", 4) == 0) return CLI_FILE_EXECUTABLE;
+    }
+    if (n == 0) return CLI_FILE_UNKNOWN;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] < 0x20 && b[i] != '\n' && b[i] != '\r' && b[i] != '\t') return CLI_FILE_UNKNOWN;
+    return CLI_FILE_TEXT;
+}
+
+static const char *kind_name(cli_file_kind k) {
+    switch (k) {
+    case CLI_FILE_MODEL: return "a model (llm.c GPT-2 checkpoint)";
+    case CLI_FILE_TOKENIZER: return "a tokenizer file";
+    case CLI_FILE_STATE: return "a training state";
+    case CLI_FILE_EXECUTABLE: return "an executable program";
+    case CLI_FILE_TEXT: return "a text file";
+    case CLI_FILE_UNKNOWN: break;
+    }
+    return "an unknown file";
+}
+
+int cli_check_file_kind(const char *cmd, const char *what, const char *path,
+                        cli_file_kind expected) {
+    cli_file_kind kind = cli_file_kind_of(path);
+    if (kind == CLI_FILE_UNKNOWN || kind == expected) return CLI_OK;
+    fprintf(stderr, "vkattn %s: %s: %s is %s, not %s", cmd, what, path, kind_name(kind),
+            kind_name(expected));
+    if (expected == CLI_FILE_MODEL && kind == CLI_FILE_STATE) {
+        char *model = NULL;
+        size_t len = strlen(path), ls = strlen(".state.bin");
+        if (len > ls && strcmp(path + len - ls, ".state.bin") == 0 && (model = malloc(len)))
+            snprintf(model, len, "%.*s.bin", (int)(len - ls), path);
+        fprintf(stderr, ": give the model saved beside it (%s), or continue training with "
+                "`vkattn train --resume %s`\n", model ? model : "MODEL.bin", path);
+        free(model);
+    } else if (expected == CLI_FILE_MODEL) {
+        fprintf(stderr, ": give a model as `vkattn train --out MODEL` writes it (or a float32 "
+                "llm.c GPT-2 checkpoint)%s\n",
+                kind == CLI_FILE_TEXT ? "; text to score goes to `vkattn eval --data`" : "");
+    } else if (expected == CLI_FILE_STATE) {
+        fprintf(stderr, ": --resume takes the .state.bin file that `vkattn train` saves beside "
+                "its model%s\n", kind == CLI_FILE_MODEL ? " (a model alone has no optimizer "
+                "state to continue from)" : "");
+    } else {
+        fprintf(stderr, ": --tokenizer takes the .tokenizer.bin file that `vkattn train` saves "
+                "beside its model\n");
+    }
+    return CLI_ERROR;
+}
+
+int cli_fail_load(const char *cmd, vka_context *ctx, vka_result r, const char *what,
+                  const char *path, cli_file_kind expected) {
+    if (cli_check_file_kind(cmd, what, path, expected) != CLI_OK) return CLI_ERROR;
+    return cli_fail(cmd, ctx, r, what);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -376,6 +498,11 @@ void cli_json_string(FILE *f, const char *s) {
 void cli_json_number(FILE *f, double x) {
     if (isfinite(x)) fprintf(f, "%.9g", x);
     else fputs("null", f);
+}
+
+void cli_perplexity_text(double ppl, char *out, size_t cap) {
+    if (ppl < 1e6) snprintf(out, cap, "%.3f", ppl);
+    else snprintf(out, cap, "%.3e", ppl); /* also "inf" when exp(loss) overflows */
 }
 
 double cli_now(void) {

@@ -91,6 +91,7 @@ typedef struct cli_backend_opts {
     int kernels;          /* index into cli_kernel_names: auto, gpu, cpu */
     int threads;          /* CPU backend threads; 0 = OpenMP's default */
     bool verbose;         /* library info messages on stderr */
+    bool vulkan_only;     /* the command has no --backend (info, check): hints must not suggest it */
 } cli_backend_opts;
 
 extern const char *const cli_backend_names[];
@@ -110,7 +111,8 @@ extern const char *const cli_kernel_names[];
             "CPU backend threads (default: 0 = OpenMP's default, $OMP_NUM_THREADS)", 0, 4096),  \
     CLI_FLAG("verbose", &(b)->verbose, "print the library's info messages to stderr")
 
-/* Check --device is an index (usage error otherwise). */
+/* Check --device is an index, and that no option is given that the chosen backend ignores
+ * (--device and --kernels are Vulkan's, --threads the CPU backend's): usage error otherwise. */
 int cli_check_backend_opts(const char *cmd, const cli_backend_opts *b);
 /* Create the context; on failure print the reason (with a hint to use --backend cpu when
  * Vulkan is unavailable) and return CLI_ERROR. */
@@ -127,9 +129,30 @@ int cli_finish(const char *cmd, vka_context *ctx, int rc);
 /* "llvmpipe (LLVM 15.0.6, 256 bits)" or the CPU model: the device the context runs on. */
 void cli_device_name(vka_context *ctx, char *out, size_t cap);
 
-/* Print "vkattn CMD: what: <vka_last_error(ctx)>" (plus a --backend cpu hint where the Vulkan
- * device is the problem) and return CLI_ERROR. */
+/* Print "vkattn CMD: what: <vka_last_error(ctx)>" (plus a hint fit for the command where the
+ * Vulkan device is the problem) and return CLI_ERROR. */
 int cli_fail(const char *cmd, vka_context *ctx, vka_result r, const char *what);
+
+/* What a file holds, from its first bytes (README "Files"), for messages that say what was
+ * given instead of what was expected. */
+typedef enum cli_file_kind {
+    CLI_FILE_UNKNOWN = 0,
+    CLI_FILE_MODEL,      /* llm.c GPT-2 checkpoint (magic 20240326) */
+    CLI_FILE_TOKENIZER,  /* llm.c tokenizer (magic 20240328) */
+    CLI_FILE_STATE,      /* vkattn training state ("VKAS") */
+    CLI_FILE_EXECUTABLE, /* ELF */
+    CLI_FILE_TEXT,       /* the first bytes are printable text */
+} cli_file_kind;
+
+cli_file_kind cli_file_kind_of(const char *path);
+/* If path is recognisably not `expected`, say what it is and what to give instead, in the
+ * command line's terms, and return CLI_ERROR; else CLI_OK. */
+int cli_check_file_kind(const char *cmd, const char *what, const char *path,
+                        cli_file_kind expected);
+/* A load of path as `expected` failed with r: cli_check_file_kind's message if the file is
+ * recognisably something else, else cli_fail(what)'s. Returns CLI_ERROR. */
+int cli_fail_load(const char *cmd, vka_context *ctx, vka_result r, const char *what,
+                  const char *path, cli_file_kind expected);
 
 /* ---------------------------------------------------------------------------------------------
  * Devices (info, bench)
@@ -177,6 +200,8 @@ void cli_json_string(FILE *f, const char *s);
 /* Write x as a JSON number with 9 significant digits (a float32 reads back exactly); null
  * if not finite (JSON has no NaN). */
 void cli_json_number(FILE *f, double x);
+/* A perplexity for people: fixed-point up to 10^6, then in exponent form ("3.162e+21"). */
+void cli_perplexity_text(double ppl, char *out, size_t cap);
 /* Seconds since an arbitrary start (monotonic clock). */
 double cli_now(void);
 

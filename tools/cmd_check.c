@@ -8,11 +8,15 @@ static const cli_command check_cmd = {
     .usage = "[options]",
     .about = "Run every op forward and backward, and one training step of a small model, on the\n"
              "Vulkan device and on the CPU reference with the same random data, and compare.",
-    .notes = "Each row: the op, its shape, the largest absolute and relative difference from the CPU\n"
-             "reference, the tolerance on the absolute difference, PASS or FAIL. Exits 1 if any row\n"
-             "fails. --json prints {\"device\",\"kernels\",\"rows\":[{\"op\",\"shape\",\"max_abs\",\n"
+    .notes = "Each row: the op, the largest absolute and relative difference from the CPU reference,\n"
+             "the tolerance on the absolute difference, PASS or FAIL, and the shape (last, as shapes\n"
+             "vary in length). Exits 1 if any row fails. --json prints {\"device\",\"kernels\",\"rows\":[{\"op\",\"shape\",\"max_abs\",\n"
              "\"max_rel\",\"tol\",\"pass\"}...],\"failed\",\"pass\"}.",
 };
+
+/* Width of the op column: the longest op name, "crossentropy_forward_backward". The shape,
+ * whose length varies most, is the last column so that the others stay aligned. */
+#define OP_WIDTH 29
 
 typedef struct check_out {
     bool json;
@@ -34,8 +38,8 @@ static void on_row(void *user, const vka_check_row *row) {
         cli_json_number(stdout, row->tol);
         printf(",\"pass\":%s}", row->pass ? "true" : "false");
     } else {
-        printf("%-24s %-30s %10.3g %10.3g %10.3g  %s\n", row->op, row->shape, row->max_abs,
-               row->max_rel, row->tol, row->pass ? "PASS" : "FAIL");
+        printf("%-*s %10.3g %10.3g %10.3g  %-6s  %s\n", OP_WIDTH, row->op, row->max_abs,
+               row->max_rel, row->tol, row->pass ? "PASS" : "FAIL", row->shape);
     }
     fflush(stdout);
     o->rows++;
@@ -44,7 +48,7 @@ static void on_row(void *user, const vka_check_row *row) {
 int cmd_check(int argc, char **argv) {
     bool json = false;
     uint64_t seed = 1;
-    cli_backend_opts b = {0};
+    cli_backend_opts b = {.vulkan_only = true};
     cli_opt opts[] = {
         CLI_FLAG("json", &json, "print one JSON object instead of a table"),
         CLI_U64("seed", &seed, "S", "seed of the random test data (default: 1)"),
@@ -71,8 +75,8 @@ int cmd_check(int argc, char **argv) {
                (unsigned long long)seed);
     } else {
         printf("device: %s (kernels: %s)\n", device, cli_kernel_names[b.kernels]);
-        printf("%-24s %-30s %10s %10s %10s  %s\n", "op", "shape", "max abs", "max rel", "tol",
-               "result");
+        printf("%-*s %10s %10s %10s  %-6s  %s\n", OP_WIDTH, "op", "max abs", "max rel", "tol",
+               "result", "shape");
     }
     check_out out = {.json = json};
     int failed = 0;

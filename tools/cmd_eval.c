@@ -14,7 +14,9 @@ static const cli_command eval_cmd = {
              "T+1 tokens starting at 0, T, 2T, ... while a whole window fits; each window scores its\n"
              "T next-token predictions. The tokenizer is MODEL with .bin replaced by .tokenizer.bin\n"
              "unless --tokenizer is given; every byte of FILE must be in its vocabulary.\n"
-             "--json prints {\"loss\",\"perplexity\",\"windows\",\"tokens\",\"ctx\"}.",
+             "--json prints {\"loss\",\"perplexity\",\"windows\",\"tokens\",\"ctx\",\"file_tokens\"}:\n"
+             "\"tokens\" is the number of predictions scored (windows * ctx), the count the mean loss\n"
+             "is over; \"file_tokens\" is the length of FILE in tokens.",
 };
 
 typedef struct eval_opts {
@@ -44,17 +46,19 @@ static int evaluate(vka_context *ctx, const eval_opts *o) {
     vka_data *data = NULL;
     int32_t *tokens = NULL;
     int rc = CLI_OK;
-    vka_result r = vka_tokenizer_load(ctx, o->tokenizer ? o->tokenizer : tok_path, &tok);
+    /* The model first, as generate does: its error is the one to see. */
+    vka_result r = vka_gpt_load(ctx, o->model, &gpt);
     if (r != VKA_SUCCESS) {
-        rc = cli_fail("eval", ctx, r, "tokenizer");
+        rc = cli_fail_load("eval", ctx, r, "model", o->model, CLI_FILE_MODEL);
+        goto done;
+    }
+    const char *tok_file = o->tokenizer ? o->tokenizer : tok_path;
+    r = vka_tokenizer_load(ctx, tok_file, &tok);
+    if (r != VKA_SUCCESS) {
+        rc = cli_fail_load("eval", ctx, r, "tokenizer", tok_file, CLI_FILE_TOKENIZER);
         if (!o->tokenizer)
             fprintf(stderr, "vkattn eval: the tokenizer is looked for beside the model; give its "
                             "path with --tokenizer FILE\n");
-        goto done;
-    }
-    r = vka_gpt_load(ctx, o->model, &gpt);
-    if (r != VKA_SUCCESS) {
-        rc = cli_fail("eval", ctx, r, "model");
         goto done;
     }
     vka_gpt_config cfg = vka_gpt_get_config(gpt);
@@ -89,15 +93,19 @@ static int evaluate(vka_context *ctx, const eval_opts *o) {
         rc = cli_fail("eval", ctx, r, o->data);
         goto done;
     }
+    size_t scored = windows * (size_t)T; /* the predictions the mean is over */
     if (o->json) {
         printf("{\"loss\":");
         cli_json_number(stdout, loss);
         printf(",\"perplexity\":");
         cli_json_number(stdout, exp(loss));
-        printf(",\"windows\":%zu,\"tokens\":%zu,\"ctx\":%d}\n", windows, n, T);
+        printf(",\"windows\":%zu,\"tokens\":%zu,\"ctx\":%d,\"file_tokens\":%zu}\n", windows,
+               scored, T, n);
     } else {
-        printf("loss %.4f nats/token, perplexity %.3f (%zu windows of %d+1 of the %zu tokens of %s)\n",
-               loss, exp(loss), windows, T, n, o->data);
+        char ppl[32];
+        cli_perplexity_text(exp(loss), ppl, sizeof ppl);
+        printf("loss %.4f nats/token, perplexity %s, over %zu tokens (%zu windows of %d+1) of the "
+               "%zu tokens of %s\n", loss, ppl, scored, windows, T, n, o->data);
     }
 done:
     free(tokens);

@@ -66,17 +66,20 @@ static int generate(vka_context *ctx, const generate_opts *o) {
     int32_t *prompt = NULL;
     size_t n_prompt = 0;
     int rc = CLI_OK;
-    vka_result r = vka_tokenizer_load(ctx, o->tokenizer ? o->tokenizer : tok_path, &tok);
+    /* The model first: a wrong or missing --model is the likelier mistake, and its error
+     * should not be hidden behind the tokenizer's. */
+    vka_result r = vka_gpt_load(ctx, o->model, &gpt);
     if (r != VKA_SUCCESS) {
-        rc = cli_fail("generate", ctx, r, "tokenizer");
+        rc = cli_fail_load("generate", ctx, r, "model", o->model, CLI_FILE_MODEL);
+        goto done;
+    }
+    const char *tok_file = o->tokenizer ? o->tokenizer : tok_path;
+    r = vka_tokenizer_load(ctx, tok_file, &tok);
+    if (r != VKA_SUCCESS) {
+        rc = cli_fail_load("generate", ctx, r, "tokenizer", tok_file, CLI_FILE_TOKENIZER);
         if (!o->tokenizer)
             fprintf(stderr, "vkattn generate: the tokenizer is looked for beside the model; "
                             "give its path with --tokenizer FILE\n");
-        goto done;
-    }
-    r = vka_gpt_load(ctx, o->model, &gpt);
-    if (r != VKA_SUCCESS) {
-        rc = cli_fail("generate", ctx, r, "model");
         goto done;
     }
     int V = vka_gpt_get_config(gpt).V;

@@ -12,7 +12,8 @@ static const cli_command info_cmd = {
              "other commands would use and why, and the CPU backend's thread count.",
     .notes = "Device choice: --device N, else the environment variable VKATTN_DEVICE=N, else the\n"
              "best by type (discrete > integrated > virtual > CPU; the first of equals).\n"
-             "Exits 1 when there is no Vulkan loader or device (use --backend cpu elsewhere).",
+             "Exits 1 when there is no Vulkan loader or device (train, generate and eval then run\n"
+             "with --backend cpu).",
 };
 
 static void bytes_text(uint64_t b, char *out, size_t cap) {
@@ -139,7 +140,7 @@ static int report(vka_context *ctx, bool json, const char *device_opt, int threa
 
 int cmd_info(int argc, char **argv) {
     bool json = false;
-    cli_backend_opts b = {0};
+    cli_backend_opts b = {.vulkan_only = true};
     cli_opt opts[] = {
         CLI_FLAG("json", &json, "print one JSON object instead of text"),
         CLI_STRING("device", &b.device, "N",
@@ -157,8 +158,7 @@ int cmd_info(int argc, char **argv) {
     if (rc != CLI_OK) {
         if (json) printf("{\"version\":\"%s\",\"devices\":[],\"cpu_threads\":%d}\n",
                          vka_version_string(), threads);
-        else fprintf(stderr, "vkattn info: no usable Vulkan device; the CPU backend "
-                             "(--backend cpu) runs with %d thread(s)\n", threads);
+        else fprintf(stderr, "vkattn info: the CPU backend runs with %d thread(s)\n", threads);
         return rc;
     }
     rc = report(ctx, json, b.device, threads);

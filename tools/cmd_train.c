@@ -34,15 +34,23 @@ static const cli_command train_cmd = {
         "Files: MODEL (--out, default model.bin) is an llm.c GPT-2 checkpoint (float32, version\n"
         "3); its tokenizer is MODEL with .bin replaced by .tokenizer.bin (llm.c format); the\n"
         "training state (model, AdamW moments, step, batch generator, settings) is MODEL with .bin\n"
-        "replaced by .state.bin. All are written to a temporary name and renamed, at the end,\n"
-        "every --save-every steps, at --stop-at, and on interrupt.\n"
+        "replaced by .state.bin. They are saved at the end, every --save-every steps, at --stop-at\n"
+        "and on interrupt, all or nothing: each is written to NAME.new, and only when all three\n"
+        "are complete renamed over NAME, so a failed save leaves the previous set as it was. No\n"
+        "output may be an input (--data, or the state being resumed), and the output directory\n"
+        "must take new files: both are checked before the first step.\n"
         "\n"
         "--resume STATE continues a run exactly where it stopped: the same batches, the same\n"
-        "schedule and settings (which come from STATE; giving a different value is an error).\n"
-        "Give the same --data. MODEL defaults to STATE with .state.bin replaced by .bin.\n"
+        "schedule and settings. STATE holds the model's shape (--layers, --heads, --embd, --ctx),\n"
+        "--batch, --steps, --warmup, --lr, --min-lr, --weight-decay, --grad-clip, --beta1, --beta2,\n"
+        "--seed, --eval-every and --eval-windows; giving one of them with a different value is an\n"
+        "error. Give again what STATE does not hold: --data, --backend, --device, --kernels,\n"
+        "--threads and --save-every (the command printed at a stop or an interrupt has them all).\n"
+        "MODEL defaults to STATE with .state.bin replaced by .bin.\n"
         "\n"
         "Interrupt (Ctrl-C, SIGINT or SIGTERM): the current step finishes, everything is saved and\n"
-        "vkattn exits with status 130; a second interrupt aborts at once.\n"
+        "vkattn exits with status 130; a second interrupt prints \"aborted\" and ends the process\n"
+        "at once by that signal (the files are those of the last complete save).\n"
         "\n"
         "--json: one JSON object per line on stdout, per step {\"step\",\"loss\",\"lr\",\"grad_norm\",\n"
         "\"ms\",\"tokens_per_s\"} (+\"val_loss\" when evaluated), then {\"event\":\"done\"} (or\n"
@@ -80,6 +88,9 @@ static int check_resume_options(cli_opt *opts, int n, const train_run *r) {
         {"beta1", o->beta1, s->adamw.beta1},
         {"beta2", o->beta2, s->adamw.beta2},
         {"seed", (double)o->seed, (double)s->seed},
+        {"eval-every", o->eval_every, s->eval_every},
+        /* A version-1 state did not record it (-1): the command line's value is used. */
+        {"eval-windows", o->eval_windows, s->eval_windows < 0 ? o->eval_windows : s->eval_windows},
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         int rc = resume_conflict(v[i].name, cli_find(opts, n, v[i].name), v[i].given, v[i].saved,
@@ -107,51 +118,25 @@ static int check_options(train_opts *o) {
     return CLI_OK;
 }
 
-/* Model, tokenizer and state paths (see the help's "Files"). */
-static int set_paths(train_run *r) {
-    const train_opts *o = r->o;
-    const char *out = o->out;
-    char *derived = NULL;
-    if (!out && o->resume) {
-        size_t len = strlen(o->resume);
-        const char *suffix = ".state.bin";
-        if (len > strlen(suffix) && strcmp(o->resume + len - strlen(suffix), suffix) == 0) {
-            derived = malloc(len + 1);
-            if (derived) snprintf(derived, len + 1, "%.*s.bin", (int)(len - strlen(suffix)), o->resume);
-            out = derived;
-        }
-    }
-    if (!out) out = "model.bin";
-    r->model_path = malloc(strlen(out) + 1);
-    if (r->model_path) strcpy(r->model_path, out);
-    free(derived);
-    r->tok_path = r->model_path ? cli_sibling_path(r->model_path, ".tokenizer.bin") : NULL;
-    r->state_path = r->model_path ? cli_sibling_path(r->model_path, ".state.bin") : NULL;
-    if (!r->model_path || !r->tok_path || !r->state_path) {
-        fprintf(stderr, "vkattn train: out of memory\n");
-        return CLI_ERROR;
-    }
-    if (o->resume && strcmp(r->state_path, o->resume) != 0 && r->info)
-        fprintf(r->info, "resuming from %s; saving to %s\n", o->resume, r->state_path);
-    return CLI_OK;
-}
-
 /* The tokenizer saved with the state being resumed (X.state.bin -> X.tokenizer.bin), or NULL
  * if there is none (then the data's own is used and must match the model's vocabulary). */
 static int load_resumed_tokenizer(train_run *r) {
-    const char *state = r->o->resume, *suffix = ".state.bin";
-    size_t len = strlen(state), ls = strlen(suffix);
-    if (len <= ls || strcmp(state + len - ls, suffix) != 0) return CLI_OK;
-    char *path = malloc(len + 8);
-    if (!path) return CLI_ERROR;
-    snprintf(path, len + 8, "%.*s.tokenizer.bin", (int)(len - ls), state);
+    char *path = train_state_sibling(r->o->resume, ".tokenizer.bin");
     int rc = CLI_OK;
-    if (access(path, F_OK) == 0) {
+    if (path && access(path, F_OK) == 0) {
         vka_result res = vka_tokenizer_load(r->ctx, path, &r->tok);
-        if (res != VKA_SUCCESS) rc = cli_fail("train", r->ctx, res, "tokenizer");
+        if (res != VKA_SUCCESS)
+            rc = cli_fail_load("train", r->ctx, res, "tokenizer", path, CLI_FILE_TOKENIZER);
     }
     free(path);
     return rc;
+}
+
+/* A resumed run that finds the wrong text most likely lacks the --data it started with. */
+static void hint_forgotten_data(const train_run *r) {
+    if (r->o->resume && !r->o->data)
+        fprintf(stderr, "vkattn train: hint: did you forget --data? Without it the built-in "
+                "corpus is used; give the text the run started with\n");
 }
 
 /* The data, tokenised with the resumed run's tokenizer when there is one. */
@@ -163,7 +148,11 @@ static int load_data(train_run *r) {
         if (rc != CLI_OK) return rc;
     }
     res = vka_data_load(r->ctx, r->o->data, r->tok, &r->data);
-    if (res != VKA_SUCCESS) return cli_fail("train", r->ctx, res, "data");
+    if (res != VKA_SUCCESS) {
+        cli_fail("train", r->ctx, res, "data");
+        if (res == VKA_ERROR_VOCABULARY) hint_forgotten_data(r);
+        return CLI_ERROR;
+    }
     int T = r->o->resume ? r->st.T : r->o->ctx;
     static const char *const split_names[] = {"training split (first 90%)",
                                               "validation split (last 10%)"};
@@ -199,6 +188,7 @@ static int new_model(train_run *r) {
         .min_lr = o->min_lr,
         .warmup_steps = o->warmup,
         .eval_every = o->eval_every,
+        .eval_windows = o->eval_windows,
         .adamw = {.beta1 = o->beta1, .beta2 = o->beta2, .eps = 1e-8f,
                   .weight_decay = o->weight_decay, .grad_clip = o->grad_clip},
         .best_val_loss = NAN,
@@ -213,12 +203,15 @@ static int check_vocabulary(train_run *r) {
     fprintf(stderr, "vkattn train: %s was trained with a vocabulary of %d characters but %s has %d; "
             "resume with the same --data\n", r->o->resume, V_model,
             r->o->data ? r->o->data : "the built-in corpus", V_data);
+    hint_forgotten_data(r);
     return CLI_ERROR;
 }
 
 static int setup(train_run *r, cli_opt *opts, int n_opts) {
     const train_opts *o = r->o;
-    int rc = cli_context("train", &o->b, &r->ctx);
+    /* Before the device and the data: a wrong --out fails at once. */
+    int rc = train_files(r);
+    if (rc == CLI_OK) rc = cli_context("train", &o->b, &r->ctx);
     if (rc != CLI_OK) return rc;
     r->backend = o->b.backend == 1 ? "cpu" : "vulkan";
     if (o->profile) {
@@ -229,21 +222,22 @@ static int setup(train_run *r, cli_opt *opts, int n_opts) {
     cli_device_name(r->ctx, r->device, sizeof r->device);
     if (o->resume) {
         vka_result res = vka_gpt_load_state(r->ctx, o->resume, &r->gpt, &r->st);
-        if (res != VKA_SUCCESS) return cli_fail("train", r->ctx, res, "resume");
+        if (res != VKA_SUCCESS)
+            return cli_fail_load("train", r->ctx, res, "resume", o->resume, CLI_FILE_STATE);
         rc = check_resume_options(opts, n_opts, r);
         if (rc != CLI_OK) return rc;
-        if (cli_find(opts, n_opts, "eval-every")->set) r->st.eval_every = o->eval_every;
+        if (r->st.eval_windows < 0) r->st.eval_windows = o->eval_windows;
     }
-    rc = set_paths(r);
-    if (rc == CLI_OK) rc = load_data(r);
+    rc = load_data(r);
     if (rc != CLI_OK) return rc;
     rc = o->resume ? check_vocabulary(r) : new_model(r);
+    if (rc == CLI_OK) rc = train_check_space(r);
     if (rc != CLI_OK) return rc;
     size_t n_val;
     vka_data_tokens(r->data, VKA_SPLIT_VAL, &n_val);
     r->val_windows = (n_val - 1) / (size_t)r->st.T;
-    if (o->eval_windows > 0 && (size_t)o->eval_windows < r->val_windows)
-        r->val_windows = (size_t)o->eval_windows;
+    if (r->st.eval_windows > 0 && (size_t)r->st.eval_windows < r->val_windows)
+        r->val_windows = (size_t)r->st.eval_windows;
     r->first_step = r->st.step;
     r->last_val = NAN;
     return CLI_OK;
@@ -253,8 +247,8 @@ int cmd_train(int argc, char **argv) {
     train_opts o = {
         .layers = 4, .heads = 4, .embd = 128, .ctx = 64, .batch = 12, .steps = 2000,
         .warmup = -1, .lr = 1e-3f, .min_lr = -1.0f, .weight_decay = 0.1f, .grad_clip = 1.0f,
-        .beta1 = 0.9f, .beta2 = 0.99f, .seed = 1337, .eval_every = 250, .save_every = 500,
-        .log_every = 10,
+        .beta1 = 0.9f, .beta2 = 0.99f, .seed = 1337, .eval_every = 250,
+        .save_every = TRAIN_SAVE_EVERY_DEFAULT, .log_every = 10,
     };
     cli_opt opts[] = {
         CLI_STRING("data", &o.data, "FILE", "text to train on (default: the built-in corpus)"),

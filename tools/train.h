@@ -23,6 +23,7 @@ typedef struct train_opts {
 } train_opts;
 
 #define TRAIN_MAX_PROFILED_OPS 64
+#define TRAIN_SAVE_EVERY_DEFAULT 500
 
 /* What train_report.c keeps between calls. */
 typedef struct train_report_state {
@@ -61,9 +62,26 @@ float train_lr_at(const vka_train_state *st, uint64_t s);
 /* Run the steps from r->st.step to the end (or --stop-at, or a signal), evaluating, reporting
  * and saving. Returns an exit code. */
 int train_loop(train_run *r);
-/* Mean validation loss over r->val_windows windows (vka_gpt_eval). */
+/* Mean validation loss over r->val_windows windows (vka_gpt_eval), rounded to float32 as the
+ * state's best_val_loss is stored, so that the two compare and print alike. */
 vka_result train_eval(train_run *r, double *loss);
-/* Save tokenizer, model and state (in that order); on failure print why and return CLI_ERROR. */
+/* While held, a second interrupt waits (train_save's renames); released, a waiting one aborts. */
+void train_hold_abort(bool hold);
+
+/* Files (train_files.c). */
+/* The model, tokenizer and state paths from --out or --resume, then the checks before the first
+ * step: no output is an input (--data, the state and tokenizer resumed from), and the output
+ * directory takes new files. Prints why and returns an exit code. */
+int train_files(train_run *r);
+/* Whether the output directory has room for the three files of this model (at the moment:
+ * saves fail cleanly anyway when it fills up later). Prints why and returns CLI_ERROR if not. */
+int train_check_space(const train_run *r);
+/* X.state.bin -> X + suffix (".bin": the model --resume saves to by default; ".tokenizer.bin":
+ * the tokenizer saved with the state); NULL if path does not end in .state.bin. malloc'd. */
+char *train_state_sibling(const char *state_path, const char *suffix);
+/* Save tokenizer, model and state all or nothing: each to "<final>.new" first, then, when all
+ * three are written, each renamed into place. On failure print why, remove the staged files and
+ * return CLI_ERROR (the files already there are untouched). */
 int train_save(train_run *r);
 
 /* Progress (train_report.c). */

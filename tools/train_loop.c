@@ -7,20 +7,35 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------------------------------------
  * Signals: the first SIGINT/SIGTERM asks the loop to stop after the current step (and save);
- * a second one restores the default action and re-raises it, so the process ends at once.
+ * a second one says "aborted", restores the default action and re-raises it, so the process
+ * ends at once, by that signal (a shell reports 130 for SIGINT). While train_save renames the
+ * saved set into place, the second one waits for the renames (a few system calls). The
+ * handler may run on any thread (OpenMP's too), so it only touches these flags.
  * ------------------------------------------------------------------------------------------- */
-static volatile sig_atomic_t stop_signal;
+static volatile sig_atomic_t stop_signal, abort_held, abort_signal;
+
+static void abort_now(int sig) {
+    static const char msg[] = "\nvkattn train: aborted (second interrupt); the saved files are "
+                              "those of the last complete save\n";
+    ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)ignored;
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
 
 static void on_signal(int sig) {
-    if (stop_signal) {
-        signal(sig, SIG_DFL);
-        raise(sig);
-        return;
-    }
-    stop_signal = sig;
+    if (!stop_signal) stop_signal = sig;
+    else if (abort_held) abort_signal = sig;
+    else abort_now(sig);
+}
+
+void train_hold_abort(bool hold) {
+    abort_held = hold;
+    if (!hold && abort_signal) abort_now(abort_signal);
 }
 
 static void catch_signals(void) {
@@ -58,16 +73,9 @@ vka_result train_eval(train_run *r, double *loss) {
     size_t n = r->val_windows * (size_t)r->st.T + 1; /* windows at 0, T, 2T, ... */
     if (n > n_val) n = n_val;
     size_t windows = 0;
-    return vka_gpt_eval(r->gpt, val, n, r->st.T, loss, &windows);
-}
-
-int train_save(train_run *r) {
-    const vka_tokenizer *tok = vka_data_tokenizer(r->data);
-    vka_result res = vka_tokenizer_save(tok, r->tok_path);
-    if (res == VKA_SUCCESS) res = vka_gpt_save(r->gpt, r->model_path);
-    if (res == VKA_SUCCESS) res = vka_gpt_save_state(r->gpt, &r->st, r->state_path);
-    if (res != VKA_SUCCESS) return cli_fail("train", r->ctx, res, "saving");
-    return CLI_OK;
+    vka_result res = vka_gpt_eval(r->gpt, val, n, r->st.T, loss, &windows);
+    *loss = (double)(float)*loss;
+    return res;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -100,6 +108,7 @@ static int evaluate(train_run *r, double *val) {
     vka_result res = train_eval(r, val);
     if (res != VKA_SUCCESS) return cli_fail("train", r->ctx, res, "validation");
     r->last_val = *val;
+    /* *val is a float32 value (train_eval): stored exactly, compared exactly. */
     if (isnan(r->st.best_val_loss) || *val < r->st.best_val_loss) r->st.best_val_loss = (float)*val;
     return CLI_OK;
 }
@@ -134,9 +143,13 @@ int train_loop(train_run *r) {
     int rc = CLI_OK;
     vka_result res;
     const char *event = "done";
+    int code = CLI_OK; /* exit code when the save succeeds */
     while (rc == CLI_OK && st->step < st->total_steps) {
         if (stop_signal) {
+            report_note(r, "interrupted: saving at step %llu (interrupt again to abort at once)",
+                        (unsigned long long)st->step);
             event = "interrupted";
+            code = CLI_INTERRUPTED;
             break;
         }
         if (o->stop_at > 0 && st->step >= (uint64_t)o->stop_at) {
@@ -175,7 +188,7 @@ int train_loop(train_run *r) {
             rc = train_save(r);
     }
     if (rc == CLI_OK)
-        rc = finish(r, event, strcmp(event, "interrupted") == 0 ? CLI_INTERRUPTED : CLI_OK);
+        rc = finish(r, event, code);
     free(bb.inputs);
     free(bb.targets);
     return rc;

@@ -17,14 +17,16 @@ static void close_line(train_run *r) {
 }
 
 void report_note(train_run *r, const char *fmt, ...) {
-    FILE *f = r->info ? r->info : stderr;
-    if (f == stdout) close_line(r);
-    fprintf(f, "vkattn train: ");
+    /* Formatted first, then written as one line (and vfprintf on the stream itself draws a
+     * false "null format string" warning from GCC 12 with -fsanitize=undefined). */
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fputc('\n', f);
+    FILE *f = r->info ? r->info : stderr;
+    if (f == stdout) close_line(r);
+    fprintf(f, "vkattn train: %s\n", msg);
     fflush(f);
 }
 
@@ -170,6 +172,45 @@ static void report_profile(train_run *r, FILE *f) {
     cli_profile_print(f, kinds, n_kinds, "  ");
 }
 
+/* s as one shell word: as is when it is plain, else in single quotes. */
+static void shell_word(FILE *f, const char *s) {
+    if (*s && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+./,:=@%")
+                  == strlen(s)) {
+        fputs(s, f);
+        return;
+    }
+    fputc('\'', f);
+    for (; *s; s++) {
+        if (*s == '\'') fputs("'\\''", f);
+        else fputc(*s, f);
+    }
+    fputc('\'', f);
+}
+
+/* The command that continues this run: --resume, and every option the run used that the state
+ * does not hold (the settings it holds come back from it). */
+static void continue_command(FILE *f, const train_run *r) {
+    const train_opts *o = r->o;
+    fputs("vkattn train --resume ", f);
+    shell_word(f, r->state_path);
+    /* --resume saves to X.bin for X.state.bin: not --out's path when --out does not end in .bin. */
+    char *derived = train_state_sibling(r->state_path, ".bin");
+    if (!derived || strcmp(derived, r->model_path) != 0) {
+        fputs(" --out ", f);
+        shell_word(f, r->model_path);
+    }
+    free(derived);
+    if (o->data) {
+        fputs(" --data ", f);
+        shell_word(f, o->data);
+    }
+    if (o->b.backend == VKA_BACKEND_CPU) fputs(" --backend cpu", f);
+    if (o->b.device) fprintf(f, " --device %s", o->b.device);
+    if (o->b.kernels) fprintf(f, " --kernels %s", cli_kernel_names[o->b.kernels]);
+    if (o->b.threads) fprintf(f, " --threads %d", o->b.threads);
+    if (o->save_every != TRAIN_SAVE_EVERY_DEFAULT) fprintf(f, " --save-every %d", o->save_every);
+}
+
 void report_end(train_run *r, const char *event, double val_loss) {
     const vka_train_state *st = &r->st;
     double mean_ms = r->rep.n_ms ? r->rep.sum_ms / (double)r->rep.n_ms : NAN;
@@ -196,14 +237,18 @@ void report_end(train_run *r, const char *event, double val_loss) {
     /* The summary is printed even with --quiet. */
     FILE *f = r->o->json ? stderr : stdout;
     if (f == stdout) close_line(r);
-    if (strcmp(event, "done") == 0)
-        fprintf(f, "done: %llu steps, validation loss %.4f (perplexity %.2f) over %zu windows\n",
-                (unsigned long long)st->step, val_loss, exp(val_loss), r->val_windows);
-    else
-        fprintf(f, "%s at step %llu of %llu; continue with: vkattn train --resume %s%s%s\n",
+    if (strcmp(event, "done") == 0) {
+        char ppl[32];
+        cli_perplexity_text(exp(val_loss), ppl, sizeof ppl);
+        fprintf(f, "done: %llu steps, validation loss %.4f (perplexity %s) over %zu windows\n",
+                (unsigned long long)st->step, val_loss, ppl, r->val_windows);
+    } else {
+        fprintf(f, "%s at step %llu of %llu; continue with: ",
                 strcmp(event, "interrupted") == 0 ? "interrupted" : "stopped",
-                (unsigned long long)st->step, (unsigned long long)st->total_steps, r->state_path,
-                r->o->data ? " --data " : "", r->o->data ? r->o->data : "");
+                (unsigned long long)st->step, (unsigned long long)st->total_steps);
+        continue_command(f, r);
+        fputc('\n', f);
+    }
     if (!isnan(mean_ms))
         fprintf(f, "%.1f ms/step on average (%.0f tokens/s) after the first step\n", mean_ms,
                 (double)st->B * st->T / (mean_ms / 1e3));

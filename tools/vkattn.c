@@ -1,6 +1,8 @@
 /* vkattn: the command line. main() finds the command and hands it its arguments. */
+#define _POSIX_C_SOURCE 200809L /* SIGXFSZ */
 #include "cli.h"
 
+#include <signal.h>
 #include <string.h>
 
 int cmd_info(int argc, char **argv);
@@ -35,6 +37,9 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    /* Past a file-size limit (ulimit -f) a write then fails with EFBIG, which the commands
+     * report (and clean up after), instead of SIGXFSZ killing the process mid-save. */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
         return CLI_USAGE;

@@ -5,10 +5,10 @@
  *   int32 header[256] = {20240326, 3, maxT, V, L, NH, C, Vp, 0...}
  *   then float32 parameters in llm.c order (vka_gpt_load's docstring), num_params of them.
  *
- * Training state (vka_gpt_save_state), our format, version 1. Little-endian as the host writes
+ * Training state (vka_gpt_save_state), our format, version 2. Little-endian as the host writes
  * it. A 1024-byte header of 256 uint32 words:
  *   [0]      magic 0x53414B56 (the bytes "VKAS")
- *   [1]      version 1
+ *   [1]      version 2 (version 1, still read, is the same without word 31)
  *   [2..7]   maxT, V, L, NH, C, Vp
  *   [8..9]   the model's AdamW step t (uint64, low word first; likewise below)
  *   [10..11] state.step          [12..13] state.rng_state
@@ -17,6 +17,7 @@
  *   [22] state.warmup_steps      [23] state.eval_every
  *   [24..29] state.adamw: lr, beta1, beta2, eps, weight_decay, grad_clip (float32 bits)
  *   [30] state.best_val_loss (float32 bits; NaN = none)
+ *   [31] state.eval_windows (int32; version 1 wrote 0 here and reads back as -1, "not recorded")
  *   [32..33] checksum of the payload: h = 0xCBF29CE484222325, then for every uint32 word w of
  *            the payload h = (h ^ w) * 0x100000001B3 (FNV-1a's constants, per word)
  *   others 0
@@ -38,7 +39,8 @@
 #define MODEL_VERSION 3
 #define TOKENIZER_MAGIC 20240328
 #define STATE_MAGIC 0x53414B56u
-#define STATE_VERSION 1
+#define STATE_VERSION 2
+#define STATE_OLDEST_VERSION 1 /* without eval_windows */
 #define HASH_SEED 0xCBF29CE484222325ull
 #define HASH_PRIME 0x100000001B3ull
 
@@ -91,10 +93,10 @@ static const char *magic_hint(uint32_t magic) {
     return "";
 }
 
-/* Open path and read and check its header: magic, version, config, and a length of exactly
- * the header plus sets * num_params floats. */
+/* Open path and read and check its header: magic, a version in [oldest, version], config, and
+ * a length of exactly the header plus sets * num_params floats. */
 static vka_result open_checked(vka_context *ctx, const char *path, uint32_t magic,
-                               uint32_t version, int sets, FILE **f, uint32_t *h,
+                               uint32_t oldest, uint32_t version, int sets, FILE **f, uint32_t *h,
                                vka_gpt_config *cfg) {
     uint64_t size;
     vka_result r = vkm_open_read(ctx, path, f, &size);
@@ -114,9 +116,10 @@ static vka_result open_checked(vka_context *ctx, const char *path, uint32_t magi
                           path, (int32_t)h[0], h[0], magic, kind, magic_hint(h[0]));
         goto fail;
     }
-    if (h[1] != version) {
+    if (h[1] < oldest || h[1] > version) {
         r = vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: version %" PRId32 " is not supported "
-                          "(expected %" PRIu32 "%s)", path, (int32_t)h[1], version,
+                          "(expected %s%" PRIu32 "%s)", path, (int32_t)h[1],
+                          oldest < version ? "at most " : "", version,
                           magic == MODEL_MAGIC ? ", float32; llm.c's version 5 is bfloat16" : "");
         goto fail;
     }
@@ -193,7 +196,7 @@ vka_result vka_gpt_load(vka_context *ctx, const char *path, vka_gpt **out) {
     FILE *f;
     uint32_t h[HEADER_WORDS];
     vka_gpt_config cfg;
-    r = open_checked(ctx, path, MODEL_MAGIC, MODEL_VERSION, 1, &f, h, &cfg);
+    r = open_checked(ctx, path, MODEL_MAGIC, MODEL_VERSION, MODEL_VERSION, 1, &f, h, &cfg);
     if (r != VKA_SUCCESS) return r;
     vka_gpt *gpt = NULL;
     r = vkm_gpt_new(ctx, &cfg, false, 0, &gpt);
@@ -261,6 +264,7 @@ static void put_state(uint32_t *h, uint64_t model_step, const vka_train_state *s
                             s->adamw.weight_decay, s->adamw.grad_clip};
     for (int i = 0; i < 6; i++) h[24 + i] = f32_bits(adamw[i]);
     h[30] = f32_bits(s->best_val_loss);
+    h[31] = (uint32_t)s->eval_windows;
 }
 
 static void get_state(const uint32_t *h, vka_train_state *s) {
@@ -278,6 +282,7 @@ static void get_state(const uint32_t *h, vka_train_state *s) {
     s->adamw = (vka_adamw_desc){bits_f32(h[24]), bits_f32(h[25]), bits_f32(h[26]),
                                 bits_f32(h[27]), bits_f32(h[28]), bits_f32(h[29])};
     s->best_val_loss = bits_f32(h[30]);
+    s->eval_windows = h[1] >= 2 ? (int32_t)h[31] : -1;
 }
 
 vka_result vka_gpt_save_state(vka_gpt *gpt, const vka_train_state *state, const char *path) {
@@ -317,7 +322,8 @@ vka_result vka_gpt_load_state(vka_context *ctx, const char *path, vka_gpt **out,
     FILE *f;
     uint32_t h[HEADER_WORDS];
     vka_gpt_config cfg;
-    r = open_checked(ctx, path, STATE_MAGIC, STATE_VERSION, 3, &f, h, &cfg);
+    r = open_checked(ctx, path, STATE_MAGIC, STATE_OLDEST_VERSION, STATE_VERSION, 3, &f, h,
+                     &cfg);
     if (r != VKA_SUCCESS) return r;
     vka_gpt *gpt = NULL;
     r = vkm_gpt_new(ctx, &cfg, false, 0, &gpt);

@@ -1,0 +1,261 @@
+/* vkattn train: the files of a run -- their paths, the checks made before the first step (no
+ * output may overwrite an input; the output directory must take new files), and saving the
+ * set of model, tokenizer and state all or nothing. */
+#define _POSIX_C_SOURCE 200809L /* getpid, stat */
+#include "train.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+/* Staged files are "<final>.new" until every file of the set is written. */
+#define STAGED_SUFFIX ".new"
+
+static char *concat(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    char *s = malloc(la + lb + 1);
+    if (!s) return NULL;
+    memcpy(s, a, la);
+    memcpy(s + la, b, lb + 1);
+    return s;
+}
+
+char *train_state_sibling(const char *path, const char *suffix) {
+    const char *tail = ".state.bin";
+    size_t len = strlen(path), lt = strlen(tail);
+    if (len <= lt || strcmp(path + len - lt, tail) != 0) return NULL;
+    char *out = malloc(len - lt + strlen(suffix) + 1);
+    if (out) sprintf(out, "%.*s%s", (int)(len - lt), path, suffix);
+    return out;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Paths
+ * ------------------------------------------------------------------------------------------- */
+
+static int set_paths(train_run *r) {
+    const train_opts *o = r->o;
+    char *derived = !o->out && o->resume ? train_state_sibling(o->resume, ".bin") : NULL;
+    const char *out = o->out ? o->out : derived ? derived : "model.bin";
+    r->model_path = concat(out, "");
+    free(derived);
+    r->tok_path = r->model_path ? cli_sibling_path(r->model_path, ".tokenizer.bin") : NULL;
+    r->state_path = r->model_path ? cli_sibling_path(r->model_path, ".state.bin") : NULL;
+    if (!r->model_path || !r->tok_path || !r->state_path) {
+        fprintf(stderr, "vkattn train: out of memory\n");
+        return CLI_ERROR;
+    }
+    return CLI_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * No output over an input
+ * ------------------------------------------------------------------------------------------- */
+
+/* Role of a file in the run; an output may replace an input of its own role only (a resumed
+ * run saves its state and tokenizer over the ones it started from). */
+typedef enum file_role { ROLE_NONE, ROLE_DATA, ROLE_MODEL, ROLE_TOKENIZER, ROLE_STATE } file_role;
+
+typedef struct run_file {
+    const char *path;
+    file_role role;
+    const char *what; /* "the training text (--data)" */
+} run_file;
+
+/* The same file: the same device and inode where both exist, else the same path. */
+static bool same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return strcmp(a, b) == 0;
+}
+
+static int check_no_overwrite(const train_run *r) {
+    const train_opts *o = r->o;
+    char *staged[3] = {concat(r->model_path, STAGED_SUFFIX), concat(r->tok_path, STAGED_SUFFIX),
+                       concat(r->state_path, STAGED_SUFFIX)};
+    char *resumed_tok = o->resume ? train_state_sibling(o->resume, ".tokenizer.bin") : NULL;
+    const run_file outputs[] = {
+        {r->model_path, ROLE_MODEL, "the model (--out)"},
+        {r->tok_path, ROLE_TOKENIZER, "the tokenizer"},
+        {r->state_path, ROLE_STATE, "the training state"},
+        {staged[0], ROLE_NONE, "the model's staging file"},
+        {staged[1], ROLE_NONE, "the tokenizer's staging file"},
+        {staged[2], ROLE_NONE, "the training state's staging file"},
+    };
+    const run_file inputs[] = {
+        {o->data, ROLE_DATA, "the training text (--data)"},
+        {o->resume, ROLE_STATE, "the training state resumed from (--resume)"},
+        {resumed_tok, ROLE_TOKENIZER, "the resumed run's tokenizer"},
+    };
+    int rc = CLI_OK;
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0] && rc == CLI_OK; i++) {
+        if (!outputs[i].path) {
+            fprintf(stderr, "vkattn train: out of memory\n");
+            rc = CLI_ERROR;
+            break;
+        }
+        for (size_t j = 0; j < sizeof inputs / sizeof inputs[0] && rc == CLI_OK; j++) {
+            if (!inputs[j].path || inputs[j].role == outputs[i].role) continue;
+            if (same_file(outputs[i].path, inputs[j].path))
+                rc = cli_usage_error("train", "%s would be written to %s, which is %s: choose "
+                                     "another --out", outputs[i].what, outputs[i].path,
+                                     inputs[j].what);
+        }
+    }
+    for (int i = 0; i < 3; i++) free(staged[i]);
+    free(resumed_tok);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The output directory takes new files
+ * ------------------------------------------------------------------------------------------- */
+
+/* The directory part of path ("." when there is none); malloc'd. */
+static char *dir_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return concat(".", "");
+    size_t n = slash == path ? 1 : (size_t)(slash - path);
+    char *d = malloc(n + 1);
+    if (d) snprintf(d, n + 1, "%s", path);
+    return d;
+}
+
+/* Create and remove the longest name a save creates (the tokenizer's staging file's temporary
+ * name), so that a missing or read-only directory, or a name too long, is found before the
+ * first step rather than after the last. */
+static int check_writable(const train_run *r) {
+    const char *outputs[3] = {r->model_path, r->tok_path, r->state_path};
+    for (int i = 0; i < 3; i++) {
+        struct stat st;
+        if (stat(outputs[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "vkattn train: %s is a directory; give --out a file name such as "
+                    "%s/model.bin\n", outputs[i], outputs[i]);
+            return CLI_ERROR;
+        }
+    }
+    char suffix[64];
+    snprintf(suffix, sizeof suffix, STAGED_SUFFIX ".tmp.%ld", (long)getpid());
+    char *probe = concat(r->tok_path, suffix);
+    char *dir = dir_of(r->model_path);
+    int rc = CLI_OK;
+    if (!probe || !dir) {
+        fprintf(stderr, "vkattn train: out of memory\n");
+        rc = CLI_ERROR;
+    } else {
+        int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd < 0) {
+            int err = errno;
+            struct stat st;
+            bool dir_missing = stat(dir, &st) != 0, not_dir = !dir_missing && !S_ISDIR(st.st_mode);
+            if ((err == ENOENT || err == ENOTDIR) && dir_missing)
+                fprintf(stderr, "vkattn train: cannot save %s: the directory %s does not exist\n",
+                        r->model_path, dir);
+            else if (err == ENOTDIR && not_dir)
+                fprintf(stderr, "vkattn train: cannot save %s: %s is not a directory\n",
+                        r->model_path, dir);
+            else if (err == ENAMETOOLONG)
+                fprintf(stderr, "vkattn train: cannot save %s: the name %s, which saving uses, is "
+                        "too long\n", r->model_path, probe);
+            else
+                fprintf(stderr, "vkattn train: cannot save %s: cannot create files in %s: %s\n",
+                        r->model_path, dir, strerror(err));
+            rc = CLI_ERROR;
+        } else {
+            close(fd);
+            unlink(probe);
+        }
+    }
+    free(probe);
+    free(dir);
+    return rc;
+}
+
+int train_files(train_run *r) {
+    /* A --resume that is not a state at all is the mistake to report, not what its
+     * derived names would overwrite. */
+    int rc = r->o->resume ? cli_check_file_kind("train", "resume", r->o->resume, CLI_FILE_STATE)
+                          : CLI_OK;
+    if (rc == CLI_OK) rc = set_paths(r);
+    if (rc == CLI_OK) rc = check_no_overwrite(r);
+    if (rc == CLI_OK) rc = check_writable(r);
+    if (rc == CLI_OK && r->o->resume && strcmp(r->state_path, r->o->resume) != 0 && r->info)
+        fprintf(r->info, "resuming from %s; saving to %s\n", r->o->resume, r->state_path);
+    return rc;
+}
+
+int train_check_space(const train_run *r) {
+    char *dir = dir_of(r->model_path);
+    struct statvfs fs;
+    bool known = dir && statvfs(dir, &fs) == 0;
+    int rc = CLI_OK;
+    if (known) {
+        /* The file sizes (README "Files"): 1024-byte headers; the model holds the parameters,
+         * the state the parameters and AdamW's m and v; the tokenizer 2 bytes a token. */
+        uint64_t P = vka_gpt_num_params(r->gpt);
+        uint64_t V = (uint64_t)vka_tokenizer_vocab_size(vka_data_tokenizer(r->data));
+        uint64_t need = (1024 + 4 * P) + (1024 + 12 * P) + (1024 + 2 * V);
+        /* root may also write into the blocks reserved for it */
+        uint64_t blocks = geteuid() == 0 ? fs.f_bfree : fs.f_bavail;
+        uint64_t free_bytes = blocks * (uint64_t)fs.f_frsize;
+        if (free_bytes < need) {
+            fprintf(stderr, "vkattn train: %s has %.1f MiB free, but saving the model, tokenizer "
+                    "and training state needs %.1f MiB: free some space or choose another --out\n",
+                    dir, (double)free_bytes / 1048576.0, (double)need / 1048576.0);
+            rc = CLI_ERROR;
+        }
+    }
+    free(dir);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Saving: every file to "<final>.new" (which the library writes through its own temporary
+ * name), and only when all three are complete, each renamed over its final name. A failed
+ * write replaces nothing: the files already there stay a matching set.
+ * ------------------------------------------------------------------------------------------- */
+
+static void remove_staged(char *const *staged, int n) {
+    for (int i = 0; i < n; i++)
+        if (staged[i]) remove(staged[i]);
+}
+
+int train_save(train_run *r) {
+    const char *finals[3] = {r->tok_path, r->model_path, r->state_path};
+    char *staged[3] = {concat(finals[0], STAGED_SUFFIX), concat(finals[1], STAGED_SUFFIX),
+                       concat(finals[2], STAGED_SUFFIX)};
+    int rc = CLI_OK;
+    vka_result res = VKA_ERROR_OUT_OF_HOST_MEMORY;
+    if (staged[0] && staged[1] && staged[2]) {
+        res = vka_tokenizer_save(vka_data_tokenizer(r->data), staged[0]);
+        if (res == VKA_SUCCESS) res = vka_gpt_save(r->gpt, staged[1]);
+        if (res == VKA_SUCCESS) res = vka_gpt_save_state(r->gpt, &r->st, staged[2]);
+    }
+    if (res != VKA_SUCCESS) {
+        rc = cli_fail("train", r->ctx, res, "saving");
+        remove_staged(staged, 3);
+        fprintf(stderr, "vkattn train: nothing was replaced: whatever %s, %s and %s held before "
+                "is unchanged\n", finals[1], finals[0], finals[2]);
+    } else {
+        /* A second interrupt waits until the three renames are done, so that the set is never
+         * left half new, half old by one. */
+        train_hold_abort(true);
+        for (int i = 0; i < 3 && rc == CLI_OK; i++) {
+            if (rename(staged[i], finals[i]) == 0) continue;
+            /* Rare (the directory took new files a moment ago): say exactly what is new. */
+            fprintf(stderr, "vkattn train: cannot rename %s to %s: %s; already replaced: %s%s%s; "
+                    "the others are unchanged\n", staged[i], finals[i], strerror(errno),
+                    i == 0 ? "none" : finals[0], i > 1 ? ", " : "", i > 1 ? finals[1] : "");
+            remove_staged(staged + i, 3 - i);
+            rc = CLI_ERROR;
+        }
+        train_hold_abort(false);
+    }
+    for (int i = 0; i < 3; i++) free(staged[i]);
+    return rc;
+}
