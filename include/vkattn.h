@@ -25,10 +25,11 @@
  * destroyed, which then destroys it (an application Vulkan device must outlive that too). In
  * the meantime the only calls to make on those children are their destroy functions.
  * A graph that uses a tensor keeps no reference to it: destroying the tensor first is allowed,
- * and leaves the graph unable to run (vka_graph_run fails; see there). Tensor shapes follow llm.c: B batch, T time (sequence
- * length), C channels (embedding size), NH heads, HS = C/NH head size, V vocabulary size,
- * Vp vocabulary padded to a multiple of 128, L layers. All tensors are row-major float32;
- * token ids are int32.
+ * and leaves the graph unable to run (vka_graph_run fails; see there).
+ *
+ * Tensor shapes follow llm.c: B batch, T time (sequence length), C channels (embedding size),
+ * NH heads, HS = C/NH head size, V vocabulary size, Vp vocabulary padded to a multiple of 128,
+ * L layers. All tensors are row-major float32; token ids are int32.
  */
 #ifndef VKATTN_H
 #define VKATTN_H
@@ -590,8 +591,11 @@ typedef struct vka_adamw_desc {
 vka_result vka_gpt_train_step(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets,
                               int B, int T, const vka_adamw_desc *opt, float *loss,
                               float *grad_norm);
-/** Times of the model's last forward pass or training step, as vka_graph_times (per-op times
- * when the context had profiling on before that kind of step was first run). */
+/** Times of the model's last forward pass, loss or training step, as vka_graph_times: per-op
+ * times when the context's profiling (vka_context_set_profiling) was on at that step. Profiling
+ * may be switched on or off between steps of an existing model; the model records a step's
+ * graph afresh for the new setting (once per setting and shape, then reused). Errors:
+ * VKA_ERROR_INVALID_ARGUMENT (NULL gpt, or no step run yet). */
 vka_result vka_gpt_times(vka_gpt *gpt, double *total_ms, vka_op_time *out, int cap, int *count);
 /** Optimizer steps taken so far (the AdamW t). */
 uint64_t vka_gpt_step(const vka_gpt *gpt);

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #define W 1100
-#define H 520
+#define H 534
 
 static const char *const colors[BENCH_NB] = {"#c0392b", "#1f5fa8"}; /* vulkan, cpu */
 
@@ -62,10 +62,17 @@ static bool fit(const bench *b, panel *p, const char *const *series, int n_serie
     return true;
 }
 
-static void axes(FILE *f, const panel *p, const char *title, const char *xlabel,
-                 const char *ylabel) {
+/* A panel's title over its plot area, and under it a smaller line saying what was measured. */
+static void title_lines(FILE *f, const panel *p, const char *title, const char *subtitle) {
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"15\" font-weight=\"bold\">%s</text>\n",
-            p->x0, p->y0 - 12, title);
+            p->x0, p->y0 - 24, title);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"#555\">%s</text>\n",
+            p->x0, p->y0 - 8, subtitle);
+}
+
+static void axes(FILE *f, const panel *p, const char *title, const char *subtitle,
+                 const char *xlabel, const char *ylabel) {
+    title_lines(f, p, title, subtitle);
     /* y grid at 1, 2, 5 x 10^k */
     for (double dec = pow(10, floor(log10(p->ylo))); dec <= p->yhi; dec *= 10)
         for (int m = 0; m < 3; m++) {
@@ -123,7 +130,9 @@ static void ceiling(FILE *f, const panel *p, int dev, double v, const char *what
             "stroke=\"%s\" stroke-width=\"1.5\" stroke-dasharray=\"8 4\"/>\n",
             bench_backend_names[dev], p->x0, y, p->x0 + p->w, y, colors[dev]);
     bool left = dev == BENCH_VK;
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"%s\" fill=\"%s\">"
+    /* a white halo under the label keeps it readable where a series crosses it */
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"%s\" fill=\"%s\" "
+            "stroke=\"white\" stroke-width=\"3\" paint-order=\"stroke\">"
             "%s %s %.3g</text></g>\n", left ? p->x0 + 4 : p->x0 + p->w - 4, y - 4,
             left ? "start" : "end", colors[dev], bench_backend_names[dev], what, v);
 }
@@ -170,9 +179,8 @@ static void legend(FILE *f, const panel *p, const bench *b, const legend_item *i
     }
 }
 
-static void no_data(FILE *f, const panel *p, const char *title) {
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"15\" font-weight=\"bold\">%s</text>\n",
-            p->x0, p->y0 - 12, title);
+static void no_data(FILE *f, const panel *p, const char *title, const char *subtitle) {
+    title_lines(f, p, title, subtitle);
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"middle\">no such cases "
             "in this run</text>\n", p->x0 + p->w / 2, p->y0 + p->h / 2);
 }
@@ -180,8 +188,9 @@ static void no_data(FILE *f, const panel *p, const char *title) {
 static void matmul_panel(FILE *f, const bench *b, panel *p) {
     static const char *const names[] = {"matmul", "matmul_model"};
     const char *title = "matmul: GFLOP/s against size";
-    if (!fit(b, p, names, 2, true)) return no_data(f, p, title);
-    axes(f, p, title, "size (M N K)^(1/3)", "GFLOP/s");
+    const char *sub = "2 M N K flop per product; square sizes and the models' layer shapes";
+    if (!fit(b, p, names, 2, true)) return no_data(f, p, title, sub);
+    axes(f, p, title, sub, "size (M N K)^(1/3)", "GFLOP/s");
     for (int dev = 0; dev < BENCH_NB; dev++) {
         if (!b->dev[dev].on) continue;
         ceiling(f, p, dev, b->dev[dev].peak.gflops, "FMA ceiling");
@@ -196,9 +205,10 @@ static void matmul_panel(FILE *f, const bench *b, panel *p) {
 
 static void softmax_panel(FILE *f, const bench *b, panel *p) {
     static const char *const names[] = {"softmax_forward", "softmax_backward"};
-    const char *title = "masked softmax (B*NH T x T, causal): GB/s against T";
-    if (!fit(b, p, names, 2, false)) return no_data(f, p, title);
-    axes(f, p, title, "T (row length)", "GB/s");
+    const char *title = "masked softmax: GB/s against T";
+    const char *sub = "B*NH matrices of T x T, causal mask; bytes as the README counts them";
+    if (!fit(b, p, names, 2, false)) return no_data(f, p, title, sub);
+    axes(f, p, title, sub, "T (row length)", "GB/s");
     for (int dev = 0; dev < BENCH_NB; dev++) {
         if (!b->dev[dev].on) continue;
         ceiling(f, p, dev, b->dev[dev].peak.gbps, "copy bandwidth");
@@ -237,8 +247,8 @@ int bench_write_plot(const bench *b, const char *path) {
         fprintf(f, "</tspan>");
     }
     fprintf(f, "</text>\n");
-    panel left = {.x0 = 80, .y0 = 70, .w = 430, .h = 330};
-    panel right = {.x0 = 640, .y0 = 70, .w = 430, .h = 330};
+    panel left = {.x0 = 80, .y0 = 84, .w = 430, .h = 330};
+    panel right = {.x0 = 640, .y0 = 84, .w = 430, .h = 330};
     matmul_panel(f, b, &left);
     softmax_panel(f, b, &right);
     fprintf(f, "</svg>\n");
