@@ -56,6 +56,7 @@ typedef struct bench_result {
     char note[256];       /* why it was skipped, or "" */
     bench_stats t;
     double ceiling;       /* GFLOP/s (compute-bound) or GB/s (memory-bound) it is compared with */
+    bool above_ceiling;   /* its rate beat even the re-measured ceiling: the run was disturbed */
     bench_check check;
     double diff, tol;     /* check: max |value - reference| and its absolute tolerance */
     /* model cases */

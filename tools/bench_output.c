@@ -3,6 +3,7 @@
 #include "bench.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 double bench_rate(const bench_row *row, const bench_result *res) {
@@ -24,6 +25,12 @@ static void fmt_ms(double ms, char *out, size_t cap) {
     else if (ms >= 10) snprintf(out, cap, "%.2f", ms);
     else if (ms >= 1) snprintf(out, cap, "%.3f", ms);
     else snprintf(out, cap, "%.4f", ms);
+}
+
+/* How OpenMP's idle threads wait (vkattn sets passive when unset: tools/vkattn.c). */
+static const char *omp_wait_policy(void) {
+    const char *p = getenv("OMP_WAIT_POLICY");
+    return p && *p ? p : "unset";
 }
 
 static const char *timer_text(const bench_dev *d, int dev) {
@@ -57,8 +64,8 @@ void bench_print_header(const bench *b, FILE *f) {
                     cli_vendor_name(d->info.vendor_id), d->info.vendor_id, d->info.driver_name,
                     d->info.driver_info, drv, api, cli_kernel_names[b->o->b.kernels]);
         } else {
-            fprintf(f, "%-7s %s: %d thread(s)\n", bench_backend_names[dev], d->info.name,
-                    d->threads);
+            fprintf(f, "%-7s %s: %d thread(s), OMP_WAIT_POLICY=%s\n", bench_backend_names[dev],
+                    d->info.name, d->threads, omp_wait_policy());
         }
         fprintf(f, "        timer: %s", timer_text(d, dev));
         if (dev == BENCH_VK && d->info.timestamps)
@@ -73,7 +80,7 @@ void bench_print_header(const bench *b, FILE *f) {
     for (int dev = 0; dev < BENCH_NB; dev++)
         if (b->dev[dev].on)
             fprintf(f, " | %9s %3s %12s %5s %-5s", "ms", "+-%", "rate", "%ceil", "check");
-    if (b->dev[BENCH_VK].on && b->dev[BENCH_CPU].on) fprintf(f, " | %6s", "vk/cpu");
+    if (b->dev[BENCH_VK].on && b->dev[BENCH_CPU].on) fprintf(f, " | %6s", "cpu/vk");
     fputc('\n', f);
 }
 
@@ -86,7 +93,9 @@ static void print_result(const bench_row *row, const bench_result *res, FILE *f)
     fmt_ms(res->t.ms_med, ms, sizeof ms);
     double r = bench_rate(row, res);
     snprintf(rate, sizeof rate, "%.3g %s", r, row->compute ? "GF/s" : "GB/s");
-    snprintf(ceil, sizeof ceil, "%.0f%%", res->ceiling > 0 ? 100.0 * r / res->ceiling : NAN);
+    /* "!": above even the re-measured ceiling (the footer explains) */
+    snprintf(ceil, sizeof ceil, "%.0f%%%s", res->ceiling > 0 ? 100.0 * r / res->ceiling : NAN,
+             res->above_ceiling ? "!" : "");
     double spread = 100.0 * (res->t.ms_max - res->t.ms_min) / (2.0 * res->t.ms_med);
     char sp[8];
     if (spread < 999.5) snprintf(sp, sizeof sp, "%.0f", spread);
@@ -168,25 +177,30 @@ void bench_print_row(const bench *b, const bench_row *row, FILE *f) {
 }
 
 void bench_print_footer(const bench *b, FILE *f) {
-    int skipped = 0, wrong = 0;
+    int skipped = 0, wrong = 0, above = 0;
     for (int i = 0; i < b->n_rows; i++)
         for (int dev = 0; dev < BENCH_NB; dev++) {
             skipped += b->dev[dev].on && !b->rows[i].r[dev].ran;
             wrong += b->rows[i].r[dev].check == BENCH_WRONG;
+            above += b->rows[i].r[dev].above_ceiling;
         }
     fprintf(f, "\n%d case(s) in %.1f s; %d result(s) skipped, %d WRONG.\n", b->n_rows,
             cli_now() - b->t_start, skipped, wrong);
     fprintf(f, "ms: median device time per run; +-%%: half the min-max range, in %% of the median; "
             "rate: GFLOP/s (GF/s) of compute-bound cases, GB/s of memory-bound ones (README.md "
             "\"Benchmarks\" gives each formula); %%ceil: rate / the measured ceiling (FMA GFLOP/s, "
-            "or copy GB/s at the case's size); check: against the CPU backend; vk/cpu: CPU time / "
-            "Vulkan time.\n");
+            "or copy GB/s at the case's size); check: against the CPU backend; cpu/vk: CPU time / "
+            "Vulkan time (above 1: Vulkan is faster).\n");
     for (int dev = 0; dev < BENCH_NB; dev++)
         if (b->remeasured[dev])
             fprintf(f, "note: a case beat a %s ceiling, which was then measured again: %.4g -> "
                     "%.4g GFLOP/s, %.4g -> %.4g GB/s; the rows before used the first numbers\n",
                     bench_backend_names[dev], b->first_peak[dev].gflops, b->dev[dev].peak.gflops,
                     b->first_peak[dev].gbps, b->dev[dev].peak.gbps);
+    if (above)
+        fprintf(f, "%d result(s) marked ! are above the measured ceiling: the run was disturbed "
+                "(see +-%%), so their times are not to be trusted; rerun on a quiet machine.\n",
+                above);
 }
 
 /* --- JSON ------------------------------------------------------------------------------------- */
@@ -222,6 +236,7 @@ static void json_backend(const bench *b, int dev, FILE *f) {
         str(f, "kernels", cli_kernel_names[b->o->b.kernels]); /* --kernels: auto, gpu, cpu */
     } else {
         num(f, "threads", d->threads);
+        str(f, "omp_wait_policy", omp_wait_policy());
     }
     str(f, "timer", dev == BENCH_VK && d->info.timestamps ? "timestamps" : "host");
     fprintf(f, ",\"ceilings\":{\"fma_gflops\":");
@@ -261,6 +276,7 @@ static void json_result(const bench_row *row, const bench_result *res, FILE *f) 
     str(f, "throughput_unit", row->compute ? "GFLOP/s" : "GB/s");
     num(f, "ceiling", res->ceiling);
     num(f, "percent_of_ceiling", res->ceiling > 0 ? 100.0 * rate / res->ceiling : NAN);
+    fprintf(f, ",\"above_ceiling\":%s", rate > res->ceiling ? "true" : "false");
     str(f, "check", bench_check_names[res->check]);
     if (res->check == BENCH_OK || res->check == BENCH_WRONG) {
         num(f, "max_diff", res->diff);

@@ -121,20 +121,34 @@ static void series(FILE *f, const panel *p, const bench *b, int dev, const char 
     fprintf(f, "</g>\n");
 }
 
-/* A backend's ceiling as a dashed line across the panel, labelled at the left (Vulkan) or the
- * right (CPU) end so that two close ceilings stay readable. */
-static void ceiling(FILE *f, const panel *p, int dev, double v, const char *what) {
+/* A backend's ceiling as a dashed line across the panel. */
+static void ceiling_line(FILE *f, const panel *p, int dev, double v) {
     if (!(v > 0)) return;
     double y = py(p, v);
     fprintf(f, "<g id=\"ceiling-%s\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-            "stroke=\"%s\" stroke-width=\"1.5\" stroke-dasharray=\"8 4\"/>\n",
+            "stroke=\"%s\" stroke-width=\"1.5\" stroke-dasharray=\"8 4\"/></g>\n",
             bench_backend_names[dev], p->x0, y, p->x0 + p->w, y, colors[dev]);
-    bool left = dev == BENCH_VK;
-    /* a white halo under the label keeps it readable where a series crosses it */
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"%s\" fill=\"%s\" "
-            "stroke=\"white\" stroke-width=\"3\" paint-order=\"stroke\">"
-            "%s %s %.3g</text></g>\n", left ? p->x0 + 4 : p->x0 + p->w - 4, y - 4,
-            left ? "start" : "end", colors[dev], bench_backend_names[dev], what, v);
+}
+
+/* The ceilings' labels, drawn after every line so that no line strikes one through (a white
+ * halo keeps them readable where a series crosses): Vulkan's at the left end, the CPU's at the
+ * right, each over its line; when the two lines are closer than a label is tall, the lower
+ * one's label goes under its line, so neither label sits on the other's line. */
+static void ceiling_labels(FILE *f, const panel *p, const bench *b, const double *v,
+                           const char *what) {
+    double y[BENCH_NB];
+    for (int dev = 0; dev < BENCH_NB; dev++) y[dev] = v[dev] > 0 ? py(p, v[dev]) : NAN;
+    bool near = fabs(y[BENCH_VK] - y[BENCH_CPU]) < 14; /* false when either is NaN */
+    for (int dev = 0; dev < BENCH_NB; dev++) {
+        if (!b->dev[dev].on || !(v[dev] > 0)) continue;
+        bool lower = y[dev] > y[1 - dev] || (y[dev] == y[1 - dev] && dev == BENCH_CPU);
+        bool left = dev == BENCH_VK, under = near && lower;
+        fprintf(f, "<text id=\"ceiling-label-%s\" x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
+                "text-anchor=\"%s\" fill=\"%s\" stroke=\"white\" stroke-width=\"3\" "
+                "paint-order=\"stroke\">%s %s %.3g</text>\n", bench_backend_names[dev],
+                left ? p->x0 + 4 : p->x0 + p->w - 4, under ? y[dev] + 13 : y[dev] - 4,
+                left ? "start" : "end", colors[dev], bench_backend_names[dev], what, v[dev]);
+    }
 }
 
 /* A legend entry: a line (dashed or not) and/or a marker, then its text. */
@@ -142,6 +156,7 @@ typedef struct legend_item {
     const char *text;
     const char *dash;   /* NULL: solid; "": no line */
     const char *marker; /* "dot", "ring", "square" or NULL */
+    const char *series; /* listed only where this series has points; NULL: a ceiling */
 } legend_item;
 
 static void marker(FILE *f, double cx, double cy, const char *kind, const char *c) {
@@ -165,6 +180,8 @@ static void legend(FILE *f, const panel *p, const bench *b, const legend_item *i
                 "font-weight=\"bold\">%s</text>\n", x, y + 4, c, bench_backend_names[dev]);
         x += 52;
         for (int i = 0; i < n; i++) {
+            double xs[1], ys[1];
+            if (items[i].series && points(b, dev, items[i].series, xs, ys, 1) == 0) continue;
             if (!items[i].dash || items[i].dash[0])
                 fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
                         "stroke-width=\"2\"%s%s%s/>\n", x, y, x + 24, y, c,
@@ -191,15 +208,18 @@ static void matmul_panel(FILE *f, const bench *b, panel *p) {
     const char *sub = "2 M N K flop per product; square sizes and the models' layer shapes";
     if (!fit(b, p, names, 2, true)) return no_data(f, p, title, sub);
     axes(f, p, title, sub, "size (M N K)^(1/3)", "GFLOP/s");
+    double ceil[BENCH_NB];
     for (int dev = 0; dev < BENCH_NB; dev++) {
+        ceil[dev] = b->dev[dev].on ? b->dev[dev].peak.gflops : 0.0;
         if (!b->dev[dev].on) continue;
-        ceiling(f, p, dev, b->dev[dev].peak.gflops, "FMA ceiling");
+        ceiling_line(f, p, dev, ceil[dev]);
         series(f, p, b, dev, "matmul", true, NULL, "dot");
         series(f, p, b, dev, "matmul_model", false, NULL, "ring");
     }
-    static const legend_item items[] = {{"square", NULL, "dot"},
-                                        {"model layers (fwd, bwd)", "", "ring"},
-                                        {"FMA ceiling", "8 4", NULL}};
+    ceiling_labels(f, p, b, ceil, "FMA ceiling");
+    static const legend_item items[] = {{"square", NULL, "dot", "matmul"},
+                                        {"model layers (fwd, bwd)", "", "ring", "matmul_model"},
+                                        {"FMA ceiling", "8 4", NULL, NULL}};
     legend(f, p, b, items, 3);
 }
 
@@ -209,15 +229,18 @@ static void softmax_panel(FILE *f, const bench *b, panel *p) {
     const char *sub = "B*NH matrices of T x T, causal mask; bytes as the README counts them";
     if (!fit(b, p, names, 2, false)) return no_data(f, p, title, sub);
     axes(f, p, title, sub, "T (row length)", "GB/s");
+    double ceil[BENCH_NB];
     for (int dev = 0; dev < BENCH_NB; dev++) {
+        ceil[dev] = b->dev[dev].on ? b->dev[dev].peak.gbps : 0.0;
         if (!b->dev[dev].on) continue;
-        ceiling(f, p, dev, b->dev[dev].peak.gbps, "copy bandwidth");
+        ceiling_line(f, p, dev, ceil[dev]);
         series(f, p, b, dev, "softmax_forward", true, NULL, "dot");
         series(f, p, b, dev, "softmax_backward", true, "3 3", "square");
     }
-    static const legend_item items[] = {{"forward", NULL, "dot"},
-                                        {"backward", "3 3", "square"},
-                                        {"copy bandwidth", "8 4", NULL}};
+    ceiling_labels(f, p, b, ceil, "copy bandwidth");
+    static const legend_item items[] = {{"forward", NULL, "dot", "softmax_forward"},
+                                        {"backward", "3 3", "square", "softmax_backward"},
+                                        {"copy bandwidth", "8 4", NULL, NULL}};
     legend(f, p, b, items, 3);
 }
 
@@ -249,8 +272,11 @@ int bench_write_plot(const bench *b, const char *path) {
     fprintf(f, "</text>\n");
     panel left = {.x0 = 80, .y0 = 84, .w = 430, .h = 330};
     panel right = {.x0 = 640, .y0 = 84, .w = 430, .h = 330};
+    fprintf(f, "<g id=\"panel-matmul\">\n");
     matmul_panel(f, b, &left);
+    fprintf(f, "</g>\n<g id=\"panel-softmax\">\n");
     softmax_panel(f, b, &right);
+    fprintf(f, "</g>\n");
     fprintf(f, "</svg>\n");
     fclose(f);
     int rc = cli_write_file_atomic("bench", path, buf, len);

@@ -4,10 +4,12 @@
 #include "bench.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 const char *const bench_backend_names[BENCH_NB] = {"vulkan", "cpu"};
@@ -114,8 +116,9 @@ static vka_result measure_peak(bench *b, int dev) {
 }
 
 /* A case that beats its ceiling means the ceiling was measured low (the machine was busy, say):
- * measure it again (the device's ceilings once per run, a copy size once per case); if the case
- * still beats it, say so. */
+ * measure it again (the device's ceilings once per run, a copy size once per case). A case that
+ * still beats it ran while the machine was disturbed (a wide +-%, say): its row is marked, the
+ * footer and the JSON ("above_ceiling") say so. */
 int bench_row_done(bench *b, bench_row *row) {
     for (int dev = 0; dev < BENCH_NB; dev++) {
         bench_result *res = &row->r[dev];
@@ -135,9 +138,10 @@ int bench_row_done(bench *b, bench_row *row) {
         }
         if (r != VKA_SUCCESS) return cli_fail("bench", d->ctx, r, "ceilings");
         b->remeasured[dev] = true;
-        if (rate > res->ceiling)
+        res->above_ceiling = rate > res->ceiling;
+        if (res->above_ceiling && b->o->json) /* the table marks the row instead */
             fprintf(stderr, "vkattn bench: %s on %s: %.4g %s is above the re-measured ceiling "
-                    "%.4g: its work formula or the ceiling measurement is wrong\n", row->id,
+                    "%.4g: the run was disturbed; rerun on a quiet machine\n", row->id,
                     bench_backend_names[dev], rate, row->compute ? "GFLOP/s" : "GB/s",
                     res->ceiling);
     }
@@ -160,6 +164,14 @@ static void final_ceilings(bench *b) {
 
 /* --- contexts --------------------------------------------------------------------------------- */
 
+/* Whether r says there is no Vulkan loader or device at all, and the user chose none (--device,
+ * $VKATTN_DEVICE, --kernels): the one failure after which the CPU backend is measured alone. */
+static bool no_vulkan_at_all(vka_result r, const cli_backend_opts *vk) {
+    const char *env = getenv("VKATTN_DEVICE");
+    bool chosen = vk->device || (env && *env) || vk->kernels != 0;
+    return (r == VKA_ERROR_NO_VULKAN || r == VKA_ERROR_NO_DEVICE) && !chosen;
+}
+
 static int open_backends(bench *b, const bench_opts *o) {
     cli_backend_opts vk = o->b, cpu = o->b;
     vk.backend = 0;
@@ -167,7 +179,9 @@ static int open_backends(bench *b, const bench_opts *o) {
     char why[512];
     if (o->backends != 2) {
         vka_result r = cli_context_try("bench", &vk, &b->dev[BENCH_VK].ctx, why, sizeof why);
-        if (r != VKA_SUCCESS && o->backends == 1) /* say it the way the other commands do */
+        /* Only a machine without Vulkan makes the default run CPU-only; a device or setting the
+         * user chose that does not work is an error, said the way the other commands say it. */
+        if (r != VKA_SUCCESS && (o->backends == 1 || !no_vulkan_at_all(r, &vk)))
             return cli_context("bench", &vk, &b->dev[BENCH_VK].ctx);
         if (r != VKA_SUCCESS)
             fprintf(stderr, "vkattn bench: no Vulkan (%s); measuring the CPU backend only\n", why);
@@ -247,18 +261,42 @@ static int run(bench *b) {
     return rc;
 }
 
-/* Say now, not after the run, that the plot cannot be written there. */
+/* Say now, not after the run, that the plot cannot be written there: not over a directory or
+ * a device, and only where a file can be created (the name cli_write_file_atomic stages it in). */
 static int check_plot_path(const char *path) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        fprintf(stderr, "vkattn bench: --plot: cannot write %s: %s\n", path, strerror(errno));
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "vkattn bench: --plot: %s is a directory; give a file name such as "
+                "%s/bench.svg\n", path, path);
         return CLI_ERROR;
     }
-    fclose(f);
-    remove(tmp);
-    return CLI_OK;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "vkattn bench: --plot: %s is not a regular file\n", path);
+        return CLI_ERROR;
+    }
+    char tmp[4096], dir[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+        return CLI_OK;
+    }
+    int err = errno;
+    bool dir_missing = stat(dir, &st) != 0, not_dir = !dir_missing && !S_ISDIR(st.st_mode);
+    if ((err == ENOENT || err == ENOTDIR) && dir_missing)
+        fprintf(stderr, "vkattn bench: --plot: cannot write %s: the directory %s does not "
+                "exist\n", path, dir);
+    else if (err == ENOTDIR && not_dir)
+        fprintf(stderr, "vkattn bench: --plot: cannot write %s: %s is not a directory\n", path,
+                dir);
+    else
+        fprintf(stderr, "vkattn bench: --plot: cannot write %s: cannot create files in %s: %s\n",
+                path, dir, strerror(err));
+    return CLI_ERROR;
 }
 
 static int check_options(const bench_opts *o) {
@@ -315,12 +353,12 @@ int cmd_bench(int argc, char **argv) {
     rc = open_backends(&b, &o);
     if (rc == CLI_OK) {
         set_mode(&b, &o);
-        if (o.list) {
-            bench_list_kernels(&b, stdout);
-            bench_list_models(&b, stdout);
-        } else if (bench_list_kernels(&b, NULL) + bench_list_models(&b, NULL) == 0) {
+        if (bench_list_kernels(&b, NULL) + bench_list_models(&b, NULL) == 0) {
             rc = cli_usage_error("bench", "--filter '%s' matches none of the %s cases (--list "
                                  "prints them)", o.filter, b.quick ? "--quick" : "--full");
+        } else if (o.list) {
+            bench_list_kernels(&b, stdout);
+            bench_list_models(&b, stdout);
         } else {
             rc = run(&b);
         }

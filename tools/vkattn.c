@@ -1,9 +1,11 @@
 /* vkattn: the command line. main() finds the command and hands it its arguments. */
-#define _POSIX_C_SOURCE 200809L /* SIGXFSZ */
+#define _POSIX_C_SOURCE 200809L /* SIGXFSZ, setenv, execv */
 #include "cli.h"
 
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int cmd_info(int argc, char **argv);
 int cmd_train(int argc, char **argv);
@@ -36,7 +38,24 @@ static void usage(FILE *f) {
                "(state saved).\n");
 }
 
+/* OpenMP's waiting threads spin by default, which on cores that other work shares costs the CPU
+ * backend up to 100x (README "Environment variables"). libgomp reads OMP_WAIT_POLICY once, when
+ * it is loaded, so the default (passive) must be in the environment before the program starts:
+ * set it and run the program again, once (VKATTN_REEXEC guards against a loop). An exec that
+ * fails changes nothing; under valgrind (its preload library) the program is not re-run, which
+ * would leave valgrind. OMP_WAIT_POLICY=active (or any value) keeps the user's choice. */
+static void default_passive_waiting(char **argv) {
+    const char *policy = getenv("OMP_WAIT_POLICY"), *preload = getenv("LD_PRELOAD");
+    if ((policy && *policy) || getenv("VKATTN_REEXEC")) return;
+    if (preload && strstr(preload, "vgpreload")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0 || setenv("VKATTN_REEXEC", "1", 1) != 0)
+        return;
+    fflush(NULL);
+    execv("/proc/self/exe", argv);
+}
+
 int main(int argc, char **argv) {
+    default_passive_waiting(argv);
     /* Past a file-size limit (ulimit -f) a write then fails with EFBIG, which the commands
      * report (and clean up after), instead of SIGXFSZ killing the process mid-save. */
     signal(SIGXFSZ, SIG_IGN);
