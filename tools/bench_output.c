@@ -94,8 +94,10 @@ static void print_result(const bench_row *row, const bench_result *res, FILE *f)
     double r = bench_rate(row, res);
     snprintf(rate, sizeof rate, "%.3g %s", r, row->compute ? "GF/s" : "GB/s");
     /* "!": above even the re-measured ceiling (the footer explains) */
-    snprintf(ceil, sizeof ceil, "%.0f%%%s", res->ceiling > 0 ? 100.0 * r / res->ceiling : NAN,
-             res->above_ceiling ? "!" : "");
+    double pct = res->ceiling > 0 ? 100.0 * r / res->ceiling : NAN;
+    if (pct < 999.5 || !(pct == pct)) /* within the column's 5 characters */
+        snprintf(ceil, sizeof ceil, "%.0f%%%s", pct, res->above_ceiling ? "!" : "");
+    else snprintf(ceil, sizeof ceil, "big!");
     double spread = 100.0 * (res->t.ms_max - res->t.ms_min) / (2.0 * res->t.ms_med);
     char sp[8];
     if (spread < 999.5) snprintf(sp, sizeof sp, "%.0f", spread);

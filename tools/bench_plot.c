@@ -205,7 +205,7 @@ static void no_data(FILE *f, const panel *p, const char *title, const char *subt
 static void matmul_panel(FILE *f, const bench *b, panel *p) {
     static const char *const names[] = {"matmul", "matmul_model"};
     const char *title = "matmul: GFLOP/s against size";
-    const char *sub = "2 M N K flop per product; square sizes and the models' layer shapes";
+    const char *sub = "2 M N K flop per product (M x K times K x N)";
     if (!fit(b, p, names, 2, true)) return no_data(f, p, title, sub);
     axes(f, p, title, sub, "size (M N K)^(1/3)", "GFLOP/s");
     double ceil[BENCH_NB];
