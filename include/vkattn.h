@@ -495,6 +495,14 @@ const vka_tokenizer *vka_data_tokenizer(const vka_data *data);
 /** Token ids of a split; *n set to their count. */
 const int32_t *vka_data_tokens(const vka_data *data, vka_split split, size_t *n);
 /**
+ * The identity of the text data was loaded from (for the built-in corpus, the generated text):
+ * *bytes = its length in bytes, *hash = 64-bit FNV-1a over those bytes (h = 0xCBF29CE484222325,
+ * then per byte c: h = (h ^ c) * 0x100000001B3). A training state records both, so that a
+ * resumed run can tell that it was given another text. Either pointer may be NULL.
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (data NULL; no context to hold a message).
+ */
+vka_result vka_data_text_id(const vka_data *data, uint64_t *bytes, uint64_t *hash);
+/**
  * A batch of B random windows of T+1 tokens of a split: inputs (B, T) and targets (B, T) =
  * inputs shifted by one. The window starts are drawn from *rng_state (advanced), so a saved
  * state reproduces the same batches.
@@ -522,12 +530,20 @@ typedef struct vka_gpt_config {
     int C;     /* channels */
 } vka_gpt_config;
 
+/* Limits of a model's shape, checked by vka_gpt_create and the loaders: each of max_T, C, NH,
+ * L, V and Vp is in 1 .. its limit (and beyond them, 2^40 bytes of parameters in all). */
+#define VKA_GPT_MAX_T (1 << 20)  /* max_T */
+#define VKA_GPT_MAX_C (1 << 16)  /* C, and so NH */
+#define VKA_GPT_MAX_L (1 << 12)  /* L */
+#define VKA_GPT_MAX_VP (1 << 24) /* V and Vp */
+
 /**
  * A new model with GPT-2's initialisation: weights N(0, 0.02) from seed, biases 0, layernorm
  * weights 1. Parameters, gradients, activations and AdamW state each live in one arena.
  * Errors: VKA_ERROR_INVALID_ARGUMENT (non-positive size, C % NH != 0),
- * VKA_ERROR_DEVICE_LIMIT (a tensor beyond maxStorageBufferRange, or the model beyond device
- * memory: the message names the tensor and limit), VKA_ERROR_OUT_OF_DEVICE_MEMORY.
+ * VKA_ERROR_DEVICE_LIMIT (a size beyond VKA_GPT_MAX_*, a tensor beyond maxStorageBufferRange,
+ * or the model beyond device memory: the message names the tensor and limit),
+ * VKA_ERROR_OUT_OF_DEVICE_MEMORY.
  */
 vka_result vka_gpt_create(vka_context *ctx, const vka_gpt_config *config, uint64_t seed,
                           vka_gpt **out);
@@ -644,6 +660,13 @@ typedef struct vka_train_state {
     float best_val_loss;    /* lowest validation loss seen so far (NaN if none) */
     int32_t eval_windows;   /* validation windows each evaluation scores; 0 = all. Reads as -1
                                from a version-1 state file, which did not record it. */
+    uint64_t text_bytes;    /* length in bytes of the text trained on (vka_data_text_id); 0 =
+                               not recorded (read from a version-1 or -2 state file) */
+    uint64_t text_hash;     /* 64-bit FNV-1a hash of that text (vka_data_text_id); 0 if not
+                               recorded */
+    int32_t eval_pending;   /* 1: the evaluation due after `step` steps was abandoned (an
+                               interrupt during it); a resumed run does it before its next
+                               step. 0 otherwise, and from a version-1 or -2 file. */
 } vka_train_state;
 
 /**
@@ -651,8 +674,9 @@ typedef struct vka_train_state {
  * *state; temporary name, then rename. Errors: VKA_ERROR_IO.
  */
 vka_result vka_gpt_save_state(vka_gpt *gpt, const vka_train_state *state, const char *path);
-/** Read a training-state file (version 2, or 1: then state->eval_windows = -1) into a new model
- * (m, v, step restored) and *state.
+/** Read a training-state file (version 3; or 2 or 1, which lack text_bytes, text_hash and
+ * eval_pending: they read as 0, and version 1 lacks eval_windows too: it reads as -1) into a
+ * new model (m, v, step restored) and *state.
  * Errors: as vka_gpt_load (a NaN or infinity in the parameters, AdamW m or v included), and
  * VKA_ERROR_FORMAT when the checksum does not match (a damaged file). */
 vka_result vka_gpt_load_state(vka_context *ctx, const char *path, vka_gpt **out,
@@ -666,7 +690,8 @@ typedef struct vka_check_row {
     const char *shape; /* e.g. "M=65 N=33 K=17" */
     double max_abs;    /* max |gpu - cpu| */
     double max_rel;    /* max |gpu - cpu| / max(|cpu|, 1e-6) over elements with |cpu| > tol */
-    double tol;        /* tolerance on max_abs */
+    double tol;        /* absolute tolerance max_abs must not exceed: the case's bound times
+                          max(1, max |cpu|) of the compared tensor (the largest, if several) */
     bool pass;
 } vka_check_row;
 

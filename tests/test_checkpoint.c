@@ -205,7 +205,8 @@ static void test_checkpoint_rejects_non_finite_parameters(void **state) {
 
     /* A training state: the parameters, AdamW m and v alike (before the checksum is checked,
      * so the message names the value rather than calling the file damaged). */
-    vka_train_state st = {.step = 0};
+    vka_train_state st = {.step = 0, .eval_windows = 5, .text_bytes = 1000, .text_hash = 77,
+                          .eval_pending = 1};
     const char *path = tf_path(&d, "state.bin");
     assert_int_equal(vka_gpt_save_state(gpt, &st, path), VKA_SUCCESS);
     file = tf_read(path, &size);
@@ -258,7 +259,8 @@ static void test_state_round_trip(void **state) {
                           .total_steps = 1000, .B = 3, .T = 4, .lr = 1e-2f, .min_lr = 1e-3f,
                           .warmup_steps = 10, .eval_every = 50,
                           .adamw = {0, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f}, .best_val_loss = NAN,
-                          .eval_windows = 37};
+                          .eval_windows = 37, .text_bytes = 0x123456789ull,
+                          .text_hash = 0xFEDCBA9876543210ull, .eval_pending = 1};
     const char *path = tf_path(&d, "state.bin");
     assert_int_equal(vka_gpt_save_state(gpt, &st, path), VKA_SUCCESS);
     assert_int_equal(tf_count(&d, ""), 1);
@@ -274,6 +276,9 @@ static void test_state_round_trip(void **state) {
                 got.lr == st.lr && got.min_lr == st.min_lr &&
                 got.warmup_steps == st.warmup_steps && got.eval_every == st.eval_every &&
                 got.eval_windows == st.eval_windows);
+    /* version 3: the text's identity and the abandoned evaluation */
+    assert_true(got.text_bytes == st.text_bytes && got.text_hash == st.text_hash &&
+                got.eval_pending == st.eval_pending);
     assert_memory_equal(&got.adamw, &st.adamw, sizeof st.adamw);
     assert_true(isnan(got.best_val_loss));
     size_t n = vka_gpt_num_params(gpt);
@@ -312,7 +317,8 @@ static void test_state_damaged_files(void **state) {
     vka_context *ctx = tu_cpu();
     tf_dir d = tf_mkdir();
     vka_gpt *gpt = new_model(ctx, &TINY, 3);
-    vka_train_state st = {.step = 0};
+    vka_train_state st = {.step = 0, .eval_windows = 5, .text_bytes = 1000, .text_hash = 77,
+                          .eval_pending = 1};
     const char *path = tf_path(&d, "state.bin");
     assert_int_equal(vka_gpt_save_state(gpt, &st, path), VKA_SUCCESS);
     vka_gpt_destroy(gpt);
@@ -333,11 +339,20 @@ static void test_state_damaged_files(void **state) {
     tf_write(bad, file, size - 1);
     r = vka_gpt_load_state(ctx, bad, &back, &got);
     tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "truncated", NULL);
-    uint32_t v = 3;
+    uint32_t v = 4;
     memcpy(file + 4, &v, 4);
     tf_write(bad, file, size);
     r = vka_gpt_load_state(ctx, bad, &back, &got);
-    tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "version 3", NULL);
+    tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "version 4", NULL);
+    /* Version 2 (before words 34..38: the text's identity, eval_pending) still loads; whatever
+     * those words hold, they read as "not recorded". */
+    v = 2;
+    memcpy(file + 4, &v, 4);
+    tf_write(bad, file, size);
+    assert_int_equal(vka_gpt_load_state(ctx, bad, &back, &got), VKA_SUCCESS);
+    assert_int_equal(got.eval_windows, 5);
+    assert_true(got.text_bytes == 0 && got.text_hash == 0 && got.eval_pending == 0);
+    vka_gpt_destroy(back);
     /* Version 1 (before eval_windows, header word 31, existed) still loads: "not recorded". */
     v = 1;
     memcpy(file + 4, &v, 4);
@@ -345,6 +360,7 @@ static void test_state_damaged_files(void **state) {
     tf_write(bad, file, size);
     assert_int_equal(vka_gpt_load_state(ctx, bad, &back, &got), VKA_SUCCESS);
     assert_int_equal(got.eval_windows, -1);
+    assert_true(got.text_bytes == 0 && got.text_hash == 0 && got.eval_pending == 0);
     vka_gpt_destroy(back);
     r = vka_gpt_load_state(ctx, tf_path(&d, "nope.bin"), &back, &got);
     tf_expect_error(ctx, r, VKA_ERROR_IO, "nope.bin", NULL);

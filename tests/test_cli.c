@@ -12,6 +12,8 @@
 #include "cli_util.h"
 #include "gpt_util.h"
 
+#include <sys/stat.h>
+
 enum { CLI_USAGE_STATUS = 2 }; /* README "Exit codes" */
 
 /* A small model so every run here takes well under a second of CPU time. */
@@ -467,7 +469,10 @@ static void test_cli_unwritable_out_fails_before_training(void **state) {
         {"missing/model.bin", "the directory missing does not exist"},
         {"text.txt/model.bin", "text.txt is not a directory"},
         {".", ". is a directory"},
+        /* the suggestion has one slash, not "sub//model.bin" */
+        {"sub/", "sub/ is a directory; give --out a file name such as sub/model.bin\n"},
     };
+    if (mkdir(tf_path(&d, "sub"), 0755) != 0) fail_msg("mkdir failed");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cu_result r = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "5", "--out",
                              cases[i].out, "--json");
@@ -476,12 +481,14 @@ static void test_cli_unwritable_out_fails_before_training(void **state) {
         print_message("  ok: %s", r.err);
         cu_free(&r);
     }
+    rmdir(tf_path(&d, "sub"));
     assert_int_equal(tf_count(&d, ""), 3); /* text.txt, .stdout, .stderr */
     tf_rmdir(&d);
 }
 
-/* A resumed run that finds text outside its vocabulary, or another vocabulary, without --data
- * asks whether --data was forgotten. */
+/* A resumed run without --data asks whether --data was forgotten: the state's text is not the
+ * built-in corpus (exit 2, test_cli_train.c has more), or -- from a version-2 state, which did
+ * not record its text -- the text has characters outside the vocabulary, or another one. */
 static void test_cli_resume_without_data_hints(void **state) {
     (void)state;
     tf_dir d = tf_mkdir();
@@ -492,16 +499,35 @@ static void test_cli_resume_without_data_hints(void **state) {
                          "--data", "small.txt", "--quiet");
     cu_expect(&r, 0, NULL, "2 of 4 steps");
     cu_free(&r);
-    /* with its tokenizer: the built-in corpus has characters small.txt has not */
     r = cu_run(&d, "train", "--backend", "cpu", "--resume", "model.state.bin");
-    cu_expect(&r, 1, "did you forget --data?", "resume without --data");
+    cu_expect(&r, CLI_USAGE_STATUS, "did you forget --data?", "resume without --data");
+    assert_non_null(strstr(r.err, "the built-in corpus is 1048"));
+    print_message("  ok: %s", r.err);
+    cu_free(&r);
+    /* version 2: words 34..38 unread */
+    size_t n;
+    unsigned char *file = tf_read(tf_path(&d, "model.state.bin"), &n);
+    uint32_t version = 2;
+    memcpy(file + 4, &version, 4);
+    tf_write(tf_path(&d, "v2.state.bin"), file, n);
+    free(file);
+    cu_copy(tf_path(&d, "model.tokenizer.bin"), tf_path(&d, "v2.tokenizer.bin"));
+    /* with its tokenizer: the built-in corpus has characters small.txt has not */
+    r = cu_run(&d, "train", "--backend", "cpu", "--resume", "v2.state.bin");
+    cu_expect(&r, 1, "did you forget --data?", "resume v2 without --data");
     print_message("  ok: %s", r.err);
     cu_free(&r);
     /* without it: the built-in corpus's vocabulary is not the model's */
-    remove(tf_path(&d, "model.tokenizer.bin"));
-    r = cu_run(&d, "train", "--backend", "cpu", "--resume", "model.state.bin");
-    cu_expect(&r, 1, "did you forget --data?", "resume without --data or tokenizer");
+    remove(tf_path(&d, "v2.tokenizer.bin"));
+    r = cu_run(&d, "train", "--backend", "cpu", "--resume", "v2.state.bin");
+    cu_expect(&r, 1, "did you forget --data?", "resume v2 without --data or tokenizer");
     print_message("  ok: %s", r.err);
+    cu_free(&r);
+    /* and with it, it resumes (and records the text from now on) */
+    r = cu_run(&d, "train", "--backend", "cpu", "--resume", "v2.state.bin", "--data", "small.txt",
+               "--json");
+    cu_expect(&r, 0, NULL, "resume v2 with --data");
+    assert_int_equal(cu_count_lines(r.out, "\"step\":"), 2);
     cu_free(&r);
     tf_rmdir(&d);
 }
@@ -633,6 +659,56 @@ static void test_cli_eval_huge_perplexity(void **state) {
         fail_msg("perplexity not in exponent form: %s", t.out);
     cu_free(&j);
     cu_free(&t);
+}
+
+/* A file shorter than one window, and a tokenizer that does not fit the model: messages in
+ * the command line's words (no library function names), with the right plural. */
+static void test_cli_eval_messages(void **state) {
+    (void)state;
+    tf_write(tf_path(&fixture, "tiny.txt"), "to be or not", 12);
+    cu_result r = cu_run(&fixture, "eval", "--backend", "cpu", "--model", "model.bin", "--data",
+                         "tiny.txt");
+    cu_expect(&r, 1, "vkattn eval: tiny.txt: 12 tokens, fewer than one window of T+1 = 33 tokens "
+              "(--ctx)", "eval of a too short file");
+    assert_null(strstr(r.err, "vka_"));
+    cu_free(&r);
+    vka_context *ctx = tu_cpu();
+    vka_tokenizer *tok = NULL;
+    assert_int_equal(vka_tokenizer_create_from_text(ctx, "aaaa", 4, &tok), VKA_SUCCESS);
+    assert_int_equal(vka_tokenizer_save(tok, tf_path(&fixture, "one.tokenizer.bin")), VKA_SUCCESS);
+    vka_tokenizer_destroy(tok);
+    tu_done(ctx);
+    r = cu_run(&fixture, "eval", "--backend", "cpu", "--model", "model.bin", "--data",
+               "tiny.txt", "--tokenizer", "one.tokenizer.bin");
+    cu_expect(&r, 1, "the tokenizer has 1 token but model.bin has V = ", "eval");
+    cu_free(&r);
+    r = cu_run(&fixture, "generate", "--backend", "cpu", "--model", "model.bin", "--tokenizer",
+               "one.tokenizer.bin");
+    cu_expect(&r, 1, "the tokenizer has 1 token but model.bin has V = ", "generate");
+    cu_free(&r);
+}
+
+/* Without --prompt the prompt is a newline; a vocabulary without one gets its first token
+ * (the smallest byte), and stderr says so. */
+static void test_cli_generate_default_prompt_without_newline(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    char text[800];
+    for (size_t i = 0; i < sizeof text; i++) text[i] = "abcdefgh ijk."[i % 13];
+    tf_write(tf_path(&d, "line.txt"), text, sizeof text);
+    cu_result r = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "2", "--eval-windows",
+                         "2", "--data", "line.txt", "--quiet");
+    cu_expect(&r, 0, NULL, "train on text without a newline");
+    cu_free(&r);
+    r = cu_run(&d, "generate", "--backend", "cpu", "--model", "model.bin", "--tokens", "5",
+               "--temperature", "0");
+    cu_expect(&r, 0, "the vocabulary has no newline", "generate without --prompt");
+    assert_non_null(strstr(r.err, "byte 0x20 ' '"));
+    assert_int_equal(r.out_len, 1 + 5);
+    assert_int_equal(r.out[0], ' ');
+    print_message("  ok: %s", r.err);
+    cu_free(&r);
+    tf_rmdir(&d);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -913,6 +989,8 @@ int main(void) {
         cmocka_unit_test(test_cli_generate_greedy_is_deterministic_on_vulkan),
         cmocka_unit_test(test_cli_eval_json_agrees_across_backends),
         cmocka_unit_test(test_cli_eval_huge_perplexity),
+        cmocka_unit_test(test_cli_eval_messages),
+        cmocka_unit_test(test_cli_generate_default_prompt_without_newline),
         cmocka_unit_test(test_cli_bad_data_files),
         cmocka_unit_test(test_cli_bad_model_files),
         cmocka_unit_test(test_cli_text_outside_the_vocabulary),

@@ -176,6 +176,50 @@ static void test_data_tinyshakespeare(void **state) {
     tu_done(ctx);
 }
 
+/* FNV-1a 64, written out here apart from the library's. */
+static uint64_t ref_fnv1a(const char *text, size_t n) {
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)text[i]) * 0x100000001B3ull;
+    return h;
+}
+
+/* The identity a training state records: length and FNV-1a of the bytes, whatever tokenizer
+ * encoded them; the built-in corpus's is that of the text vka_builtin_corpus generates. */
+static void test_data_text_id_is_length_and_fnv1a(void **state) {
+    vka_context *ctx = tu_cpu();
+    tf_dir d = tf_mkdir();
+    uint64_t bytes = 0, hash = 0;
+    vka_data *data = load_text(ctx, &d, "foobar", 6);
+    assert_int_equal(vka_data_text_id(data, &bytes, &hash), VKA_SUCCESS);
+    assert_true(bytes == 6);
+    assert_true(hash == 0x85944171F73967E8ull); /* the published FNV-1a 64 test vector */
+    vka_data_destroy(data);
+    const char *text = "First Citizen:\nBefore we proceed any further, hear me speak.\n";
+    data = load_text(ctx, &d, text, strlen(text));
+    assert_int_equal(vka_data_text_id(data, &bytes, NULL), VKA_SUCCESS);
+    assert_int_equal(vka_data_text_id(data, NULL, &hash), VKA_SUCCESS);
+    assert_true(bytes == strlen(text) && hash == ref_fnv1a(text, strlen(text)));
+    /* one byte changed, the same length: another hash */
+    vka_data *other = load_text(ctx, &d, "First Citizen:\nBefore we proceed any further, hear me "
+                                         "speak!\n", strlen(text));
+    uint64_t bytes2 = 0, hash2 = 0;
+    assert_int_equal(vka_data_text_id(other, &bytes2, &hash2), VKA_SUCCESS);
+    assert_true(bytes2 == bytes && hash2 != hash);
+    vka_data_destroy(other);
+    vka_data_destroy(data);
+    size_t len = 0;
+    char *corpus = vka_builtin_corpus(0, &len);
+    assert_non_null(corpus);
+    assert_int_equal(vka_data_load(ctx, NULL, NULL, &data), VKA_SUCCESS);
+    assert_int_equal(vka_data_text_id(data, &bytes, &hash), VKA_SUCCESS);
+    assert_true(bytes == len && hash == ref_fnv1a(corpus, len));
+    free(corpus);
+    vka_data_destroy(data);
+    assert_int_equal(vka_data_text_id(NULL, &bytes, &hash), VKA_ERROR_INVALID_ARGUMENT);
+    tf_rmdir(&d);
+    tu_done(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_data_split_is_90_10_and_decodes_back),
@@ -184,6 +228,7 @@ int main(void) {
         cmocka_unit_test(test_data_batch_windows_are_from_the_split),
         cmocka_unit_test(test_data_batch_is_reproducible_from_the_rng_state),
         cmocka_unit_test(test_data_tinyshakespeare),
+        cmocka_unit_test(test_data_text_id_is_length_and_fnv1a),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -310,6 +310,13 @@ static void device_hint(const char *cmd, vka_result r, const char *msg) {
 
 /* Print "vkattn CMD: WHAT: MSG" and, on a Vulkan device problem, what to do about it. */
 static int report(const char *cmd, const char *what, vka_result r, const char *msg, bool vulkan) {
+    /* The library's messages may start with its function's name ("vka_gpt_eval: ") or with
+     * the same word as what ("model: "): neither is said twice, nor the function named. */
+    size_t fn = strncmp(msg, "vka_", 4) == 0 ? strspn(msg, "abcdefghijklmnopqrstuvwxyz0123456789_")
+                                             : 0;
+    if (fn && strncmp(msg + fn, ": ", 2) == 0) msg += fn + 2;
+    size_t lw = strlen(what);
+    if (strncmp(msg, what, lw) == 0 && strncmp(msg + lw, ": ", 2) == 0) msg += lw + 2;
     char text[1024];
     if (log_state.vulkan_only) without_backend_advice(msg, text, sizeof text);
     else snprintf(text, sizeof text, "%s", msg);

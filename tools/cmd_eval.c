@@ -63,8 +63,9 @@ static int evaluate(vka_context *ctx, const eval_opts *o) {
     }
     vka_gpt_config cfg = vka_gpt_get_config(gpt);
     if (vka_tokenizer_vocab_size(tok) != cfg.V) {
-        fprintf(stderr, "vkattn eval: the tokenizer has %d tokens but %s has V = %d: they do not "
-                "belong together\n", vka_tokenizer_vocab_size(tok), o->model, cfg.V);
+        int n_tok = vka_tokenizer_vocab_size(tok);
+        fprintf(stderr, "vkattn eval: the tokenizer has %d token%s but %s has V = %d: they do "
+                "not belong together\n", n_tok, n_tok == 1 ? "" : "s", o->model, cfg.V);
         rc = CLI_ERROR;
         goto done;
     }
@@ -86,6 +87,12 @@ static int evaluate(vka_context *ctx, const eval_opts *o) {
         goto done;
     }
     int T = o->ctx ? o->ctx : cfg.max_T;
+    if (n < (size_t)T + 1) {
+        fprintf(stderr, "vkattn eval: %s: %zu token%s, fewer than one window of T+1 = %d tokens "
+                "(--ctx)\n", o->data, n, n == 1 ? "" : "s", T + 1);
+        rc = CLI_ERROR;
+        goto done;
+    }
     double loss = 0.0;
     size_t windows = 0;
     r = vka_gpt_eval(gpt, tokens, n, T, &loss, &windows);
@@ -122,7 +129,7 @@ int cmd_eval(int argc, char **argv) {
         CLI_STRING("model", &o.model, "MODEL", "llm.c checkpoint to score (required)"),
         CLI_STRING("data", &o.data, "FILE", "text file to score (required)"),
         CLI_INT("ctx", &o.ctx, "T", "window length; 0 = the model's context (default: 0)", 0,
-                1 << 24),
+                VKA_GPT_MAX_T),
         CLI_STRING("tokenizer", &o.tokenizer, "FILE", "tokenizer file (default: beside MODEL)"),
         CLI_FLAG("json", &o.json, "print one JSON object"),
         CLI_BACKEND_OPTS(&o.b),

@@ -13,7 +13,8 @@ static const cli_command generate_cmd = {
              "as it comes.",
     .notes = "The tokenizer is MODEL with .bin replaced by .tokenizer.bin (as `vkattn train` saves\n"
              "it) unless --tokenizer is given. The default prompt is a newline (the tokenizer's\n"
-             "end-of-text token). Each character of the prompt must be in the vocabulary.\n"
+             "end-of-text token); when the vocabulary has none, its first token (the smallest\n"
+             "byte), said on stderr. Each character of the prompt must be in the vocabulary.\n"
              "--temperature 0 is greedy (always the most likely token): the same output every run.\n"
              "Otherwise tokens are drawn from softmax(logits / temperature) over the --top-k most\n"
              "likely (0 = all), with a generator seeded by --seed. The output is exactly the prompt\n"
@@ -34,21 +35,39 @@ static bool print_token(void *user, int32_t token) {
     return !s->failed;
 }
 
-/* The prompt as token ids; the default (NULL) is a newline, or token 0 when the vocabulary has
- * no newline (the end-of-text id llm.c's tokenizer file would hold). */
+/* Whether the vocabulary has a newline. */
+static bool has_newline(const vka_tokenizer *tok) {
+    for (int32_t i = 0; i < vka_tokenizer_vocab_size(tok); i++) {
+        size_t len = 0;
+        const char *b = vka_tokenizer_decode(tok, i, &len);
+        if (b && len == 1 && b[0] == '\n') return true;
+    }
+    return false;
+}
+
+/* The prompt as token ids. The default (NULL) is a newline; a vocabulary without one gets its
+ * first token (the smallest byte; the end-of-text id llm.c's tokenizer file then holds), and
+ * stderr says so. */
 static vka_result encode_prompt(const vka_tokenizer *tok, const char *prompt, int32_t **ids,
                                 size_t *n) {
     const char *text = prompt ? prompt : "\n";
     size_t len = strlen(text);
     *ids = malloc((len ? len : 1) * sizeof **ids);
     if (!*ids) return VKA_ERROR_OUT_OF_HOST_MEMORY;
-    vka_result r = vka_tokenizer_encode(tok, text, len, *ids, n);
-    if (r == VKA_ERROR_VOCABULARY && !prompt) {
+    if (!prompt && !has_newline(tok)) {
+        size_t blen = 0;
+        const char *b = vka_tokenizer_decode(tok, 0, &blen);
+        unsigned char c = b && blen ? (unsigned char)b[0] : 0;
+        char shown[8] = "";
+        if (c >= 0x20 && c < 0x7F) snprintf(shown, sizeof shown, " '%c'", c);
+        fprintf(stderr, "vkattn generate: the vocabulary has no newline, the default prompt; the "
+                "prompt is its first token instead, byte 0x%02X%s (give --prompt to choose)\n", c,
+                shown);
         (*ids)[0] = 0;
         *n = 1;
-        r = VKA_SUCCESS;
+        return VKA_SUCCESS;
     }
-    return r;
+    return vka_tokenizer_encode(tok, text, len, *ids, n);
 }
 
 typedef struct generate_opts {
@@ -84,8 +103,9 @@ static int generate(vka_context *ctx, const generate_opts *o) {
     }
     int V = vka_gpt_get_config(gpt).V;
     if (vka_tokenizer_vocab_size(tok) != V) {
-        fprintf(stderr, "vkattn generate: the tokenizer has %d tokens but %s has V = %d: they do "
-                "not belong together\n", vka_tokenizer_vocab_size(tok), o->model, V);
+        int n_tok = vka_tokenizer_vocab_size(tok);
+        fprintf(stderr, "vkattn generate: the tokenizer has %d token%s but %s has V = %d: they "
+                "do not belong together\n", n_tok, n_tok == 1 ? "" : "s", o->model, V);
         rc = CLI_ERROR;
         goto done;
     }

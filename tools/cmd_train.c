@@ -33,8 +33,9 @@ static const cli_command train_cmd = {
         "\n"
         "Files: MODEL (--out, default model.bin) is an llm.c GPT-2 checkpoint (float32, version\n"
         "3); its tokenizer is MODEL with .bin replaced by .tokenizer.bin (llm.c format); the\n"
-        "training state (model, AdamW moments, step, batch generator, settings) is MODEL with .bin\n"
-        "replaced by .state.bin. They are saved at the end, every --save-every steps, at --stop-at\n"
+        "training state (model, AdamW moments, step, batch generator, settings, the text's length\n"
+        "and hash) is MODEL with .bin replaced by .state.bin (a MODEL without .bin keeps its name\n"
+        "and gets the two suffixes appended). They are saved at the end, every --save-every steps, at --stop-at\n"
         "and on interrupt, all or nothing: each is written to NAME.new, and only when all three\n"
         "are complete renamed over NAME, so a failed save leaves the previous set as it was. No\n"
         "output may be an input (--data, or the state being resumed), and the output directory\n"
@@ -46,16 +47,21 @@ static const cli_command train_cmd = {
         "--seed, --eval-every and --eval-windows; giving one of them with a different value is an\n"
         "error. Give again what STATE does not hold: --data, --backend, --device, --kernels,\n"
         "--threads and --save-every (the command printed at a stop or an interrupt has them all).\n"
-        "MODEL defaults to STATE with .state.bin replaced by .bin.\n"
+        "STATE also records the length and hash of the text trained on: --data must give the\n"
+        "same text. MODEL defaults to STATE with .state.bin replaced by .bin; a STATE whose name\n"
+        "does not end in .state.bin needs --out. A finished run cannot be extended with a larger\n"
+        "--steps (the schedule is part of the run): start a new run instead.\n"
         "\n"
-        "Interrupt (Ctrl-C, SIGINT or SIGTERM): the current step finishes, everything is saved and\n"
-        "vkattn exits with status 130; a second interrupt prints \"aborted\" and ends the process\n"
-        "at once by that signal (the files are those of the last complete save).\n"
+        "Interrupt (Ctrl-C, SIGINT or SIGTERM): the current step finishes (an evaluation in\n"
+        "progress is abandoned; a resumed run does it first), everything is saved and vkattn\n"
+        "exits with status 130; a second interrupt prints \"aborted\" and ends the process at\n"
+        "once by that signal (the files are those of the last complete save).\n"
         "\n"
         "--json: one JSON object per line on stdout, per step {\"step\",\"loss\",\"lr\",\"grad_norm\",\n"
         "\"ms\",\"tokens_per_s\"} (+\"val_loss\" when evaluated), then {\"event\":\"done\"} (or\n"
         "\"stopped\", \"interrupted\") with \"val_loss\", \"backend\", \"device\", \"steps\" and the file\n"
-        "paths; other messages go to stderr.",
+        "paths; a resumed run that does an abandoned evaluation first prints\n"
+        "{\"event\":\"validation\",\"steps\",\"val_loss\"}; other messages go to stderr.",
 };
 
 /* Options a resumed run takes from the state file. */
@@ -139,6 +145,42 @@ static void hint_forgotten_data(const train_run *r) {
                 "corpus is used; give the text the run started with\n");
 }
 
+/* Whether the text's identity (vka_data_text_id) is the one the state records; data NULL:
+ * the text --data names, loaded here. */
+static bool same_text(vka_context *ctx, const char *path, const vka_data *data,
+                      const vka_train_state *st, uint64_t *bytes, uint64_t *hash) {
+    vka_data *own = NULL;
+    if (!data && vka_data_load(ctx, path, NULL, &own) != VKA_SUCCESS) return false;
+    vka_data_text_id(data ? data : own, bytes, hash);
+    vka_data_destroy(own);
+    return *bytes == st->text_bytes && *hash == st->text_hash;
+}
+
+/* A resumed run must train on the text it started with (README "Files": the state records its
+ * length and hash; a version-1 or -2 state did not, and is not checked). data NULL: the text
+ * could not be tokenised with the resumed tokenizer (then it is loaded here to compare). */
+static int check_same_text(train_run *r, const vka_data *data) {
+    const vka_train_state *st = &r->st;
+    if (!r->o->resume || st->text_bytes == 0) return CLI_OK;
+    uint64_t bytes = 0, hash = 0;
+    if (same_text(r->ctx, r->o->data, data, st, &bytes, &hash)) return CLI_OK;
+    const char *name = r->o->data ? r->o->data : "the built-in corpus";
+    if (bytes == 0) return CLI_OK; /* unreadable: the data's own error is the one to report */
+    cli_usage_error("train", "%s was trained on a text of %llu bytes (FNV-1a %016llx), but %s "
+                    "is %llu bytes%s (FNV-1a %016llx): a resumed run must train on the same "
+                    "text; pass the --data the run started with", r->o->resume,
+                    (unsigned long long)st->text_bytes, (unsigned long long)st->text_hash, name,
+                    (unsigned long long)bytes, bytes == st->text_bytes ? " too, but different" : "",
+                    (unsigned long long)hash);
+    uint64_t b0, h0;
+    if (!r->o->data)
+        hint_forgotten_data(r);
+    else if (same_text(r->ctx, NULL, NULL, st, &b0, &h0))
+        fprintf(stderr, "vkattn train: hint: %s started on the built-in corpus: leave out "
+                "--data\n", r->o->resume);
+    return CLI_USAGE;
+}
+
 /* The data, tokenised with the resumed run's tokenizer when there is one. */
 static int load_data(train_run *r) {
     const char *name = r->o->data ? r->o->data : "the built-in corpus";
@@ -149,7 +191,14 @@ static int load_data(train_run *r) {
     }
     res = vka_data_load(r->ctx, r->o->data, r->tok, &r->data);
     if (res != VKA_SUCCESS) {
-        cli_fail("train", r->ctx, res, "data");
+        /* Another text is the likely cause of a byte outside the vocabulary: say that. */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", vka_last_error(r->ctx));
+        if (res == VKA_ERROR_VOCABULARY) {
+            int rc = check_same_text(r, NULL);
+            if (rc != CLI_OK) return rc;
+        }
+        fprintf(stderr, "vkattn train: data: %s\n", msg);
         if (res == VKA_ERROR_VOCABULARY) hint_forgotten_data(r);
         return CLI_ERROR;
     }
@@ -193,6 +242,7 @@ static int new_model(train_run *r) {
                   .weight_decay = o->weight_decay, .grad_clip = o->grad_clip},
         .best_val_loss = NAN,
     };
+    vka_data_text_id(r->data, &r->st.text_bytes, &r->st.text_hash);
     return CLI_OK;
 }
 
@@ -224,12 +274,19 @@ static int setup(train_run *r, cli_opt *opts, int n_opts) {
         vka_result res = vka_gpt_load_state(r->ctx, o->resume, &r->gpt, &r->st);
         if (res != VKA_SUCCESS)
             return cli_fail_load("train", r->ctx, res, "resume", o->resume, CLI_FILE_STATE);
-        rc = check_resume_options(opts, n_opts, r);
+        /* train_files left the paths unset for a file that did not look like a state; it
+         * loaded after all (replaced meanwhile): check it as a state now. */
+        rc = r->model_path ? CLI_OK : train_files(r);
+        if (rc == CLI_OK) rc = check_resume_options(opts, n_opts, r);
         if (rc != CLI_OK) return rc;
         if (r->st.eval_windows < 0) r->st.eval_windows = o->eval_windows;
     }
     rc = load_data(r);
+    if (rc == CLI_OK && o->resume) rc = check_same_text(r, r->data);
     if (rc != CLI_OK) return rc;
+    /* A state that did not record its text (version 1 or 2) records this one from now on. */
+    if (o->resume && r->st.text_bytes == 0)
+        vka_data_text_id(r->data, &r->st.text_bytes, &r->st.text_hash);
     rc = o->resume ? check_vocabulary(r) : new_model(r);
     if (rc == CLI_OK) rc = train_check_space(r);
     if (rc != CLI_OK) return rc;
@@ -255,10 +312,12 @@ int cmd_train(int argc, char **argv) {
         CLI_STRING("out", &o.out, "MODEL", "model file to write (default: model.bin)"),
         CLI_STRING("resume", &o.resume, "STATE", "continue the run saved in STATE exactly"),
         CLI_BACKEND_OPTS(&o.b),
-        CLI_INT("layers", &o.layers, "L", "transformer blocks (default: 4)", 1, 256),
-        CLI_INT("heads", &o.heads, "NH", "attention heads; must divide --embd (default: 4)", 1, 4096),
-        CLI_INT("embd", &o.embd, "C", "channels (default: 128)", 1, 1 << 20),
-        CLI_INT("ctx", &o.ctx, "T", "context length in tokens (default: 64)", 1, 1 << 20),
+        /* The library's limits (VKA_GPT_MAX_*), so that a size past them is a usage error. */
+        CLI_INT("layers", &o.layers, "L", "transformer blocks (default: 4)", 1, VKA_GPT_MAX_L),
+        CLI_INT("heads", &o.heads, "NH", "attention heads; must divide --embd (default: 4)", 1,
+                VKA_GPT_MAX_C),
+        CLI_INT("embd", &o.embd, "C", "channels (default: 128)", 1, VKA_GPT_MAX_C),
+        CLI_INT("ctx", &o.ctx, "T", "context length in tokens (default: 64)", 1, VKA_GPT_MAX_T),
         CLI_INT("batch", &o.batch, "B", "sequences per step (default: 12)", 1, 1 << 20),
         CLI_INT("steps", &o.steps, "N", "optimizer steps (default: 2000)", 1, 1e9),
         CLI_FLOAT_GT("lr", &o.lr, "LR", "peak learning rate (default: 1e-3)", 0, 10),

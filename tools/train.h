@@ -62,9 +62,11 @@ float train_lr_at(const vka_train_state *st, uint64_t s);
 /* Run the steps from r->st.step to the end (or --stop-at, or a signal), evaluating, reporting
  * and saving. Returns an exit code. */
 int train_loop(train_run *r);
-/* Mean validation loss over r->val_windows windows (vka_gpt_eval), rounded to float32 as the
- * state's best_val_loss is stored, so that the two compare and print alike. */
-vka_result train_eval(train_run *r, double *loss);
+/* Mean validation loss over r->val_windows windows (vka_gpt_eval on chunks of them, combined
+ * by window count), rounded to float32 as the state's best_val_loss is stored, so that the two
+ * compare and print alike. An interrupt is checked between chunks: then *abandoned is set and
+ * *loss untouched. */
+vka_result train_eval(train_run *r, double *loss, bool *abandoned);
 /* While held, a second interrupt waits (train_save's renames); released, a waiting one aborts. */
 void train_hold_abort(bool hold);
 

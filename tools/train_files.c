@@ -40,6 +40,13 @@ char *train_state_sibling(const char *path, const char *suffix) {
 static int set_paths(train_run *r) {
     const train_opts *o = r->o;
     char *derived = !o->out && o->resume ? train_state_sibling(o->resume, ".bin") : NULL;
+    /* Not model.bin in the current directory: that may be another run's, and STATE would not
+     * be updated. */
+    if (!o->out && o->resume && !derived)
+        return cli_usage_error("train", "--resume %s needs --out MODEL: only a state named "
+                               "X.state.bin gives the model's name by itself (X.bin); with --out "
+                               "MODEL the run saves MODEL, its tokenizer and its state (MODEL "
+                               "with .bin replaced by .tokenizer.bin and .state.bin)", o->resume);
     const char *out = o->out ? o->out : derived ? derived : "model.bin";
     r->model_path = concat(out, "");
     free(derived);
@@ -134,8 +141,12 @@ static int check_writable(const train_run *r) {
     for (int i = 0; i < 3; i++) {
         struct stat st;
         if (stat(outputs[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+            /* "/tmp/x/" suggests /tmp/x/model.bin, not /tmp/x//model.bin ("/" stays "/"). */
+            int n = (int)strlen(outputs[i]);
+            while (n > 1 && outputs[i][n - 1] == '/') n--;
             fprintf(stderr, "vkattn train: %s is a directory; give --out a file name such as "
-                    "%s/model.bin\n", outputs[i], outputs[i]);
+                    "%.*s%smodel.bin\n", outputs[i], n, outputs[i],
+                    outputs[i][n - 1] == '/' ? "" : "/");
             return CLI_ERROR;
         }
     }
@@ -179,13 +190,21 @@ static int check_writable(const train_run *r) {
 int train_files(train_run *r) {
     /* A --resume that is not a state at all is the mistake to report, not what its
      * derived names would overwrite. */
-    int rc = r->o->resume ? cli_check_file_kind("train", "resume", r->o->resume, CLI_FILE_STATE)
-                          : CLI_OK;
-    if (rc == CLI_OK) rc = set_paths(r);
+    const train_opts *o = r->o;
+    int rc = o->resume ? cli_check_file_kind("train", "resume", o->resume, CLI_FILE_STATE)
+                       : CLI_OK;
+    if (rc != CLI_OK) return rc;
+    char *derived = o->resume && !o->out ? train_state_sibling(o->resume, ".bin") : NULL;
+    bool no_name = o->resume && !o->out && !derived;
+    free(derived);
+    /* Likewise a missing or damaged one (loading it says why; nothing is written before): it
+     * needs no paths, and the naming rule is not its problem. */
+    if (no_name && cli_file_kind_of(o->resume) != CLI_FILE_STATE) return CLI_OK;
+    rc = set_paths(r);
     if (rc == CLI_OK) rc = check_no_overwrite(r);
     if (rc == CLI_OK) rc = check_writable(r);
-    if (rc == CLI_OK && r->o->resume && strcmp(r->state_path, r->o->resume) != 0 && r->info)
-        fprintf(r->info, "resuming from %s; saving to %s\n", r->o->resume, r->state_path);
+    if (rc == CLI_OK && o->resume && strcmp(r->state_path, o->resume) != 0 && r->info)
+        fprintf(r->info, "resuming from %s; saving to %s\n", o->resume, r->state_path);
     return rc;
 }
 

@@ -67,15 +67,32 @@ float train_lr_at(const vka_train_state *st, uint64_t s) {
  * Evaluation and saving
  * ------------------------------------------------------------------------------------------- */
 
-vka_result train_eval(train_run *r, double *loss) {
-    size_t n_val;
-    const int32_t *val = vka_data_tokens(r->data, VKA_SPLIT_VAL, &n_val);
-    size_t n = r->val_windows * (size_t)r->st.T + 1; /* windows at 0, T, 2T, ... */
-    if (n > n_val) n = n_val;
-    size_t windows = 0;
-    vka_result res = vka_gpt_eval(r->gpt, val, n, r->st.T, loss, &windows);
-    *loss = (double)(float)*loss;
-    return res;
+/* Validation windows per vka_gpt_eval call: one of the library's evaluation batches (2048
+ * tokens), a fraction of a second on lavapipe, so that an interrupt is acted on soon. */
+#define EVAL_CHUNK_TOKENS 2048
+
+vka_result train_eval(train_run *r, double *loss, bool *abandoned) {
+    const int32_t *val = vka_data_tokens(r->data, VKA_SPLIT_VAL, NULL);
+    size_t T = (size_t)r->st.T, per = EVAL_CHUNK_TOKENS / T ? EVAL_CHUNK_TOKENS / T : 1;
+    double sum = 0.0; /* of each chunk's mean loss times its windows */
+    size_t done = 0;
+    *abandoned = false;
+    /* Windows start at 0, T, 2T, ...: windows [w, w + k) are tokens [w*T, (w + k)*T]; the
+     * setup made r->val_windows * T + 1 at most the split's length. */
+    while (done < r->val_windows) {
+        if (stop_signal) {
+            *abandoned = true;
+            return VKA_SUCCESS;
+        }
+        size_t k = r->val_windows - done < per ? r->val_windows - done : per, windows = 0;
+        double chunk = 0.0;
+        vka_result res = vka_gpt_eval(r->gpt, val + done * T, k * T + 1, (int)T, &chunk, &windows);
+        if (res != VKA_SUCCESS) return res;
+        sum += chunk * (double)windows;
+        done += windows;
+    }
+    *loss = (double)(float)(sum / (double)done);
+    return VKA_SUCCESS;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -104,9 +121,21 @@ static vka_result step_once(train_run *r, batch_buf *bb, train_progress *p) {
     return VKA_SUCCESS;
 }
 
+/* CLI_OK with *val, CLI_INTERRUPTED when an interrupt abandoned the evaluation (then the state
+ * says so: a resumed run does it first), or CLI_ERROR. */
 static int evaluate(train_run *r, double *val) {
-    vka_result res = train_eval(r, val);
+    bool abandoned = false;
+    vka_result res = train_eval(r, val, &abandoned);
     if (res != VKA_SUCCESS) return cli_fail("train", r->ctx, res, "validation");
+    if (abandoned) {
+        *val = NAN;
+        r->st.eval_pending = 1;
+        report_note(r, "interrupted: the evaluation after step %llu is abandoned (a resumed run "
+                    "does it first); saving (interrupt again to abort at once)",
+                    (unsigned long long)r->st.step);
+        return CLI_INTERRUPTED;
+    }
+    r->st.eval_pending = 0;
     r->last_val = *val;
     /* *val is a float32 value (train_eval): stored exactly, compared exactly. */
     if (isnan(r->st.best_val_loss) || *val < r->st.best_val_loss) r->st.best_val_loss = (float)*val;
@@ -115,16 +144,41 @@ static int evaluate(train_run *r, double *val) {
 
 /* Save, then report how the run ended. */
 static int finish(train_run *r, const char *event, int code) {
-    int rc = train_save(r);
-    if (rc != CLI_OK) return rc;
     double val = NAN;
     if (strcmp(event, "done") == 0) {
-        /* The last step evaluated already (the loop evaluates at the end). */
+        /* The last step evaluated already (the loop evaluates at the end), unless this run
+         * resumed a finished one from a state that did not record it. */
         val = r->last_val;
-        if (isnan(val) && evaluate(r, &val) != CLI_OK) return CLI_ERROR;
+        int rc = isnan(val) ? evaluate(r, &val) : CLI_OK;
+        if (rc == CLI_INTERRUPTED) {
+            event = "interrupted";
+            code = CLI_INTERRUPTED;
+        } else if (rc != CLI_OK) {
+            return rc;
+        }
     }
+    int rc = train_save(r);
+    if (rc != CLI_OK) return rc;
     report_end(r, event, val);
     return code;
+}
+
+/* A resumed run whose previous part abandoned an evaluation does it now, before its next step,
+ * so that the run reports and keeps (best_val_loss) what an uninterrupted one would. */
+static int pending_evaluation(train_run *r) {
+    double val = NAN;
+    int rc = evaluate(r, &val);
+    if (rc != CLI_OK) return rc;
+    if (r->o->json) {
+        printf("{\"event\":\"validation\",\"steps\":%llu,\"val_loss\":",
+               (unsigned long long)r->st.step);
+        cli_json_number(stdout, val);
+        printf("}\n");
+        fflush(stdout);
+    }
+    report_note(r, "validation loss after step %llu (the evaluation the interrupt abandoned): "
+                "%.4f", (unsigned long long)r->st.step, val);
+    return CLI_OK;
 }
 
 int train_loop(train_run *r) {
@@ -144,7 +198,13 @@ int train_loop(train_run *r) {
     vka_result res;
     const char *event = "done";
     int code = CLI_OK; /* exit code when the save succeeds */
-    while (rc == CLI_OK && st->step < st->total_steps) {
+    if (st->eval_pending) rc = pending_evaluation(r);
+    if (rc == CLI_INTERRUPTED) {
+        event = "interrupted";
+        code = CLI_INTERRUPTED;
+        rc = CLI_OK;
+    }
+    while (rc == CLI_OK && code == CLI_OK && st->step < st->total_steps) {
         if (stop_signal) {
             report_note(r, "interrupted: saving at step %llu (interrupt again to abort at once)",
                         (unsigned long long)st->step);
@@ -181,6 +241,14 @@ int train_loop(train_run *r) {
         bool eval_now = st->step == st->total_steps ||
                         (st->eval_every > 0 && st->step % (uint64_t)st->eval_every == 0);
         if (eval_now) rc = evaluate(r, &p.val_loss);
+        if (rc == CLI_INTERRUPTED) {
+            /* The step is done and reported; its evaluation is left for a resumed run. */
+            report_step(r, &p);
+            event = "interrupted";
+            code = CLI_INTERRUPTED;
+            rc = CLI_OK;
+            break;
+        }
         if (rc != CLI_OK) break;
         report_step(r, &p);
         if (o->save_every > 0 && st->step % (uint64_t)o->save_every == 0 &&

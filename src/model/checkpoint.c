@@ -5,10 +5,11 @@
  *   int32 header[256] = {20240326, 3, maxT, V, L, NH, C, Vp, 0...}
  *   then float32 parameters in llm.c order (vka_gpt_load's docstring), num_params of them.
  *
- * Training state (vka_gpt_save_state), our format, version 2. Little-endian as the host writes
+ * Training state (vka_gpt_save_state), our format, version 3. Little-endian as the host writes
  * it. A 1024-byte header of 256 uint32 words:
  *   [0]      magic 0x53414B56 (the bytes "VKAS")
- *   [1]      version 2 (version 1, still read, is the same without word 31)
+ *   [1]      version 3 (still read: version 2, the same without words 34..38, and version 1,
+ *            without word 31 too)
  *   [2..7]   maxT, V, L, NH, C, Vp
  *   [8..9]   the model's AdamW step t (uint64, low word first; likewise below)
  *   [10..11] state.step          [12..13] state.rng_state
@@ -20,6 +21,9 @@
  *   [31] state.eval_windows (int32; version 1 wrote 0 here and reads back as -1, "not recorded")
  *   [32..33] checksum of the payload: h = 0xCBF29CE484222325, then for every uint32 word w of
  *            the payload h = (h ^ w) * 0x100000001B3 (FNV-1a's constants, per word)
+ *   [34..35] state.text_bytes    [36..37] state.text_hash (vka_data_text_id; versions 1 and 2
+ *            wrote 0 there and read back as 0, "not recorded")
+ *   [38] state.eval_pending (int32; read as 0 from versions 1 and 2)
  *   others 0
  * then the payload: parameters, AdamW m, AdamW v, each num_params float32 in llm.c order.
  * Loading checks magic, version, sizes, the file length and the checksum, so a damaged file is
@@ -39,8 +43,9 @@
 #define MODEL_VERSION 3
 #define TOKENIZER_MAGIC 20240328
 #define STATE_MAGIC 0x53414B56u
-#define STATE_VERSION 2
-#define STATE_OLDEST_VERSION 1 /* without eval_windows */
+#define STATE_VERSION 3
+#define STATE_OLDEST_VERSION 1 /* 1: without eval_windows; 1 and 2: without the text's identity
+                                  and eval_pending */
 #define HASH_SEED 0xCBF29CE484222325ull
 #define HASH_PRIME 0x100000001B3ull
 
@@ -265,6 +270,9 @@ static void put_state(uint32_t *h, uint64_t model_step, const vka_train_state *s
     for (int i = 0; i < 6; i++) h[24 + i] = f32_bits(adamw[i]);
     h[30] = f32_bits(s->best_val_loss);
     h[31] = (uint32_t)s->eval_windows;
+    put_u64(h, 34, s->text_bytes);
+    put_u64(h, 36, s->text_hash);
+    h[38] = (uint32_t)s->eval_pending;
 }
 
 static void get_state(const uint32_t *h, vka_train_state *s) {
@@ -283,6 +291,11 @@ static void get_state(const uint32_t *h, vka_train_state *s) {
                                 bits_f32(h[27]), bits_f32(h[28]), bits_f32(h[29])};
     s->best_val_loss = bits_f32(h[30]);
     s->eval_windows = h[1] >= 2 ? (int32_t)h[31] : -1;
+    if (h[1] >= 3) {
+        s->text_bytes = get_u64(h, 34);
+        s->text_hash = get_u64(h, 36);
+        s->eval_pending = (int32_t)h[38];
+    }
 }
 
 vka_result vka_gpt_save_state(vka_gpt *gpt, const vka_train_state *state, const char *path) {

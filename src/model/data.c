@@ -25,7 +25,15 @@ struct vka_data {
     vka_tokenizer *own_tok; /* the tokenizer built from the text, or NULL if given */
     int32_t *tokens;        /* (n_train + n_val) ids: train first, then validation */
     size_t n_train, n_val;
+    uint64_t text_bytes, text_hash; /* vka_data_text_id */
 };
+
+/* 64-bit FNV-1a over the bytes (vka_data_text_id's documented hash). */
+static uint64_t fnv1a(const char *text, size_t len) {
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)text[i]) * 0x100000001B3ull;
+    return h;
+}
 
 /* The text rule of the file comment; sets the error naming the file. */
 static vka_result check_text(vka_context *ctx, const char *name, const char *text, size_t len) {
@@ -102,6 +110,8 @@ vka_result vka_data_load(vka_context *ctx, const char *path, const vka_tokenizer
     /* nanoGPT's n = int(0.9 * len(data)). */
     data->n_train = (size_t)((uint64_t)len * 9 / 10);
     data->n_val = len - data->n_train;
+    data->text_bytes = len;
+    data->text_hash = fnv1a(text, len);
     free(text);
     *out = data;
     return VKA_SUCCESS;
@@ -121,6 +131,13 @@ void vka_data_destroy(vka_data *data) {
 }
 
 const vka_tokenizer *vka_data_tokenizer(const vka_data *data) { return data ? data->tok : NULL; }
+
+vka_result vka_data_text_id(const vka_data *data, uint64_t *bytes, uint64_t *hash) {
+    if (!data) return VKA_ERROR_INVALID_ARGUMENT;
+    if (bytes) *bytes = data->text_bytes;
+    if (hash) *hash = data->text_hash;
+    return VKA_SUCCESS;
+}
 
 const int32_t *vka_data_tokens(const vka_data *data, vka_split split, size_t *n) {
     if (!data || (split != VKA_SPLIT_TRAIN && split != VKA_SPLIT_VAL)) {

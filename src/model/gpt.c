@@ -11,12 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Bounds on a configuration; far beyond any model this library trains, small enough that no
- * size computed from them overflows (so a hostile checkpoint header cannot cause one). */
-#define GPT_MAX_T (1 << 20)
-#define GPT_MAX_VP (1 << 24)
-#define GPT_MAX_C (1 << 16)
-#define GPT_MAX_L (1 << 12)
+/* Bounds on a configuration (public, vkattn.h); far beyond any model this library trains, small
+ * enough that no size computed from them overflows (so a hostile checkpoint header cannot cause
+ * one). */
+#define GPT_MAX_T VKA_GPT_MAX_T
+#define GPT_MAX_VP VKA_GPT_MAX_VP
+#define GPT_MAX_C VKA_GPT_MAX_C
+#define GPT_MAX_L VKA_GPT_MAX_L
 #define GPT_MAX_PARAM_BYTES ((uint64_t)1 << 40)
 
 static const char *const KIND_NAMES[P_KINDS] = {

@@ -1,0 +1,301 @@
+/*
+ * vkattn train, run as a user runs it (the built binary, VKA_CLI_PATH, in a fresh directory):
+ * what --resume checks (the same text, a state name it can derive the model's from), option
+ * ranges that are the library's, and interrupts during an evaluation (acted on between chunks
+ * of windows; the evaluation is abandoned, saved as pending, and done first on --resume, so the
+ * resumed run still equals an uninterrupted one). All on the CPU backend with a small model.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "cli_util.h"
+#include "gpt_util.h"
+
+enum { CLI_USAGE_STATUS = 2, CLI_INTERRUPTED_STATUS = 130 }; /* README "Exit codes" */
+
+/* A small model: a step takes milliseconds; an evaluation of all 3276 validation windows of
+ * the built-in corpus takes about half a second. */
+#define SMALL "--layers", "2", "--heads", "2", "--embd", "32", "--ctx", "32", "--batch", "8"
+
+static void write_text(const char *path, size_t bytes) {
+    size_t len = 0;
+    char *text = vka_builtin_corpus(bytes, &len);
+    assert_non_null(text);
+    tf_write(path, text, len);
+    free(text);
+}
+
+static vka_train_state load_state(const char *path) {
+    vka_context *ctx = tu_cpu();
+    vka_gpt *gpt = NULL;
+    vka_train_state st;
+    if (vka_gpt_load_state(ctx, path, &gpt, &st) != VKA_SUCCESS)
+        fail_msg("%s: %s", path, vka_last_error(ctx));
+    vka_gpt_destroy(gpt);
+    tu_done(ctx);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * --resume checks the text
+ * ------------------------------------------------------------------------------------------- */
+
+/* The state records the text's length and hash; a resume given another text (another file,
+ * the same length with other bytes, or the built-in corpus instead) is refused with exit 2
+ * naming both, before any step; the same text resumes. */
+static void test_cli_resume_refuses_another_text(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    write_text(tf_path(&d, "a.txt"), 6000);
+    size_t n = 0;
+    char *a = (char *)tf_read(tf_path(&d, "a.txt"), &n);
+    /* the same length, one byte changed to one the vocabulary has (so only the hash tells) */
+    a[n / 2] = a[n / 2] == 'e' ? 't' : 'e';
+    tf_write(tf_path(&d, "b.txt"), a, n);
+    free(a);
+    write_text(tf_path(&d, "c.txt"), 9000);
+    cu_result r = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "4", "--stop-at", "2",
+                         "--eval-windows", "2", "--data", "a.txt", "--quiet");
+    cu_expect(&r, 0, NULL, "2 of 4 steps on a.txt");
+    cu_free(&r);
+    vka_train_state st = load_state(tf_path(&d, "model.state.bin"));
+    assert_true(st.text_bytes == (uint64_t)n && st.text_hash != 0);
+    const struct {
+        const char *data, *message;
+    } cases[] = {
+        {"c.txt", "but c.txt is 9"},
+        {"b.txt", "bytes too, but different"},
+        {NULL, "did you forget --data?"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[12] = {"train", "--backend", "cpu", "--resume", "model.state.bin",
+                                "--json"};
+        int k = 6;
+        if (cases[i].data) {
+            args[k++] = "--data";
+            args[k++] = cases[i].data;
+        }
+        args[k] = NULL;
+        r = cu_run_spec(&(cu_spec){.dir = &d}, args);
+        cu_expect(&r, CLI_USAGE_STATUS, cases[i].message, cases[i].data ? cases[i].data : "none");
+        assert_non_null(strstr(r.err, "model.state.bin was trained on a text of"));
+        assert_non_null(strstr(r.err, "pass the --data the run started with"));
+        assert_int_equal(cu_count_lines(r.out, "\"step\":"), 0);
+        print_message("  ok: %s", r.err);
+        cu_free(&r);
+    }
+    r = cu_run(&d, "train", "--backend", "cpu", "--resume", "model.state.bin", "--data", "a.txt",
+               "--json");
+    cu_expect(&r, 0, NULL, "resume with the same text");
+    assert_int_equal(cu_count_lines(r.out, "\"step\":"), 2);
+    cu_free(&r);
+    tf_rmdir(&d);
+}
+
+/* A run on the built-in corpus, resumed with a --data: the hint says to leave it out. */
+static void test_cli_resume_of_a_builtin_run_hints(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    write_text(tf_path(&d, "a.txt"), 6000);
+    cu_result r = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "4", "--stop-at", "2",
+                         "--eval-windows", "2", "--quiet");
+    cu_expect(&r, 0, NULL, "2 of 4 steps on the built-in corpus");
+    cu_free(&r);
+    r = cu_run(&d, "train", "--backend", "cpu", "--resume", "model.state.bin", "--data", "a.txt");
+    cu_expect(&r, CLI_USAGE_STATUS, "started on the built-in corpus: leave out --data",
+              "resume a built-in run with --data");
+    cu_free(&r);
+    tf_rmdir(&d);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * --resume of a state not named X.state.bin
+ * ------------------------------------------------------------------------------------------- */
+
+/* Without --out there is no model name to derive: a usage error, nothing written (no model.bin
+ * in the current directory); with --out the run saves MODEL and MODEL's state. */
+static void test_cli_resume_needs_out_for_other_names(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    cu_result r = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "4", "--stop-at", "2",
+                         "--eval-windows", "2", "--out", "run.bin", "--quiet");
+    cu_expect(&r, 0, NULL, "2 of 4 steps");
+    cu_free(&r);
+    cu_copy(tf_path(&d, "run.state.bin"), tf_path(&d, "zz.st"));
+    r = cu_run(&d, "train", "--backend", "cpu", "--resume", "zz.st");
+    cu_expect(&r, CLI_USAGE_STATUS, "--resume zz.st needs --out MODEL", "resume zz.st");
+    assert_non_null(strstr(r.err, "X.state.bin"));
+    print_message("  ok: %s", r.err);
+    cu_free(&r);
+    assert_false(cu_exists(tf_path(&d, "model.bin")));
+    assert_false(cu_exists(tf_path(&d, "model.state.bin")));
+    r = cu_run(&d, "train", "--backend", "cpu", "--resume", "zz.st", "--out", "next.bin", "--json");
+    cu_expect(&r, 0, NULL, "resume zz.st --out next.bin");
+    assert_int_equal(cu_count_lines(r.out, "\"step\":"), 2);
+    vka_train_state st = load_state(tf_path(&d, "next.state.bin"));
+    assert_true(st.step == 4);
+    assert_true(cu_exists(tf_path(&d, "next.bin")));
+    cu_free(&r);
+    tf_rmdir(&d);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Model sizes: the command line's ranges are the library's
+ * ------------------------------------------------------------------------------------------- */
+
+static void test_cli_model_size_options_match_the_library(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    char over[4][16];
+    snprintf(over[0], sizeof over[0], "%d", VKA_GPT_MAX_C + 1);
+    snprintf(over[1], sizeof over[1], "%d", VKA_GPT_MAX_C + 1);
+    snprintf(over[2], sizeof over[2], "%d", VKA_GPT_MAX_L + 1);
+    snprintf(over[3], sizeof over[3], "%d", VKA_GPT_MAX_T + 1);
+    const char *const names[4] = {"--embd", "--heads", "--layers", "--ctx"};
+    for (int i = 0; i < 4; i++) {
+        cu_result r = cu_run(&d, "train", "--backend", "cpu", names[i], over[i], "--steps", "1");
+        char want[128];
+        snprintf(want, sizeof want, "%s %s is out of range (1 to ", names[i], over[i]);
+        cu_expect(&r, CLI_USAGE_STATUS, want, names[i]);
+        assert_int_equal(cu_count_lines(r.err, ""), 1);
+        cu_free(&r);
+    }
+    cu_result r = cu_run(&d, "eval", "--backend", "cpu", "--model", "m.bin", "--data", "t.txt",
+                         "--ctx", over[3]);
+    cu_expect(&r, CLI_USAGE_STATUS, "--ctx", "eval --ctx");
+    cu_free(&r);
+    /* Each in range but together past the library's bound on parameters: a runtime error
+     * whose message says "model:" once. */
+    char c[32];
+    snprintf(c, sizeof c, "%d", VKA_GPT_MAX_C);
+    r = cu_run(&d, "train", "--backend", "cpu", "--embd", c, "--layers", "256", "--heads", "1",
+               "--steps", "1");
+    cu_expect(&r, 1, "vkattn train: model: ", "a model beyond any device");
+    assert_null(strstr(r.err, "model: model:"));
+    print_message("  ok: %s", r.err);
+    cu_free(&r);
+    tf_rmdir(&d);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Interrupts during an evaluation
+ * ------------------------------------------------------------------------------------------- */
+
+/* Start a CPU run in d; return once its JSON shows step `step`. */
+static pid_t start_until_step(const cu_spec *spec, const char *const *args, int step) {
+    char out_path[256], want[32];
+    snprintf(out_path, sizeof out_path, "%s/.stdout", spec->dir->path);
+    remove(out_path); /* a previous run's output is not this one's */
+    pid_t pid = cu_start(spec, args);
+    snprintf(want, sizeof want, "{\"step\":%d,", step);
+    for (int waited = 0;; waited += 2) {
+        char *out = cu_slurp(out_path, NULL);
+        bool seen = out && strstr(out, want);
+        free(out);
+        if (seen) break;
+        if (waited > 60000) {
+            kill(pid, SIGKILL);
+            fail_msg("no step %d within 60 s", step);
+        }
+        cu_sleep_ms(2);
+    }
+    return pid;
+}
+
+/* SIGINT right after step 1 of a run that evaluates after step 2 (all 3276 windows): step 2
+ * finishes, its evaluation is abandoned (step 2's line has no val_loss), the state is saved
+ * with the evaluation pending, exit 130. The resumed run does that evaluation first, and the
+ * whole equals an uninterrupted run: the same losses, validation losses, best and model. */
+static void test_cli_sigint_abandons_an_evaluation(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    cu_result a = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "4", "--eval-every",
+                         "2", "--out", "a.bin", "--json");
+    cu_expect(&a, 0, NULL, "uninterrupted");
+    cu_spec spec = {.dir = &d};
+    pid_t pid = start_until_step(&spec, CU_ARGS("train", "--backend", "cpu", SMALL, "--steps",
+                                                "4", "--eval-every", "2", "--out", "b.bin",
+                                                "--json"), 1);
+    kill(pid, SIGINT);
+    cu_result b = cu_wait(&spec, pid);
+    cu_expect(&b, CLI_INTERRUPTED_STATUS, "the evaluation after step 2 is abandoned", "SIGINT");
+    char line[4096];
+    assert_true(cu_line(b.out, "{\"step\":2,", 0, line, sizeof line));
+    assert_null(strstr(line, "val_loss"));
+    assert_true(cu_line(b.out, "\"event\":\"interrupted\"", 0, line, sizeof line));
+    assert_true(cu_json_num(line, "steps") == 2);
+    vka_train_state st = load_state(tf_path(&d, "b.state.bin"));
+    assert_true(st.step == 2 && st.eval_pending == 1 && isnan(st.best_val_loss));
+
+    cu_result c = cu_run(&d, "train", "--backend", "cpu", "--resume", "b.state.bin", "--json");
+    cu_expect(&c, 0, NULL, "resume");
+    char va[4096], vc[4096];
+    assert_true(cu_line(a.out, "{\"step\":2,", 0, va, sizeof va));
+    assert_true(cu_line(c.out, "\"event\":\"validation\"", 0, vc, sizeof vc));
+    assert_true(cu_json_num(vc, "steps") == 2);
+    if (cu_json_num(va, "val_loss") != cu_json_num(vc, "val_loss"))
+        fail_msg("val_loss after step 2: %.9g uninterrupted, %.9g resumed",
+                 cu_json_num(va, "val_loss"), cu_json_num(vc, "val_loss"));
+    for (int s = 3; s <= 4; s++) {
+        char want[32];
+        snprintf(want, sizeof want, "{\"step\":%d,", s);
+        assert_true(cu_line(a.out, want, 0, va, sizeof va));
+        assert_true(cu_line(c.out, want, 0, vc, sizeof vc));
+        assert_true(cu_json_num(va, "loss") == cu_json_num(vc, "loss"));
+    }
+    assert_true(cu_line(a.out, "\"event\":\"done\"", 0, va, sizeof va));
+    assert_true(cu_line(c.out, "\"event\":\"done\"", 0, vc, sizeof vc));
+    assert_true(cu_json_num(va, "val_loss") == cu_json_num(vc, "val_loss"));
+    assert_true(cu_json_num(va, "best_val_loss") == cu_json_num(vc, "best_val_loss"));
+    size_t na, nb;
+    unsigned char *ma = tf_read(tf_path(&d, "a.bin"), &na);
+    unsigned char *mb = tf_read(tf_path(&d, "b.bin"), &nb);
+    assert_int_equal(na, nb);
+    assert_memory_equal(ma, mb, na);
+    free(ma);
+    free(mb);
+    assert_true(load_state(tf_path(&d, "b.state.bin")).eval_pending == 0);
+    cu_free(&a);
+    cu_free(&b);
+    cu_free(&c);
+    tf_rmdir(&d);
+}
+
+/* SIGINT during the final evaluation is not swallowed: exit 130, "interrupted", and the
+ * resumed run does the evaluation and ends "done" with the uninterrupted run's val_loss. */
+static void test_cli_sigint_during_the_final_evaluation(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    cu_spec spec = {.dir = &d};
+    pid_t pid = start_until_step(&spec, CU_ARGS("train", "--backend", "cpu", SMALL, "--steps",
+                                                "2", "--eval-every", "0", "--json"), 1);
+    kill(pid, SIGINT);
+    cu_result b = cu_wait(&spec, pid);
+    cu_expect(&b, CLI_INTERRUPTED_STATUS, "interrupted", "SIGINT in the final evaluation");
+    assert_int_equal(cu_count_lines(b.out, "\"event\":\"interrupted\""), 1);
+    assert_int_equal(cu_count_lines(b.out, "\"event\":\"done\""), 0);
+    cu_result c = cu_run(&d, "train", "--backend", "cpu", "--resume", "model.state.bin", "--json");
+    cu_expect(&c, 0, NULL, "resume the final evaluation");
+    assert_int_equal(cu_count_lines(c.out, "\"step\":"), 0);
+    cu_result a = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "2", "--eval-every",
+                         "0", "--out", "a.bin", "--json");
+    cu_expect(&a, 0, NULL, "uninterrupted");
+    char da[4096], dc[4096];
+    assert_true(cu_line(a.out, "\"event\":\"done\"", 0, da, sizeof da));
+    assert_true(cu_line(c.out, "\"event\":\"done\"", 0, dc, sizeof dc));
+    assert_true(cu_json_num(da, "val_loss") == cu_json_num(dc, "val_loss"));
+    cu_free(&a);
+    cu_free(&b);
+    cu_free(&c);
+    tf_rmdir(&d);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cli_resume_refuses_another_text),
+        cmocka_unit_test(test_cli_resume_of_a_builtin_run_hints),
+        cmocka_unit_test(test_cli_resume_needs_out_for_other_names),
+        cmocka_unit_test(test_cli_model_size_options_match_the_library),
+        cmocka_unit_test(test_cli_sigint_abandons_an_evaluation),
+        cmocka_unit_test(test_cli_sigint_during_the_final_evaluation),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
