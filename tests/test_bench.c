@@ -371,6 +371,8 @@ static void test_bench_bad_options(void **state) {
         {{"--filter", ","}, 2, "no pattern", NULL},
         {{"--backend", "cpu", "--filter", "no-such-case"}, 2, "matches none", NULL},
         {{"--backend", "cpu", "--filter", "no-such-case", "--list"}, 2, "matches none", NULL},
+        {{"--backend", "cpu", "--list", "--json"}, 2, "does not take --json", NULL},
+        {{"--backend", "cpu", "--list", "--plot", "p.svg"}, 2, "does not take --plot", NULL},
         {{"--runs", "0"}, 2, "out of range", NULL},
         {{"--warmup", "x"}, 2, "not an integer", NULL},
         {{"--backend", "gpu"}, 2, "not one of", NULL},

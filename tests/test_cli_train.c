@@ -62,7 +62,7 @@ static void test_cli_resume_refuses_another_text(void **state) {
         const char *data, *message;
     } cases[] = {
         {"c.txt", "but c.txt is 9"},
-        {"b.txt", "bytes too, but different"},
+        {"b.txt", "bytes too, with other contents"},
         {NULL, "did you forget --data?"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -77,7 +77,7 @@ static void test_cli_resume_refuses_another_text(void **state) {
         r = cu_run_spec(&(cu_spec){.dir = &d}, args);
         cu_expect(&r, CLI_USAGE_STATUS, cases[i].message, cases[i].data ? cases[i].data : "none");
         assert_non_null(strstr(r.err, "model.state.bin was trained on a text of"));
-        assert_non_null(strstr(r.err, "pass the --data the run started with"));
+        assert_non_null(strstr(r.err, "must train on the text it started on"));
         assert_int_equal(cu_count_lines(r.out, "\"step\":"), 0);
         print_message("  ok: %s", r.err);
         cu_free(&r);
@@ -103,6 +103,58 @@ static void test_cli_resume_of_a_builtin_run_hints(void **state) {
     cu_expect(&r, CLI_USAGE_STATUS, "started on the built-in corpus: leave out --data",
               "resume a built-in run with --data");
     cu_free(&r);
+    tf_rmdir(&d);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * --stop-at, and a run with nothing left to do
+ * ------------------------------------------------------------------------------------------- */
+
+/* --stop-at past --steps, or at a step a resumed run has already done, is a usage error; so is
+ * resuming a finished run (it keeps its --steps): exit 2, no step run, nothing saved again. */
+static void test_cli_stop_at_and_finished_runs(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    cu_result r = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "4", "--stop-at", "10",
+                         "--eval-windows", "2", "--json");
+    cu_expect(&r, CLI_USAGE_STATUS, "--stop-at 10 is past the run's last step, --steps 4",
+              "--stop-at past --steps");
+    assert_int_equal(cu_count_lines(r.out, "\"step\":"), 0);
+    cu_free(&r);
+    assert_false(cu_exists(tf_path(&d, "model.bin")));
+    r = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "4", "--stop-at", "2",
+               "--eval-windows", "2", "--quiet");
+    cu_expect(&r, 0, NULL, "2 of 4 steps");
+    cu_free(&r);
+    const struct {
+        const char *stop_at, *message;
+    } cases[] = {
+        {"2", "--stop-at 2: the run saved in model.state.bin is already at step 2"},
+        {"1", "is already at step 2"},
+        {"5", "--stop-at 5 is past the run's last step, 4"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        r = cu_run(&d, "train", "--backend", "cpu", "--resume", "model.state.bin", "--stop-at",
+                   cases[i].stop_at, "--json");
+        cu_expect(&r, CLI_USAGE_STATUS, cases[i].message, cases[i].stop_at);
+        assert_int_equal(cu_count_lines(r.out, "\"step\":"), 0);
+        cu_free(&r);
+    }
+    r = cu_run(&d, "train", "--backend", "cpu", "--resume", "model.state.bin", "--json");
+    cu_expect(&r, 0, NULL, "the last 2 steps");
+    assert_int_equal(cu_count_lines(r.out, "\"step\":"), 2);
+    cu_free(&r);
+    size_t n0 = 0, n1 = 0;
+    void *before = tf_read(tf_path(&d, "model.state.bin"), &n0);
+    r = cu_run(&d, "train", "--backend", "cpu", "--resume", "model.state.bin", "--json");
+    cu_expect(&r, CLI_USAGE_STATUS, "is finished (step 4 of 4)", "resume a finished run");
+    assert_non_null(strstr(r.err, "start a new run"));
+    assert_int_equal(cu_count_lines(r.out, "\"step\":"), 0);
+    cu_free(&r);
+    void *after = tf_read(tf_path(&d, "model.state.bin"), &n1);
+    assert_true(n0 == n1 && memcmp(before, after, n0) == 0);
+    free(before);
+    free(after);
     tf_rmdir(&d);
 }
 
@@ -292,6 +344,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cli_resume_refuses_another_text),
         cmocka_unit_test(test_cli_resume_of_a_builtin_run_hints),
+        cmocka_unit_test(test_cli_stop_at_and_finished_runs),
         cmocka_unit_test(test_cli_resume_needs_out_for_other_names),
         cmocka_unit_test(test_cli_model_size_options_match_the_library),
         cmocka_unit_test(test_cli_sigint_abandons_an_evaluation),

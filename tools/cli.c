@@ -14,12 +14,16 @@ const char *const cli_backend_names[] = {"vulkan", "cpu", NULL};
 const char *const cli_kernel_names[] = {"auto", "gpu", "cpu", NULL};
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
-    fprintf(stderr, "vkattn %s: ", cmd);
+    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, " (see `vkattn %s --help`)\n", cmd);
+    /* One pointer to more help: the message's own "(see ...)" where it has one. */
+    bool sees = strstr(msg, "(see ") != NULL;
+    fprintf(stderr, "vkattn %s: %s", cmd, msg);
+    if (sees) fputc('\n', stderr);
+    else fprintf(stderr, " (see `vkattn %s --help`)\n", cmd);
     return CLI_USAGE;
 }
 

@@ -346,7 +346,10 @@ int cmd_bench(int argc, char **argv) {
     int rc = cli_parse(&bench_cmd, argc, argv, opts, n_opts);
     if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
     rc = check_options(&o);
-    if (rc == CLI_OK && o.plot && !o.list) rc = check_plot_path(o.plot);
+    if (rc == CLI_OK && o.list && (o.json || o.plot))
+        rc = cli_usage_error("bench", "--list prints the case ids and measures nothing; it does "
+                             "not take %s", o.json ? "--json" : "--plot");
+    if (rc == CLI_OK && o.plot) rc = check_plot_path(o.plot);
     if (rc != CLI_OK) return rc;
 
     bench b = {.o = &o, .t_start = cli_now(), .progress = isatty(fileno(stderr)) != 0};

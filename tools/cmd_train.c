@@ -103,6 +103,19 @@ static int check_resume_options(cli_opt *opts, int n, const train_run *r) {
                                  o->resume);
         if (rc != CLI_OK) return rc;
     }
+    /* Nothing left to do is a mistake to say, not a run to repeat (its last evaluation, if
+     * abandoned, is still to do). */
+    if (s->step >= s->total_steps && !s->eval_pending)
+        return cli_usage_error("train", "the run saved in %s is finished (step %llu of %llu); a "
+                               "resumed run keeps its --steps, so to train longer start a new "
+                               "run", o->resume, (unsigned long long)s->step,
+                               (unsigned long long)s->total_steps);
+    if (o->stop_at > 0 && (uint64_t)o->stop_at > s->total_steps)
+        return cli_usage_error("train", "--stop-at %d is past the run's last step, %llu", o->stop_at,
+                               (unsigned long long)s->total_steps);
+    if (o->stop_at > 0 && (uint64_t)o->stop_at <= s->step)
+        return cli_usage_error("train", "--stop-at %d: the run saved in %s is already at step %llu",
+                               o->stop_at, o->resume, (unsigned long long)s->step);
     return CLI_OK;
 }
 
@@ -117,6 +130,9 @@ static int check_options(train_opts *o) {
     if (o->warmup < 0) o->warmup = o->steps / 20;
     if (o->warmup > o->steps)
         return cli_usage_error("train", "--warmup %d is longer than --steps %d", o->warmup, o->steps);
+    if (o->stop_at > o->steps)
+        return cli_usage_error("train", "--stop-at %d is past the run's last step, --steps %d",
+                               o->stop_at, o->steps);
     if (o->min_lr < 0.0f) o->min_lr = o->lr / 10.0f;
     if (o->min_lr > o->lr)
         return cli_usage_error("train", "--min-lr %g is above --lr %g", (double)o->min_lr,
@@ -167,10 +183,10 @@ static int check_same_text(train_run *r, const vka_data *data) {
     const char *name = r->o->data ? r->o->data : "the built-in corpus";
     if (bytes == 0) return CLI_OK; /* unreadable: the data's own error is the one to report */
     cli_usage_error("train", "%s was trained on a text of %llu bytes (FNV-1a %016llx), but %s "
-                    "is %llu bytes%s (FNV-1a %016llx): a resumed run must train on the same "
-                    "text; pass the --data the run started with", r->o->resume,
+                    "is %llu bytes%s (FNV-1a %016llx): a resumed run must train on the text it "
+                    "started on", r->o->resume,
                     (unsigned long long)st->text_bytes, (unsigned long long)st->text_hash, name,
-                    (unsigned long long)bytes, bytes == st->text_bytes ? " too, but different" : "",
+                    (unsigned long long)bytes, bytes == st->text_bytes ? " too, with other contents" : "",
                     (unsigned long long)hash);
     uint64_t b0, h0;
     if (!r->o->data)
@@ -209,8 +225,9 @@ static int load_data(train_run *r) {
         size_t n;
         vka_data_tokens(r->data, (vka_split)s, &n);
         if (n < (size_t)T + 1) {
-            fprintf(stderr, "vkattn train: %s: the %s has %zu tokens, fewer than ctx+1 = %d; use "
-                    "more text or a smaller --ctx\n", name, split_names[s], n, T + 1);
+            fprintf(stderr, "vkattn train: %s: the %s has %zu token%s, fewer than ctx+1 = %d; use "
+                    "more text or a smaller --ctx\n", name, split_names[s], n, n == 1 ? "" : "s",
+                    T + 1);
             return CLI_ERROR;
         }
     }
