@@ -4,6 +4,7 @@
  * max differences. Written on the public API only, like the tests.
  */
 #include "vka_internal.h"
+#include "model/rng.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -34,14 +35,16 @@ typedef struct ck_state {
     vka_result err; /* first hard error (not a mismatch) */
 } ck_state;
 
-static uint64_t ck_next(uint64_t *s) { /* splitmix64 */
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+/* Uniform in [-1, 1). */
+static float ck_uniform(uint64_t *s) { return 2.0f * vkm_rng_uniform(s) - 1.0f; }
 
-static float ck_uniform(uint64_t *s) { return (float)(ck_next(s) >> 40) / 8388608.0f - 1.0f; }
+/* r from a call on the CPU reference context: on failure its message goes to the context
+ * vka_check reports through (vka_last_error of the caller's context). */
+static vka_result ck_on_cpu(ck_state *st, vka_result r, const char *what) {
+    if (r != VKA_SUCCESS)
+        vka_set_error(st->gpu, r, "check %s on the CPU: %s", what, vka_last_error(st->cpu));
+    return r;
+}
 
 /* Add a tensor; data ownership passes to the case. Returns its index. */
 static int ck_add(ck_case *c, size_t n, float *data, bool compare) {
@@ -65,7 +68,7 @@ static int ck_acc(ck_state *st, ck_case *c, size_t n) { return ck_add(c, n, ck_r
 static int ck_ids(ck_state *st, ck_case *c, size_t n, int V) {
     float *x = malloc((n ? n : 1) * sizeof *x);
     for (size_t i = 0; x && i < n; i++) {
-        int32_t v = (int32_t)(ck_next(&st->rng) % (uint64_t)V);
+        int32_t v = (int32_t)vkm_rng_below(&st->rng, (uint64_t)V);
         memcpy(&x[i], &v, 4);
     }
     return ck_add(c, n, x, false);
@@ -146,12 +149,7 @@ static void ck_run(ck_state *st, ck_case *c) {
         if (c->n[k] && !c->data[k] && !c->compare[k])
             r = vka_set_error(st->gpu, VKA_ERROR_OUT_OF_HOST_MEMORY, "check %s (%s): out of host "
                               "memory", c->op, c->shape);
-    if (r == VKA_SUCCESS) {
-        r = ck_execute(st->cpu, c, want);
-        if (r != VKA_SUCCESS)
-            vka_set_error(st->gpu, r, "check %s (%s) on the CPU: %s", c->op, c->shape,
-                          vka_last_error(st->cpu));
-    }
+    if (r == VKA_SUCCESS) r = ck_on_cpu(st, ck_execute(st->cpu, c, want), c->op);
     if (r == VKA_SUCCESS) r = ck_execute(st->gpu, c, got);
     if (r != VKA_SUCCESS) {
         if (st->err == VKA_SUCCESS) st->err = r;
@@ -435,14 +433,12 @@ static void case_train_step(ck_state *st, uint64_t seed) {
     float *params = NULL, *grads_cpu = NULL, *grads_gpu = NULL, *p_gpu = NULL;
     int32_t inputs[B * T], targets[B * T];
     for (int i = 0; i < B * T; i++) {
-        inputs[i] = (int32_t)(ck_next(&st->rng) % 65);
-        targets[i] = (int32_t)(ck_next(&st->rng) % 65);
+        inputs[i] = (int32_t)vkm_rng_below(&st->rng, (uint64_t)cfg.V);
+        targets[i] = (int32_t)vkm_rng_below(&st->rng, (uint64_t)cfg.V);
     }
-    vka_result r = vka_gpt_create(st->cpu, &cfg, seed, &cpu);
-    if (r != VKA_SUCCESS) {
-        vka_set_error(st->gpu, r, "check train_step: %s", vka_last_error(st->cpu));
-        goto done;
-    }
+    const char *what = "train_step";
+    vka_result r = ck_on_cpu(st, vka_gpt_create(st->cpu, &cfg, seed, &cpu), what);
+    if (r != VKA_SUCCESS) goto done;
     r = vka_gpt_create(st->gpu, &cfg, seed, &gpu);
     size_t n = vka_gpt_num_params(cpu);
     params = malloc(n * sizeof *params);
@@ -451,20 +447,22 @@ static void case_train_step(ck_state *st, uint64_t seed) {
     p_gpu = malloc(n * sizeof *p_gpu);
     if (r == VKA_SUCCESS && (!params || !grads_cpu || !grads_gpu || !p_gpu))
         r = vka_set_error(st->gpu, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-    if (r == VKA_SUCCESS) r = vka_gpt_get_params(cpu, params, n);
+    if (r == VKA_SUCCESS) r = ck_on_cpu(st, vka_gpt_get_params(cpu, params, n), what);
     if (r == VKA_SUCCESS) r = vka_gpt_set_params(gpu, params, n);
     float loss_cpu = 0, loss_gpu = 0;
-    if (r == VKA_SUCCESS) r = vka_gpt_forward_backward(cpu, inputs, targets, B, T, &loss_cpu);
+    if (r == VKA_SUCCESS)
+        r = ck_on_cpu(st, vka_gpt_forward_backward(cpu, inputs, targets, B, T, &loss_cpu), what);
     if (r == VKA_SUCCESS) r = vka_gpt_forward_backward(gpu, inputs, targets, B, T, &loss_gpu);
-    if (r == VKA_SUCCESS) r = vka_gpt_get_grads(cpu, grads_cpu, n);
+    if (r == VKA_SUCCESS) r = ck_on_cpu(st, vka_gpt_get_grads(cpu, grads_cpu, n), what);
     if (r == VKA_SUCCESS) r = vka_gpt_get_grads(gpu, grads_gpu, n);
     if (r != VKA_SUCCESS) goto done;
     report_model(st, "forward_loss", shape, &loss_gpu, &loss_cpu, 1, 1e-5);
     report_model(st, "backward_grads", shape, grads_gpu, grads_cpu, n, 1e-4);
     vka_adamw_desc opt = {.lr = 1e-3f, .beta2 = 0.99f, .weight_decay = 0.1f, .grad_clip = 1.0f};
-    r = vka_gpt_train_step(cpu, inputs, targets, B, T, &opt, &loss_cpu, NULL);
+    r = ck_on_cpu(st, vka_gpt_train_step(cpu, inputs, targets, B, T, &opt, &loss_cpu, NULL),
+                  what);
     if (r == VKA_SUCCESS) r = vka_gpt_train_step(gpu, inputs, targets, B, T, &opt, &loss_gpu, NULL);
-    if (r == VKA_SUCCESS) r = vka_gpt_get_params(cpu, params, n);
+    if (r == VKA_SUCCESS) r = ck_on_cpu(st, vka_gpt_get_params(cpu, params, n), what);
     if (r == VKA_SUCCESS) r = vka_gpt_get_params(gpu, p_gpu, n);
     if (r != VKA_SUCCESS) goto done;
     report_model(st, "train_step_loss", shape, &loss_gpu, &loss_cpu, 1, 1e-5);
@@ -479,7 +477,7 @@ static void case_train_step(ck_state *st, uint64_t seed) {
 done:
     if (r != VKA_SUCCESS) {
         if (st->err == VKA_SUCCESS) st->err = r;
-        vka_check_row row = {.op = "train_step", .shape = shape, .max_abs = INFINITY};
+        vka_check_row row = {.op = what, .shape = shape, .max_abs = INFINITY};
         ck_report(st, &row);
     }
     free(params);
