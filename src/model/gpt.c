@@ -49,6 +49,14 @@ gpt_param_kind vkm_gpt_tensor_kind(int L, int i, int *layer) {
     return (gpt_param_kind)(P_LN1W + (i - 2) / L);
 }
 
+uint64_t vkm_gpt_config_num_params(const vka_gpt_config *cfg) {
+    uint64_t n = 0;
+    for (int k = 0; k < P_KINDS; k++)
+        n += vkm_gpt_kind_size(cfg, (gpt_param_kind)k) *
+             (gpt_kind_per_layer((gpt_param_kind)k) ? (uint64_t)cfg->L : 1);
+    return n;
+}
+
 vka_result vkm_gpt_config_problem(vka_gpt_config *cfg, char *msg, size_t cap) {
     const struct {
         const char *name;
@@ -73,10 +81,7 @@ vka_result vkm_gpt_config_problem(vka_gpt_config *cfg, char *msg, size_t cap) {
         snprintf(msg, cap, "Vp = %d is smaller than V = %d", cfg->Vp, cfg->V);
         return VKA_ERROR_INVALID_ARGUMENT;
     }
-    uint64_t n = 0;
-    for (int k = 0; k < P_KINDS; k++)
-        n += vkm_gpt_kind_size(cfg, (gpt_param_kind)k) *
-             (gpt_kind_per_layer((gpt_param_kind)k) ? (uint64_t)cfg->L : 1);
+    uint64_t n = vkm_gpt_config_num_params(cfg);
     if (n * 4 > GPT_MAX_PARAM_BYTES) {
         snprintf(msg, cap, "%llu parameters (%.1f GiB) is beyond any device",
                  (unsigned long long)n, (double)n * 4 / (1 << 30));

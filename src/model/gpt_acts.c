@@ -84,7 +84,7 @@ static void host_sizes(const vka_gpt *gpt, const gpt_shape *s, size_t *sizes) {
     memcpy(sizes, want, sizeof want);
 }
 
-void vkm_gpt_drop_graphs(vka_gpt *gpt) {
+static void drop_graphs(vka_gpt *gpt) {
     for (int i = 0; i < gpt->n_graphs; i++)
         gpt->be->ops->graph_destroy(gpt->be, gpt->graphs[i].graph);
     gpt->n_graphs = 0;
@@ -97,7 +97,8 @@ static size_t n_acts(const vka_gpt *gpt) {
 }
 
 void vkm_gpt_free_run_arenas(vka_gpt *gpt) {
-    vkm_gpt_drop_graphs(gpt);
+    drop_graphs(gpt);
+    gpt->fits = (gpt_shape){0};
     vkm_gpt_destroy_arena(gpt, &gpt->acts_arena, vkm_gpt_sum_bytes(gpt->acts_cap, n_acts(gpt)));
     vkm_gpt_destroy_arena(gpt, &gpt->host_arena, 0);
 }
@@ -148,6 +149,12 @@ done:
 }
 
 vka_result vkm_gpt_reserve(vka_gpt *gpt, const gpt_shape *shape) {
+    /* Every step of a run asks for the same shape: answered without recomputing (or
+     * allocating) anything. */
+    const gpt_shape *f = &gpt->fits;
+    if (gpt->acts_arena && gpt->host_arena && f->B == shape->B && f->T == shape->T &&
+        f->train == shape->train && f->host_logits == shape->host_logits)
+        return VKA_SUCCESS;
     size_t n = n_acts(gpt);
     size_t *sizes = malloc(n * sizeof *sizes);
     if (!sizes) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
@@ -172,6 +179,7 @@ vka_result vkm_gpt_reserve(vka_gpt *gpt, const gpt_shape *shape) {
             memset(gpt->host_cap, 0, sizeof gpt->host_cap);
         }
     }
+    if (r == VKA_SUCCESS) gpt->fits = *shape;
     free(sizes);
     return r;
 }

@@ -140,6 +140,7 @@ struct vka_gpt {
     vkb_arena *acts_arena, *host_arena;
     size_t *acts_cap;      /* capacity of each activation tensor (elements) */
     size_t host_cap[GPT_HOST_TENSORS];
+    gpt_shape fits;        /* the last shape vkm_gpt_reserve found room for (B = 0: none) */
     int32_t *bucket_buf;   /* host scratch for vka_encoder_buckets, host_cap[2] elements */
 
     gpt_graph graphs[GPT_MAX_GRAPHS];
@@ -171,6 +172,8 @@ gpt_param_kind vkm_gpt_tensor_kind(int L, int i, int *layer);
  * nothing absurdly large): the result code, with the problem written to msg. Vp 0 is filled
  * in (V rounded up to a multiple of 128). */
 vka_result vkm_gpt_config_problem(vka_gpt_config *cfg, char *msg, size_t cap);
+/* Parameters of a model of this configuration (Vp resolved): the sum over llm.c's tensors. */
+uint64_t vkm_gpt_config_num_params(const vka_gpt_config *cfg);
 /* A model with the parameter arena only; init: GPT-2 initialisation from seed, else zeros. */
 vka_result vkm_gpt_new(vka_context *ctx, const vka_gpt_config *cfg, bool init, uint64_t seed,
                    vka_gpt **out);
@@ -191,7 +194,6 @@ vka_result vkm_gpt_ensure_opt(vka_gpt *gpt);
 /* Make the activation and host arenas hold shape (recreating them, and dropping every graph,
  * if they grow). */
 vka_result vkm_gpt_reserve(vka_gpt *gpt, const gpt_shape *shape);
-void vkm_gpt_drop_graphs(vka_gpt *gpt);
 /* Copy a tensor set (params, grads, m or v) out of / into n floats in checkpoint order. */
 vka_result vkm_gpt_read_set(vka_gpt *gpt, const vkb_tensor *set, float *out);
 vka_result vkm_gpt_write_set(vka_gpt *gpt, const vkb_tensor *set, const float *in);
