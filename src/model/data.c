@@ -60,7 +60,7 @@ static vka_result read_text(vka_context *ctx, const char *path, char **text, siz
             return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "built-in corpus: out of memory");
         return VKA_SUCCESS;
     }
-    vka_result r = vkm_read_all(ctx, path, DATA_MAX_BYTES, text, len);
+    vka_result r = vkm_read_all(ctx, path, "a training text", DATA_MAX_BYTES, text, len);
     if (r != VKA_SUCCESS) return r;
     if (*len == 0) {
         free(*text);

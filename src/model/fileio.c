@@ -40,8 +40,8 @@ vka_result vkm_read_exact(vka_context *ctx, FILE *f, const char *path, void *dst
                          what, got, n);
 }
 
-vka_result vkm_read_all(vka_context *ctx, const char *path, uint64_t max_bytes, char **buf,
-                        size_t *len) {
+vka_result vkm_read_all(vka_context *ctx, const char *path, const char *kind, uint64_t max_bytes,
+                        char **buf, size_t *len) {
     *buf = NULL;
     *len = 0;
     FILE *f;
@@ -50,8 +50,9 @@ vka_result vkm_read_all(vka_context *ctx, const char *path, uint64_t max_bytes, 
     if (r != VKA_SUCCESS) return r;
     if (size > max_bytes || size > SIZE_MAX - 1) {
         fclose(f);
-        return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s is %llu bytes, more than the %llu allowed",
-                             path, (unsigned long long)size, (unsigned long long)max_bytes);
+        return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s is %llu bytes, larger than %s can be "
+                             "(%llu bytes at most)", path, (unsigned long long)size, kind,
+                             (unsigned long long)max_bytes);
     }
     char *data = malloc((size_t)size + 1);
     if (!data) {

@@ -11,10 +11,12 @@
 /* Open a regular file for reading and report its size in bytes.
  * Errors: VKA_ERROR_IO ("cannot open <path>: <strerror>", or not a regular file). */
 vka_result vkm_open_read(vka_context *ctx, const char *path, FILE **f, uint64_t *size);
-/* The whole file in a malloc'd buffer with a NUL byte after its len bytes.
- * Errors: as vkm_open_read; VKA_ERROR_FORMAT when larger than max_bytes; out of host memory. */
-vka_result vkm_read_all(vka_context *ctx, const char *path, uint64_t max_bytes, char **buf,
-                        size_t *len);
+/* The whole file in a malloc'd buffer with a NUL byte after its len bytes. kind names what the
+ * file should be ("a training text"), for the message when it is larger than max_bytes.
+ * Errors: as vkm_open_read; VKA_ERROR_FORMAT when larger than max_bytes or when the file ends
+ * early; out of host memory. */
+vka_result vkm_read_all(vka_context *ctx, const char *path, const char *kind, uint64_t max_bytes,
+                        char **buf, size_t *len);
 /* Read exactly n bytes (what names them in the message). Errors: VKA_ERROR_IO on a read
  * error, VKA_ERROR_FORMAT when the file ends early. */
 vka_result vkm_read_exact(vka_context *ctx, FILE *f, const char *path, void *dst, size_t n,

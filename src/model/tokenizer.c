@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TOKENIZER_MAGIC 20240328
 #define TOKENIZER_VERSION 2
 #define TOKENIZER_HEADER_INTS 256
 #define TOKENIZER_HEADER_BYTES (TOKENIZER_HEADER_INTS * 4)
@@ -110,10 +109,8 @@ vka_result vka_tokenizer_load(vka_context *ctx, const char *path, vka_tokenizer 
     *out = NULL;
     char *data;
     size_t len;
-    vka_result r = vkm_read_all(ctx, path, TOKENIZER_MAX_FILE, &data, &len);
-    if (r == VKA_ERROR_FORMAT)
-        return vka_set_error(ctx, r, "%s is larger than any character-level tokenizer file "
-                             "(%d bytes at most)", path, TOKENIZER_MAX_FILE);
+    vka_result r = vkm_read_all(ctx, path, "a character-level tokenizer file",
+                                TOKENIZER_MAX_FILE, &data, &len);
     if (r != VKA_SUCCESS) return r;
     const unsigned char *buf = (const unsigned char *)data;
     vka_tokenizer *tok = NULL;
@@ -125,10 +122,10 @@ vka_result vka_tokenizer_load(vka_context *ctx, const char *path, vka_tokenizer 
     }
     int32_t magic = header_int(buf, 0), version = header_int(buf, 1);
     int32_t n = header_int(buf, 2), eot = header_int(buf, 3);
-    if (magic != TOKENIZER_MAGIC) {
+    if (magic != VKM_TOKENIZER_MAGIC) {
         r = vka_set_error(ctx, VKA_ERROR_FORMAT,
                           "%s: wrong magic %d (expected %d, an llm.c tokenizer file)", path,
-                          (int)magic, TOKENIZER_MAGIC);
+                          (int)magic, VKM_TOKENIZER_MAGIC);
         goto done;
     }
     if (version != 1 && version != 2) {
@@ -166,7 +163,7 @@ done:
 vka_result vka_tokenizer_save(const vka_tokenizer *tok, const char *path) {
     if (!tok) return VKA_ERROR_INVALID_ARGUMENT;
     if (!path) return vka_set_error(tok->ctx, VKA_ERROR_INVALID_ARGUMENT, "tokenizer save: path is NULL");
-    int32_t header[TOKENIZER_HEADER_INTS] = {TOKENIZER_MAGIC, TOKENIZER_VERSION, tok->V, tok->eot};
+    int32_t header[TOKENIZER_HEADER_INTS] = {VKM_TOKENIZER_MAGIC, TOKENIZER_VERSION, tok->V, tok->eot};
     unsigned char table[256 * 2];
     for (int i = 0; i < tok->V; i++) {
         table[2 * i] = 1;
