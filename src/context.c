@@ -36,7 +36,6 @@ vka_result vka_context_create(const vka_context_desc *desc, vka_context **out) {
     ctx->log = d.log;
     ctx->log_user_data = d.log_user_data;
     ctx->log_level = d.log_level;
-    ctx->cpu_threads = d.cpu_threads;
 
     vka_result r;
     if (d.backend == VKA_BACKEND_CPU) {

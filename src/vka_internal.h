@@ -29,7 +29,6 @@ struct vka_context {
     vka_log_fn log;
     void *log_user_data;
     vka_log_level log_level;
-    int cpu_threads;
     char error[VKA_ERROR_MAX];     /* vka_last_error */
     struct vkr_device *vk;         /* Vulkan runtime; NULL for the CPU backend */
     struct vkb_backend *be;        /* the backend every op runs on */

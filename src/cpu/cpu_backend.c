@@ -65,7 +65,6 @@ static vka_result cpu_arena_create(vkb_backend *be, const char *label, vkb_arena
                           label);
         goto done;
     }
-    arena->kind = kind;
     int bad = -1;
     int n_chunks = vkb_arena_layout(sizes, count, be->limits.max_chunk_bytes / sizeof(float),
                                     chunk_of, offset_of, elems, &bad);

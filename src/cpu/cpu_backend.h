@@ -26,7 +26,6 @@ struct vkb_graph {
 };
 
 struct vkb_arena {
-    vkb_arena_kind kind;
     int n_chunks;
     float **chunks;    /* 64-byte aligned views into bases */
     void **bases;      /* what calloc returned */

@@ -33,6 +33,9 @@
 #endif
 /* Below this much work (~multiply-adds) a parallel region costs more than it saves. */
 #define VKA_OMP_MIN_WORK 32768
+/* Columns per work item where threads split a (rows, cols) pass by columns: contiguous inner
+ * loops over a row. */
+#define VKA_COL_BLOCK 64
 
 /* --- elementwise.c -------------------------------------------------------------------------- */
 void vkc_fill(float *t, float value, size_t N, int nt);

@@ -1,8 +1,6 @@
 /* Token + position embedding (shaders/encoder_forward.comp, encoder_backward.comp). */
 #include "cpu/cpu_ops.h"
 
-#define COL_BLOCK 64
-
 void vkc_encoder_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe,
                          int B, int T, int C, int nt) {
     long BT = (long)B * T;
@@ -20,11 +18,11 @@ void vkc_encoder_backward(float *dwte, float *dwpe, const float *dout, const int
     /* Columns are independent: each work item takes a block of channels and walks the positions
      * in order b*T+t, so every dwte/dwpe element is summed in the same order on any number of
      * threads (no atomics, no dependence on the buckets' host grouping). */
-    int blocks = (C + COL_BLOCK - 1) / COL_BLOCK;
+    int blocks = (C + VKA_COL_BLOCK - 1) / VKA_COL_BLOCK;
     long BT = (long)B * T;
     VKA_OMP_FOR(nt, (double)BT * C > VKA_OMP_MIN_WORK)
     for (int bl = 0; bl < blocks; bl++) {
-        int c0 = bl * COL_BLOCK, w = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
+        int c0 = bl * VKA_COL_BLOCK, w = C - c0 < VKA_COL_BLOCK ? C - c0 : VKA_COL_BLOCK;
         for (long p = 0; p < BT; p++) {
             const float *d = dout + (size_t)p * C + c0;
             float *te = dwte + (size_t)tokens[p] * C + c0;

@@ -5,7 +5,6 @@
 #include <math.h>
 
 #define LN_EPS 1e-5
-#define COL_BLOCK 64
 
 void vkc_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                            const float *weight, const float *bias, int N, int C, int nt) {
@@ -55,11 +54,11 @@ void vkc_layernorm_backward(float *dinp, float *dweight, float *dbias, const flo
         }
     }
     /* dweight, dbias: sums over rows; blocks of columns are independent, rows go in order. */
-    int blocks = (C + COL_BLOCK - 1) / COL_BLOCK;
+    int blocks = (C + VKA_COL_BLOCK - 1) / VKA_COL_BLOCK;
     VKA_OMP_FOR(nt, (double)N * C > VKA_OMP_MIN_WORK)
     for (int bl = 0; bl < blocks; bl++) {
-        int c0 = bl * COL_BLOCK, w = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
-        double dw[COL_BLOCK] = {0}, db[COL_BLOCK] = {0};
+        int c0 = bl * VKA_COL_BLOCK, w = C - c0 < VKA_COL_BLOCK ? C - c0 : VKA_COL_BLOCK;
+        double dw[VKA_COL_BLOCK] = {0}, db[VKA_COL_BLOCK] = {0};
         for (int n = 0; n < N; n++) {
             const float *x = inp + (size_t)n * C + c0, *d = dout + (size_t)n * C + c0;
             float m = mean[n], r = rstd[n];

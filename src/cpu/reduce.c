@@ -2,19 +2,18 @@
  * mean.comp, grad_norm.comp). Each output is summed in a fixed order that does not depend on
  * the thread count, in double. */
 #include "cpu/cpu_ops.h"
+#include "vkattn.h" /* VKA_NORM_PARTIALS: slices per tensor in grad_norm */
 
 #include <math.h>
 
-#define COL_BLOCK 64 /* columns per work item: contiguous inner loops over a row */
 #define SUM_LANES 8  /* independent partial sums: a fixed order that still pipelines */
-#define VKA_NORM_SLICES 64 /* = VKA_NORM_PARTIALS: slices per tensor in grad_norm */
 
 void vkc_bias_backward(float *dbias, const float *dout, int N, int OC, int nt) {
-    int blocks = (OC + COL_BLOCK - 1) / COL_BLOCK;
+    int blocks = (OC + VKA_COL_BLOCK - 1) / VKA_COL_BLOCK;
     VKA_OMP_FOR(nt, (double)N * OC > VKA_OMP_MIN_WORK)
     for (int bl = 0; bl < blocks; bl++) {
-        int o0 = bl * COL_BLOCK, w = OC - o0 < COL_BLOCK ? OC - o0 : COL_BLOCK;
-        double sum[COL_BLOCK] = {0};
+        int o0 = bl * VKA_COL_BLOCK, w = OC - o0 < VKA_COL_BLOCK ? OC - o0 : VKA_COL_BLOCK;
+        double sum[VKA_COL_BLOCK] = {0};
         for (int n = 0; n < N; n++) {
             const float *row = dout + (size_t)n * OC + o0;
             for (int j = 0; j < w; j++) sum[j] += row[j];
@@ -42,27 +41,27 @@ static double sum_lanes(const float *x, size_t n, bool square) {
 }
 
 void vkc_mean(float *out, const float *inp, size_t N, int nt) {
-    /* VKA_NORM_SLICES fixed slices summed in parallel, then in order. */
-    double part[VKA_NORM_SLICES];
-    size_t slice = (N + VKA_NORM_SLICES - 1) / VKA_NORM_SLICES;
+    /* VKA_NORM_PARTIALS fixed slices summed in parallel, then in order. */
+    double part[VKA_NORM_PARTIALS];
+    size_t slice = (N + VKA_NORM_PARTIALS - 1) / VKA_NORM_PARTIALS;
     VKA_OMP_FOR(nt, N > VKA_OMP_MIN_WORK)
-    for (int s = 0; s < VKA_NORM_SLICES; s++) {
+    for (int s = 0; s < VKA_NORM_PARTIALS; s++) {
         size_t lo = (size_t)s * slice < N ? (size_t)s * slice : N;
         size_t hi = lo + slice < N ? lo + slice : N;
         part[s] = sum_lanes(inp + lo, hi - lo, false);
     }
     double total = 0.0;
-    for (int s = 0; s < VKA_NORM_SLICES; s++) total += part[s];
+    for (int s = 0; s < VKA_NORM_PARTIALS; s++) total += part[s];
     out[0] = (float)(total / (double)N);
 }
 
 void vkc_grad_norm(float *out, float *partials, const float *const *grads, const size_t *sizes,
                    int count, float max_norm, int nt) {
-    long items = (long)count * VKA_NORM_SLICES;
-    VKA_OMP_FOR(nt, items > VKA_NORM_SLICES)
+    long items = (long)count * VKA_NORM_PARTIALS;
+    VKA_OMP_FOR(nt, items > VKA_NORM_PARTIALS)
     for (long it = 0; it < items; it++) {
-        int i = (int)(it / VKA_NORM_SLICES), s = (int)(it % VKA_NORM_SLICES);
-        size_t n = sizes[i], slice = (n + VKA_NORM_SLICES - 1) / VKA_NORM_SLICES;
+        int i = (int)(it / VKA_NORM_PARTIALS), s = (int)(it % VKA_NORM_PARTIALS);
+        size_t n = sizes[i], slice = (n + VKA_NORM_PARTIALS - 1) / VKA_NORM_PARTIALS;
         size_t lo = (size_t)s * slice < n ? (size_t)s * slice : n;
         size_t hi = lo + slice < n ? lo + slice : n;
         partials[it] = (float)sum_lanes(grads[i] + lo, hi - lo, true);

@@ -31,6 +31,7 @@
  */
 #include "model/fileio.h"
 #include "model/gpt_internal.h"
+#include "model/tokenizer.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -41,7 +42,6 @@
 #define HEADER_BYTES (HEADER_WORDS * 4)
 #define MODEL_MAGIC 20240326
 #define MODEL_VERSION 3
-#define TOKENIZER_MAGIC 20240328
 #define STATE_MAGIC 0x53414B56u
 #define STATE_VERSION 3
 #define STATE_OLDEST_VERSION 1 /* 1: without eval_windows; 1 and 2: without the text's identity
@@ -94,7 +94,7 @@ static vka_result header_config(vka_context *ctx, const char *path, const uint32
 static const char *magic_hint(uint32_t magic) {
     if (magic == MODEL_MAGIC) return ": this is a model checkpoint, not a training state";
     if (magic == STATE_MAGIC) return ": this is a training state, not a model checkpoint";
-    if (magic == TOKENIZER_MAGIC) return ": this is a tokenizer file";
+    if (magic == VKM_TOKENIZER_MAGIC) return ": this is a tokenizer file";
     return "";
 }
 
@@ -130,10 +130,7 @@ static vka_result open_checked(vka_context *ctx, const char *path, uint32_t magi
     }
     r = header_config(ctx, path, h, cfg);
     if (r != VKA_SUCCESS) goto fail;
-    uint64_t n = 0;
-    for (int k = 0; k < P_KINDS; k++)
-        n += vkm_gpt_kind_size(cfg, (gpt_param_kind)k) *
-             (gpt_kind_per_layer((gpt_param_kind)k) ? (uint64_t)cfg->L : 1);
+    uint64_t n = vkm_gpt_config_num_params(cfg);
     uint64_t want = HEADER_BYTES + (uint64_t)sets * n * 4;
     if (size != want) {
         r = vka_set_error(ctx, VKA_ERROR_FORMAT,

@@ -10,7 +10,7 @@
  * Templates use {key} placeholders filled from the story's cast (see expand()): a capitalised
  * key gives a capitalised word ({P} "She", {p} "she").
  */
-#include "vkattn.h"
+#include "vka_internal.h"
 #include "model/rng.h"
 
 #include <ctype.h>
@@ -19,7 +19,6 @@
 
 #define CORPUS_SEED 0x7374726965730001ull /* "stories" */
 #define CORPUS_DEFAULT_BYTES ((size_t)1 << 20)
-#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 typedef struct {
     const char *name;
@@ -206,12 +205,12 @@ static void expand(sbuf *b, const cast *c, const char *t) {
     }
 }
 
-#define PICK(rng, list) ((list)[vkm_rng_below((rng), COUNT(list))])
+#define PICK(rng, list) ((list)[vkm_rng_below((rng), VKA_ARRAY_LEN(list))])
 /* Expand one template picked from a list. */
 #define SAY(b, c, rng, ...)                                          \
     do {                                                             \
         static const char *const options_[] = {__VA_ARGS__};         \
-        expand((b), (c), options_[vkm_rng_below((rng), COUNT(options_))]); \
+        expand((b), (c), options_[vkm_rng_below((rng), VKA_ARRAY_LEN(options_))]); \
     } while (0)
 
 static void make_cast(cast *c, uint64_t *rng) {
