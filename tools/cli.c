@@ -203,20 +203,20 @@ static void cli_log(void *user, vka_log_level level, const char *msg) {
     fprintf(stderr, "vkattn %s: %s: %s\n", s->cmd, names[level], msg);
 }
 
-int cli_check_backend_opts(const char *cmd, const cli_backend_opts *b) {
-    bool cpu = b->backend == VKA_BACKEND_CPU;
+int cli_check_backend_opts(const char *cmd, const cli_backend_opts *b, unsigned uses) {
+    bool vulkan = uses & CLI_USES_VULKAN, cpu = uses & CLI_USES_CPU;
     if (b->device) {
         const char *p = b->device;
         while (*p >= '0' && *p <= '9') p++;
         if (*p || p == b->device || p - b->device > 9)
             return cli_usage_error(cmd, "--device '%s' is not a device index (see `vkattn info`)",
                                    b->device);
-        if (cpu)
+        if (!vulkan)
             return cli_usage_error(cmd, "--device selects a Vulkan device; it does not apply to "
                                         "--backend cpu");
     }
-    /* An option the chosen backend would ignore is a mistake, not a no-op. */
-    if (cpu && b->kernels != 0)
+    /* An option the chosen backends would ignore is a mistake, not a no-op. */
+    if (!vulkan && b->kernels != 0)
         return cli_usage_error(cmd, "--kernels chooses Vulkan kernel variants; it does not apply "
                                     "to --backend cpu");
     if (!cpu && b->threads != 0)

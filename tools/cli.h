@@ -111,9 +111,16 @@ extern const char *const cli_kernel_names[];
             "CPU backend threads (default: 0 = OpenMP's default, $OMP_NUM_THREADS)", 0, 4096),  \
     CLI_FLAG("verbose", &(b)->verbose, "print the library's info messages to stderr")
 
-/* Check --device is an index, and that no option is given that the chosen backend ignores
- * (--device and --kernels are Vulkan's, --threads the CPU backend's): usage error otherwise. */
-int cli_check_backend_opts(const char *cmd, const cli_backend_opts *b);
+/* Which backends a command runs, for cli_check_backend_opts: bits that may be combined (bench
+ * runs both by default). */
+enum { CLI_USES_VULKAN = 1, CLI_USES_CPU = 2 };
+/* The one backend b->backend chooses, as a CLI_USES_ bit. */
+#define CLI_USES_CHOSEN(b) ((b)->backend == VKA_BACKEND_CPU ? CLI_USES_CPU : CLI_USES_VULKAN)
+
+/* Check --device is an index, and that no option is given that the backends the command uses
+ * (CLI_USES_ bits) all ignore (--device and --kernels are Vulkan's, --threads the CPU
+ * backend's): usage error otherwise. */
+int cli_check_backend_opts(const char *cmd, const cli_backend_opts *b, unsigned uses);
 /* Create the context; on failure print the reason (with a hint to use --backend cpu when
  * Vulkan is unavailable) and return CLI_ERROR. */
 int cli_context(const char *cmd, const cli_backend_opts *b, vka_context **out);

@@ -300,13 +300,13 @@ static int check_plot_path(const char *path) {
 }
 
 static int check_options(const bench_opts *o) {
-    int rc = cli_check_backend_opts("bench", &o->b);
+    /* --backend all measures both; the CPU reference that --backend vulkan also opens takes no
+     * options (its speed is not measured). */
+    static const unsigned uses[] = {CLI_USES_VULKAN | CLI_USES_CPU, CLI_USES_VULKAN, CLI_USES_CPU};
+    int rc = cli_check_backend_opts("bench", &o->b, uses[o->backends]);
     if (rc != CLI_OK) return rc;
     if (o->quick && o->full)
         return cli_usage_error("bench", "--quick and --full exclude each other");
-    if (o->b.device && o->backends == 2)
-        return cli_usage_error("bench", "--device selects a Vulkan device; it does not apply to "
-                                        "--backend cpu");
     if (o->filter && o->filter[strspn(o->filter, ",")] == '\0')
         return cli_usage_error("bench", "--filter '%s' has no pattern", o->filter);
     return CLI_OK;

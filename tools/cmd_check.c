@@ -61,7 +61,7 @@ int cmd_check(int argc, char **argv) {
     int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int rc = cli_parse(&check_cmd, argc, argv, opts, n_opts);
     if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
-    rc = cli_check_backend_opts("check", &b);
+    rc = cli_check_backend_opts("check", &b, CLI_USES_VULKAN);
     if (rc != CLI_OK) return rc;
     vka_context *ctx = NULL;
     rc = cli_context("check", &b, &ctx);

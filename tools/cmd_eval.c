@@ -139,7 +139,7 @@ int cmd_eval(int argc, char **argv) {
     if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
     if (!o.model) return cli_usage_error("eval", "--model MODEL is required");
     if (!o.data) return cli_usage_error("eval", "--data FILE is required");
-    rc = cli_check_backend_opts("eval", &o.b);
+    rc = cli_check_backend_opts("eval", &o.b, CLI_USES_CHOSEN(&o.b));
     if (rc != CLI_OK) return rc;
     vka_context *ctx = NULL;
     rc = cli_context("eval", &o.b, &ctx);

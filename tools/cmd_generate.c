@@ -158,7 +158,7 @@ int cmd_generate(int argc, char **argv) {
     int rc = cli_parse(&generate_cmd, argc, argv, opts, n_opts);
     if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
     if (!o.model) return cli_usage_error("generate", "--model MODEL is required");
-    rc = cli_check_backend_opts("generate", &o.b);
+    rc = cli_check_backend_opts("generate", &o.b, CLI_USES_CHOSEN(&o.b));
     if (rc != CLI_OK) return rc;
     vka_context *ctx = NULL;
     rc = cli_context("generate", &o.b, &ctx);

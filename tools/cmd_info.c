@@ -150,7 +150,7 @@ int cmd_info(int argc, char **argv) {
     int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int rc = cli_parse(&info_cmd, argc, argv, opts, n_opts);
     if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
-    rc = cli_check_backend_opts("info", &b);
+    rc = cli_check_backend_opts("info", &b, CLI_USES_VULKAN);
     if (rc != CLI_OK) return rc;
     int threads = cpu_threads();
     vka_context *ctx = NULL;

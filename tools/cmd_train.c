@@ -121,7 +121,7 @@ static int check_resume_options(cli_opt *opts, int n, const train_run *r) {
 
 /* Usage checks that involve more than one option. */
 static int check_options(train_opts *o) {
-    int rc = cli_check_backend_opts("train", &o->b);
+    int rc = cli_check_backend_opts("train", &o->b, CLI_USES_CHOSEN(&o->b));
     if (rc != CLI_OK) return rc;
     if (o->resume) return CLI_OK; /* the settings come from the state file */
     if (o->embd % o->heads != 0)
