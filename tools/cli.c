@@ -452,6 +452,42 @@ int cli_fail_load(const char *cmd, vka_context *ctx, vka_result r, const char *w
     return cli_fail(cmd, ctx, r, what);
 }
 
+int cli_load_model(const char *cmd, vka_context *ctx, const char *model_path,
+                   const char *tok_path, vka_gpt **gpt, vka_tokenizer **tok) {
+    *gpt = NULL;
+    *tok = NULL;
+    /* The model first: a wrong or missing --model is the likelier mistake, and its error
+     * should not be hidden behind the tokenizer's. */
+    vka_result r = vka_gpt_load(ctx, model_path, gpt);
+    if (r != VKA_SUCCESS) return cli_fail_load(cmd, ctx, r, "model", model_path, CLI_FILE_MODEL);
+    char *beside = tok_path ? NULL : cli_sibling_path(model_path, ".tokenizer.bin");
+    const char *tok_file = tok_path ? tok_path : beside;
+    int rc = CLI_OK;
+    if (!tok_file) {
+        fprintf(stderr, "vkattn %s: out of memory\n", cmd);
+        rc = CLI_ERROR;
+    } else if ((r = vka_tokenizer_load(ctx, tok_file, tok)) != VKA_SUCCESS) {
+        rc = cli_fail_load(cmd, ctx, r, "tokenizer", tok_file, CLI_FILE_TOKENIZER);
+        if (!tok_path)
+            fprintf(stderr, "vkattn %s: the tokenizer is looked for beside the model; give its "
+                    "path with --tokenizer FILE\n", cmd);
+    } else if (vka_tokenizer_vocab_size(*tok) != vka_gpt_get_config(*gpt).V) {
+        int n_tok = vka_tokenizer_vocab_size(*tok);
+        fprintf(stderr, "vkattn %s: the tokenizer has %d token%s but %s has V = %d: they do not "
+                "belong together\n", cmd, n_tok, n_tok == 1 ? "" : "s", model_path,
+                vka_gpt_get_config(*gpt).V);
+        rc = CLI_ERROR;
+    }
+    free(beside);
+    if (rc != CLI_OK) {
+        vka_tokenizer_destroy(*tok);
+        vka_gpt_destroy(*gpt);
+        *tok = NULL;
+        *gpt = NULL;
+    }
+    return rc;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Files and output
  * ------------------------------------------------------------------------------------------- */

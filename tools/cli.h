@@ -161,6 +161,12 @@ int cli_check_file_kind(const char *cmd, const char *what, const char *path,
 int cli_fail_load(const char *cmd, vka_context *ctx, vka_result r, const char *what,
                   const char *path, cli_file_kind expected);
 
+/* Load the model at model_path, then its tokenizer (tok_path, or NULL for the model's sibling
+ * .tokenizer.bin, as `vkattn train` saves it), and check that they belong together (the same
+ * vocabulary size). On failure print why and return CLI_ERROR with *gpt and *tok NULL. */
+int cli_load_model(const char *cmd, vka_context *ctx, const char *model_path,
+                   const char *tok_path, vka_gpt **gpt, vka_tokenizer **tok);
+
 /* ---------------------------------------------------------------------------------------------
  * Devices (info, bench)
  * ------------------------------------------------------------------------------------------- */

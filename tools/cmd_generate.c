@@ -79,37 +79,13 @@ typedef struct generate_opts {
 } generate_opts;
 
 static int generate(vka_context *ctx, const generate_opts *o) {
-    char *tok_path = o->tokenizer ? NULL : cli_sibling_path(o->model, ".tokenizer.bin");
     vka_tokenizer *tok = NULL;
     vka_gpt *gpt = NULL;
     int32_t *prompt = NULL;
     size_t n_prompt = 0;
-    int rc = CLI_OK;
-    /* The model first: a wrong or missing --model is the likelier mistake, and its error
-     * should not be hidden behind the tokenizer's. */
-    vka_result r = vka_gpt_load(ctx, o->model, &gpt);
-    if (r != VKA_SUCCESS) {
-        rc = cli_fail_load("generate", ctx, r, "model", o->model, CLI_FILE_MODEL);
-        goto done;
-    }
-    const char *tok_file = o->tokenizer ? o->tokenizer : tok_path;
-    r = vka_tokenizer_load(ctx, tok_file, &tok);
-    if (r != VKA_SUCCESS) {
-        rc = cli_fail_load("generate", ctx, r, "tokenizer", tok_file, CLI_FILE_TOKENIZER);
-        if (!o->tokenizer)
-            fprintf(stderr, "vkattn generate: the tokenizer is looked for beside the model; "
-                            "give its path with --tokenizer FILE\n");
-        goto done;
-    }
-    int V = vka_gpt_get_config(gpt).V;
-    if (vka_tokenizer_vocab_size(tok) != V) {
-        int n_tok = vka_tokenizer_vocab_size(tok);
-        fprintf(stderr, "vkattn generate: the tokenizer has %d token%s but %s has V = %d: they "
-                "do not belong together\n", n_tok, n_tok == 1 ? "" : "s", o->model, V);
-        rc = CLI_ERROR;
-        goto done;
-    }
-    r = encode_prompt(tok, o->prompt, &prompt, &n_prompt);
+    int rc = cli_load_model("generate", ctx, o->model, o->tokenizer, &gpt, &tok);
+    if (rc != CLI_OK) return rc;
+    vka_result r = encode_prompt(tok, o->prompt, &prompt, &n_prompt);
     if (r != VKA_SUCCESS) {
         rc = cli_fail("generate", ctx, r, "--prompt");
         goto done;
@@ -136,7 +112,6 @@ done:
     free(prompt);
     vka_gpt_destroy(gpt);
     vka_tokenizer_destroy(tok);
-    free(tok_path);
     return rc;
 }
 
