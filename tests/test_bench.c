@@ -411,6 +411,11 @@ static void test_bench_bad_options(void **state) {
          "is a directory", NULL},
         {{"--backend", "cpu", "--filter", "gelu/default/forward", "--plot", "file/p.svg"}, 1,
          "file is not a directory", NULL},
+        /* the suggestion has one slash, not ".//bench.svg" */
+        {{"--backend", "cpu", "--filter", "gelu/default/forward", "--plot", "./"}, 1,
+         "./ is a directory; give --plot a file name such as ./bench.svg\n", NULL},
+        {{"--backend", "cpu", "--filter", "gelu/default/forward", "--plot", "/dev/null"}, 1,
+         "/dev/null is not a regular file", NULL},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *args[8] = {"bench"};

@@ -1,12 +1,14 @@
 /* What the commands share: option parsing and help, contexts, errors, JSON (see cli.h). */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, getpid */
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -527,6 +529,68 @@ int cli_write_file_atomic(const char *cmd, const char *path, const void *data, s
     }
     free(tmp);
     return ok ? CLI_OK : CLI_ERROR;
+}
+
+char *cli_dir_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    size_t n = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
+    char *d = malloc(n + 1);
+    if (d) snprintf(d, n + 1, "%s", slash ? path : ".");
+    return d;
+}
+
+/* Why a file could not be created in dir (errno err), for cli_check_writable. */
+static void say_not_creatable(const char *cmd, const char *path, const char *probe,
+                              const char *dir, int err) {
+    struct stat st;
+    bool dir_missing = stat(dir, &st) != 0, not_dir = !dir_missing && !S_ISDIR(st.st_mode);
+    fprintf(stderr, "vkattn %s: cannot write %s: ", cmd, path);
+    if ((err == ENOENT || err == ENOTDIR) && dir_missing)
+        fprintf(stderr, "the directory %s does not exist\n", dir);
+    else if (err == ENOTDIR && not_dir)
+        fprintf(stderr, "%s is not a directory\n", dir);
+    else if (err == ENAMETOOLONG)
+        fprintf(stderr, "the name %s, which writing it uses, is too long\n", probe);
+    else
+        fprintf(stderr, "cannot create files in %s: %s\n", dir, strerror(err));
+}
+
+int cli_check_writable(const char *cmd, const char *option, const char *path, const char *suffix,
+                       const char *example) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        /* "/tmp/x/" suggests /tmp/x/model.bin, not /tmp/x//model.bin ("/" stays "/"). */
+        int n = (int)strlen(path);
+        while (n > 1 && path[n - 1] == '/') n--;
+        fprintf(stderr, "vkattn %s: %s is a directory; give %s a file name such as %.*s%s%s\n",
+                cmd, path, option, n, path, path[n - 1] == '/' ? "" : "/", example);
+        return CLI_ERROR;
+    }
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "vkattn %s: %s is not a regular file; give %s a file name\n", cmd, path,
+                option);
+        return CLI_ERROR;
+    }
+    size_t cap = strlen(path) + strlen(suffix) + 32;
+    char *probe = malloc(cap), *dir = cli_dir_of(path);
+    int rc = CLI_OK;
+    if (!probe || !dir) {
+        fprintf(stderr, "vkattn %s: out of memory\n", cmd);
+        rc = CLI_ERROR;
+    } else {
+        snprintf(probe, cap, "%s%s.tmp.%ld", path, suffix, (long)getpid());
+        int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd >= 0) {
+            close(fd);
+            unlink(probe);
+        } else {
+            say_not_creatable(cmd, path, probe, dir, errno);
+            rc = CLI_ERROR;
+        }
+    }
+    free(probe);
+    free(dir);
+    return rc;
 }
 
 void cli_json_string(FILE *f, const char *s) {

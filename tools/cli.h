@@ -130,6 +130,17 @@ vka_result cli_context_try(const char *cmd, const cli_backend_opts *b, vka_conte
 /* Write len bytes to path through a temporary file and a rename, so that path is always either
  * the old file or the whole new one. On failure prints why (naming path) and returns CLI_ERROR. */
 int cli_write_file_atomic(const char *cmd, const char *path, const void *data, size_t len);
+/* Say now, not after the work whose result goes there, that path cannot be written: it is a
+ * directory (the message suggests DIR/example as option's value) or another file that is not
+ * a regular one, or no file can be created beside it -- the one tried (and removed at once) is
+ * the temporary name the write uses, path + suffix + ".tmp.<pid>" (suffix "" for
+ * cli_write_file_atomic), so that a name too long is found too. Prints why and returns
+ * CLI_ERROR; CLI_OK otherwise. */
+int cli_check_writable(const char *cmd, const char *option, const char *path, const char *suffix,
+                       const char *example);
+/* The directory part of path: "." when there is none, "/" for "/x"; malloc'd (NULL if out of
+ * memory). */
+char *cli_dir_of(const char *path);
 /* Destroy ctx; returns CLI_ERROR (after saying so) if the validation layer reported anything
  * (VKATTN_VALIDATION=1), else rc. */
 int cli_finish(const char *cmd, vka_context *ctx, int rc);

@@ -3,13 +3,10 @@
 #define _POSIX_C_SOURCE 200809L /* isatty, fileno */
 #include "bench.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <fnmatch.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 const char *const bench_backend_names[BENCH_NB] = {"vulkan", "cpu"};
@@ -261,44 +258,6 @@ static int run(bench *b) {
     return rc;
 }
 
-/* Say now, not after the run, that the plot cannot be written there: not over a directory or
- * a device, and only where a file can be created (the name cli_write_file_atomic stages it in). */
-static int check_plot_path(const char *path) {
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "vkattn bench: --plot: %s is a directory; give a file name such as "
-                "%s/bench.svg\n", path, path);
-        return CLI_ERROR;
-    }
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        fprintf(stderr, "vkattn bench: --plot: %s is not a regular file\n", path);
-        return CLI_ERROR;
-    }
-    char tmp[4096], dir[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd >= 0) {
-        close(fd);
-        unlink(tmp);
-        return CLI_OK;
-    }
-    int err = errno;
-    bool dir_missing = stat(dir, &st) != 0, not_dir = !dir_missing && !S_ISDIR(st.st_mode);
-    if ((err == ENOENT || err == ENOTDIR) && dir_missing)
-        fprintf(stderr, "vkattn bench: --plot: cannot write %s: the directory %s does not "
-                "exist\n", path, dir);
-    else if (err == ENOTDIR && not_dir)
-        fprintf(stderr, "vkattn bench: --plot: cannot write %s: %s is not a directory\n", path,
-                dir);
-    else
-        fprintf(stderr, "vkattn bench: --plot: cannot write %s: cannot create files in %s: %s\n",
-                path, dir, strerror(err));
-    return CLI_ERROR;
-}
-
 static int check_options(const bench_opts *o) {
     /* --backend all measures both; the CPU reference that --backend vulkan also opens takes no
      * options (its speed is not measured). */
@@ -349,7 +308,9 @@ int cmd_bench(int argc, char **argv) {
     if (rc == CLI_OK && o.list && (o.json || o.plot))
         rc = cli_usage_error("bench", "--list prints the case ids and measures nothing; it does "
                              "not take %s", o.json ? "--json" : "--plot");
-    if (rc == CLI_OK && o.plot) rc = check_plot_path(o.plot);
+    /* the plot is written after the run: say now that it cannot be */
+    if (rc == CLI_OK && o.plot)
+        rc = cli_check_writable("bench", "--plot", o.plot, "", "bench.svg");
     if (rc != CLI_OK) return rc;
 
     bench b = {.o = &o, .t_start = cli_now(), .progress = isatty(fileno(stderr)) != 0};

@@ -5,7 +5,6 @@
 #include "train.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -123,67 +122,14 @@ static int check_no_overwrite(const train_run *r) {
  * The output directory takes new files
  * ------------------------------------------------------------------------------------------- */
 
-/* The directory part of path ("." when there is none); malloc'd. */
-static char *dir_of(const char *path) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) return concat(".", "");
-    size_t n = slash == path ? 1 : (size_t)(slash - path);
-    char *d = malloc(n + 1);
-    if (d) snprintf(d, n + 1, "%s", path);
-    return d;
-}
-
-/* Create and remove the longest name a save creates (the tokenizer's staging file's temporary
- * name), so that a missing or read-only directory, or a name too long, is found before the
- * first step rather than after the last. */
+/* Create and remove the longest name each save creates (a staged file's temporary name), so
+ * that a missing or read-only directory, or a name too long, is found before the first step
+ * rather than after the last. */
 static int check_writable(const train_run *r) {
     const char *outputs[3] = {r->model_path, r->tok_path, r->state_path};
-    for (int i = 0; i < 3; i++) {
-        struct stat st;
-        if (stat(outputs[i], &st) == 0 && S_ISDIR(st.st_mode)) {
-            /* "/tmp/x/" suggests /tmp/x/model.bin, not /tmp/x//model.bin ("/" stays "/"). */
-            int n = (int)strlen(outputs[i]);
-            while (n > 1 && outputs[i][n - 1] == '/') n--;
-            fprintf(stderr, "vkattn train: %s is a directory; give --out a file name such as "
-                    "%.*s%smodel.bin\n", outputs[i], n, outputs[i],
-                    outputs[i][n - 1] == '/' ? "" : "/");
-            return CLI_ERROR;
-        }
-    }
-    char suffix[64];
-    snprintf(suffix, sizeof suffix, STAGED_SUFFIX ".tmp.%ld", (long)getpid());
-    char *probe = concat(r->tok_path, suffix);
-    char *dir = dir_of(r->model_path);
     int rc = CLI_OK;
-    if (!probe || !dir) {
-        fprintf(stderr, "vkattn train: out of memory\n");
-        rc = CLI_ERROR;
-    } else {
-        int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0644);
-        if (fd < 0) {
-            int err = errno;
-            struct stat st;
-            bool dir_missing = stat(dir, &st) != 0, not_dir = !dir_missing && !S_ISDIR(st.st_mode);
-            if ((err == ENOENT || err == ENOTDIR) && dir_missing)
-                fprintf(stderr, "vkattn train: cannot save %s: the directory %s does not exist\n",
-                        r->model_path, dir);
-            else if (err == ENOTDIR && not_dir)
-                fprintf(stderr, "vkattn train: cannot save %s: %s is not a directory\n",
-                        r->model_path, dir);
-            else if (err == ENAMETOOLONG)
-                fprintf(stderr, "vkattn train: cannot save %s: the name %s, which saving uses, is "
-                        "too long\n", r->model_path, probe);
-            else
-                fprintf(stderr, "vkattn train: cannot save %s: cannot create files in %s: %s\n",
-                        r->model_path, dir, strerror(err));
-            rc = CLI_ERROR;
-        } else {
-            close(fd);
-            unlink(probe);
-        }
-    }
-    free(probe);
-    free(dir);
+    for (int i = 0; i < 3 && rc == CLI_OK; i++)
+        rc = cli_check_writable("train", "--out", outputs[i], STAGED_SUFFIX, "model.bin");
     return rc;
 }
 
@@ -209,7 +155,7 @@ int train_files(train_run *r) {
 }
 
 int train_check_space(const train_run *r) {
-    char *dir = dir_of(r->model_path);
+    char *dir = cli_dir_of(r->model_path);
     struct statvfs fs;
     bool known = dir && statvfs(dir, &fs) == 0;
     int rc = CLI_OK;
