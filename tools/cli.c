@@ -611,6 +611,18 @@ void cli_json_number(FILE *f, double x) {
     else fputs("null", f);
 }
 
+void cli_json_key(FILE *f, const char *key) { fprintf(f, ",\"%s\":", key); }
+
+void cli_json_num(FILE *f, const char *key, double x) {
+    cli_json_key(f, key);
+    cli_json_number(f, x);
+}
+
+void cli_json_str(FILE *f, const char *key, const char *s) {
+    cli_json_key(f, key);
+    cli_json_string(f, s);
+}
+
 void cli_perplexity_text(double ppl, char *out, size_t cap) {
     if (ppl < 1e6) snprintf(out, cap, "%.3f", ppl);
     else snprintf(out, cap, "%.3e", ppl); /* also "inf" when exp(loss) overflows */

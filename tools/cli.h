@@ -224,6 +224,12 @@ void cli_json_string(FILE *f, const char *s);
 /* Write x as a JSON number with 9 significant digits (a float32 reads back exactly); null
  * if not finite (JSON has no NaN). */
 void cli_json_number(FILE *f, double x);
+/* A member after the first of a JSON object: ,"key": then (num, str) the value as
+ * cli_json_number or cli_json_string write it. The first member, after the '{', is written
+ * without these. */
+void cli_json_key(FILE *f, const char *key);
+void cli_json_num(FILE *f, const char *key, double x);
+void cli_json_str(FILE *f, const char *key, const char *s);
 /* A perplexity for people: fixed-point up to 10^6, then in exponent form ("3.162e+21"). */
 void cli_perplexity_text(double ppl, char *out, size_t cap);
 /* Seconds since an arbitrary start (monotonic clock). */

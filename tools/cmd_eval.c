@@ -83,8 +83,7 @@ static int evaluate(vka_context *ctx, const eval_opts *o) {
     if (o->json) {
         printf("{\"loss\":");
         cli_json_number(stdout, loss);
-        printf(",\"perplexity\":");
-        cli_json_number(stdout, exp(loss));
+        cli_json_num(stdout, "perplexity", exp(loss));
         printf(",\"windows\":%zu,\"tokens\":%zu,\"ctx\":%d,\"file_tokens\":%zu}\n", windows,
                scored, T, n);
     } else {

@@ -104,10 +104,9 @@ void cli_profile_json(FILE *f, const cli_kind_time *kinds, int n) {
     for (int i = 0; i < n; i++) {
         fprintf(f, "%s{\"kind\":", i ? "," : "");
         cli_json_string(f, kinds[i].kind);
-        fprintf(f, ",\"calls\":%u,\"ms\":", kinds[i].calls);
-        cli_json_number(f, kinds[i].ms);
-        fprintf(f, ",\"percent\":");
-        cli_json_number(f, sum > 0 ? 100.0 * kinds[i].ms / sum : 0.0);
+        fprintf(f, ",\"calls\":%u", kinds[i].calls);
+        cli_json_num(f, "ms", kinds[i].ms);
+        cli_json_num(f, "percent", sum > 0 ? 100.0 * kinds[i].ms / sum : 0.0);
         fprintf(f, ",\"ops\":[");
         /* ops is "a, b, c" */
         const char *p = kinds[i].ops;
