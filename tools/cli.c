@@ -421,15 +421,16 @@ static const char *kind_name(cli_file_kind k) {
 
 int cli_check_file_kind(const char *cmd, const char *what, const char *path,
                         cli_file_kind expected) {
-    cli_file_kind kind = cli_file_kind_of(path);
+    return cli_check_kind(cmd, what, path, cli_file_kind_of(path), expected);
+}
+
+int cli_check_kind(const char *cmd, const char *what, const char *path, cli_file_kind kind,
+                   cli_file_kind expected) {
     if (kind == CLI_FILE_UNKNOWN || kind == expected) return CLI_OK;
     fprintf(stderr, "vkattn %s: %s: %s is %s, not %s", cmd, what, path, kind_name(kind),
             kind_name(expected));
     if (expected == CLI_FILE_MODEL && kind == CLI_FILE_STATE) {
-        char *model = NULL;
-        size_t len = strlen(path), ls = strlen(".state.bin");
-        if (len > ls && strcmp(path + len - ls, ".state.bin") == 0 && (model = malloc(len)))
-            snprintf(model, len, "%.*s.bin", (int)(len - ls), path);
+        char *model = cli_state_sibling(path, ".bin");
         fprintf(stderr, ": give the model saved beside it (%s), or continue training with "
                 "`vkattn train --resume %s`\n", model ? model : "MODEL.bin", path);
         free(model);
@@ -501,6 +502,15 @@ char *cli_sibling_path(const char *path, const char *suffix) {
     if (!out) return NULL;
     memcpy(out, path, len);
     strcpy(out + len, suffix);
+    return out;
+}
+
+char *cli_state_sibling(const char *state_path, const char *suffix) {
+    const char *tail = ".state.bin";
+    size_t len = strlen(state_path), lt = strlen(tail);
+    if (len <= lt || strcmp(state_path + len - lt, tail) != 0) return NULL;
+    char *out = malloc(len - lt + strlen(suffix) + 1);
+    if (out) sprintf(out, "%.*s%s", (int)(len - lt), state_path, suffix);
     return out;
 }
 

@@ -167,6 +167,9 @@ cli_file_kind cli_file_kind_of(const char *path);
  * command line's terms, and return CLI_ERROR; else CLI_OK. */
 int cli_check_file_kind(const char *cmd, const char *what, const char *path,
                         cli_file_kind expected);
+/* cli_check_file_kind for a file whose kind (cli_file_kind_of) is known already. */
+int cli_check_kind(const char *cmd, const char *what, const char *path, cli_file_kind kind,
+                   cli_file_kind expected);
 /* A load of path as `expected` failed with r: cli_check_file_kind's message if the file is
  * recognisably something else, else cli_fail(what)'s. Returns CLI_ERROR. */
 int cli_fail_load(const char *cmd, vka_context *ctx, vka_result r, const char *what,
@@ -219,6 +222,10 @@ void cli_profile_json(FILE *f, const cli_kind_time *kinds, int n);
 /* path with a trailing ".bin" replaced by suffix (".tokenizer.bin"), or suffix appended;
  * malloc'd (NULL if out of memory). */
 char *cli_sibling_path(const char *path, const char *suffix);
+/* X.state.bin -> X + suffix (".bin": the model `train --resume` saves to by default;
+ * ".tokenizer.bin": the tokenizer saved with the state); NULL if state_path does not end in
+ * .state.bin (or out of memory). malloc'd. */
+char *cli_state_sibling(const char *state_path, const char *suffix);
 /* Write s as a JSON string (quoted, escaped). */
 void cli_json_string(FILE *f, const char *s);
 /* Write x as a JSON number with 9 significant digits (a float32 reads back exactly); null

@@ -143,15 +143,12 @@ static int check_options(train_opts *o) {
 /* The tokenizer saved with the state being resumed (X.state.bin -> X.tokenizer.bin), or NULL
  * if there is none (then the data's own is used and must match the model's vocabulary). */
 static int load_resumed_tokenizer(train_run *r) {
-    char *path = train_state_sibling(r->o->resume, ".tokenizer.bin");
-    int rc = CLI_OK;
-    if (path && access(path, F_OK) == 0) {
-        vka_result res = vka_tokenizer_load(r->ctx, path, &r->tok);
-        if (res != VKA_SUCCESS)
-            rc = cli_fail_load("train", r->ctx, res, "tokenizer", path, CLI_FILE_TOKENIZER);
-    }
-    free(path);
-    return rc;
+    const char *path = r->resumed_tok_path;
+    if (!path || access(path, F_OK) != 0) return CLI_OK;
+    vka_result res = vka_tokenizer_load(r->ctx, path, &r->tok);
+    if (res != VKA_SUCCESS)
+        return cli_fail_load("train", r->ctx, res, "tokenizer", path, CLI_FILE_TOKENIZER);
+    return CLI_OK;
 }
 
 /* A resumed run that finds the wrong text most likely lacks the --data it started with. */
@@ -377,5 +374,6 @@ int cmd_train(int argc, char **argv) {
     free(r.model_path);
     free(r.tok_path);
     free(r.state_path);
+    free(r.resumed_tok_path);
     return r.ctx ? cli_finish("train", r.ctx, rc) : rc;
 }

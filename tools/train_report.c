@@ -187,7 +187,7 @@ static void continue_command(FILE *f, const train_run *r) {
     fputs("vkattn train --resume ", f);
     shell_word(f, r->state_path);
     /* --resume saves to X.bin for X.state.bin: not --out's path when --out does not end in .bin. */
-    char *derived = train_state_sibling(r->state_path, ".bin");
+    char *derived = cli_state_sibling(r->state_path, ".bin");
     if (!derived || strcmp(derived, r->model_path) != 0) {
         fputs(" --out ", f);
         shell_word(f, r->model_path);
