@@ -198,12 +198,14 @@ void cli_driver_version(const vka_device_info *d, char *out, size_t cap);
  * and `bench` print the same categories.
  * ------------------------------------------------------------------------------------------- */
 #define CLI_MAX_KINDS 24
+#define CLI_KIND_MAX_OPS 5 /* ops of one kind (tools/profile.c's table) */
 
 typedef struct cli_kind_time {
     const char *kind;  /* "matmul", "softmax", ... (cli_op_kind) */
     uint32_t calls;    /* dispatches of its ops in the profiled run */
     double ms;         /* their summed time */
-    char ops[160];     /* the op names folded into it, comma-separated */
+    const char *ops[CLI_KIND_MAX_OPS]; /* the op names folded into it (vka_op_time.op: static) */
+    int n_ops;
 } cli_kind_time;
 
 /* The kernel kind of an op name ("softmax_backward" -> "softmax"); unknown ops are their own. */
