@@ -269,7 +269,7 @@ static void json_result(const bench_row *row, const bench_result *res, FILE *f) 
     cli_json_str(f, "throughput_unit", row->compute ? "GFLOP/s" : "GB/s");
     cli_json_num(f, "ceiling", res->ceiling);
     cli_json_num(f, "percent_of_ceiling", res->ceiling > 0 ? 100.0 * rate / res->ceiling : NAN);
-    fprintf(f, ",\"above_ceiling\":%s", rate > res->ceiling ? "true" : "false");
+    fprintf(f, ",\"above_ceiling\":%s", res->above_ceiling ? "true" : "false");
     cli_json_str(f, "check", bench_check_names[res->check]);
     if (res->check == BENCH_OK || res->check == BENCH_WRONG) {
         cli_json_num(f, "max_diff", res->diff);
@@ -303,7 +303,7 @@ static void json_case(const bench *b, const bench_row *row, FILE *f) {
         fprintf(f, ",\"model\":{\"name\":");
         cli_json_string(f, m->name);
         fprintf(f, ",\"L\":%d,\"NH\":%d,\"C\":%d,\"V\":%d,\"Vp\":%d,\"max_T\":%d,\"params\":%zu}",
-                m->L, m->NH, m->C, m->V, (m->V + 127) / 128 * 128, row->T, row->params);
+                m->L, m->NH, m->C, m->V, bench_padded_vocab(m), row->T, row->params);
         fprintf(f, ",\"B\":%d,\"T\":%d,\"tokens\":%d", row->B, row->T, row->B * row->T);
     }
     fprintf(f, ",\"results\":{");

@@ -46,7 +46,10 @@ bench_row *bench_add_row(bench *b) {
     if (b->n_rows == b->cap_rows) {
         int cap = b->cap_rows ? 2 * b->cap_rows : 64;
         bench_row *rows = realloc(b->rows, (size_t)cap * sizeof *rows);
-        if (!rows) return NULL;
+        if (!rows) {
+            fprintf(stderr, "vkattn bench: out of memory\n");
+            return NULL;
+        }
         b->rows = rows;
         b->cap_rows = cap;
     }
@@ -108,7 +111,6 @@ static vka_result measure_peak(bench *b, int dev) {
         d->peak.gbps = p.gbps;
         d->peak.copy_mbytes = p.copy_mbytes;
     }
-    d->peak.device_timer = p.device_timer;
     return VKA_SUCCESS;
 }
 
