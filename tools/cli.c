@@ -231,7 +231,7 @@ vka_result cli_context_try(const char *cmd, const cli_backend_opts *b, vka_conte
                            char *why, size_t cap) {
     log_state = (cli_log_state){.cmd = cmd, .verbose = b->verbose, .vulkan_only = b->vulkan_only};
     vka_context_desc d = {
-        .backend = b->backend == 1 ? VKA_BACKEND_CPU : VKA_BACKEND_VULKAN,
+        .backend = b->backend == VKA_BACKEND_CPU ? VKA_BACKEND_CPU : VKA_BACKEND_VULKAN,
         .device = b->device,
         .cpu_threads = b->threads,
         .log = cli_log,
@@ -260,7 +260,8 @@ int cli_context(const char *cmd, const cli_backend_opts *b, vka_context **out) {
     char why[512];
     vka_result r = cli_context_try(cmd, b, out, why, sizeof why);
     if (r == VKA_SUCCESS) return CLI_OK;
-    return report(cmd, b->backend == 1 ? "CPU backend" : "Vulkan", r, why, b->backend != 1);
+    bool vulkan = b->backend != VKA_BACKEND_CPU;
+    return report(cmd, vulkan ? "Vulkan" : "CPU backend", r, why, vulkan);
 }
 
 int cli_finish(const char *cmd, vka_context *ctx, int rc) {

@@ -86,7 +86,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
  * Backend options shared by the commands that run the model.
  * ------------------------------------------------------------------------------------------- */
 typedef struct cli_backend_opts {
-    int backend;          /* index into cli_backend_names: 0 vulkan, 1 cpu */
+    int backend;          /* index into cli_backend_names: VKA_BACKEND_VULKAN or _CPU */
     const char *device;   /* --device N, or NULL */
     int kernels;          /* index into cli_kernel_names: auto, gpu, cpu */
     int threads;          /* CPU backend threads; 0 = OpenMP's default */

@@ -173,8 +173,8 @@ static bool no_vulkan_at_all(vka_result r, const cli_backend_opts *vk) {
 
 static int open_backends(bench *b, const bench_opts *o) {
     cli_backend_opts vk = o->b, cpu = o->b;
-    vk.backend = 0;
-    cpu.backend = 1;
+    vk.backend = VKA_BACKEND_VULKAN;
+    cpu.backend = VKA_BACKEND_CPU;
     char why[512];
     if (o->backends != 2) {
         vka_result r = cli_context_try("bench", &vk, &b->dev[BENCH_VK].ctx, why, sizeof why);

@@ -277,7 +277,7 @@ static int setup(train_run *r, cli_opt *opts, int n_opts) {
     int rc = train_files(r);
     if (rc == CLI_OK) rc = cli_context("train", &o->b, &r->ctx);
     if (rc != CLI_OK) return rc;
-    r->backend = o->b.backend == 1 ? "cpu" : "vulkan";
+    r->backend = o->b.backend == VKA_BACKEND_CPU ? "cpu" : "vulkan";
     if (o->profile) {
         /* Before the model records its graphs, so that they carry the timers. */
         vka_result res = vka_context_set_profiling(r->ctx, true);

@@ -38,7 +38,7 @@ static int set_paths(train_run *r, const char *derived) {
                                "MODEL the run saves MODEL, its tokenizer and its state (MODEL "
                                "with .bin replaced by .tokenizer.bin and .state.bin)", o->resume);
     const char *out = o->out ? o->out : derived ? derived : "model.bin";
-    r->model_path = concat(out, "");
+    r->model_path = strdup(out);
     r->tok_path = r->model_path ? cli_sibling_path(r->model_path, ".tokenizer.bin") : NULL;
     r->state_path = r->model_path ? cli_sibling_path(r->model_path, ".state.bin") : NULL;
     r->resumed_tok_path = o->resume ? cli_state_sibling(o->resume, ".tokenizer.bin") : NULL;
