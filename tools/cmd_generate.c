@@ -35,16 +35,6 @@ static bool print_token(void *user, int32_t token) {
     return !s->failed;
 }
 
-/* Whether the vocabulary has a newline. */
-static bool has_newline(const vka_tokenizer *tok) {
-    for (int32_t i = 0; i < vka_tokenizer_vocab_size(tok); i++) {
-        size_t len = 0;
-        const char *b = vka_tokenizer_decode(tok, i, &len);
-        if (b && len == 1 && b[0] == '\n') return true;
-    }
-    return false;
-}
-
 /* The prompt as token ids. The default (NULL) is a newline; a vocabulary without one gets its
  * first token (the smallest byte; the end-of-text id llm.c's tokenizer file then holds), and
  * stderr says so. */
@@ -54,20 +44,19 @@ static vka_result encode_prompt(const vka_tokenizer *tok, const char *prompt, in
     size_t len = strlen(text);
     *ids = malloc((len ? len : 1) * sizeof **ids);
     if (!*ids) return VKA_ERROR_OUT_OF_HOST_MEMORY;
-    if (!prompt && !has_newline(tok)) {
-        size_t blen = 0;
-        const char *b = vka_tokenizer_decode(tok, 0, &blen);
-        unsigned char c = b && blen ? (unsigned char)b[0] : 0;
-        char shown[8] = "";
-        if (c >= 0x20 && c < 0x7F) snprintf(shown, sizeof shown, " '%c'", c);
-        fprintf(stderr, "vkattn generate: the vocabulary has no newline, the default prompt; the "
-                "prompt is its first token instead, byte 0x%02X%s (give --prompt to choose)\n", c,
-                shown);
-        (*ids)[0] = 0;
-        *n = 1;
-        return VKA_SUCCESS;
-    }
-    return vka_tokenizer_encode(tok, text, len, *ids, n);
+    vka_result r = vka_tokenizer_encode(tok, text, len, *ids, n);
+    if (prompt || r != VKA_ERROR_VOCABULARY) return r;
+    size_t blen = 0;
+    const char *b = vka_tokenizer_decode(tok, 0, &blen);
+    unsigned char c = b && blen ? (unsigned char)b[0] : 0;
+    char shown[8] = "";
+    if (c >= 0x20 && c < 0x7F) snprintf(shown, sizeof shown, " '%c'", c);
+    fprintf(stderr, "vkattn generate: the vocabulary has no newline, the default prompt; the "
+            "prompt is its first token instead, byte 0x%02X%s (give --prompt to choose)\n", c,
+            shown);
+    (*ids)[0] = 0;
+    *n = 1;
+    return VKA_SUCCESS;
 }
 
 typedef struct generate_opts {
