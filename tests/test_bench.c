@@ -315,6 +315,26 @@ static void test_bench_cpu_only(void **state) {
     tf_rmdir(&d);
 }
 
+/* --threads sets the measured CPU backend's threads: taken with --backend cpu (and all), and
+ * said in the JSON. */
+static void test_bench_cpu_threads(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    cu_result r = cu_run(&d, "bench", "--backend", "cpu", "--threads", "1", "--json", "--runs",
+                         "1", "--filter", "gelu/default/forward");
+    cu_expect(&r, 0, NULL, "bench --backend cpu --threads 1");
+    jv doc;
+    parse(r.out, &doc);
+    const jv *backends = jv_get(&doc, "backends");
+    assert_int_equal(backends->n, 1);
+    assert_string_equal(jv_str(&backends->items[0], "backend"), "cpu");
+    assert_int_equal((int)jv_num(&backends->items[0], "threads"), 1);
+    check_case(&jv_get(&doc, "cases")->items[0], false);
+    jv_clear(&doc);
+    cu_free(&r);
+    tf_rmdir(&d);
+}
+
 /* --backend vulkan: still checked against the CPU reference. */
 static void test_bench_vulkan_only(void **state) {
     (void)state;
@@ -376,7 +396,10 @@ static void test_bench_bad_options(void **state) {
         {{"--runs", "0"}, 2, "out of range", NULL},
         {{"--warmup", "x"}, 2, "not an integer", NULL},
         {{"--backend", "gpu"}, 2, "not one of", NULL},
-        {{"--backend", "cpu", "--device", "0"}, 2, "does not apply", NULL},
+        {{"--backend", "cpu", "--device", "0"}, 2, "does not apply to --backend cpu", NULL},
+        {{"--backend", "cpu", "--kernels", "gpu"}, 2, "does not apply to --backend cpu", NULL},
+        {{"--backend", "vulkan", "--threads", "1"}, 2, "does not apply to --backend vulkan",
+         NULL},
         {{"--bogus"}, 2, "unknown option", NULL},
         {{"extra"}, 2, "unexpected argument", NULL},
         {{"--filter", "gelu/default/forward", "--device", "99"}, 1, "bench: Vulkan: ", NULL},
@@ -388,6 +411,11 @@ static void test_bench_bad_options(void **state) {
          "is a directory", NULL},
         {{"--backend", "cpu", "--filter", "gelu/default/forward", "--plot", "file/p.svg"}, 1,
          "file is not a directory", NULL},
+        /* the suggestion has one slash, not ".//bench.svg" */
+        {{"--backend", "cpu", "--filter", "gelu/default/forward", "--plot", "./"}, 1,
+         "./ is a directory; give --plot a file name such as ./bench.svg\n", NULL},
+        {{"--backend", "cpu", "--filter", "gelu/default/forward", "--plot", "/dev/null"}, 1,
+         "/dev/null is not a regular file", NULL},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *args[8] = {"bench"};
@@ -472,6 +500,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bench_json_and_plot),
         cmocka_unit_test(test_bench_cpu_only),
+        cmocka_unit_test(test_bench_cpu_threads),
         cmocka_unit_test(test_bench_vulkan_only),
         cmocka_unit_test(test_bench_list),
         cmocka_unit_test(test_bench_bad_options),

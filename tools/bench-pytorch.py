@@ -19,8 +19,9 @@ to wte), initialised as GPT-2 (weights N(0, 0.02), biases 0), a forward pass wit
 cross-entropy, and a training step (zero the gradients, forward, backward, clip the global
 gradient norm to 1, AdamW with lr 1e-4, betas (0.9, 0.99), weight decay 0.1 on the 2-D
 weights) -- the step `vkattn train` takes. Times are host wall times (PyTorch's CPU ops are
-synchronous): a warm-up run, then the median of up to --runs runs, fewer once --budget seconds
-are spent, as vkattn bench does.
+synchronous): warm-up runs, then the median of up to --runs timed runs, fewer once the case's
+time budget is spent, with the counts and budgets vkattn bench uses (PLANS, as set_mode in
+tools/cmd_bench.c sets them).
 """
 import argparse
 import fnmatch
@@ -53,6 +54,17 @@ MODEL_CASES = [  # (model, B, T, quick forward, quick train step)
 ]
 
 
+# vkattn bench's plans (tools/cmd_bench.c set_mode): warm-up runs (vkattn's check run
+# included), timed runs at least and at most, and the budget after which the timed runs stop
+# once min_runs are done.
+PLANS = {
+    "quick": {"kernels": dict(warmup=1, min_runs=3, max_runs=50, budget_s=0.25),
+              "models": dict(warmup=1, min_runs=1, max_runs=3, budget_s=1.0)},
+    "full": {"kernels": dict(warmup=3, min_runs=5, max_runs=200, budget_s=2.0),
+             "models": dict(warmup=2, min_runs=3, max_runs=10, budget_s=10.0)},
+}
+
+
 def padded(v):
     return (v + 127) // 128 * 128
 
@@ -62,7 +74,8 @@ def softmax_bnh(t):
 
 
 # ----------------------------------------------------------------------------------------------
-# Cases: each is a dict with vkattn's fields and a setup() returning the function to time
+# Cases: each is a dict with vkattn's fields and a setup() returning (run, state): the function
+# to time and a dict it fills (a model's "loss"; empty for the kernels)
 # ----------------------------------------------------------------------------------------------
 def case(kind, name, pass_, shape, bound, flop, nbytes, setup, **extra):
     c = dict(id=f"{kind}/{name}/{pass_}", kind=kind, name=name, pass_=pass_, shape=shape,
@@ -79,7 +92,7 @@ def rand(torch, *shape):
 def square_case(torch, n):
     def setup():
         a, b, out = rand(torch, n, n), rand(torch, n, n), torch.empty(n, n)
-        return lambda: torch.matmul(a, b, out=out)
+        return lambda: torch.matmul(a, b, out=out), {}
     return case("matmul", f"square.{n}", "forward", f"M={n} N={n} K={n}", "compute",
                 2.0 * n * n * n, 4.0 * 3 * n * n, setup)
 
@@ -89,8 +102,8 @@ def linear_cases(torch, name, bt, ic, oc, bias):
         inp, w, b = rand(torch, bt, ic), rand(torch, oc, ic), rand(torch, oc)
         out = torch.empty(bt, oc)
         if bias:
-            return lambda: torch.addmm(b, inp, w.t(), out=out)
-        return lambda: torch.matmul(inp, w.t(), out=out)
+            return lambda: torch.addmm(b, inp, w.t(), out=out), {}
+        return lambda: torch.matmul(inp, w.t(), out=out), {}
 
     def bwd():
         dout, w, inp = rand(torch, bt, oc), rand(torch, oc, ic), rand(torch, bt, ic)
@@ -99,7 +112,7 @@ def linear_cases(torch, name, bt, ic, oc, bias):
         def run():
             torch.matmul(dout, w, out=dinp)
             dw.addmm_(dout.t(), inp)
-        return run
+        return run, {}
     BT, IC, OC = float(bt), float(ic), float(oc)
     return [
         case("matmul", name, "forward", f"BT={bt} IC={ic} OC={oc}{' +bias' if bias else ''}",
@@ -117,13 +130,13 @@ def softmax_cases(torch, t):
 
     def fwd():
         x = rand(torch, bnh, t, t) * 4
-        return lambda: torch.softmax((x * scale).masked_fill_(mask, float("-inf")), dim=-1)
+        return lambda: torch.softmax((x * scale).masked_fill_(mask, float("-inf")), dim=-1), {}
 
     def bwd():
         dinp, dout = rand(torch, bnh, t, t), rand(torch, bnh, t, t)
         out = torch.softmax(rand(torch, bnh, t, t), dim=-1)
         return lambda: dinp.add_(torch._softmax_backward_data(dout, out, -1, torch.float32),
-                                 alpha=scale)
+                                 alpha=scale), {}
     rows, half = float(bnh) * t, float(bnh) * t * (t + 1) / 2
     shape = f"B*NH={bnh} T={t} causal"
     return [case("softmax", f"T{t}", "forward", shape, "memory", 0, 4 * (half + rows * t), fwd),
@@ -316,10 +329,12 @@ def run_bench(args):
     import torch.nn.functional as F
     torch.set_num_threads(args.threads)
     quick = not args.full
-    kernels = dict(warmup=1, min_runs=3, max_runs=args.runs or (50 if quick else 200),
-                   budget_s=0.25 if quick else 2.0)
-    models = dict(warmup=1, min_runs=1, max_runs=args.runs or (3 if quick else 10),
-                  budget_s=1.0 if quick else 10.0)
+    plans = {k: dict(v) for k, v in PLANS["quick" if quick else "full"].items()}
+    for plan in plans.values():  # --runs as vkattn bench takes it
+        if args.runs:
+            plan["max_runs"] = args.runs
+            plan["min_runs"] = min(plan["min_runs"], args.runs)
+    kernels, models = plans["kernels"], plans["models"]
     patterns = [p for p in (args.filter or "").split(",") if p]
     torch.matmul(torch.ones(64, 64), torch.ones(64, 64))  # loads the BLAS
     t_start = time.perf_counter()
@@ -329,15 +344,14 @@ def run_bench(args):
             continue
         plan = models if c["kind"] == "model" else kernels
         print(f"{c['id']} ...", file=sys.stderr, flush=True)
-        made = c["setup"]()
-        run, state = made if isinstance(made, tuple) else (made, {})
+        run, state = c["setup"]()
         times = measure(run, plan["warmup"], plan["min_runs"], plan["max_runs"],
                         plan["budget_s"])
         row = {k: v for k, v in c.items() if k not in ("setup", "pass_")}
         row["pass"] = c["pass_"]
         row["results"] = {"pytorch": result(c, times, state)}
         out.append(row)
-        del run, made
+        del run, state
     # the same keys, in vkattn's order
     order = ["id", "kind", "name", "pass", "shape", "bound", "flop", "bytes", "model", "B", "T",
              "tokens", "results"]

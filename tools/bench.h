@@ -33,6 +33,8 @@ typedef struct bench_stats {
 
 /* Run a case once; *ms = its device time. */
 typedef vka_result (*bench_run_fn)(void *user, double *ms);
+/* A bench_run_fn for a case that is one graph (user: the vka_graph). */
+vka_result bench_run_graph(void *graph, double *ms);
 /* plan->warmup - 1 more untimed runs (the caller made the first), then the timed runs. */
 vka_result bench_measure(const bench_plan *plan, bench_run_fn run, void *user, bench_stats *out);
 /* Median of x[0..n) (reorders x); NaN for n = 0. */
@@ -77,6 +79,8 @@ enum { BM_DEFAULT = 0, BM_GPT2S = 1, BM_GPT2S_V50257 = 2, BM_COUNT = 3 };
 extern const bench_model bench_models[BM_COUNT];
 /* Parameters of a model with max_T = T, padding rows included (vka_gpt_num_params). */
 size_t bench_model_params(const bench_model *m, int T);
+/* Its vocabulary padded as the library pads it (Vp: a multiple of 128). */
+int bench_padded_vocab(const bench_model *m);
 
 /* One case: a row of the table, an element of the JSON "cases". */
 typedef struct bench_row {
@@ -137,7 +141,7 @@ typedef struct bench {
     double t_start;
 } bench;
 
-/* A new row (zeroed), or NULL when out of memory. */
+/* A new row (zeroed), or NULL when out of memory (said on stderr). */
 bench_row *bench_add_row(bench *b);
 /* A row has run on every backend: check its rates against the ceilings (re-measuring a ceiling
  * a case appears to beat, see cmd_bench.c) and print it. Returns CLI_OK or CLI_ERROR. */

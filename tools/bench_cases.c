@@ -408,9 +408,8 @@ static void emit(emitter *e, int op, bool quick, const char *name, int d0, int d
     if ((e->quick && !quick) || e->n >= e->cap) return;
     kc_case *c = &e->cases[e->n];
     bench_row *row = &e->rows[e->n];
-    memset(c, 0, sizeof *c);
     memset(row, 0, sizeof *row);
-    *c = (kc_case){.op = op, .d = {d0, d1, d2, d3}, .quick = quick};
+    *c = (kc_case){.op = op, .d = {d0, d1, d2, d3}};
     describe(c, row);
     snprintf(row->name, sizeof row->name, "%s", name);
     snprintf(row->id, sizeof row->id, "%s/%s/%s", row->kind, name, row->pass);
@@ -426,7 +425,7 @@ static void emit_matmuls(emitter *e) {
     }
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const bench_model *m = &bench_models[shapes[s].model];
-        int BT = shapes[s].B * shapes[s].T, C = m->C, Vp = (m->V + 127) / 128 * 128;
+        int BT = shapes[s].B * shapes[s].T, C = m->C, Vp = bench_padded_vocab(m);
         bool q = shapes[s].quick;
         for (size_t l = 0; l < sizeof linears / sizeof linears[0]; l++) {
             snprintf(name, sizeof name, "%s.%s", m->name, linears[l].name);
@@ -441,8 +440,8 @@ static void emit_matmuls(emitter *e) {
     /* GPT-2's own vocabulary: the largest matmul of a GPT-2 small step */
     const bench_model *m = &bench_models[BM_GPT2S_V50257];
     snprintf(name, sizeof name, "%s.lm_head", m->name);
-    emit(e, OP_LINEAR_FWD, false, name, 4 * 256, m->C, (m->V + 127) / 128 * 128, 0);
-    emit(e, OP_LINEAR_BWD, false, name, 4 * 256, m->C, (m->V + 127) / 128 * 128, 0);
+    emit(e, OP_LINEAR_FWD, false, name, 4 * 256, m->C, bench_padded_vocab(m), 0);
+    emit(e, OP_LINEAR_BWD, false, name, 4 * 256, m->C, bench_padded_vocab(m), 0);
 }
 
 /* Per-layer cases of each model shape, op by op (shape.name is the model's name). */
@@ -450,7 +449,7 @@ static void emit_layers(emitter *e, int op_fwd, int op_bwd) {
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const bench_model *m = &bench_models[shapes[s].model];
         int B = shapes[s].B, T = shapes[s].T, BT = B * T, C = m->C, NH = m->NH;
-        int Vp = (m->V + 127) / 128 * 128;
+        int Vp = bench_padded_vocab(m);
         bool q = shapes[s].quick;
         for (int op = op_fwd; op <= op_bwd; op++) {
             switch (op) {
@@ -491,8 +490,8 @@ int kc_enumerate(bool quick, kc_case *cases, bench_row *rows, int cap) {
     emit_layers(&e, OP_LAYERNORM_FWD, OP_BIAS_BWD);
     emit_layers(&e, OP_CE_FWD, OP_CE_BWD);
     const bench_model *m = &bench_models[BM_GPT2S_V50257];
-    emit(&e, OP_CE_FWD, false, m->name, 4 * 256, m->V, (m->V + 127) / 128 * 128, 0);
-    emit(&e, OP_CE_BWD, false, m->name, 4 * 256, m->V, (m->V + 127) / 128 * 128, 0);
+    emit(&e, OP_CE_FWD, false, m->name, 4 * 256, m->V, bench_padded_vocab(m), 0);
+    emit(&e, OP_CE_BWD, false, m->name, 4 * 256, m->V, bench_padded_vocab(m), 0);
     emit_layers(&e, OP_ADAMW, OP_ADAMW);
     return e.n;
 }

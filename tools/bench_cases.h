@@ -27,7 +27,6 @@ typedef vka_result (*kc_record_fn)(vka_context *ctx, vka_tensor **t, const kc_ca
 struct kc_case {
     int op;          /* kc_op (bench_cases.c) */
     int d[6];        /* the op's sizes, as its record function reads them */
-    bool quick;      /* in the --quick set */
     kc_record_fn record;
     int n_tensors;
     kc_tensor t[KC_MAX_TENSORS];

@@ -79,12 +79,6 @@ static vka_result inst_setup(kc_inst *k, vka_context *ctx, const kc_case *c, uin
     return r;
 }
 
-static vka_result inst_run(void *user, double *ms) {
-    kc_inst *k = user;
-    vka_result r = vka_graph_run(k->g);
-    return r == VKA_SUCCESS ? vka_graph_times(k->g, ms, NULL, 0, NULL) : r;
-}
-
 /* The compared tensors, read back (out[i] malloc'd; NULL for the others). */
 static vka_result inst_read(const kc_inst *k, const kc_case *c, float **out) {
     for (int i = 0; i < c->n_tensors; i++) {
@@ -138,7 +132,7 @@ static vka_result run_on(bench *b, vka_context *ctx, int dev, bool timed, const 
     bench_progress(b, row->id, timed ? bench_backend_names[dev] : "reference");
     double ms;
     vka_result r = inst_setup(&k, ctx, c, seed);
-    if (r == VKA_SUCCESS) r = inst_run(&k, &ms);
+    if (r == VKA_SUCCESS) r = bench_run_graph(k.g, &ms);
     if (r == VKA_SUCCESS) r = inst_read(&k, c, got);
     if (r == VKA_SUCCESS && dev == BENCH_CPU) {
         memcpy(ref, got, sizeof got);
@@ -148,7 +142,8 @@ static vka_result run_on(bench *b, vka_context *ctx, int dev, bool timed, const 
     } else if (r == VKA_SUCCESS && row->has_ref) {
         check_outputs(c, got, ref, res);
     }
-    if (r == VKA_SUCCESS && timed) r = bench_measure(&b->kernel_plan, inst_run, &k, &res->t);
+    if (r == VKA_SUCCESS && timed)
+        r = bench_measure(&b->kernel_plan, bench_run_graph, k.g, &res->t);
     if (r == VKA_SUCCESS && timed) {
         res->ran = true;
         if (row->compute) res->ceiling = b->dev[dev].peak.gflops;
@@ -207,7 +202,6 @@ int bench_run_kernels(bench *b) {
         if (!bench_selected(b, rows[i].id)) continue;
         bench_row *row = bench_add_row(b);
         if (!row) {
-            fprintf(stderr, "vkattn bench: out of memory\n");
             rc = CLI_ERROR;
             break;
         }

@@ -16,10 +16,10 @@ const bench_model bench_models[BM_COUNT] = {
     [BM_GPT2S_V50257] = {"gpt2-small-V50257", 12, 12, 768, 50257}, /* and GPT-2's vocabulary */
 };
 
-static int padded_vocab(const bench_model *m) { return (m->V + 127) / 128 * 128; }
+int bench_padded_vocab(const bench_model *m) { return (m->V + 127) / 128 * 128; }
 
 size_t bench_model_params(const bench_model *m, int T) {
-    size_t C = (size_t)m->C, L = (size_t)m->L, Vp = (size_t)padded_vocab(m);
+    size_t C = (size_t)m->C, L = (size_t)m->L, Vp = (size_t)bench_padded_vocab(m);
     /* wte, wpe, L x (ln1 2C, qkv 3C^2+3C, attproj C^2+C, ln2 2C, fc 4C^2+4C, fcproj 4C^2+C), lnf */
     return Vp * C + (size_t)T * C + L * (12 * C * C + 13 * C) + 2 * C;
 }
@@ -29,8 +29,8 @@ size_t bench_model_params(const bench_model *m, int T) {
  * and q.k^T and att.v over the full T x T, 4 T^2 C per sequence and layer. A training step is
  * three times this (backward: two matmuls per forward one). */
 static double forward_flop(const bench_model *m, int B, int T) {
-    double BT = (double)B * T, C = m->C, L = m->L;
-    return BT * (24.0 * L * C * C + 2.0 * C * padded_vocab(m)) + 4.0 * B * L * (double)T * T * C;
+    double BT = (double)B * T, C = m->C, L = m->L, Vp = bench_padded_vocab(m);
+    return BT * (24.0 * L * C * C + 2.0 * C * Vp) + 4.0 * B * L * (double)T * T * C;
 }
 
 /* The cases: each is a forward row and a train_step row. */
@@ -255,7 +255,11 @@ static int run_rows(bench *b, bench_row *rows, int n, bool *model_checked) {
 int bench_run_models(bench *b) {
     bench_row *rows = calloc(2 * N_MODEL_CASES, sizeof *rows);
     bool checked[BM_COUNT] = {false};
-    int rc = rows ? CLI_OK : CLI_ERROR;
+    int rc = CLI_OK;
+    if (!rows) {
+        fprintf(stderr, "vkattn bench: out of memory\n");
+        rc = CLI_ERROR;
+    }
     /* cases of one model and T share a model: forward rows first (they leave the parameters
      * alone), then the training steps */
     for (int i = 0; i < N_MODEL_CASES && rc == CLI_OK;) {

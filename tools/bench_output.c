@@ -207,51 +207,42 @@ void bench_print_footer(const bench *b, FILE *f) {
 
 /* --- JSON ------------------------------------------------------------------------------------- */
 
-static void key(FILE *f, const char *k) { fprintf(f, ",\"%s\":", k); }
-static void num(FILE *f, const char *k, double x) {
-    key(f, k);
-    cli_json_number(f, x);
-}
-static void str(FILE *f, const char *k, const char *s) {
-    key(f, k);
-    cli_json_string(f, s);
-}
-
 static void json_backend(const bench *b, int dev, FILE *f) {
     const bench_dev *d = &b->dev[dev];
     char api[32], drv[48];
     cli_api_version(d->info.api_version, api, sizeof api);
     cli_driver_version(&d->info, drv, sizeof drv);
     fprintf(f, "{\"backend\":\"%s\"", bench_backend_names[dev]);
-    str(f, "device", d->info.name);
-    str(f, "device_type", cli_device_type_name(d->info.type));
+    cli_json_str(f, "device", d->info.name);
+    cli_json_str(f, "device_type", cli_device_type_name(d->info.type));
     if (dev == BENCH_VK) {
-        num(f, "vendor_id", d->info.vendor_id);
-        str(f, "vendor", cli_vendor_name(d->info.vendor_id));
-        num(f, "device_id", d->info.device_id);
-        str(f, "driver_name", d->info.driver_name);
-        str(f, "driver_info", d->info.driver_info);
-        str(f, "driver_version", drv);
-        num(f, "driver_version_raw", d->info.driver_version);
-        str(f, "api_version", api);
-        num(f, "timestamp_period_ns", d->info.timestamps ? d->info.timestamp_period : NAN);
-        str(f, "kernels", cli_kernel_names[b->o->b.kernels]); /* --kernels: auto, gpu, cpu */
+        cli_json_num(f, "vendor_id", d->info.vendor_id);
+        cli_json_str(f, "vendor", cli_vendor_name(d->info.vendor_id));
+        cli_json_num(f, "device_id", d->info.device_id);
+        cli_json_str(f, "driver_name", d->info.driver_name);
+        cli_json_str(f, "driver_info", d->info.driver_info);
+        cli_json_str(f, "driver_version", drv);
+        cli_json_num(f, "driver_version_raw", d->info.driver_version);
+        cli_json_str(f, "api_version", api);
+        cli_json_num(f, "timestamp_period_ns", d->info.timestamps ? d->info.timestamp_period : NAN);
+        /* --kernels: auto, gpu, cpu */
+        cli_json_str(f, "kernels", cli_kernel_names[b->o->b.kernels]);
     } else {
-        num(f, "threads", d->threads);
-        str(f, "omp_wait_policy", omp_wait_policy());
+        cli_json_num(f, "threads", d->threads);
+        cli_json_str(f, "omp_wait_policy", omp_wait_policy());
     }
-    str(f, "timer", dev == BENCH_VK && d->info.timestamps ? "timestamps" : "host");
+    cli_json_str(f, "timer", dev == BENCH_VK && d->info.timestamps ? "timestamps" : "host");
     fprintf(f, ",\"ceilings\":{\"fma_gflops\":");
     cli_json_number(f, d->peak.gflops);
-    num(f, "copy_gbps", d->peak.gbps);
-    num(f, "fma_gflop", d->peak.fma_gflop);
-    num(f, "copy_mbytes", d->peak.copy_mbytes);
+    cli_json_num(f, "copy_gbps", d->peak.gbps);
+    cli_json_num(f, "fma_gflop", d->peak.fma_gflop);
+    cli_json_num(f, "copy_mbytes", d->peak.copy_mbytes);
     fprintf(f, ",\"remeasured\":%s,\"copy_by_size\":[", b->remeasured[dev] ? "true" : "false");
     for (int i = 0, first = 1; i < d->n_copies; i++) {
         if (!d->copy_n[i]) continue;
         fprintf(f, "%s{\"bytes\":", first ? "" : ",");
         cli_json_number(f, 8.0 * (double)d->copy_n[i]);
-        num(f, "gbps", d->copy_gbps[i]);
+        cli_json_num(f, "gbps", d->copy_gbps[i]);
         fputc('}', f);
         first = 0;
     }
@@ -261,36 +252,36 @@ static void json_backend(const bench *b, int dev, FILE *f) {
 static void json_result(const bench_row *row, const bench_result *res, FILE *f) {
     fprintf(f, "{\"status\":\"%s\"", res->ran ? "ok" : "skipped");
     if (!res->ran) {
-        str(f, "reason", res->note);
+        cli_json_str(f, "reason", res->note);
         fputc('}', f);
         return;
     }
     const bench_stats *t = &res->t;
     fprintf(f, ",\"runs\":%d", t->runs);
-    num(f, "ms_median", t->ms_med);
-    num(f, "ms_min", t->ms_min);
-    num(f, "ms_max", t->ms_max);
-    num(f, "host_ms_median", t->host_med);
-    if (row->flop > 0) num(f, "gflops", row->flop / (t->ms_med * 1e6));
-    if (row->bytes > 0) num(f, "gbps", row->bytes / (t->ms_med * 1e6));
+    cli_json_num(f, "ms_median", t->ms_med);
+    cli_json_num(f, "ms_min", t->ms_min);
+    cli_json_num(f, "ms_max", t->ms_max);
+    cli_json_num(f, "host_ms_median", t->host_med);
+    if (row->flop > 0) cli_json_num(f, "gflops", row->flop / (t->ms_med * 1e6));
+    if (row->bytes > 0) cli_json_num(f, "gbps", row->bytes / (t->ms_med * 1e6));
     double rate = bench_rate(row, res);
-    num(f, "throughput", rate);
-    str(f, "throughput_unit", row->compute ? "GFLOP/s" : "GB/s");
-    num(f, "ceiling", res->ceiling);
-    num(f, "percent_of_ceiling", res->ceiling > 0 ? 100.0 * rate / res->ceiling : NAN);
-    fprintf(f, ",\"above_ceiling\":%s", rate > res->ceiling ? "true" : "false");
-    str(f, "check", bench_check_names[res->check]);
+    cli_json_num(f, "throughput", rate);
+    cli_json_str(f, "throughput_unit", row->compute ? "GFLOP/s" : "GB/s");
+    cli_json_num(f, "ceiling", res->ceiling);
+    cli_json_num(f, "percent_of_ceiling", res->ceiling > 0 ? 100.0 * rate / res->ceiling : NAN);
+    fprintf(f, ",\"above_ceiling\":%s", res->above_ceiling ? "true" : "false");
+    cli_json_str(f, "check", bench_check_names[res->check]);
     if (res->check == BENCH_OK || res->check == BENCH_WRONG) {
-        num(f, "max_diff", res->diff);
-        num(f, "tolerance", res->tol);
+        cli_json_num(f, "max_diff", res->diff);
+        cli_json_num(f, "tolerance", res->tol);
     }
     if (row->model) {
-        num(f, "tokens_per_s", (double)row->B * row->T / (t->host_med * 1e-3));
-        num(f, "loss", res->loss);
-        if (!isnan(res->grad_norm)) num(f, "grad_norm", res->grad_norm);
+        cli_json_num(f, "tokens_per_s", (double)row->B * row->T / (t->host_med * 1e-3));
+        cli_json_num(f, "loss", res->loss);
+        if (!isnan(res->grad_norm)) cli_json_num(f, "grad_norm", res->grad_norm);
         fprintf(f, ",\"profile\":{\"ms\":");
         cli_json_number(f, res->prof_ms);
-        fprintf(f, ",\"kinds\":");
+        cli_json_key(f, "kinds");
         cli_profile_json(f, res->prof, res->n_prof);
         fputc('}', f);
     }
@@ -300,19 +291,19 @@ static void json_result(const bench_row *row, const bench_result *res, FILE *f) 
 static void json_case(const bench *b, const bench_row *row, FILE *f) {
     fprintf(f, "{\"id\":");
     cli_json_string(f, row->id);
-    str(f, "kind", row->kind);
-    str(f, "name", row->name);
-    str(f, "pass", row->pass);
-    str(f, "shape", row->shape);
-    str(f, "bound", row->compute ? "compute" : "memory");
-    num(f, "flop", row->flop > 0 ? row->flop : NAN); /* null: not counted */
-    num(f, "bytes", row->bytes > 0 ? row->bytes : NAN);
+    cli_json_str(f, "kind", row->kind);
+    cli_json_str(f, "name", row->name);
+    cli_json_str(f, "pass", row->pass);
+    cli_json_str(f, "shape", row->shape);
+    cli_json_str(f, "bound", row->compute ? "compute" : "memory");
+    cli_json_num(f, "flop", row->flop > 0 ? row->flop : NAN); /* null: not counted */
+    cli_json_num(f, "bytes", row->bytes > 0 ? row->bytes : NAN);
     if (row->model) {
         const bench_model *m = row->model;
         fprintf(f, ",\"model\":{\"name\":");
         cli_json_string(f, m->name);
         fprintf(f, ",\"L\":%d,\"NH\":%d,\"C\":%d,\"V\":%d,\"Vp\":%d,\"max_T\":%d,\"params\":%zu}",
-                m->L, m->NH, m->C, m->V, (m->V + 127) / 128 * 128, row->T, row->params);
+                m->L, m->NH, m->C, m->V, bench_padded_vocab(m), row->T, row->params);
         fprintf(f, ",\"B\":%d,\"T\":%d,\"tokens\":%d", row->B, row->T, row->B * row->T);
     }
     fprintf(f, ",\"results\":{");
@@ -323,7 +314,8 @@ static void json_case(const bench *b, const bench_row *row, FILE *f) {
         first = 0;
     }
     fputc('}', f);
-    if (b->dev[BENCH_VK].on && b->dev[BENCH_CPU].on) num(f, "vulkan_speedup", vulkan_speedup(row));
+    if (b->dev[BENCH_VK].on && b->dev[BENCH_CPU].on)
+        cli_json_num(f, "vulkan_speedup", vulkan_speedup(row));
     fputc('}', f);
 }
 
@@ -331,16 +323,16 @@ void bench_write_json(const bench *b, FILE *f) {
     fprintf(f, "{\"schema\":\"%s\",\"vkattn_version\":\"%s\",\"mode\":\"%s\",\"seed\":%llu",
             BENCH_SCHEMA, vka_version_string(), b->quick ? "quick" : "full",
             (unsigned long long)b->o->seed);
-    key(f, "filter");
+    cli_json_key(f, "filter");
     if (b->o->filter) cli_json_string(f, b->o->filter);
     else fputs("null", f);
     const bench_plan *plans[2] = {&b->kernel_plan, &b->model_plan};
     const char *names[2] = {"kernels", "models"};
     fprintf(f, ",\"plan\":{");
     for (int i = 0; i < 2; i++) {
-        fprintf(f, "%s\"%s\":{\"warmup\":%d,\"min_runs\":%d,\"max_runs\":%d,\"budget_s\":",
-                i ? "," : "", names[i], plans[i]->warmup, plans[i]->min_runs, plans[i]->max_runs);
-        cli_json_number(f, plans[i]->budget_s);
+        fprintf(f, "%s\"%s\":{\"warmup\":%d,\"min_runs\":%d,\"max_runs\":%d", i ? "," : "",
+                names[i], plans[i]->warmup, plans[i]->min_runs, plans[i]->max_runs);
+        cli_json_num(f, "budget_s", plans[i]->budget_s);
         fputc('}', f);
     }
     fprintf(f, "},\"backends\":[");
@@ -355,7 +347,7 @@ void bench_write_json(const bench *b, FILE *f) {
         json_case(b, &b->rows[i], f);
         fputs(i + 1 < b->n_rows ? ",\n" : "\n", f);
     }
-    fprintf(f, "],\"seconds\":");
-    cli_json_number(f, cli_now() - b->t_start);
+    fputc(']', f);
+    cli_json_num(f, "seconds", cli_now() - b->t_start);
     fprintf(f, "}\n");
 }

@@ -44,6 +44,11 @@ vka_result bench_measure(const bench_plan *plan, bench_run_fn run, void *user, b
     return VKA_SUCCESS;
 }
 
+vka_result bench_run_graph(void *graph, double *ms) {
+    vka_result r = vka_graph_run(graph);
+    return r == VKA_SUCCESS ? vka_graph_times(graph, ms, NULL, 0, NULL) : r;
+}
+
 bool bench_compare(const float *got, const float *want, size_t n, double tol, double *max_diff,
                    double *abs_tol) {
     double max_ref = 0.0, diff = 0.0;
@@ -60,36 +65,26 @@ bool bench_compare(const float *got, const float *want, size_t n, double tol, do
 
 /* --- the bandwidth ceiling at a working-set size ------------------------------------------- */
 
-typedef struct copy_run {
-    vka_graph *g;
-} copy_run;
-
-static vka_result run_copy(void *user, double *ms) {
-    copy_run *c = user;
-    vka_result r = vka_graph_run(c->g);
-    return r == VKA_SUCCESS ? vka_graph_times(c->g, ms, NULL, 0, NULL) : r;
-}
-
 /* GB/s of a device copy of n elements (n*4 bytes read, n*4 written): the best of the runs. */
 static vka_result copy_gbps(bench *b, vka_context *ctx, size_t n, double *gbps) {
     vka_tensor *src = NULL, *dst = NULL;
-    copy_run c = {0};
+    vka_graph *g = NULL;
     vka_result r = vka_tensor_create(ctx, n, &src);
     if (r == VKA_SUCCESS) r = vka_tensor_create(ctx, n, &dst);
     if (r == VKA_SUCCESS) r = vka_graph_begin(ctx);
     if (r == VKA_SUCCESS) {
         vka_result rec = vka_copy(ctx, dst, src, n);
-        r = vka_graph_end(ctx, &c.g);
+        r = vka_graph_end(ctx, &g);
         if (r == VKA_SUCCESS) r = rec;
     }
     double ms = 0.0;
-    if (r == VKA_SUCCESS) r = run_copy(&c, &ms);
+    if (r == VKA_SUCCESS) r = bench_run_graph(g, &ms);
     bench_stats st;
     bench_plan plan = b->kernel_plan;
     plan.warmup = 2;
-    if (r == VKA_SUCCESS) r = bench_measure(&plan, run_copy, &c, &st);
+    if (r == VKA_SUCCESS) r = bench_measure(&plan, bench_run_graph, g, &st);
     if (r == VKA_SUCCESS) *gbps = st.ms_min > 0 ? 8.0 * (double)n / (st.ms_min * 1e6) : 0.0;
-    vka_graph_destroy(c.g);
+    vka_graph_destroy(g);
     vka_tensor_destroy(src);
     vka_tensor_destroy(dst);
     return r;

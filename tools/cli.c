@@ -1,12 +1,14 @@
 /* What the commands share: option parsing and help, contexts, errors, JSON (see cli.h). */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, getpid */
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -203,20 +205,20 @@ static void cli_log(void *user, vka_log_level level, const char *msg) {
     fprintf(stderr, "vkattn %s: %s: %s\n", s->cmd, names[level], msg);
 }
 
-int cli_check_backend_opts(const char *cmd, const cli_backend_opts *b) {
-    bool cpu = b->backend == VKA_BACKEND_CPU;
+int cli_check_backend_opts(const char *cmd, const cli_backend_opts *b, unsigned uses) {
+    bool vulkan = uses & CLI_USES_VULKAN, cpu = uses & CLI_USES_CPU;
     if (b->device) {
         const char *p = b->device;
         while (*p >= '0' && *p <= '9') p++;
         if (*p || p == b->device || p - b->device > 9)
             return cli_usage_error(cmd, "--device '%s' is not a device index (see `vkattn info`)",
                                    b->device);
-        if (cpu)
+        if (!vulkan)
             return cli_usage_error(cmd, "--device selects a Vulkan device; it does not apply to "
                                         "--backend cpu");
     }
-    /* An option the chosen backend would ignore is a mistake, not a no-op. */
-    if (cpu && b->kernels != 0)
+    /* An option the chosen backends would ignore is a mistake, not a no-op. */
+    if (!vulkan && b->kernels != 0)
         return cli_usage_error(cmd, "--kernels chooses Vulkan kernel variants; it does not apply "
                                     "to --backend cpu");
     if (!cpu && b->threads != 0)
@@ -229,7 +231,7 @@ vka_result cli_context_try(const char *cmd, const cli_backend_opts *b, vka_conte
                            char *why, size_t cap) {
     log_state = (cli_log_state){.cmd = cmd, .verbose = b->verbose, .vulkan_only = b->vulkan_only};
     vka_context_desc d = {
-        .backend = b->backend == 1 ? VKA_BACKEND_CPU : VKA_BACKEND_VULKAN,
+        .backend = b->backend == VKA_BACKEND_CPU ? VKA_BACKEND_CPU : VKA_BACKEND_VULKAN,
         .device = b->device,
         .cpu_threads = b->threads,
         .log = cli_log,
@@ -258,7 +260,8 @@ int cli_context(const char *cmd, const cli_backend_opts *b, vka_context **out) {
     char why[512];
     vka_result r = cli_context_try(cmd, b, out, why, sizeof why);
     if (r == VKA_SUCCESS) return CLI_OK;
-    return report(cmd, b->backend == 1 ? "CPU backend" : "Vulkan", r, why, b->backend != 1);
+    bool vulkan = b->backend != VKA_BACKEND_CPU;
+    return report(cmd, vulkan ? "Vulkan" : "CPU backend", r, why, vulkan);
 }
 
 int cli_finish(const char *cmd, vka_context *ctx, int rc) {
@@ -419,15 +422,16 @@ static const char *kind_name(cli_file_kind k) {
 
 int cli_check_file_kind(const char *cmd, const char *what, const char *path,
                         cli_file_kind expected) {
-    cli_file_kind kind = cli_file_kind_of(path);
+    return cli_check_kind(cmd, what, path, cli_file_kind_of(path), expected);
+}
+
+int cli_check_kind(const char *cmd, const char *what, const char *path, cli_file_kind kind,
+                   cli_file_kind expected) {
     if (kind == CLI_FILE_UNKNOWN || kind == expected) return CLI_OK;
     fprintf(stderr, "vkattn %s: %s: %s is %s, not %s", cmd, what, path, kind_name(kind),
             kind_name(expected));
     if (expected == CLI_FILE_MODEL && kind == CLI_FILE_STATE) {
-        char *model = NULL;
-        size_t len = strlen(path), ls = strlen(".state.bin");
-        if (len > ls && strcmp(path + len - ls, ".state.bin") == 0 && (model = malloc(len)))
-            snprintf(model, len, "%.*s.bin", (int)(len - ls), path);
+        char *model = cli_state_sibling(path, ".bin");
         fprintf(stderr, ": give the model saved beside it (%s), or continue training with "
                 "`vkattn train --resume %s`\n", model ? model : "MODEL.bin", path);
         free(model);
@@ -452,6 +456,42 @@ int cli_fail_load(const char *cmd, vka_context *ctx, vka_result r, const char *w
     return cli_fail(cmd, ctx, r, what);
 }
 
+int cli_load_model(const char *cmd, vka_context *ctx, const char *model_path,
+                   const char *tok_path, vka_gpt **gpt, vka_tokenizer **tok) {
+    *gpt = NULL;
+    *tok = NULL;
+    /* The model first: a wrong or missing --model is the likelier mistake, and its error
+     * should not be hidden behind the tokenizer's. */
+    vka_result r = vka_gpt_load(ctx, model_path, gpt);
+    if (r != VKA_SUCCESS) return cli_fail_load(cmd, ctx, r, "model", model_path, CLI_FILE_MODEL);
+    char *beside = tok_path ? NULL : cli_sibling_path(model_path, ".tokenizer.bin");
+    const char *tok_file = tok_path ? tok_path : beside;
+    int rc = CLI_OK;
+    if (!tok_file) {
+        fprintf(stderr, "vkattn %s: out of memory\n", cmd);
+        rc = CLI_ERROR;
+    } else if ((r = vka_tokenizer_load(ctx, tok_file, tok)) != VKA_SUCCESS) {
+        rc = cli_fail_load(cmd, ctx, r, "tokenizer", tok_file, CLI_FILE_TOKENIZER);
+        if (!tok_path)
+            fprintf(stderr, "vkattn %s: the tokenizer is looked for beside the model; give its "
+                    "path with --tokenizer FILE\n", cmd);
+    } else if (vka_tokenizer_vocab_size(*tok) != vka_gpt_get_config(*gpt).V) {
+        int n_tok = vka_tokenizer_vocab_size(*tok);
+        fprintf(stderr, "vkattn %s: the tokenizer has %d token%s but %s has V = %d: they do not "
+                "belong together\n", cmd, n_tok, n_tok == 1 ? "" : "s", model_path,
+                vka_gpt_get_config(*gpt).V);
+        rc = CLI_ERROR;
+    }
+    free(beside);
+    if (rc != CLI_OK) {
+        vka_tokenizer_destroy(*tok);
+        vka_gpt_destroy(*gpt);
+        *tok = NULL;
+        *gpt = NULL;
+    }
+    return rc;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Files and output
  * ------------------------------------------------------------------------------------------- */
@@ -463,6 +503,15 @@ char *cli_sibling_path(const char *path, const char *suffix) {
     if (!out) return NULL;
     memcpy(out, path, len);
     strcpy(out + len, suffix);
+    return out;
+}
+
+char *cli_state_sibling(const char *state_path, const char *suffix) {
+    const char *tail = ".state.bin";
+    size_t len = strlen(state_path), lt = strlen(tail);
+    if (len <= lt || strcmp(state_path + len - lt, tail) != 0) return NULL;
+    char *out = malloc(len - lt + strlen(suffix) + 1);
+    if (out) sprintf(out, "%.*s%s", (int)(len - lt), state_path, suffix);
     return out;
 }
 
@@ -493,6 +542,68 @@ int cli_write_file_atomic(const char *cmd, const char *path, const void *data, s
     return ok ? CLI_OK : CLI_ERROR;
 }
 
+char *cli_dir_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    size_t n = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
+    char *d = malloc(n + 1);
+    if (d) snprintf(d, n + 1, "%s", slash ? path : ".");
+    return d;
+}
+
+/* Why a file could not be created in dir (errno err), for cli_check_writable. */
+static void say_not_creatable(const char *cmd, const char *path, const char *probe,
+                              const char *dir, int err) {
+    struct stat st;
+    bool dir_missing = stat(dir, &st) != 0, not_dir = !dir_missing && !S_ISDIR(st.st_mode);
+    fprintf(stderr, "vkattn %s: cannot write %s: ", cmd, path);
+    if ((err == ENOENT || err == ENOTDIR) && dir_missing)
+        fprintf(stderr, "the directory %s does not exist\n", dir);
+    else if (err == ENOTDIR && not_dir)
+        fprintf(stderr, "%s is not a directory\n", dir);
+    else if (err == ENAMETOOLONG)
+        fprintf(stderr, "the name %s, which writing it uses, is too long\n", probe);
+    else
+        fprintf(stderr, "cannot create files in %s: %s\n", dir, strerror(err));
+}
+
+int cli_check_writable(const char *cmd, const char *option, const char *path, const char *suffix,
+                       const char *example) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        /* "/tmp/x/" suggests /tmp/x/model.bin, not /tmp/x//model.bin ("/" stays "/"). */
+        int n = (int)strlen(path);
+        while (n > 1 && path[n - 1] == '/') n--;
+        fprintf(stderr, "vkattn %s: %s is a directory; give %s a file name such as %.*s%s%s\n",
+                cmd, path, option, n, path, path[n - 1] == '/' ? "" : "/", example);
+        return CLI_ERROR;
+    }
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "vkattn %s: %s is not a regular file; give %s a file name\n", cmd, path,
+                option);
+        return CLI_ERROR;
+    }
+    size_t cap = strlen(path) + strlen(suffix) + 32;
+    char *probe = malloc(cap), *dir = cli_dir_of(path);
+    int rc = CLI_OK;
+    if (!probe || !dir) {
+        fprintf(stderr, "vkattn %s: out of memory\n", cmd);
+        rc = CLI_ERROR;
+    } else {
+        snprintf(probe, cap, "%s%s.tmp.%ld", path, suffix, (long)getpid());
+        int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd >= 0) {
+            close(fd);
+            unlink(probe);
+        } else {
+            say_not_creatable(cmd, path, probe, dir, errno);
+            rc = CLI_ERROR;
+        }
+    }
+    free(probe);
+    free(dir);
+    return rc;
+}
+
 void cli_json_string(FILE *f, const char *s) {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -509,6 +620,18 @@ void cli_json_string(FILE *f, const char *s) {
 void cli_json_number(FILE *f, double x) {
     if (isfinite(x)) fprintf(f, "%.9g", x);
     else fputs("null", f);
+}
+
+void cli_json_key(FILE *f, const char *key) { fprintf(f, ",\"%s\":", key); }
+
+void cli_json_num(FILE *f, const char *key, double x) {
+    cli_json_key(f, key);
+    cli_json_number(f, x);
+}
+
+void cli_json_str(FILE *f, const char *key, const char *s) {
+    cli_json_key(f, key);
+    cli_json_string(f, s);
 }
 
 void cli_perplexity_text(double ppl, char *out, size_t cap) {

@@ -86,7 +86,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
  * Backend options shared by the commands that run the model.
  * ------------------------------------------------------------------------------------------- */
 typedef struct cli_backend_opts {
-    int backend;          /* index into cli_backend_names: 0 vulkan, 1 cpu */
+    int backend;          /* index into cli_backend_names: VKA_BACKEND_VULKAN or _CPU */
     const char *device;   /* --device N, or NULL */
     int kernels;          /* index into cli_kernel_names: auto, gpu, cpu */
     int threads;          /* CPU backend threads; 0 = OpenMP's default */
@@ -111,9 +111,16 @@ extern const char *const cli_kernel_names[];
             "CPU backend threads (default: 0 = OpenMP's default, $OMP_NUM_THREADS)", 0, 4096),  \
     CLI_FLAG("verbose", &(b)->verbose, "print the library's info messages to stderr")
 
-/* Check --device is an index, and that no option is given that the chosen backend ignores
- * (--device and --kernels are Vulkan's, --threads the CPU backend's): usage error otherwise. */
-int cli_check_backend_opts(const char *cmd, const cli_backend_opts *b);
+/* Which backends a command runs, for cli_check_backend_opts: bits that may be combined (bench
+ * runs both by default). */
+enum { CLI_USES_VULKAN = 1, CLI_USES_CPU = 2 };
+/* The one backend b->backend chooses, as a CLI_USES_ bit. */
+#define CLI_USES_CHOSEN(b) ((b)->backend == VKA_BACKEND_CPU ? CLI_USES_CPU : CLI_USES_VULKAN)
+
+/* Check --device is an index, and that no option is given that the backends the command uses
+ * (CLI_USES_ bits) all ignore (--device and --kernels are Vulkan's, --threads the CPU
+ * backend's): usage error otherwise. */
+int cli_check_backend_opts(const char *cmd, const cli_backend_opts *b, unsigned uses);
 /* Create the context; on failure print the reason (with a hint to use --backend cpu when
  * Vulkan is unavailable) and return CLI_ERROR. */
 int cli_context(const char *cmd, const cli_backend_opts *b, vka_context **out);
@@ -123,6 +130,17 @@ vka_result cli_context_try(const char *cmd, const cli_backend_opts *b, vka_conte
 /* Write len bytes to path through a temporary file and a rename, so that path is always either
  * the old file or the whole new one. On failure prints why (naming path) and returns CLI_ERROR. */
 int cli_write_file_atomic(const char *cmd, const char *path, const void *data, size_t len);
+/* Say now, not after the work whose result goes there, that path cannot be written: it is a
+ * directory (the message suggests DIR/example as option's value) or another file that is not
+ * a regular one, or no file can be created beside it -- the one tried (and removed at once) is
+ * the temporary name the write uses, path + suffix + ".tmp.<pid>" (suffix "" for
+ * cli_write_file_atomic), so that a name too long is found too. Prints why and returns
+ * CLI_ERROR; CLI_OK otherwise. */
+int cli_check_writable(const char *cmd, const char *option, const char *path, const char *suffix,
+                       const char *example);
+/* The directory part of path: "." when there is none, "/" for "/x"; malloc'd (NULL if out of
+ * memory). */
+char *cli_dir_of(const char *path);
 /* Destroy ctx; returns CLI_ERROR (after saying so) if the validation layer reported anything
  * (VKATTN_VALIDATION=1), else rc. */
 int cli_finish(const char *cmd, vka_context *ctx, int rc);
@@ -149,10 +167,19 @@ cli_file_kind cli_file_kind_of(const char *path);
  * command line's terms, and return CLI_ERROR; else CLI_OK. */
 int cli_check_file_kind(const char *cmd, const char *what, const char *path,
                         cli_file_kind expected);
+/* cli_check_file_kind for a file whose kind (cli_file_kind_of) is known already. */
+int cli_check_kind(const char *cmd, const char *what, const char *path, cli_file_kind kind,
+                   cli_file_kind expected);
 /* A load of path as `expected` failed with r: cli_check_file_kind's message if the file is
  * recognisably something else, else cli_fail(what)'s. Returns CLI_ERROR. */
 int cli_fail_load(const char *cmd, vka_context *ctx, vka_result r, const char *what,
                   const char *path, cli_file_kind expected);
+
+/* Load the model at model_path, then its tokenizer (tok_path, or NULL for the model's sibling
+ * .tokenizer.bin, as `vkattn train` saves it), and check that they belong together (the same
+ * vocabulary size). On failure print why and return CLI_ERROR with *gpt and *tok NULL. */
+int cli_load_model(const char *cmd, vka_context *ctx, const char *model_path,
+                   const char *tok_path, vka_gpt **gpt, vka_tokenizer **tok);
 
 /* ---------------------------------------------------------------------------------------------
  * Devices (info, bench)
@@ -171,12 +198,14 @@ void cli_driver_version(const vka_device_info *d, char *out, size_t cap);
  * and `bench` print the same categories.
  * ------------------------------------------------------------------------------------------- */
 #define CLI_MAX_KINDS 24
+#define CLI_KIND_MAX_OPS 5 /* ops of one kind (tools/profile.c's table) */
 
 typedef struct cli_kind_time {
     const char *kind;  /* "matmul", "softmax", ... (cli_op_kind) */
     uint32_t calls;    /* dispatches of its ops in the profiled run */
     double ms;         /* their summed time */
-    char ops[160];     /* the op names folded into it, comma-separated */
+    const char *ops[CLI_KIND_MAX_OPS]; /* the op names folded into it (vka_op_time.op: static) */
+    int n_ops;
 } cli_kind_time;
 
 /* The kernel kind of an op name ("softmax_backward" -> "softmax"); unknown ops are their own. */
@@ -195,11 +224,21 @@ void cli_profile_json(FILE *f, const cli_kind_time *kinds, int n);
 /* path with a trailing ".bin" replaced by suffix (".tokenizer.bin"), or suffix appended;
  * malloc'd (NULL if out of memory). */
 char *cli_sibling_path(const char *path, const char *suffix);
+/* X.state.bin -> X + suffix (".bin": the model `train --resume` saves to by default;
+ * ".tokenizer.bin": the tokenizer saved with the state); NULL if state_path does not end in
+ * .state.bin (or out of memory). malloc'd. */
+char *cli_state_sibling(const char *state_path, const char *suffix);
 /* Write s as a JSON string (quoted, escaped). */
 void cli_json_string(FILE *f, const char *s);
 /* Write x as a JSON number with 9 significant digits (a float32 reads back exactly); null
  * if not finite (JSON has no NaN). */
 void cli_json_number(FILE *f, double x);
+/* A member after the first of a JSON object: ,"key": then (num, str) the value as
+ * cli_json_number or cli_json_string write it. The first member, after the '{', is written
+ * without these. */
+void cli_json_key(FILE *f, const char *key);
+void cli_json_num(FILE *f, const char *key, double x);
+void cli_json_str(FILE *f, const char *key, const char *s);
 /* A perplexity for people: fixed-point up to 10^6, then in exponent form ("3.162e+21"). */
 void cli_perplexity_text(double ppl, char *out, size_t cap);
 /* Seconds since an arbitrary start (monotonic clock). */

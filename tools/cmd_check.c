@@ -28,14 +28,10 @@ static void on_row(void *user, const vka_check_row *row) {
     if (o->json) {
         printf("%s{\"op\":", o->rows ? "," : "");
         cli_json_string(stdout, row->op);
-        printf(",\"shape\":");
-        cli_json_string(stdout, row->shape);
-        printf(",\"max_abs\":");
-        cli_json_number(stdout, row->max_abs);
-        printf(",\"max_rel\":");
-        cli_json_number(stdout, row->max_rel);
-        printf(",\"tol\":");
-        cli_json_number(stdout, row->tol);
+        cli_json_str(stdout, "shape", row->shape);
+        cli_json_num(stdout, "max_abs", row->max_abs);
+        cli_json_num(stdout, "max_rel", row->max_rel);
+        cli_json_num(stdout, "tol", row->tol);
         printf(",\"pass\":%s}", row->pass ? "true" : "false");
     } else {
         printf("%-*s %10.3g %10.3g %10.3g  %-6s  %s\n", OP_WIDTH, row->op, row->max_abs,
@@ -61,7 +57,7 @@ int cmd_check(int argc, char **argv) {
     int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int rc = cli_parse(&check_cmd, argc, argv, opts, n_opts);
     if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
-    rc = cli_check_backend_opts("check", &b);
+    rc = cli_check_backend_opts("check", &b, CLI_USES_VULKAN);
     if (rc != CLI_OK) return rc;
     vka_context *ctx = NULL;
     rc = cli_context("check", &b, &ctx);
@@ -71,8 +67,8 @@ int cmd_check(int argc, char **argv) {
     if (json) {
         printf("{\"device\":");
         cli_json_string(stdout, device);
-        printf(",\"kernels\":\"%s\",\"seed\":%llu,\"rows\":[", cli_kernel_names[b.kernels],
-               (unsigned long long)seed);
+        cli_json_str(stdout, "kernels", cli_kernel_names[b.kernels]);
+        printf(",\"seed\":%llu,\"rows\":[", (unsigned long long)seed);
     } else {
         printf("device: %s (kernels: %s)\n", device, cli_kernel_names[b.kernels]);
         printf("%-*s %10s %10s %10s  %-6s  %s\n", OP_WIDTH, "op", "max abs", "max rel", "tol",

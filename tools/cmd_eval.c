@@ -40,35 +40,14 @@ static int32_t *all_tokens(const vka_data *data, size_t *n) {
 }
 
 static int evaluate(vka_context *ctx, const eval_opts *o) {
-    char *tok_path = o->tokenizer ? NULL : cli_sibling_path(o->model, ".tokenizer.bin");
     vka_tokenizer *tok = NULL;
     vka_gpt *gpt = NULL;
     vka_data *data = NULL;
     int32_t *tokens = NULL;
-    int rc = CLI_OK;
-    /* The model first, as generate does: its error is the one to see. */
-    vka_result r = vka_gpt_load(ctx, o->model, &gpt);
-    if (r != VKA_SUCCESS) {
-        rc = cli_fail_load("eval", ctx, r, "model", o->model, CLI_FILE_MODEL);
-        goto done;
-    }
-    const char *tok_file = o->tokenizer ? o->tokenizer : tok_path;
-    r = vka_tokenizer_load(ctx, tok_file, &tok);
-    if (r != VKA_SUCCESS) {
-        rc = cli_fail_load("eval", ctx, r, "tokenizer", tok_file, CLI_FILE_TOKENIZER);
-        if (!o->tokenizer)
-            fprintf(stderr, "vkattn eval: the tokenizer is looked for beside the model; give its "
-                            "path with --tokenizer FILE\n");
-        goto done;
-    }
+    int rc = cli_load_model("eval", ctx, o->model, o->tokenizer, &gpt, &tok);
+    if (rc != CLI_OK) return rc;
     vka_gpt_config cfg = vka_gpt_get_config(gpt);
-    if (vka_tokenizer_vocab_size(tok) != cfg.V) {
-        int n_tok = vka_tokenizer_vocab_size(tok);
-        fprintf(stderr, "vkattn eval: the tokenizer has %d token%s but %s has V = %d: they do "
-                "not belong together\n", n_tok, n_tok == 1 ? "" : "s", o->model, cfg.V);
-        rc = CLI_ERROR;
-        goto done;
-    }
+    vka_result r;
     if (o->ctx > cfg.max_T) {
         rc = cli_usage_error("eval", "--ctx %d is longer than the model's context of %d", o->ctx,
                              cfg.max_T);
@@ -104,8 +83,7 @@ static int evaluate(vka_context *ctx, const eval_opts *o) {
     if (o->json) {
         printf("{\"loss\":");
         cli_json_number(stdout, loss);
-        printf(",\"perplexity\":");
-        cli_json_number(stdout, exp(loss));
+        cli_json_num(stdout, "perplexity", exp(loss));
         printf(",\"windows\":%zu,\"tokens\":%zu,\"ctx\":%d,\"file_tokens\":%zu}\n", windows,
                scored, T, n);
     } else {
@@ -119,7 +97,6 @@ done:
     vka_data_destroy(data);
     vka_gpt_destroy(gpt);
     vka_tokenizer_destroy(tok);
-    free(tok_path);
     return rc;
 }
 
@@ -139,7 +116,7 @@ int cmd_eval(int argc, char **argv) {
     if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
     if (!o.model) return cli_usage_error("eval", "--model MODEL is required");
     if (!o.data) return cli_usage_error("eval", "--data FILE is required");
-    rc = cli_check_backend_opts("eval", &o.b);
+    rc = cli_check_backend_opts("eval", &o.b, CLI_USES_CHOSEN(&o.b));
     if (rc != CLI_OK) return rc;
     vka_context *ctx = NULL;
     rc = cli_context("eval", &o.b, &ctx);

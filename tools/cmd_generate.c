@@ -35,16 +35,6 @@ static bool print_token(void *user, int32_t token) {
     return !s->failed;
 }
 
-/* Whether the vocabulary has a newline. */
-static bool has_newline(const vka_tokenizer *tok) {
-    for (int32_t i = 0; i < vka_tokenizer_vocab_size(tok); i++) {
-        size_t len = 0;
-        const char *b = vka_tokenizer_decode(tok, i, &len);
-        if (b && len == 1 && b[0] == '\n') return true;
-    }
-    return false;
-}
-
 /* The prompt as token ids. The default (NULL) is a newline; a vocabulary without one gets its
  * first token (the smallest byte; the end-of-text id llm.c's tokenizer file then holds), and
  * stderr says so. */
@@ -54,20 +44,19 @@ static vka_result encode_prompt(const vka_tokenizer *tok, const char *prompt, in
     size_t len = strlen(text);
     *ids = malloc((len ? len : 1) * sizeof **ids);
     if (!*ids) return VKA_ERROR_OUT_OF_HOST_MEMORY;
-    if (!prompt && !has_newline(tok)) {
-        size_t blen = 0;
-        const char *b = vka_tokenizer_decode(tok, 0, &blen);
-        unsigned char c = b && blen ? (unsigned char)b[0] : 0;
-        char shown[8] = "";
-        if (c >= 0x20 && c < 0x7F) snprintf(shown, sizeof shown, " '%c'", c);
-        fprintf(stderr, "vkattn generate: the vocabulary has no newline, the default prompt; the "
-                "prompt is its first token instead, byte 0x%02X%s (give --prompt to choose)\n", c,
-                shown);
-        (*ids)[0] = 0;
-        *n = 1;
-        return VKA_SUCCESS;
-    }
-    return vka_tokenizer_encode(tok, text, len, *ids, n);
+    vka_result r = vka_tokenizer_encode(tok, text, len, *ids, n);
+    if (prompt || r != VKA_ERROR_VOCABULARY) return r;
+    size_t blen = 0;
+    const char *b = vka_tokenizer_decode(tok, 0, &blen);
+    unsigned char c = b && blen ? (unsigned char)b[0] : 0;
+    char shown[8] = "";
+    if (c >= 0x20 && c < 0x7F) snprintf(shown, sizeof shown, " '%c'", c);
+    fprintf(stderr, "vkattn generate: the vocabulary has no newline, the default prompt; the "
+            "prompt is its first token instead, byte 0x%02X%s (give --prompt to choose)\n", c,
+            shown);
+    (*ids)[0] = 0;
+    *n = 1;
+    return VKA_SUCCESS;
 }
 
 typedef struct generate_opts {
@@ -79,37 +68,13 @@ typedef struct generate_opts {
 } generate_opts;
 
 static int generate(vka_context *ctx, const generate_opts *o) {
-    char *tok_path = o->tokenizer ? NULL : cli_sibling_path(o->model, ".tokenizer.bin");
     vka_tokenizer *tok = NULL;
     vka_gpt *gpt = NULL;
     int32_t *prompt = NULL;
     size_t n_prompt = 0;
-    int rc = CLI_OK;
-    /* The model first: a wrong or missing --model is the likelier mistake, and its error
-     * should not be hidden behind the tokenizer's. */
-    vka_result r = vka_gpt_load(ctx, o->model, &gpt);
-    if (r != VKA_SUCCESS) {
-        rc = cli_fail_load("generate", ctx, r, "model", o->model, CLI_FILE_MODEL);
-        goto done;
-    }
-    const char *tok_file = o->tokenizer ? o->tokenizer : tok_path;
-    r = vka_tokenizer_load(ctx, tok_file, &tok);
-    if (r != VKA_SUCCESS) {
-        rc = cli_fail_load("generate", ctx, r, "tokenizer", tok_file, CLI_FILE_TOKENIZER);
-        if (!o->tokenizer)
-            fprintf(stderr, "vkattn generate: the tokenizer is looked for beside the model; "
-                            "give its path with --tokenizer FILE\n");
-        goto done;
-    }
-    int V = vka_gpt_get_config(gpt).V;
-    if (vka_tokenizer_vocab_size(tok) != V) {
-        int n_tok = vka_tokenizer_vocab_size(tok);
-        fprintf(stderr, "vkattn generate: the tokenizer has %d token%s but %s has V = %d: they "
-                "do not belong together\n", n_tok, n_tok == 1 ? "" : "s", o->model, V);
-        rc = CLI_ERROR;
-        goto done;
-    }
-    r = encode_prompt(tok, o->prompt, &prompt, &n_prompt);
+    int rc = cli_load_model("generate", ctx, o->model, o->tokenizer, &gpt, &tok);
+    if (rc != CLI_OK) return rc;
+    vka_result r = encode_prompt(tok, o->prompt, &prompt, &n_prompt);
     if (r != VKA_SUCCESS) {
         rc = cli_fail("generate", ctx, r, "--prompt");
         goto done;
@@ -136,7 +101,6 @@ done:
     free(prompt);
     vka_gpt_destroy(gpt);
     vka_tokenizer_destroy(tok);
-    free(tok_path);
     return rc;
 }
 
@@ -158,7 +122,7 @@ int cmd_generate(int argc, char **argv) {
     int rc = cli_parse(&generate_cmd, argc, argv, opts, n_opts);
     if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
     if (!o.model) return cli_usage_error("generate", "--model MODEL is required");
-    rc = cli_check_backend_opts("generate", &o.b);
+    rc = cli_check_backend_opts("generate", &o.b, CLI_USES_CHOSEN(&o.b));
     if (rc != CLI_OK) return rc;
     vka_context *ctx = NULL;
     rc = cli_context("generate", &o.b, &ctx);

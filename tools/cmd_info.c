@@ -62,17 +62,16 @@ static void json_device(const vka_device_info *d) {
     char a[64], v[64];
     cli_api_version(d->api_version, a, sizeof a);
     cli_driver_version(d, v, sizeof v);
-    printf("{\"index\":%u,\"name\":", d->index);
-    cli_json_string(stdout, d->name);
-    printf(",\"type\":");
-    cli_json_string(stdout, cli_device_type_name(d->type));
-    printf(",\"vendor_id\":%u,\"vendor\":", d->vendor_id);
-    cli_json_string(stdout, cli_vendor_name(d->vendor_id));
-    printf(",\"device_id\":%u,\"driver_name\":", d->device_id);
-    cli_json_string(stdout, d->driver_name);
-    printf(",\"driver_info\":");
-    cli_json_string(stdout, d->driver_info);
-    printf(",\"driver_version\":\"%s\",\"api_version\":\"%s\"", v, a);
+    printf("{\"index\":%u", d->index);
+    cli_json_str(stdout, "name", d->name);
+    cli_json_str(stdout, "type", cli_device_type_name(d->type));
+    printf(",\"vendor_id\":%u", d->vendor_id);
+    cli_json_str(stdout, "vendor", cli_vendor_name(d->vendor_id));
+    printf(",\"device_id\":%u", d->device_id);
+    cli_json_str(stdout, "driver_name", d->driver_name);
+    cli_json_str(stdout, "driver_info", d->driver_info);
+    cli_json_str(stdout, "driver_version", v);
+    cli_json_str(stdout, "api_version", a);
     printf(",\"device_local_bytes\":%" PRIu64 ",\"max_storage_buffer_range\":%" PRIu64
            ",\"max_memory_allocation_size\":%" PRIu64,
            d->device_local_bytes, d->max_storage_buffer_range, d->max_memory_allocation_size);
@@ -84,9 +83,9 @@ static void json_device(const vka_device_info *d) {
            ",\"max_push_constants_size\":%u,\"subgroup_size\":%u",
            d->max_compute_work_group_invocations, d->max_compute_shared_memory_size,
            d->max_push_constants_size, d->subgroup_size);
-    printf(",\"unified_memory\":%s,\"timestamps\":%s,\"timestamp_period\":",
-           d->unified_memory ? "true" : "false", d->timestamps ? "true" : "false");
-    cli_json_number(stdout, d->timestamp_period);
+    printf(",\"unified_memory\":%s,\"timestamps\":%s", d->unified_memory ? "true" : "false",
+           d->timestamps ? "true" : "false");
+    cli_json_num(stdout, "timestamp_period", d->timestamp_period);
     printf(",\"has_compute\":%s,\"selected\":%s}", d->has_compute ? "true" : "false",
            d->selected ? "true" : "false");
 }
@@ -127,8 +126,8 @@ static int report(vka_context *ctx, bool json, const char *device_opt, int threa
         } else print_device(&d);
     }
     if (json) {
-        printf("],\"selected\":%u,\"selected_by\":", sel.index);
-        cli_json_string(stdout, why);
+        printf("],\"selected\":%u", sel.index);
+        cli_json_str(stdout, "selected_by", why);
         printf(",\"cpu_threads\":%d}\n", threads);
     } else {
         printf("\nSelected: device %u, %s (by %s)\n", sel.index, sel.name, why);
@@ -150,7 +149,7 @@ int cmd_info(int argc, char **argv) {
     int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int rc = cli_parse(&info_cmd, argc, argv, opts, n_opts);
     if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
-    rc = cli_check_backend_opts("info", &b);
+    rc = cli_check_backend_opts("info", &b, CLI_USES_VULKAN);
     if (rc != CLI_OK) return rc;
     int threads = cpu_threads();
     vka_context *ctx = NULL;

@@ -121,7 +121,7 @@ static int check_resume_options(cli_opt *opts, int n, const train_run *r) {
 
 /* Usage checks that involve more than one option. */
 static int check_options(train_opts *o) {
-    int rc = cli_check_backend_opts("train", &o->b);
+    int rc = cli_check_backend_opts("train", &o->b, CLI_USES_CHOSEN(&o->b));
     if (rc != CLI_OK) return rc;
     if (o->resume) return CLI_OK; /* the settings come from the state file */
     if (o->embd % o->heads != 0)
@@ -143,15 +143,12 @@ static int check_options(train_opts *o) {
 /* The tokenizer saved with the state being resumed (X.state.bin -> X.tokenizer.bin), or NULL
  * if there is none (then the data's own is used and must match the model's vocabulary). */
 static int load_resumed_tokenizer(train_run *r) {
-    char *path = train_state_sibling(r->o->resume, ".tokenizer.bin");
-    int rc = CLI_OK;
-    if (path && access(path, F_OK) == 0) {
-        vka_result res = vka_tokenizer_load(r->ctx, path, &r->tok);
-        if (res != VKA_SUCCESS)
-            rc = cli_fail_load("train", r->ctx, res, "tokenizer", path, CLI_FILE_TOKENIZER);
-    }
-    free(path);
-    return rc;
+    const char *path = r->resumed_tok_path;
+    if (!path || access(path, F_OK) != 0) return CLI_OK;
+    vka_result res = vka_tokenizer_load(r->ctx, path, &r->tok);
+    if (res != VKA_SUCCESS)
+        return cli_fail_load("train", r->ctx, res, "tokenizer", path, CLI_FILE_TOKENIZER);
+    return CLI_OK;
 }
 
 /* A resumed run that finds the wrong text most likely lacks the --data it started with. */
@@ -280,7 +277,7 @@ static int setup(train_run *r, cli_opt *opts, int n_opts) {
     int rc = train_files(r);
     if (rc == CLI_OK) rc = cli_context("train", &o->b, &r->ctx);
     if (rc != CLI_OK) return rc;
-    r->backend = o->b.backend == 1 ? "cpu" : "vulkan";
+    r->backend = o->b.backend == VKA_BACKEND_CPU ? "cpu" : "vulkan";
     if (o->profile) {
         /* Before the model records its graphs, so that they carry the timers. */
         vka_result res = vka_context_set_profiling(r->ctx, true);
@@ -377,5 +374,6 @@ int cmd_train(int argc, char **argv) {
     free(r.model_path);
     free(r.tok_path);
     free(r.state_path);
+    free(r.resumed_tok_path);
     return r.ctx ? cli_finish("train", r.ctx, rc) : rc;
 }

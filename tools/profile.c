@@ -9,7 +9,7 @@
  * labels them in vka_op_time.op) that belong to it. */
 static const struct {
     const char *kind;
-    const char *ops[5];
+    const char *ops[CLI_KIND_MAX_OPS];
 } kind_table[] = {
     {"encoder", {"encoder_forward", "encoder_backward"}},
     {"layernorm", {"layernorm_forward", "layernorm_backward"}},
@@ -28,7 +28,7 @@ static const struct {
 /* Index into kind_table, or -1. */
 static int kind_index(const char *op) {
     for (int k = 0; k < N_KINDS; k++)
-        for (int i = 0; i < 5 && kind_table[k].ops[i]; i++)
+        for (int i = 0; i < CLI_KIND_MAX_OPS && kind_table[k].ops[i]; i++)
             if (strcmp(kind_table[k].ops[i], op) == 0) return k;
     return -1;
 }
@@ -48,12 +48,10 @@ static cli_kind_time *slot(cli_kind_time *out, int *n, int cap, const char *kind
 }
 
 static void add_op_name(cli_kind_time *k, const char *op) {
-    size_t len = strlen(k->ops), add = strlen(op);
-    if (len + add + 3 > sizeof k->ops) return;
     /* each op appears once in the list */
-    for (const char *p = k->ops; (p = strstr(p, op)) != NULL; p += add)
-        if ((p == k->ops || p[-1] == ' ') && (p[add] == ',' || p[add] == '\0')) return;
-    snprintf(k->ops + len, sizeof k->ops - len, "%s%s", len ? ", " : "", op);
+    for (int i = 0; i < k->n_ops; i++)
+        if (strcmp(k->ops[i], op) == 0) return;
+    if (k->n_ops < CLI_KIND_MAX_OPS) k->ops[k->n_ops++] = op;
 }
 
 static void fold(cli_kind_time *s, const vka_op_time *op) {
@@ -92,9 +90,13 @@ void cli_profile_print(FILE *f, const cli_kind_time *kinds, int n, const char *i
     double sum = 0.0;
     for (int i = 0; i < n; i++) sum += sorted[i].ms;
     fprintf(f, "%s%-14s %6s %10s %6s  %s\n", indent, "kind", "calls", "ms", "%", "ops");
-    for (int i = 0; i < n; i++)
-        fprintf(f, "%s%-14s %6u %10.3f %5.1f%%  %s\n", indent, sorted[i].kind, sorted[i].calls,
-                sorted[i].ms, sum > 0 ? 100.0 * sorted[i].ms / sum : 0.0, sorted[i].ops);
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "%s%-14s %6u %10.3f %5.1f%%  ", indent, sorted[i].kind, sorted[i].calls,
+                sorted[i].ms, sum > 0 ? 100.0 * sorted[i].ms / sum : 0.0);
+        for (int j = 0; j < sorted[i].n_ops; j++)
+            fprintf(f, "%s%s", j ? ", " : "", sorted[i].ops[j]);
+        fputc('\n', f);
+    }
 }
 
 void cli_profile_json(FILE *f, const cli_kind_time *kinds, int n) {
@@ -104,22 +106,13 @@ void cli_profile_json(FILE *f, const cli_kind_time *kinds, int n) {
     for (int i = 0; i < n; i++) {
         fprintf(f, "%s{\"kind\":", i ? "," : "");
         cli_json_string(f, kinds[i].kind);
-        fprintf(f, ",\"calls\":%u,\"ms\":", kinds[i].calls);
-        cli_json_number(f, kinds[i].ms);
-        fprintf(f, ",\"percent\":");
-        cli_json_number(f, sum > 0 ? 100.0 * kinds[i].ms / sum : 0.0);
+        fprintf(f, ",\"calls\":%u", kinds[i].calls);
+        cli_json_num(f, "ms", kinds[i].ms);
+        cli_json_num(f, "percent", sum > 0 ? 100.0 * kinds[i].ms / sum : 0.0);
         fprintf(f, ",\"ops\":[");
-        /* ops is "a, b, c" */
-        const char *p = kinds[i].ops;
-        for (int j = 0; *p; j++) {
-            size_t len = strcspn(p, ",");
-            char name[64];
-            int w = (int)(len < sizeof name ? len : sizeof name - 1);
-            snprintf(name, sizeof name, "%.*s", w, p);
+        for (int j = 0; j < kinds[i].n_ops; j++) {
             if (j) fputc(',', f);
-            cli_json_string(f, name);
-            p += len;
-            while (*p == ',' || *p == ' ') p++;
+            cli_json_string(f, kinds[i].ops[j]);
         }
         fprintf(f, "]}");
     }

@@ -43,6 +43,7 @@ typedef struct train_run {
     vka_gpt *gpt;
     vka_train_state st;     /* st.step = optimizer steps done */
     char *model_path, *tok_path, *state_path;
+    char *resumed_tok_path; /* the tokenizer saved with the --resume state, or NULL if none */
     char device[256];
     const char *backend;    /* "vulkan" or "cpu" */
     uint64_t first_step;    /* st.step when this invocation started */
@@ -71,16 +72,15 @@ vka_result train_eval(train_run *r, double *loss, bool *abandoned);
 void train_hold_abort(bool hold);
 
 /* Files (train_files.c). */
-/* The model, tokenizer and state paths from --out or --resume, then the checks before the first
- * step: no output is an input (--data, the state and tokenizer resumed from), and the output
- * directory takes new files. Prints why and returns an exit code. */
+/* The model, tokenizer and state paths from --out or --resume (and the tokenizer saved with the
+ * state resumed from), then the checks before the first step: no output is an input (--data,
+ * the state and tokenizer resumed from), and the output directory takes new files. Prints why
+ * and returns an exit code. A --resume that does not look like a state leaves the paths unset
+ * (loading it says why): call again once it has loaded. */
 int train_files(train_run *r);
 /* Whether the output directory has room for the three files of this model (at the moment:
  * saves fail cleanly anyway when it fills up later). Prints why and returns CLI_ERROR if not. */
 int train_check_space(const train_run *r);
-/* X.state.bin -> X + suffix (".bin": the model --resume saves to by default; ".tokenizer.bin":
- * the tokenizer saved with the state); NULL if path does not end in .state.bin. malloc'd. */
-char *train_state_sibling(const char *state_path, const char *suffix);
 /* Save tokenizer, model and state all or nothing: each to "<final>.new" first, then, when all
  * three are written, each renamed into place. On failure print why, remove the staged files and
  * return CLI_ERROR (the files already there are untouched). */

@@ -5,7 +5,6 @@
 #include "train.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -24,22 +23,13 @@ static char *concat(const char *a, const char *b) {
     return s;
 }
 
-char *train_state_sibling(const char *path, const char *suffix) {
-    const char *tail = ".state.bin";
-    size_t len = strlen(path), lt = strlen(tail);
-    if (len <= lt || strcmp(path + len - lt, tail) != 0) return NULL;
-    char *out = malloc(len - lt + strlen(suffix) + 1);
-    if (out) sprintf(out, "%.*s%s", (int)(len - lt), path, suffix);
-    return out;
-}
-
 /* ---------------------------------------------------------------------------------------------
  * Paths
  * ------------------------------------------------------------------------------------------- */
 
-static int set_paths(train_run *r) {
+/* derived: the model's path from the state's name (cli_state_sibling), or NULL. */
+static int set_paths(train_run *r, const char *derived) {
     const train_opts *o = r->o;
-    char *derived = !o->out && o->resume ? train_state_sibling(o->resume, ".bin") : NULL;
     /* Not model.bin in the current directory: that may be another run's, and STATE would not
      * be updated. */
     if (!o->out && o->resume && !derived)
@@ -48,10 +38,10 @@ static int set_paths(train_run *r) {
                                "MODEL the run saves MODEL, its tokenizer and its state (MODEL "
                                "with .bin replaced by .tokenizer.bin and .state.bin)", o->resume);
     const char *out = o->out ? o->out : derived ? derived : "model.bin";
-    r->model_path = concat(out, "");
-    free(derived);
+    r->model_path = strdup(out);
     r->tok_path = r->model_path ? cli_sibling_path(r->model_path, ".tokenizer.bin") : NULL;
     r->state_path = r->model_path ? cli_sibling_path(r->model_path, ".state.bin") : NULL;
+    r->resumed_tok_path = o->resume ? cli_state_sibling(o->resume, ".tokenizer.bin") : NULL;
     if (!r->model_path || !r->tok_path || !r->state_path) {
         fprintf(stderr, "vkattn train: out of memory\n");
         return CLI_ERROR;
@@ -85,7 +75,6 @@ static int check_no_overwrite(const train_run *r) {
     const train_opts *o = r->o;
     char *staged[3] = {concat(r->model_path, STAGED_SUFFIX), concat(r->tok_path, STAGED_SUFFIX),
                        concat(r->state_path, STAGED_SUFFIX)};
-    char *resumed_tok = o->resume ? train_state_sibling(o->resume, ".tokenizer.bin") : NULL;
     const run_file outputs[] = {
         {r->model_path, ROLE_MODEL, "the model (--out)"},
         {r->tok_path, ROLE_TOKENIZER, "the tokenizer"},
@@ -97,7 +86,7 @@ static int check_no_overwrite(const train_run *r) {
     const run_file inputs[] = {
         {o->data, ROLE_DATA, "the training text (--data)"},
         {o->resume, ROLE_STATE, "the training state resumed from (--resume)"},
-        {resumed_tok, ROLE_TOKENIZER, "the resumed run's tokenizer"},
+        {r->resumed_tok_path, ROLE_TOKENIZER, "the resumed run's tokenizer"},
     };
     int rc = CLI_OK;
     for (size_t i = 0; i < sizeof outputs / sizeof outputs[0] && rc == CLI_OK; i++) {
@@ -115,7 +104,6 @@ static int check_no_overwrite(const train_run *r) {
         }
     }
     for (int i = 0; i < 3; i++) free(staged[i]);
-    free(resumed_tok);
     return rc;
 }
 
@@ -123,67 +111,14 @@ static int check_no_overwrite(const train_run *r) {
  * The output directory takes new files
  * ------------------------------------------------------------------------------------------- */
 
-/* The directory part of path ("." when there is none); malloc'd. */
-static char *dir_of(const char *path) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) return concat(".", "");
-    size_t n = slash == path ? 1 : (size_t)(slash - path);
-    char *d = malloc(n + 1);
-    if (d) snprintf(d, n + 1, "%s", path);
-    return d;
-}
-
-/* Create and remove the longest name a save creates (the tokenizer's staging file's temporary
- * name), so that a missing or read-only directory, or a name too long, is found before the
- * first step rather than after the last. */
+/* Create and remove the longest name each save creates (a staged file's temporary name), so
+ * that a missing or read-only directory, or a name too long, is found before the first step
+ * rather than after the last. */
 static int check_writable(const train_run *r) {
     const char *outputs[3] = {r->model_path, r->tok_path, r->state_path};
-    for (int i = 0; i < 3; i++) {
-        struct stat st;
-        if (stat(outputs[i], &st) == 0 && S_ISDIR(st.st_mode)) {
-            /* "/tmp/x/" suggests /tmp/x/model.bin, not /tmp/x//model.bin ("/" stays "/"). */
-            int n = (int)strlen(outputs[i]);
-            while (n > 1 && outputs[i][n - 1] == '/') n--;
-            fprintf(stderr, "vkattn train: %s is a directory; give --out a file name such as "
-                    "%.*s%smodel.bin\n", outputs[i], n, outputs[i],
-                    outputs[i][n - 1] == '/' ? "" : "/");
-            return CLI_ERROR;
-        }
-    }
-    char suffix[64];
-    snprintf(suffix, sizeof suffix, STAGED_SUFFIX ".tmp.%ld", (long)getpid());
-    char *probe = concat(r->tok_path, suffix);
-    char *dir = dir_of(r->model_path);
     int rc = CLI_OK;
-    if (!probe || !dir) {
-        fprintf(stderr, "vkattn train: out of memory\n");
-        rc = CLI_ERROR;
-    } else {
-        int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0644);
-        if (fd < 0) {
-            int err = errno;
-            struct stat st;
-            bool dir_missing = stat(dir, &st) != 0, not_dir = !dir_missing && !S_ISDIR(st.st_mode);
-            if ((err == ENOENT || err == ENOTDIR) && dir_missing)
-                fprintf(stderr, "vkattn train: cannot save %s: the directory %s does not exist\n",
-                        r->model_path, dir);
-            else if (err == ENOTDIR && not_dir)
-                fprintf(stderr, "vkattn train: cannot save %s: %s is not a directory\n",
-                        r->model_path, dir);
-            else if (err == ENAMETOOLONG)
-                fprintf(stderr, "vkattn train: cannot save %s: the name %s, which saving uses, is "
-                        "too long\n", r->model_path, probe);
-            else
-                fprintf(stderr, "vkattn train: cannot save %s: cannot create files in %s: %s\n",
-                        r->model_path, dir, strerror(err));
-            rc = CLI_ERROR;
-        } else {
-            close(fd);
-            unlink(probe);
-        }
-    }
-    free(probe);
-    free(dir);
+    for (int i = 0; i < 3 && rc == CLI_OK; i++)
+        rc = cli_check_writable("train", "--out", outputs[i], STAGED_SUFFIX, "model.bin");
     return rc;
 }
 
@@ -191,16 +126,16 @@ int train_files(train_run *r) {
     /* A --resume that is not a state at all is the mistake to report, not what its
      * derived names would overwrite. */
     const train_opts *o = r->o;
-    int rc = o->resume ? cli_check_file_kind("train", "resume", o->resume, CLI_FILE_STATE)
+    cli_file_kind kind = o->resume ? cli_file_kind_of(o->resume) : CLI_FILE_UNKNOWN;
+    int rc = o->resume ? cli_check_kind("train", "resume", o->resume, kind, CLI_FILE_STATE)
                        : CLI_OK;
     if (rc != CLI_OK) return rc;
-    char *derived = o->resume && !o->out ? train_state_sibling(o->resume, ".bin") : NULL;
-    bool no_name = o->resume && !o->out && !derived;
-    free(derived);
+    char *derived = o->resume && !o->out ? cli_state_sibling(o->resume, ".bin") : NULL;
     /* Likewise a missing or damaged one (loading it says why; nothing is written before): it
      * needs no paths, and the naming rule is not its problem. */
-    if (no_name && cli_file_kind_of(o->resume) != CLI_FILE_STATE) return CLI_OK;
-    rc = set_paths(r);
+    if (o->resume && !o->out && !derived && kind != CLI_FILE_STATE) return CLI_OK;
+    rc = set_paths(r, derived);
+    free(derived);
     if (rc == CLI_OK) rc = check_no_overwrite(r);
     if (rc == CLI_OK) rc = check_writable(r);
     if (rc == CLI_OK && o->resume && strcmp(r->state_path, o->resume) != 0 && r->info)
@@ -209,7 +144,7 @@ int train_files(train_run *r) {
 }
 
 int train_check_space(const train_run *r) {
-    char *dir = dir_of(r->model_path);
+    char *dir = cli_dir_of(r->model_path);
     struct statvfs fs;
     bool known = dir && statvfs(dir, &fs) == 0;
     int rc = CLI_OK;

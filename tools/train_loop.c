@@ -170,9 +170,8 @@ static int pending_evaluation(train_run *r) {
     int rc = evaluate(r, &val);
     if (rc != CLI_OK) return rc;
     if (r->o->json) {
-        printf("{\"event\":\"validation\",\"steps\":%llu,\"val_loss\":",
-               (unsigned long long)r->st.step);
-        cli_json_number(stdout, val);
+        printf("{\"event\":\"validation\",\"steps\":%llu", (unsigned long long)r->st.step);
+        cli_json_num(stdout, "val_loss", val);
         printf("}\n");
         fflush(stdout);
     }

@@ -39,8 +39,9 @@ void report_start(train_run *r) {
     size_t params = vka_gpt_num_params(r->gpt);
     const vka_train_state *st = &r->st;
     if (r->o->json) {
-        printf("{\"event\":\"start\",\"backend\":\"%s\",\"device\":", r->backend);
-        cli_json_string(stdout, r->device);
+        printf("{\"event\":\"start\"");
+        cli_json_str(stdout, "backend", r->backend);
+        cli_json_str(stdout, "device", r->device);
         printf(",\"params\":%zu,\"L\":%d,\"NH\":%d,\"C\":%d,\"T\":%d,\"V\":%d,\"B\":%d"
                ",\"first_step\":%llu,\"total_steps\":%llu,\"train_tokens\":%zu,\"val_tokens\":%zu"
                ",\"val_windows\":%zu}\n",
@@ -74,20 +75,13 @@ static void duration(double s, char *out, size_t cap) {
 }
 
 static void json_step(const train_progress *p, double tokens_per_s) {
-    printf("{\"step\":%llu,\"loss\":", (unsigned long long)p->step);
-    cli_json_number(stdout, p->loss);
-    printf(",\"lr\":");
-    cli_json_number(stdout, p->lr);
-    printf(",\"grad_norm\":");
-    cli_json_number(stdout, p->grad_norm);
-    printf(",\"ms\":");
-    cli_json_number(stdout, p->ms);
-    printf(",\"tokens_per_s\":");
-    cli_json_number(stdout, tokens_per_s);
-    if (!isnan(p->val_loss)) {
-        printf(",\"val_loss\":");
-        cli_json_number(stdout, p->val_loss);
-    }
+    printf("{\"step\":%llu", (unsigned long long)p->step);
+    cli_json_num(stdout, "loss", p->loss);
+    cli_json_num(stdout, "lr", p->lr);
+    cli_json_num(stdout, "grad_norm", p->grad_norm);
+    cli_json_num(stdout, "ms", p->ms);
+    cli_json_num(stdout, "tokens_per_s", tokens_per_s);
+    if (!isnan(p->val_loss)) cli_json_num(stdout, "val_loss", p->val_loss);
     printf("}\n");
     fflush(stdout);
 }
@@ -152,16 +146,15 @@ static void report_profile(train_run *r, FILE *f) {
     if (r->o->json) {
         printf(",\"profile\":{\"step_ms\":");
         cli_json_number(stdout, r->prof_total_ms);
-        printf(",\"kinds\":");
+        cli_json_key(stdout, "kinds");
         cli_profile_json(stdout, kinds, n_kinds);
         printf(",\"ops\":[");
         for (int i = 0; i < n; i++) {
             printf("%s{\"op\":", i ? "," : "");
             cli_json_string(stdout, ops[i].op);
-            printf(",\"kind\":");
-            cli_json_string(stdout, cli_op_kind(ops[i].op));
-            printf(",\"calls\":%u,\"ms\":", ops[i].calls);
-            cli_json_number(stdout, ops[i].ms);
+            cli_json_str(stdout, "kind", cli_op_kind(ops[i].op));
+            printf(",\"calls\":%u", ops[i].calls);
+            cli_json_num(stdout, "ms", ops[i].ms);
             printf("}");
         }
         printf("]}");
@@ -194,7 +187,7 @@ static void continue_command(FILE *f, const train_run *r) {
     fputs("vkattn train --resume ", f);
     shell_word(f, r->state_path);
     /* --resume saves to X.bin for X.state.bin: not --out's path when --out does not end in .bin. */
-    char *derived = train_state_sibling(r->state_path, ".bin");
+    char *derived = cli_state_sibling(r->state_path, ".bin");
     if (!derived || strcmp(derived, r->model_path) != 0) {
         fputs(" --out ", f);
         shell_word(f, r->model_path);
@@ -215,21 +208,18 @@ void report_end(train_run *r, const char *event, double val_loss) {
     const vka_train_state *st = &r->st;
     double mean_ms = r->rep.n_ms ? r->rep.sum_ms / (double)r->rep.n_ms : NAN;
     if (r->o->json) {
-        printf("{\"event\":\"%s\",\"val_loss\":", event);
-        cli_json_number(stdout, val_loss);
-        printf(",\"val_windows\":%zu,\"best_val_loss\":", r->val_windows);
-        cli_json_number(stdout, st->best_val_loss);
-        printf(",\"backend\":\"%s\",\"device\":", r->backend);
-        cli_json_string(stdout, r->device);
-        printf(",\"steps\":%llu,\"total_steps\":%llu,\"ms_per_step\":",
-               (unsigned long long)st->step, (unsigned long long)st->total_steps);
-        cli_json_number(stdout, mean_ms);
-        printf(",\"model\":");
-        cli_json_string(stdout, r->model_path);
-        printf(",\"tokenizer\":");
-        cli_json_string(stdout, r->tok_path);
-        printf(",\"state\":");
-        cli_json_string(stdout, r->state_path);
+        printf("{\"event\":\"%s\"", event);
+        cli_json_num(stdout, "val_loss", val_loss);
+        printf(",\"val_windows\":%zu", r->val_windows);
+        cli_json_num(stdout, "best_val_loss", st->best_val_loss);
+        cli_json_str(stdout, "backend", r->backend);
+        cli_json_str(stdout, "device", r->device);
+        printf(",\"steps\":%llu,\"total_steps\":%llu", (unsigned long long)st->step,
+               (unsigned long long)st->total_steps);
+        cli_json_num(stdout, "ms_per_step", mean_ms);
+        cli_json_str(stdout, "model", r->model_path);
+        cli_json_str(stdout, "tokenizer", r->tok_path);
+        cli_json_str(stdout, "state", r->state_path);
         if (r->o->profile && r->prof_count > 0) report_profile(r, stdout);
         printf("}\n");
         fflush(stdout);
