@@ -234,6 +234,22 @@ struct vkb_backend {
 void vkb_fail(vkb_backend *be, vka_result r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Argument check of every op of both backends: true when t is present and holds at least n
+ * elements; otherwise fails the graph with VKA_ERROR_INVALID_ARGUMENT, naming op and tensor
+ * ("op: tensor name is missing", "op: name holds 5 elements but 6 are needed"). A wrong size
+ * from the model is reported, never a silent out-of-bounds access. On Vulkan it also bounds
+ * every element count an op puts in its 32-bit push constants: a tensor lies in one chunk,
+ * which fits maxStorageBufferRange (< 2^32 bytes, so < 2^30 elements). */
+bool vkb_need(vkb_backend *be, const char *op, const char *name, vkb_tensor t, size_t n);
+
+/* Elements a batch of matrices spans: (batch - 1) strides plus one matrix (batch >= 1); stride
+ * 0 means packed (= matrix), as in vkb_matmul. */
+size_t vkb_batch_span(int batch, size_t stride, size_t matrix);
+
+/* Elements [a.offset, a.offset + n) and [b.offset, b.offset + m) overlap (same chunk of the
+ * same arena). */
+bool vkb_overlap(vkb_tensor a, size_t n, vkb_tensor b, size_t m);
+
 /* Encoder-backward buckets (vka_encoder_buckets): positions grouped by token, so each token's
  * gradient row is summed by one worker in a fixed order. Layout of the int32 array
  * (VKA_BUCKETS_SIZE(BT) elements):

@@ -36,6 +36,13 @@ uint32_t vkv_workgroup_size(const vkv_backend *vb, uint32_t want) {
     return wg;
 }
 
+bool vkv_check_dim(vkb_backend *be, const char *op, const char *what, long long v, uint64_t limit) {
+    if (v > 0 && (uint64_t)v <= limit) return true;
+    vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "%s: %s = %lld must be in [1, %llu]", op, what, v,
+             (unsigned long long)limit);
+    return false;
+}
+
 vka_result vkv_commands_init(vkv_backend *vb) {
     vka_context *ctx = vb->base.ctx;
     VkDevice d = vb->dev->device;
@@ -366,7 +373,7 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
 }
 
 void vkv_fill(vkv_backend *vb, vkb_tensor t, uint32_t bits) {
-    if (!can_record(vb, "fill") || !t.arena || t.n == 0) return;
+    if (!can_record(vb, "fill") || !vkb_need(&vb->base, "fill", "t", t, 0) || t.n == 0) return;
     vkv_access acc = access_of(t, true);
     track(vb, &acc, 1);
     vkv_arena *a = vkv_arena_of(t);
@@ -376,17 +383,14 @@ void vkv_fill(vkv_backend *vb, vkb_tensor t, uint32_t bits) {
 }
 
 void vkv_copy(vkv_backend *vb, vkb_tensor dst, vkb_tensor src) {
-    if (!can_record(vb, "copy") || !src.arena || src.n == 0) return;
-    if (!dst.arena || dst.n < src.n) {
-        vkb_fail(&vb->base, VKA_ERROR_INVALID_ARGUMENT, "copy: destination smaller than source");
+    if (!can_record(vb, "copy") || !vkb_need(&vb->base, "copy", "src", src, 0) ||
+        !vkb_need(&vb->base, "copy", "dst", dst, src.n) || src.n == 0)
         return;
-    }
-    vkv_access acc[2] = {access_of(src, false), access_of(dst, true)};
-    acc[1].hi = acc[1].lo + (acc[0].hi - acc[0].lo);
-    if (acc[0].id == acc[1].id && acc[0].lo < acc[1].hi && acc[1].lo < acc[0].hi) {
+    if (vkb_overlap(src, src.n, dst, src.n)) {
         vkb_fail(&vb->base, VKA_ERROR_INVALID_ARGUMENT, "copy: source and destination overlap");
         return;
     }
+    vkv_access acc[2] = {access_of(src, false), access_of(vkb_slice(dst, 0, src.n), true)};
     track(vb, acc, 2);
     VkBufferCopy region = {.srcOffset = acc[0].lo, .dstOffset = acc[1].lo, .size = acc[0].hi - acc[0].lo};
     uint32_t q = profile_open(vb, "copy");

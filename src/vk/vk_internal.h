@@ -109,6 +109,9 @@ void vkv_copy(vkv_backend *vb, vkb_tensor dst, vkb_tensor src);
 /* want, lowered to the device's workgroup limits (Vulkan guarantees only 128 invocations). */
 uint32_t vkv_workgroup_size(const vkv_backend *vb, uint32_t want);
 
+/* Fail (naming op and what) unless 0 < v <= limit. Tensor sizes are checked with vkb_need. */
+bool vkv_check_dim(vkb_backend *be, const char *op, const char *what, long long v, uint64_t limit);
+
 /* The device the backend runs on (limits, is_cpu for variant choice). */
 const vkr_device *vkv_device(const vkv_backend *vb);
 

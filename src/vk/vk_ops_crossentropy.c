@@ -23,9 +23,9 @@ static bool check_args(vkb_backend *be, const char *op, vkb_tensor out, uint64_t
         return false;
     }
     uint64_t NVp = (uint64_t)N * (uint64_t)Vp;
-    return vkv_check_tensor(be, op, out_n == NVp ? "dlogits" : "losses", out, out_n) &&
-           vkv_check_tensor(be, op, "logits", logits, NVp) &&
-           vkv_check_tensor(be, op, "targets", targets, (uint64_t)N);
+    return vkb_need(be, op, out_n == NVp ? "dlogits" : "losses", out, out_n) &&
+           vkb_need(be, op, "logits", logits, NVp) &&
+           vkb_need(be, op, "targets", targets, (uint64_t)N);
 }
 
 static void dispatch(vkb_backend *be, vka_shader_id shader, const char *op, vkb_tensor out,

@@ -31,13 +31,13 @@ static bool check_sizes(vkb_backend *be, const char *op, int N, int C) {
 void vkv_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mean, vkb_tensor rstd,
                            vkb_tensor inp, vkb_tensor weight, vkb_tensor bias, int N, int C) {
     const char *op = "layernorm_forward";
-    uint64_t NC = (uint64_t)N * (uint64_t)C;
-    if (!check_sizes(be, op, N, C) || !vkv_check_tensor(be, op, "out", out, NC) ||
-        !vkv_check_tensor(be, op, "mean", mean, (uint64_t)N) ||
-        !vkv_check_tensor(be, op, "rstd", rstd, (uint64_t)N) ||
-        !vkv_check_tensor(be, op, "inp", inp, NC) ||
-        !vkv_check_tensor(be, op, "weight", weight, (uint64_t)C) ||
-        !vkv_check_tensor(be, op, "bias", bias, (uint64_t)C))
+    size_t NC = (size_t)N * C;
+    if (!check_sizes(be, op, N, C) || !vkb_need(be, op, "out", out, NC) ||
+        !vkb_need(be, op, "mean", mean, (size_t)N) ||
+        !vkb_need(be, op, "rstd", rstd, (size_t)N) ||
+        !vkb_need(be, op, "inp", inp, NC) ||
+        !vkb_need(be, op, "weight", weight, (size_t)C) ||
+        !vkb_need(be, op, "bias", bias, (size_t)C))
         return;
     vkv_backend *vb = (vkv_backend *)be;
     vkv_layout lay = vkv_rows_layout(vb, (uint64_t)N, (uint64_t)C, 3);
@@ -64,14 +64,14 @@ void vkv_layernorm_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dweight
                             vkb_tensor dbias, vkb_tensor dout, vkb_tensor inp, vkb_tensor weight,
                             vkb_tensor mean, vkb_tensor rstd, int N, int C) {
     const char *op = "layernorm_backward";
-    uint64_t NC = (uint64_t)N * (uint64_t)C;
-    if (!check_sizes(be, op, N, C) || !vkv_check_tensor(be, op, "dinp", dinp, NC) ||
-        !vkv_check_tensor(be, op, "dweight", dweight, (uint64_t)C) ||
-        !vkv_check_tensor(be, op, "dbias", dbias, (uint64_t)C) ||
-        !vkv_check_tensor(be, op, "dout", dout, NC) || !vkv_check_tensor(be, op, "inp", inp, NC) ||
-        !vkv_check_tensor(be, op, "weight", weight, (uint64_t)C) ||
-        !vkv_check_tensor(be, op, "mean", mean, (uint64_t)N) ||
-        !vkv_check_tensor(be, op, "rstd", rstd, (uint64_t)N))
+    size_t NC = (size_t)N * C;
+    if (!check_sizes(be, op, N, C) || !vkb_need(be, op, "dinp", dinp, NC) ||
+        !vkb_need(be, op, "dweight", dweight, (size_t)C) ||
+        !vkb_need(be, op, "dbias", dbias, (size_t)C) ||
+        !vkb_need(be, op, "dout", dout, NC) || !vkb_need(be, op, "inp", inp, NC) ||
+        !vkb_need(be, op, "weight", weight, (size_t)C) ||
+        !vkb_need(be, op, "mean", mean, (size_t)N) ||
+        !vkb_need(be, op, "rstd", rstd, (size_t)N))
         return;
     vkv_backend *vb = (vkv_backend *)be;
     dout = vkb_slice(dout, 0, NC);

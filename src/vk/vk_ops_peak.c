@@ -11,10 +11,7 @@ typedef struct pc_peak {
 _Static_assert(sizeof(pc_peak) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
 void vkv_peak_fma(vkb_backend *be, vkb_tensor out, size_t n, uint32_t iters) {
-    if (n > UINT32_MAX) {
-        vkb_fail(be, VKA_ERROR_DEVICE_LIMIT, "peak_fma: %zu elements exceed 2^32-1", n);
-        return;
-    }
+    if (!vkb_need(be, "peak_fma", "out", out, n)) return;
     uint32_t wg = vkv_workgroup_size((vkv_backend *)be, WG);
     pc_peak pc = {out.offset, (uint32_t)n, iters};
     vkv_call call = {.shader = VKA_SHADER_PEAK_FMA, .spec = {wg}, .n_spec = 1,

@@ -1,6 +1,6 @@
 /*
- * Reductions: mean, the global gradient norm, the bias gradient; and the launch layouts and
- * argument checks every reduction op shares (vk_reduce.h).
+ * Reductions: mean, the global gradient norm, the bias gradient; and the launch layouts every
+ * reduction op shares (vk_reduce.h).
  */
 #include "vk/vk_reduce.h"
 
@@ -155,29 +155,6 @@ bool vkv_check_layout(vkb_backend *be, const char *op, const vkv_layout *lay) {
     return false;
 }
 
-/* --- checks ----------------------------------------------------------------------------------- */
-
-bool vkv_check_dim(vkb_backend *be, const char *op, const char *what, long long v, uint64_t limit) {
-    if (v > 0 && (uint64_t)v <= limit) return true;
-    vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "%s: %s = %lld must be in [1, %llu]", op, what, v,
-             (unsigned long long)limit);
-    return false;
-}
-
-bool vkv_check_tensor(vkb_backend *be, const char *op, const char *name, vkb_tensor t,
-                      uint64_t n) {
-    if (!t.arena) {
-        vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "%s: tensor %s is missing", op, name);
-        return false;
-    }
-    if (t.n < n) {
-        vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "%s: tensor %s has %zu elements, needs %llu", op,
-                 name, t.n, (unsigned long long)n);
-        return false;
-    }
-    return true;
-}
-
 /* --- mean ------------------------------------------------------------------------------------- */
 
 typedef struct pc_mean {
@@ -189,7 +166,7 @@ _Static_assert(sizeof(pc_mean) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 void vkv_mean(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
     const char *op = "mean";
     if (!vkv_check_dim(be, op, "N", (long long)VKA_MIN(N, (size_t)LLONG_MAX), UINT32_MAX) ||
-        !vkv_check_tensor(be, op, "out", out, 1) || !vkv_check_tensor(be, op, "inp", inp, N))
+        !vkb_need(be, op, "out", out, 1) || !vkb_need(be, op, "inp", inp, N))
         return;
     vkv_backend *vb = (vkv_backend *)be;
     vkv_layout lay = vkv_vector_layout(vb, N);
@@ -259,18 +236,13 @@ void vkv_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials, const v
                    int count, float max_norm) {
     const char *op = "grad_norm";
     if (!vkv_check_dim(be, op, "count", count, INT_MAX / VKA_NORM_PARTIALS) ||
-        !vkv_check_tensor(be, op, "out", out, 2) ||
-        !vkv_check_tensor(be, op, "partials", partials, (uint64_t)count * VKA_NORM_PARTIALS))
+        !vkb_need(be, op, "out", out, 2) ||
+        !vkb_need(be, op, "partials", partials, (size_t)count * VKA_NORM_PARTIALS))
         return;
     for (int i = 0; i < count; i++) {
         char name[32];
         snprintf(name, sizeof name, "grads[%d]", i);
-        if (!vkv_check_tensor(be, op, name, grads[i], 0)) return;
-        if (grads[i].n > UINT32_MAX) {
-            vkb_fail(be, VKA_ERROR_DEVICE_LIMIT, "%s: %s has %zu elements, beyond 2^32-1", op,
-                     name, grads[i].n);
-            return;
-        }
+        if (!vkb_need(be, op, name, grads[i], 0)) return;
     }
     vkv_backend *vb = (vkv_backend *)be;
     for (int first = 0; first < count; first += NORM_PER_DISPATCH)
@@ -304,8 +276,8 @@ _Static_assert(sizeof(pc_bias_backward) <= VKV_PUSH_CONSTANT_BYTES, "push consta
 void vkv_bias_backward(vkb_backend *be, vkb_tensor dbias, vkb_tensor dout, int N, int OC) {
     const char *op = "bias_backward";
     if (!vkv_check_dim(be, op, "N", N, UINT32_MAX) || !vkv_check_dim(be, op, "OC", OC, UINT32_MAX) ||
-        !vkv_check_tensor(be, op, "dbias", dbias, (uint64_t)OC) ||
-        !vkv_check_tensor(be, op, "dout", dout, (uint64_t)N * OC))
+        !vkb_need(be, op, "dbias", dbias, (size_t)OC) ||
+        !vkb_need(be, op, "dout", dout, (size_t)N * OC))
         return;
     vkv_backend *vb = (vkv_backend *)be;
     vkv_layout lay = vkv_cols_layout(vb, (uint64_t)N, (uint64_t)OC);

@@ -25,15 +25,15 @@ void vkv_softmax_forward(vkb_backend *be, const vkb_softmax *sm) {
     const char *op = "softmax_forward";
     int mask_rows = sm->mask_rows > 0 ? sm->mask_rows : 1;
     int Tq = sm->Tq > 0 ? sm->Tq : sm->R;
-    uint64_t RT = (uint64_t)sm->R * (uint64_t)sm->Tk;
+    size_t RT = (size_t)sm->R * sm->Tk;
     bool has_mask = vkb_present(sm->mask);
-    uint64_t mask_n = has_mask ? (uint64_t)VKA_CEIL_DIV(sm->R, mask_rows) * sm->Tk : 0;
+    size_t mask_n = has_mask ? (size_t)VKA_CEIL_DIV(sm->R, mask_rows) * sm->Tk : 0;
     if (!vkv_check_dim(be, op, "R", sm->R, UINT32_MAX) ||
         !vkv_check_dim(be, op, "Tk", sm->Tk, UINT32_MAX) ||
         !vkv_check_dim(be, op, "Tq", Tq, UINT32_MAX) ||
-        !vkv_check_tensor(be, op, "out", sm->out, RT) ||
-        !vkv_check_tensor(be, op, "inp", sm->inp, RT) ||
-        (has_mask && !vkv_check_tensor(be, op, "mask", sm->mask, mask_n)))
+        !vkb_need(be, op, "out", sm->out, RT) ||
+        !vkb_need(be, op, "inp", sm->inp, RT) ||
+        (has_mask && !vkb_need(be, op, "mask", sm->mask, mask_n)))
         return;
     vkv_backend *vb = (vkv_backend *)be;
     vkv_layout lay = vkv_rows_layout(vb, (uint64_t)sm->R, (uint64_t)sm->Tk, 2);
@@ -65,10 +65,10 @@ void vkv_softmax_forward(vkb_backend *be, const vkb_softmax *sm) {
 void vkv_softmax_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dout, vkb_tensor out,
                           int R, int Tk, float scale) {
     const char *op = "softmax_backward";
-    uint64_t RT = (uint64_t)R * (uint64_t)Tk;
+    size_t RT = (size_t)R * Tk;
     if (!vkv_check_dim(be, op, "R", R, UINT32_MAX) || !vkv_check_dim(be, op, "Tk", Tk, UINT32_MAX) ||
-        !vkv_check_tensor(be, op, "dinp", dinp, RT) ||
-        !vkv_check_tensor(be, op, "dout", dout, RT) || !vkv_check_tensor(be, op, "out", out, RT))
+        !vkb_need(be, op, "dinp", dinp, RT) ||
+        !vkb_need(be, op, "dout", dout, RT) || !vkb_need(be, op, "out", out, RT))
         return;
     vkv_backend *vb = (vkv_backend *)be;
     vkv_layout lay = vkv_rows_layout(vb, (uint64_t)R, (uint64_t)Tk, 2);
