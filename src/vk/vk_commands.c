@@ -36,6 +36,13 @@ uint32_t vkv_workgroup_size(const vkv_backend *vb, uint32_t want) {
     return wg;
 }
 
+void vkv_call_elems(const vkv_backend *vb, vkv_call *call, uint64_t n, uint32_t want_wg) {
+    uint32_t wg = vkv_workgroup_size(vb, want_wg);
+    call->spec[0] = wg;
+    call->n_spec = 1;
+    call->groups = VKA_CEIL_DIV(n, wg);
+}
+
 bool vkv_check_dim(vkb_backend *be, const char *op, const char *what, long long v, uint64_t limit) {
     if (v > 0 && (uint64_t)v <= limit) return true;
     vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "%s: %s = %lld must be in [1, %llu]", op, what, v,

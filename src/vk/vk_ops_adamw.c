@@ -19,14 +19,14 @@ void vkv_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m,
         !vkb_need(be, op, "hyper", hyper, VKA_HYPER_COUNT) ||
         (vkb_present(gscale) && !vkb_need(be, op, "gscale", gscale, 2)))
         return;
-    uint32_t wg = vkv_workgroup_size((vkv_backend *)be, WG);
     pc_adamw pc = {param.offset, m.offset,     v.offset,   grad.offset,
                    hyper.offset, gscale.offset, (uint32_t)N, gscale.arena != NULL, weight_decay};
-    vkv_call call = {.shader = VKA_SHADER_ADAMW, .spec = {wg}, .n_spec = 1,
+    vkv_call call = {.shader = VKA_SHADER_ADAMW,
                      .bind = {vkb_slice(param, 0, N), vkb_slice(m, 0, N), vkb_slice(v, 0, N),
                               vkb_slice(grad, 0, N), vkb_slice(hyper, 0, VKA_HYPER_COUNT),
                               vkb_present(gscale) ? vkb_slice(gscale, 0, 2) : VKB_NONE},
                      .writes = {true, true, true}, .n_bind = 6, .pc = &pc,
-                     .pc_size = sizeof pc, .groups = VKA_CEIL_DIV(N, wg), .label = op};
+                     .pc_size = sizeof pc, .label = op};
+    vkv_call_elems((vkv_backend *)be, &call, N, WG);
     vkv_dispatch((vkv_backend *)be, &call);
 }

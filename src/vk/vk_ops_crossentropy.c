@@ -40,16 +40,14 @@ static void dispatch(vkb_backend *be, vka_shader_id shader, const char *op, vkb_
     pc_crossentropy pc = {out.offset, logits.offset, targets.offset, (uint32_t)N, (uint32_t)V,
                           (uint32_t)Vp, dloss};
     vkv_call call = {.shader = shader,
-                     .spec = {lay.spec[0], lay.spec[1], lay.spec[2]},
-                     .n_spec = lay.n_spec,
                      .bind = {vkb_slice(out, 0, out_n), vkb_slice(logits, 0, NVp),
                               vkb_slice(targets, 0, N)},
                      .writes = {true, false, false},
                      .n_bind = 3,
                      .pc = &pc,
                      .pc_size = sizeof pc,
-                     .groups = lay.groups,
                      .label = op};
+    vkv_call_layout(&call, &lay);
     vkv_dispatch(vb, &call);
 }
 

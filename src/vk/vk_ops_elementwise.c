@@ -17,19 +17,16 @@ static void dispatch3(vkb_backend *be, vka_shader_id shader, const char *label, 
     if (!vkb_need(be, label, names[0], o, N) || !vkb_need(be, label, names[1], a, N) ||
         (names[2] && !vkb_need(be, label, names[2], b, N)))
         return;
-    uint32_t wg = vkv_workgroup_size((vkv_backend *)be, WG);
     pc_binary pc = {o.offset, a.offset, b.offset, (uint32_t)N};
     vkv_call call = {.shader = shader,
-                     .spec = {wg},
-                     .n_spec = 1,
                      .bind = {vkb_slice(o, 0, N), vkb_slice(a, 0, N),
                               names[2] ? vkb_slice(b, 0, N) : VKB_NONE},
                      .writes = {true, false, false},
                      .n_bind = names[2] ? 3 : 2,
                      .pc = &pc,
                      .pc_size = sizeof pc,
-                     .groups = VKA_CEIL_DIV(N, wg),
                      .label = label};
+    vkv_call_elems((vkv_backend *)be, &call, N, WG);
     vkv_dispatch((vkv_backend *)be, &call);
 }
 

@@ -33,14 +33,14 @@ void vkv_encoder_forward(vkb_backend *be, vkb_tensor out, vkb_tensor tokens, vkb
     if (!vkb_need(be, op, "out", out, n) || !vkb_need(be, op, "tokens", tokens, BT) ||
         !vkb_need(be, op, "wte", wte, (size_t)C) || !vkb_need(be, op, "wpe", wpe, (size_t)T * C))
         return;
-    uint32_t wg = vkv_workgroup_size((vkv_backend *)be, WG);
     pc_encoder_forward pc = {out.offset, tokens.offset, wte.offset, wpe.offset,
                              (uint32_t)B, (uint32_t)T, (uint32_t)C, (uint32_t)(wte.n / (size_t)C)};
-    vkv_call call = {.shader = VKA_SHADER_ENCODER_FORWARD, .spec = {wg}, .n_spec = 1,
+    vkv_call call = {.shader = VKA_SHADER_ENCODER_FORWARD,
                      .bind = {vkb_slice(out, 0, n), vkb_slice(tokens, 0, BT), wte,
                               vkb_slice(wpe, 0, (size_t)T * C)},
                      .writes = {true}, .n_bind = 4, .pc = &pc, .pc_size = sizeof pc,
-                     .groups = VKA_CEIL_DIV(n, wg), .label = op};
+                     .label = op};
+    vkv_call_elems((vkv_backend *)be, &call, n, WG);
     vkv_dispatch((vkv_backend *)be, &call);
 }
 
@@ -56,12 +56,11 @@ void vkv_encoder_backward(vkb_backend *be, vkb_tensor dwte, vkb_tensor dwpe, vkb
         return;
     dout = vkb_slice(dout, 0, BT * C);
     vkv_backend *vb = (vkv_backend *)be;
-    uint32_t wg = vkv_workgroup_size(vb, WG);
     pc_encoder_wpe pw = {dwpe.offset, dout.offset, (uint32_t)B, (uint32_t)T, (uint32_t)C};
-    vkv_call wpe_call = {.shader = VKA_SHADER_ENCODER_BACKWARD_WPE, .spec = {wg}, .n_spec = 1,
+    vkv_call wpe_call = {.shader = VKA_SHADER_ENCODER_BACKWARD_WPE,
                          .bind = {vkb_slice(dwpe, 0, (size_t)T * C), dout}, .writes = {true},
-                         .n_bind = 2, .pc = &pw, .pc_size = sizeof pw,
-                         .groups = VKA_CEIL_DIV((size_t)T * C, wg), .label = op};
+                         .n_bind = 2, .pc = &pw, .pc_size = sizeof pw, .label = op};
+    vkv_call_elems(vb, &wpe_call, (size_t)T * C, WG);
     vkv_dispatch(vb, &wpe_call);
     pc_encoder_wte pt = {dwte.offset, dout.offset, buckets.offset, (uint32_t)BT, (uint32_t)C,
                          (uint32_t)(dwte.n / (size_t)C)};

@@ -19,10 +19,10 @@ static void dispatch(vkb_backend *be, vka_shader_id shader, const char *label,
     size_t count = (size_t)B * T * NH * HS;
     for (int i = 0; i < n; i++)
         if (!vkb_need(be, label, names[i], t[i], i == wide ? 3 * count : count)) return;
-    uint32_t wg = vkv_workgroup_size((vkv_backend *)be, WG);
     pc_permute pc = {.B = (uint32_t)B, .T = (uint32_t)T, .NH = (uint32_t)NH, .HS = (uint32_t)HS};
-    vkv_call call = {.shader = shader, .spec = {wg}, .n_spec = 1, .n_bind = n, .pc = &pc,
-                     .pc_size = sizeof pc, .groups = VKA_CEIL_DIV(count, wg), .label = label};
+    vkv_call call = {.shader = shader, .n_bind = n, .pc = &pc, .pc_size = sizeof pc,
+                     .label = label};
+    vkv_call_elems((vkv_backend *)be, &call, count, WG);
     for (int i = 0; i < n; i++) {
         pc.off[i] = t[i].offset;
         call.bind[i] = vkb_slice(t[i], 0, i == wide ? 3 * count : count);

@@ -173,15 +173,13 @@ void vkv_mean(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
     if (!vkv_check_layout(be, op, &lay)) return;
     pc_mean pc = {out.offset, inp.offset, (uint32_t)N};
     vkv_call call = {.shader = VKA_SHADER_MEAN,
-                     .spec = {lay.spec[0], lay.spec[1], lay.spec[2]},
-                     .n_spec = lay.n_spec,
                      .bind = {vkb_slice(out, 0, 1), vkb_slice(inp, 0, N)},
                      .writes = {true, false},
                      .n_bind = 2,
                      .pc = &pc,
                      .pc_size = sizeof pc,
-                     .groups = 1,
                      .label = op};
+    vkv_call_layout(&call, &lay);
     vkv_dispatch(vb, &call);
 }
 
@@ -214,15 +212,15 @@ static void norm_partials(vkv_backend *vb, vkb_tensor partials, const vkb_tensor
                                 (size_t)k * VKA_NORM_PARTIALS);
     pc_norm_partials pc = {.partials_off = part.offset};
     vkv_call call = {.shader = VKA_SHADER_GRAD_NORM_PARTIALS,
-                     .spec = {lay.spec[0], lay.spec[1], lay.spec[2], VKA_NORM_PARTIALS},
-                     .n_spec = 4,
                      .bind = {part},
                      .writes = {true},
                      .n_bind = 1 + k,
                      .pc = &pc,
                      .pc_size = sizeof pc,
-                     .groups = (uint64_t)k * VKA_NORM_PARTIALS,
                      .label = "grad_norm"};
+    vkv_call_layout(&call, &lay);
+    call.spec[call.n_spec++] = VKA_NORM_PARTIALS; /* one vector per workgroup */
+    call.groups = (uint64_t)k * VKA_NORM_PARTIALS;
     for (int j = 0; j < k; j++) {
         vkb_tensor g = grads[first + j];
         call.bind[1 + j] = g;
@@ -253,15 +251,13 @@ void vkv_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials, const v
     if (!vkv_check_layout(be, op, &lay)) return;
     pc_norm_finalize pc = {out.offset, partials.offset, n_partials, max_norm};
     vkv_call call = {.shader = VKA_SHADER_GRAD_NORM_FINALIZE,
-                     .spec = {lay.spec[0], lay.spec[1], lay.spec[2]},
-                     .n_spec = lay.n_spec,
                      .bind = {vkb_slice(out, 0, 2), vkb_slice(partials, 0, n_partials)},
                      .writes = {true, false},
                      .n_bind = 2,
                      .pc = &pc,
                      .pc_size = sizeof pc,
-                     .groups = 1,
                      .label = op};
+    vkv_call_layout(&call, &lay);
     vkv_dispatch(vb, &call);
 }
 
@@ -284,14 +280,12 @@ void vkv_bias_backward(vkb_backend *be, vkb_tensor dbias, vkb_tensor dout, int N
     if (!vkv_check_layout(be, op, &lay)) return;
     pc_bias_backward pc = {dbias.offset, dout.offset, (uint32_t)N, (uint32_t)OC};
     vkv_call call = {.shader = VKA_SHADER_BIAS_BACKWARD,
-                     .spec = {lay.spec[0], lay.spec[1]},
-                     .n_spec = lay.n_spec,
                      .bind = {vkb_slice(dbias, 0, (size_t)OC), vkb_slice(dout, 0, (size_t)N * OC)},
                      .writes = {true, false},
                      .n_bind = 2,
                      .pc = &pc,
                      .pc_size = sizeof pc,
-                     .groups = lay.groups,
                      .label = op};
+    vkv_call_layout(&call, &lay);
     vkv_dispatch(vb, &call);
 }

@@ -49,16 +49,14 @@ void vkv_softmax_forward(vkb_backend *be, const vkb_softmax *sm) {
                      .causal = sm->causal,
                      .scale = sm->scale};
     vkv_call call = {.shader = VKA_SHADER_SOFTMAX_FORWARD,
-                     .spec = {lay.spec[0], lay.spec[1], lay.spec[2]},
-                     .n_spec = lay.n_spec,
                      .bind = {vkb_slice(sm->out, 0, RT), vkb_slice(sm->inp, 0, RT),
                               has_mask ? vkb_slice(sm->mask, 0, mask_n) : VKB_NONE},
                      .writes = {true, false, false},
                      .n_bind = 3,
                      .pc = &pc,
                      .pc_size = sizeof pc,
-                     .groups = lay.groups,
                      .label = op};
+    vkv_call_layout(&call, &lay);
     vkv_dispatch(vb, &call);
 }
 
@@ -76,14 +74,12 @@ void vkv_softmax_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dout, vkb
     pc_softmax_backward pc = {dinp.offset, dout.offset, out.offset, (uint32_t)R, (uint32_t)Tk,
                               scale};
     vkv_call call = {.shader = VKA_SHADER_SOFTMAX_BACKWARD,
-                     .spec = {lay.spec[0], lay.spec[1], lay.spec[2]},
-                     .n_spec = lay.n_spec,
                      .bind = {vkb_slice(dinp, 0, RT), vkb_slice(dout, 0, RT), vkb_slice(out, 0, RT)},
                      .writes = {true, false, false},
                      .n_bind = 3,
                      .pc = &pc,
                      .pc_size = sizeof pc,
-                     .groups = lay.groups,
                      .label = op};
+    vkv_call_layout(&call, &lay);
     vkv_dispatch(vb, &call);
 }

@@ -22,6 +22,13 @@ typedef struct vkv_layout {
     uint64_t iters;
 } vkv_layout;
 
+/* Set call's specialization constants (spec[0 .. n_spec)) and workgroup count from lay. */
+static inline void vkv_call_layout(vkv_call *call, const vkv_layout *lay) {
+    for (int i = 0; i < lay->n_spec; i++) call->spec[i] = lay->spec[i];
+    call->n_spec = lay->n_spec;
+    call->groups = lay->groups;
+}
+
 /* rows rows of len elements, each walked passes times (SEG invocations per row). */
 vkv_layout vkv_rows_layout(vkv_backend *vb, uint64_t rows, uint64_t len, int passes);
 /* One workgroup summing a vector of len elements (SEG = WG; loops unrolled by 4); groups = 1,
