@@ -32,7 +32,7 @@ uint32_t vkv_workgroup_size(const vkv_backend *vb, uint32_t want) {
     const VkPhysicalDeviceLimits *lim = &vb->dev->props.limits;
     uint32_t most = VKA_MIN(lim->maxComputeWorkGroupInvocations, lim->maxComputeWorkGroupSize[0]);
     uint32_t wg = 1;
-    while (wg * 2 <= VKA_MIN(want, most)) wg *= 2;
+    while (wg <= VKA_MIN(want, most) / 2) wg *= 2; /* wg * 2 <= min(want, most), no overflow */
     return wg;
 }
 

@@ -43,16 +43,11 @@ static uint64_t loop_budget(const vkv_backend *vb) {
     return is_llvmpipe(vb) ? LLVMPIPE_LOOP_LIMIT : UINT64_MAX;
 }
 
-/* Largest power-of-two workgroup the device allows (Vulkan guarantees 128). */
-static uint32_t max_wg(const vkv_backend *vb) {
-    const VkPhysicalDeviceLimits *lim = &vkv_device(vb)->props.limits;
-    return pow2_at_most(VKA_MIN(lim->maxComputeWorkGroupInvocations, lim->maxComputeWorkGroupSize[0]));
-}
-
 /* GPU workgroups: 256 invocations for rows; 1024 for the vector and column sums, where one
- * workgroup must keep many loads in flight (both capped by the device). */
-static uint32_t gpu_wg(const vkv_backend *vb) { return VKA_MIN(256u, max_wg(vb)); }
-static uint32_t gpu_wide_wg(const vkv_backend *vb) { return VKA_MIN(1024u, max_wg(vb)); }
+ * workgroup must keep many loads in flight (both lowered to the device's limits by
+ * vkv_workgroup_size; UINT32_MAX gives the largest it allows). */
+#define GPU_WG 256u
+#define GPU_WIDE_WG 1024u
 
 /* CPU-type devices: the SIMD width, in 32-bit lanes, over which llvmpipe runs invocations side
  * by side (its device name ends in "(LLVM x.y, 256 bits)"); 8 when unknown. */
@@ -79,17 +74,17 @@ static uint64_t reduce_iters(bool cpu, uint32_t seg) { return 2ull * (cpu ? seg 
 vkv_layout vkv_rows_layout(vkv_backend *vb, uint64_t rows, uint64_t len, int passes) {
     bool cpu = vkv_device(vb)->is_cpu;
     uint64_t budget = loop_budget(vb);
-    uint32_t top = max_wg(vb), seg;
+    uint32_t top = vkv_workgroup_size(vb, UINT32_MAX), gpu = vkv_workgroup_size(vb, GPU_WG), seg;
     if (cpu)
         seg = 1;
     else /* ~16 elements per invocation, but at least 32 invocations (128 bytes) across a row
           * longer than that, so a row's loads coalesce; up to a workgroup per row. */
         seg = VKA_MIN(VKA_MAX(pow2_at_least(VKA_CEIL_DIV(len, 16)),
-                              VKA_MIN(32u, pow2_at_least(len))), gpu_wg(vb));
+                              VKA_MIN(32u, pow2_at_least(len))), gpu);
     while (seg < top && passes * VKA_CEIL_DIV(len, seg) + reduce_iters(cpu, seg) > budget) seg *= 2;
     uint32_t wg;
     if (!cpu)
-        wg = VKA_MAX(gpu_wg(vb), seg);
+        wg = VKA_MAX(gpu, seg);
     else if (seg > 1)
         wg = VKA_MAX(seg, cpu_simd(vb));
     else
@@ -109,8 +104,8 @@ static uint64_t unrolled_iters(uint64_t len, uint32_t lanes) {
 vkv_layout vkv_vector_layout(vkv_backend *vb, uint64_t len) {
     bool cpu = vkv_device(vb)->is_cpu;
     uint64_t budget = loop_budget(vb);
-    uint32_t top = max_wg(vb);
-    uint32_t wg = VKA_MIN(cpu ? cpu_simd(vb) : gpu_wide_wg(vb), top);
+    uint32_t top = vkv_workgroup_size(vb, UINT32_MAX);
+    uint32_t wg = VKA_MIN(cpu ? cpu_simd(vb) : vkv_workgroup_size(vb, GPU_WIDE_WG), top);
     while (wg < top && unrolled_iters(len, wg) + reduce_iters(cpu, wg) > budget) wg *= 2;
     return (vkv_layout){.spec = {wg, wg, cpu},
                         .n_spec = 3,
@@ -120,7 +115,7 @@ vkv_layout vkv_vector_layout(vkv_backend *vb, uint64_t len) {
 
 vkv_layout vkv_cols_layout(vkv_backend *vb, uint64_t rows, uint64_t cols) {
     uint64_t budget = loop_budget(vb);
-    uint32_t top = max_wg(vb), per_group, row_lanes;
+    uint32_t top = vkv_workgroup_size(vb, UINT32_MAX), per_group, row_lanes;
     if (vkv_device(vb)->is_cpu) {
         per_group = VKA_MIN(CPU_ROWS_WG, top); /* one invocation per column: no barrier */
         row_lanes = 1;
@@ -129,8 +124,9 @@ vkv_layout vkv_cols_layout(vkv_backend *vb, uint64_t rows, uint64_t cols) {
          * workgroups; the rest of a wide workgroup splits the rows (many loads in flight). */
         per_group = 32;
         while (per_group > 8 && cols / per_group < 96) per_group /= 2;
-        per_group = VKA_MIN(per_group, gpu_wide_wg(vb));
-        row_lanes = gpu_wide_wg(vb) / per_group;
+        uint32_t wide = vkv_workgroup_size(vb, GPU_WIDE_WG);
+        per_group = VKA_MIN(per_group, wide);
+        row_lanes = wide / per_group;
     }
     /* Fewer columns than a block: a narrower block (on a GPU, the spare invocations take rows). */
     while (per_group > 1 && per_group / 2 >= cols) {
