@@ -206,7 +206,6 @@ bool vkv_graph_begin(vkb_backend *be, vkb_graph **graph) {
         free_graph(vb, g);
         return true;
     }
-    g->recording = true;
     vb->rec = g;
     if (g->queries) vb->vk->vkCmdResetQueryPool(g->cmd, g->queries, 0, g->cap_queries);
     memory_barrier(vb, g->cmd, WORK_STAGES | VK_PIPELINE_STAGE_HOST_BIT,
@@ -224,8 +223,9 @@ vka_result vkv_graph_end(vkb_backend *be, vkb_graph *graph) {
             vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "graph_end without a graph");
         return be->status;
     }
-    if (!g->recording) {
-        if (be->status == VKA_SUCCESS) vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "graph_end: not recording");
+    if (vb->rec != g) { /* ended already, or another graph was begun since */
+        if (be->status == VKA_SUCCESS)
+            vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "graph_end: not recording");
         return be->status;
     }
     stamp(vb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, 1);
@@ -233,7 +233,6 @@ vka_result vkv_graph_end(vkb_backend *be, vkb_graph *graph) {
                    VK_ACCESS_HOST_READ_BIT);
     VkResult vr = vb->vk->vkEndCommandBuffer(g->cmd);
     if (vr != VK_SUCCESS) vkv_fail_vk(vb, vr, "vkEndCommandBuffer");
-    g->recording = false;
     g->recorded = be->status == VKA_SUCCESS;
     vb->rec = NULL;
     return be->status;
