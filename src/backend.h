@@ -84,9 +84,10 @@ typedef struct vkb_matmul {
 /* Masked row softmax of R rows of Tk keys (Vaswani et al. 2017, eq. 1, stable: max subtracted):
  *   out[r, k] = exp(scale * inp[r, k] + mask[r / mask_rows, k] - max) / sum   (unmasked k)
  *   out[r, k] = 0                                                          (masked k)
- * causal: row r is query q = r % Tq, aligned to the end of the keys, so keys k > q + (Tk - Tq)
- * are masked. mask (optional, additive, -INFINITY = masked, e.g. padding) has R / mask_rows
- * rows of Tk; mask_rows = 0 means 1. A row with every key masked is all zeros (never NaN). */
+ * causal: row r is query q = r % Tq (Tq = 0 means R), aligned to the end of the keys, so keys
+ * k > q + (Tk - Tq) are masked. mask (optional, additive, -INFINITY = masked, e.g. padding) has
+ * R / mask_rows rows of Tk; mask_rows = 0 means 1. A row with every key masked is all zeros
+ * (never NaN). Backends apply the defaults with vkb_softmax_resolved. */
 typedef struct vkb_softmax {
     vkb_tensor out;  /* (R, Tk) */
     vkb_tensor inp;  /* (R, Tk) */
@@ -96,6 +97,13 @@ typedef struct vkb_softmax {
     float scale;
     bool causal;
 } vkb_softmax;
+
+/* sm with its defaults applied: Tq <= 0 becomes R, mask_rows <= 0 becomes 1. */
+static inline vkb_softmax vkb_softmax_resolved(vkb_softmax sm) {
+    if (sm.Tq <= 0) sm.Tq = sm.R;
+    if (sm.mask_rows <= 0) sm.mask_rows = 1;
+    return sm;
+}
 
 /* What a backend can hold: the model checks shapes against these and reports the limit. */
 typedef struct vkb_limits {

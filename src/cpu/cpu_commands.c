@@ -296,9 +296,7 @@ static vka_result run_softmax_forward(cpu_backend *cb, const void *p) {
 }
 static void op_softmax_forward(vkb_backend *be, const vkb_softmax *sm) {
     const char *op = "softmax_forward";
-    vkb_softmax s = *sm;
-    if (s.mask_rows <= 0) s.mask_rows = 1;
-    if (s.Tq <= 0) s.Tq = s.R;
+    vkb_softmax s = vkb_softmax_resolved(*sm);
     size_t n = (size_t)s.R * s.Tk;
     size_t mask_n = (size_t)((s.R + s.mask_rows - 1) / s.mask_rows) * s.Tk;
     if (!vkb_need(be, op, "out", s.out, n) || !vkb_need(be, op, "inp", s.inp, n) ||

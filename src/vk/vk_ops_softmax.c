@@ -23,34 +23,33 @@ _Static_assert(sizeof(pc_softmax_backward) <= VKV_PUSH_CONSTANT_BYTES, "push con
 
 void vkv_softmax_forward(vkb_backend *be, const vkb_softmax *sm) {
     const char *op = "softmax_forward";
-    int mask_rows = sm->mask_rows > 0 ? sm->mask_rows : 1;
-    int Tq = sm->Tq > 0 ? sm->Tq : sm->R;
-    size_t RT = (size_t)sm->R * sm->Tk;
-    bool has_mask = vkb_present(sm->mask);
-    size_t mask_n = has_mask ? (size_t)VKA_CEIL_DIV(sm->R, mask_rows) * sm->Tk : 0;
-    if (!vkv_check_dim(be, op, "R", sm->R, UINT32_MAX) ||
-        !vkv_check_dim(be, op, "Tk", sm->Tk, UINT32_MAX) ||
-        !vkv_check_dim(be, op, "Tq", Tq, UINT32_MAX) ||
-        !vkb_need(be, op, "out", sm->out, RT) ||
-        !vkb_need(be, op, "inp", sm->inp, RT) ||
-        (has_mask && !vkb_need(be, op, "mask", sm->mask, mask_n)))
+    vkb_softmax s = vkb_softmax_resolved(*sm);
+    size_t RT = (size_t)s.R * s.Tk;
+    bool has_mask = vkb_present(s.mask);
+    size_t mask_n = has_mask ? (size_t)VKA_CEIL_DIV(s.R, s.mask_rows) * s.Tk : 0;
+    if (!vkv_check_dim(be, op, "R", s.R, UINT32_MAX) ||
+        !vkv_check_dim(be, op, "Tk", s.Tk, UINT32_MAX) ||
+        !vkv_check_dim(be, op, "Tq", s.Tq, UINT32_MAX) ||
+        !vkb_need(be, op, "out", s.out, RT) ||
+        !vkb_need(be, op, "inp", s.inp, RT) ||
+        (has_mask && !vkb_need(be, op, "mask", s.mask, mask_n)))
         return;
     vkv_backend *vb = (vkv_backend *)be;
-    vkv_layout lay = vkv_rows_layout(vb, (uint64_t)sm->R, (uint64_t)sm->Tk, 2);
+    vkv_layout lay = vkv_rows_layout(vb, (uint64_t)s.R, (uint64_t)s.Tk, 2);
     if (!vkv_check_layout(be, op, &lay)) return;
-    pc_softmax pc = {.out_off = sm->out.offset,
-                     .inp_off = sm->inp.offset,
-                     .mask_off = sm->mask.offset,
-                     .R = (uint32_t)sm->R,
-                     .Tq = (uint32_t)Tq,
-                     .Tk = (uint32_t)sm->Tk,
-                     .mask_rows = (uint32_t)mask_rows,
+    pc_softmax pc = {.out_off = s.out.offset,
+                     .inp_off = s.inp.offset,
+                     .mask_off = s.mask.offset,
+                     .R = (uint32_t)s.R,
+                     .Tq = (uint32_t)s.Tq,
+                     .Tk = (uint32_t)s.Tk,
+                     .mask_rows = (uint32_t)s.mask_rows,
                      .has_mask = has_mask,
-                     .causal = sm->causal,
-                     .scale = sm->scale};
+                     .causal = s.causal,
+                     .scale = s.scale};
     vkv_call call = {.shader = VKA_SHADER_SOFTMAX_FORWARD,
-                     .bind = {vkb_slice(sm->out, 0, RT), vkb_slice(sm->inp, 0, RT),
-                              has_mask ? vkb_slice(sm->mask, 0, mask_n) : VKB_NONE},
+                     .bind = {vkb_slice(s.out, 0, RT), vkb_slice(s.inp, 0, RT),
+                              has_mask ? vkb_slice(s.mask, 0, mask_n) : VKB_NONE},
                      .writes = {true, false, false},
                      .n_bind = 3,
                      .pc = &pc,
