@@ -90,6 +90,10 @@ static void call_add_inplace(vkb_backend *be, const vkb_tensor *t) {
 static void call_crossentropy_forward(vkb_backend *be, const vkb_tensor *t) {
     be->ops->crossentropy_forward(be, t[0], t[1], t[2], N, V, Vp);
 }
+/* One column (V = Vp = 1): losses and logits both hold N, as dlogits would. */
+static void call_crossentropy_forward_narrow(vkb_backend *be, const vkb_tensor *t) {
+    be->ops->crossentropy_forward(be, t[0], t[1], t[2], N, 1, 1);
+}
 static void call_crossentropy_backward(vkb_backend *be, const vkb_tensor *t) {
     be->ops->crossentropy_backward(be, t[0], t[1], t[2], 1.0f, N, V, Vp);
 }
@@ -141,6 +145,8 @@ static const op_case cases[] = {
     {"add_inplace", call_add_inplace, {REQ("dst", N), REQ("src", N)}},
     {"crossentropy_forward", call_crossentropy_forward,
      {REQ("losses", N), REQ("logits", (size_t)N * Vp), REQ("targets", N)}},
+    {"crossentropy_forward", call_crossentropy_forward_narrow,
+     {REQ("losses", N), REQ("logits", N), REQ("targets", N)}},
     {"crossentropy_backward", call_crossentropy_backward,
      {REQ("dlogits", (size_t)N * Vp), REQ("logits", (size_t)N * Vp), REQ("targets", N)}},
     {"mean", call_mean, {REQ("out", 1), REQ("inp", N)}},
