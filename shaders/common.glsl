@@ -21,9 +21,6 @@ uint vka_group_id() { return gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGrou
 // Linear invocation index (group * workgroup size + local index).
 uint vka_global_id() { return vka_group_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x; }
 
-// Total invocations in the (folded) grid, for grid-stride loops.
-uint vka_global_count() { return gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_WorkGroupSize.x; }
-
 const float VKA_NEG_INF = -1.0 / 0.0;
 
 #endif

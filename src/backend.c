@@ -1,4 +1,5 @@
-/* Shared by both backends: sticky op failures, arena layout, encoder-backward buckets. */
+/* Shared by both backends: sticky op failures and argument checks, arena layout,
+ * encoder-backward buckets. */
 #include "backend.h"
 
 #include <string.h>
@@ -13,6 +14,28 @@ void vkb_fail(vkb_backend *be, vka_result r, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     vka_set_error(be->ctx, r, "%s", msg);
+}
+
+bool vkb_need(vkb_backend *be, const char *op, const char *name, vkb_tensor t, size_t n) {
+    if (!t.arena) {
+        vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "%s: tensor %s is missing", op, name);
+        return false;
+    }
+    if (t.n < n) {
+        vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "%s: %s holds %zu elements but %zu are needed",
+                 op, name, t.n, n);
+        return false;
+    }
+    return true;
+}
+
+size_t vkb_batch_span(int batch, size_t stride, size_t matrix) {
+    return (size_t)(batch - 1) * (stride ? stride : matrix) + matrix;
+}
+
+bool vkb_overlap(vkb_tensor a, size_t n, vkb_tensor b, size_t m) {
+    return a.arena == b.arena && a.chunk == b.chunk && (size_t)a.offset < b.offset + m &&
+           (size_t)b.offset < a.offset + n;
 }
 
 static size_t align_elems(size_t n) {

@@ -84,9 +84,10 @@ typedef struct vkb_matmul {
 /* Masked row softmax of R rows of Tk keys (Vaswani et al. 2017, eq. 1, stable: max subtracted):
  *   out[r, k] = exp(scale * inp[r, k] + mask[r / mask_rows, k] - max) / sum   (unmasked k)
  *   out[r, k] = 0                                                          (masked k)
- * causal: row r is query q = r % Tq, aligned to the end of the keys, so keys k > q + (Tk - Tq)
- * are masked. mask (optional, additive, -INFINITY = masked, e.g. padding) has R / mask_rows
- * rows of Tk; mask_rows = 0 means 1. A row with every key masked is all zeros (never NaN). */
+ * causal: row r is query q = r % Tq (Tq = 0 means R), aligned to the end of the keys, so keys
+ * k > q + (Tk - Tq) are masked. mask (optional, additive, -INFINITY = masked, e.g. padding) has
+ * R / mask_rows rows of Tk; mask_rows = 0 means 1. A row with every key masked is all zeros
+ * (never NaN). Backends apply the defaults with vkb_softmax_resolved. */
 typedef struct vkb_softmax {
     vkb_tensor out;  /* (R, Tk) */
     vkb_tensor inp;  /* (R, Tk) */
@@ -96,6 +97,13 @@ typedef struct vkb_softmax {
     float scale;
     bool causal;
 } vkb_softmax;
+
+/* sm with its defaults applied: Tq <= 0 becomes R, mask_rows <= 0 becomes 1. */
+static inline vkb_softmax vkb_softmax_resolved(vkb_softmax sm) {
+    if (sm.Tq <= 0) sm.Tq = sm.R;
+    if (sm.mask_rows <= 0) sm.mask_rows = 1;
+    return sm;
+}
 
 /* What a backend can hold: the model checks shapes against these and reports the limit. */
 typedef struct vkb_limits {
@@ -233,6 +241,22 @@ struct vkb_backend {
 /* Record a failure in be->status (first one wins) and the context's error message. */
 void vkb_fail(vkb_backend *be, vka_result r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Argument check of every op of both backends: true when t is present and holds at least n
+ * elements; otherwise fails the graph with VKA_ERROR_INVALID_ARGUMENT, naming op and tensor
+ * ("op: tensor name is missing", "op: name holds 5 elements but 6 are needed"). A wrong size
+ * from the model is reported, never a silent out-of-bounds access. On Vulkan it also bounds
+ * every element count an op puts in its 32-bit push constants: a tensor lies in one chunk,
+ * which fits maxStorageBufferRange (< 2^32 bytes, so < 2^30 elements). */
+bool vkb_need(vkb_backend *be, const char *op, const char *name, vkb_tensor t, size_t n);
+
+/* Elements a batch of matrices spans: (batch - 1) strides plus one matrix (batch >= 1); stride
+ * 0 means packed (= matrix), as in vkb_matmul. */
+size_t vkb_batch_span(int batch, size_t stride, size_t matrix);
+
+/* Elements [a.offset, a.offset + n) and [b.offset, b.offset + m) overlap (same chunk of the
+ * same arena). */
+bool vkb_overlap(vkb_tensor a, size_t n, vkb_tensor b, size_t m);
 
 /* Encoder-backward buckets (vka_encoder_buckets): positions grouped by token, so each token's
  * gradient row is summed by one worker in a fixed order. Layout of the int32 array

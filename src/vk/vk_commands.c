@@ -32,8 +32,22 @@ uint32_t vkv_workgroup_size(const vkv_backend *vb, uint32_t want) {
     const VkPhysicalDeviceLimits *lim = &vb->dev->props.limits;
     uint32_t most = VKA_MIN(lim->maxComputeWorkGroupInvocations, lim->maxComputeWorkGroupSize[0]);
     uint32_t wg = 1;
-    while (wg * 2 <= VKA_MIN(want, most)) wg *= 2;
+    while (wg <= VKA_MIN(want, most) / 2) wg *= 2; /* wg * 2 <= min(want, most), no overflow */
     return wg;
+}
+
+void vkv_call_elems(const vkv_backend *vb, vkv_call *call, uint64_t n, uint32_t want_wg) {
+    uint32_t wg = vkv_workgroup_size(vb, want_wg);
+    call->spec[0] = wg;
+    call->n_spec = 1;
+    call->groups = VKA_CEIL_DIV(n, wg);
+}
+
+bool vkv_check_dim(vkb_backend *be, const char *op, const char *what, long long v, uint64_t limit) {
+    if (v > 0 && (uint64_t)v <= limit) return true;
+    vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "%s: %s = %lld must be in [1, %llu]", op, what, v,
+             (unsigned long long)limit);
+    return false;
 }
 
 vka_result vkv_commands_init(vkv_backend *vb) {
@@ -192,7 +206,6 @@ bool vkv_graph_begin(vkb_backend *be, vkb_graph **graph) {
         free_graph(vb, g);
         return true;
     }
-    g->recording = true;
     vb->rec = g;
     if (g->queries) vb->vk->vkCmdResetQueryPool(g->cmd, g->queries, 0, g->cap_queries);
     memory_barrier(vb, g->cmd, WORK_STAGES | VK_PIPELINE_STAGE_HOST_BIT,
@@ -210,8 +223,9 @@ vka_result vkv_graph_end(vkb_backend *be, vkb_graph *graph) {
             vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "graph_end without a graph");
         return be->status;
     }
-    if (!g->recording) {
-        if (be->status == VKA_SUCCESS) vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "graph_end: not recording");
+    if (vb->rec != g) { /* ended already, or another graph was begun since */
+        if (be->status == VKA_SUCCESS)
+            vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "graph_end: not recording");
         return be->status;
     }
     stamp(vb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, 1);
@@ -219,7 +233,6 @@ vka_result vkv_graph_end(vkb_backend *be, vkb_graph *graph) {
                    VK_ACCESS_HOST_READ_BIT);
     VkResult vr = vb->vk->vkEndCommandBuffer(g->cmd);
     if (vr != VK_SUCCESS) vkv_fail_vk(vb, vr, "vkEndCommandBuffer");
-    g->recording = false;
     g->recorded = be->status == VKA_SUCCESS;
     vb->rec = NULL;
     return be->status;
@@ -366,7 +379,7 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
 }
 
 void vkv_fill(vkv_backend *vb, vkb_tensor t, uint32_t bits) {
-    if (!can_record(vb, "fill") || !t.arena || t.n == 0) return;
+    if (!can_record(vb, "fill") || !vkb_need(&vb->base, "fill", "t", t, 0) || t.n == 0) return;
     vkv_access acc = access_of(t, true);
     track(vb, &acc, 1);
     vkv_arena *a = vkv_arena_of(t);
@@ -376,17 +389,14 @@ void vkv_fill(vkv_backend *vb, vkb_tensor t, uint32_t bits) {
 }
 
 void vkv_copy(vkv_backend *vb, vkb_tensor dst, vkb_tensor src) {
-    if (!can_record(vb, "copy") || !src.arena || src.n == 0) return;
-    if (!dst.arena || dst.n < src.n) {
-        vkb_fail(&vb->base, VKA_ERROR_INVALID_ARGUMENT, "copy: destination smaller than source");
+    if (!can_record(vb, "copy") || !vkb_need(&vb->base, "copy", "src", src, 0) ||
+        !vkb_need(&vb->base, "copy", "dst", dst, src.n) || src.n == 0)
         return;
-    }
-    vkv_access acc[2] = {access_of(src, false), access_of(dst, true)};
-    acc[1].hi = acc[1].lo + (acc[0].hi - acc[0].lo);
-    if (acc[0].id == acc[1].id && acc[0].lo < acc[1].hi && acc[1].lo < acc[0].hi) {
+    if (vkb_overlap(src, src.n, dst, src.n)) {
         vkb_fail(&vb->base, VKA_ERROR_INVALID_ARGUMENT, "copy: source and destination overlap");
         return;
     }
+    vkv_access acc[2] = {access_of(src, false), access_of(vkb_slice(dst, 0, src.n), true)};
     track(vb, acc, 2);
     VkBufferCopy region = {.srcOffset = acc[0].lo, .dstOffset = acc[1].lo, .size = acc[0].hi - acc[0].lo};
     uint32_t q = profile_open(vb, "copy");

@@ -106,8 +106,16 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call);
 void vkv_fill(vkv_backend *vb, vkb_tensor t, uint32_t bits);
 void vkv_copy(vkv_backend *vb, vkb_tensor dst, vkb_tensor src);
 
-/* want, lowered to the device's workgroup limits (Vulkan guarantees only 128 invocations). */
+/* The largest power of two <= want within the device's workgroup limits (Vulkan guarantees
+ * only 128 invocations). */
 uint32_t vkv_workgroup_size(const vkv_backend *vb, uint32_t want);
+
+/* One invocation per element of n: call->spec[0] = vkv_workgroup_size(vb, want_wg), n_spec = 1,
+ * groups = enough workgroups to cover n. */
+void vkv_call_elems(const vkv_backend *vb, vkv_call *call, uint64_t n, uint32_t want_wg);
+
+/* Fail (naming op and what) unless 0 < v <= limit. Tensor sizes are checked with vkb_need. */
+bool vkv_check_dim(vkb_backend *be, const char *op, const char *what, long long v, uint64_t limit);
 
 /* The device the backend runs on (limits, is_cpu for variant choice). */
 const vkr_device *vkv_device(const vkv_backend *vb);

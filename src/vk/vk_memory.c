@@ -122,8 +122,6 @@ vka_result vkv_arena_create(vkb_backend *be, const char *label, vkb_arena_kind k
         r = vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
         goto done;
     }
-    snprintf(a->label, sizeof a->label, "%s", label);
-    a->kind = kind;
     int bad = -1;
     size_t max_elems = be->limits.max_chunk_bytes / 4;
     int n_chunks = vkb_arena_layout(sizes, count, max_elems, chunk_of, offset_of, chunk_elems, &bad);

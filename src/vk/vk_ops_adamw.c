@@ -1,7 +1,6 @@
 /* AdamW update, one invocation per parameter; see shaders/adamw.comp. */
 #include "vk/vk_internal.h"
 
-
 #define WG 256 /* wanted workgroup size */
 
 typedef struct pc_adamw {
@@ -14,17 +13,20 @@ _Static_assert(sizeof(pc_adamw) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
 void vkv_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m, vkb_tensor v,
                vkb_tensor hyper, vkb_tensor gscale, size_t N, float weight_decay) {
-    if (N > UINT32_MAX) {
-        vkb_fail(be, VKA_ERROR_DEVICE_LIMIT, "adamw: %zu elements exceed 2^32-1", N);
+    const char *op = "adamw";
+    if (!vkb_need(be, op, "param", param, N) || !vkb_need(be, op, "grad", grad, N) ||
+        !vkb_need(be, op, "m", m, N) || !vkb_need(be, op, "v", v, N) ||
+        !vkb_need(be, op, "hyper", hyper, VKA_HYPER_COUNT) ||
+        (vkb_present(gscale) && !vkb_need(be, op, "gscale", gscale, 2)))
         return;
-    }
-    uint32_t wg = vkv_workgroup_size((vkv_backend *)be, WG);
     pc_adamw pc = {param.offset, m.offset,     v.offset,   grad.offset,
                    hyper.offset, gscale.offset, (uint32_t)N, gscale.arena != NULL, weight_decay};
-    vkv_call call = {.shader = VKA_SHADER_ADAMW, .spec = {wg}, .n_spec = 1,
+    vkv_call call = {.shader = VKA_SHADER_ADAMW,
                      .bind = {vkb_slice(param, 0, N), vkb_slice(m, 0, N), vkb_slice(v, 0, N),
-                              vkb_slice(grad, 0, N), hyper, gscale},
+                              vkb_slice(grad, 0, N), vkb_slice(hyper, 0, VKA_HYPER_COUNT),
+                              vkb_present(gscale) ? vkb_slice(gscale, 0, 2) : VKB_NONE},
                      .writes = {true, true, true}, .n_bind = 6, .pc = &pc,
-                     .pc_size = sizeof pc, .groups = VKA_CEIL_DIV(N, wg), .label = "adamw"};
+                     .pc_size = sizeof pc, .label = op};
+    vkv_call_elems((vkv_backend *)be, &call, N, WG);
     vkv_dispatch((vkv_backend *)be, &call);
 }

@@ -26,48 +26,48 @@ typedef struct pc_encoder_wte {
 } pc_encoder_wte;
 _Static_assert(sizeof(pc_encoder_wte) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
-static bool fits(vkb_backend *be, const char *op, int B, int T, int C) {
-    if ((size_t)B * T * C > UINT32_MAX) {
-        vkb_fail(be, VKA_ERROR_DEVICE_LIMIT, "%s: B*T*C = %zu exceeds 2^32-1", op,
-                 (size_t)B * T * C);
-        return false;
-    }
-    return true;
-}
-
 void vkv_encoder_forward(vkb_backend *be, vkb_tensor out, vkb_tensor tokens, vkb_tensor wte,
                          vkb_tensor wpe, int B, int T, int C) {
-    if (!fits(be, "encoder_forward", B, T, C)) return;
-    size_t n = (size_t)B * T * C;
-    uint32_t wg = vkv_workgroup_size((vkv_backend *)be, WG);
+    const char *op = "encoder_forward";
+    size_t BT = (size_t)B * T, n = BT * C;
+    if (!vkb_need(be, op, "out", out, n) || !vkb_need(be, op, "tokens", tokens, BT) ||
+        !vkb_need(be, op, "wte", wte, (size_t)C) || !vkb_need(be, op, "wpe", wpe, (size_t)T * C))
+        return;
     pc_encoder_forward pc = {out.offset, tokens.offset, wte.offset, wpe.offset,
                              (uint32_t)B, (uint32_t)T, (uint32_t)C, (uint32_t)(wte.n / (size_t)C)};
-    vkv_call call = {.shader = VKA_SHADER_ENCODER_FORWARD, .spec = {wg}, .n_spec = 1,
-                     .bind = {out, tokens, wte, wpe}, .writes = {true}, .n_bind = 4,
-                     .pc = &pc, .pc_size = sizeof pc, .groups = VKA_CEIL_DIV(n, wg),
-                     .label = "encoder_forward"};
+    vkv_call call = {.shader = VKA_SHADER_ENCODER_FORWARD,
+                     .bind = {vkb_slice(out, 0, n), vkb_slice(tokens, 0, BT), wte,
+                              vkb_slice(wpe, 0, (size_t)T * C)},
+                     .writes = {true}, .n_bind = 4, .pc = &pc, .pc_size = sizeof pc,
+                     .label = op};
+    vkv_call_elems((vkv_backend *)be, &call, n, WG);
     vkv_dispatch((vkv_backend *)be, &call);
 }
 
 void vkv_encoder_backward(vkb_backend *be, vkb_tensor dwte, vkb_tensor dwpe, vkb_tensor dout,
                           vkb_tensor tokens, vkb_tensor buckets, int B, int T, int C) {
-    (void)tokens; /* the buckets carry the grouping of the tokens */
-    if (!fits(be, "encoder_backward", B, T, C)) return;
+    const char *op = "encoder_backward";
+    size_t BT = (size_t)B * T;
+    /* tokens is not read: the buckets carry their grouping. Checked as on the CPU. */
+    if (!vkb_need(be, op, "dwte", dwte, (size_t)C) ||
+        !vkb_need(be, op, "dwpe", dwpe, (size_t)T * C) ||
+        !vkb_need(be, op, "dout", dout, BT * C) || !vkb_need(be, op, "tokens", tokens, BT) ||
+        !vkb_need(be, op, "buckets", buckets, VKA_BUCKETS_SIZE(BT)))
+        return;
+    dout = vkb_slice(dout, 0, BT * C);
     vkv_backend *vb = (vkv_backend *)be;
-    uint32_t wg = vkv_workgroup_size(vb, WG);
     pc_encoder_wpe pw = {dwpe.offset, dout.offset, (uint32_t)B, (uint32_t)T, (uint32_t)C};
-    vkv_call wpe_call = {.shader = VKA_SHADER_ENCODER_BACKWARD_WPE, .spec = {wg}, .n_spec = 1,
+    vkv_call wpe_call = {.shader = VKA_SHADER_ENCODER_BACKWARD_WPE,
                          .bind = {vkb_slice(dwpe, 0, (size_t)T * C), dout}, .writes = {true},
-                         .n_bind = 2, .pc = &pw, .pc_size = sizeof pw,
-                         .groups = VKA_CEIL_DIV((size_t)T * C, wg), .label = "encoder_backward"};
+                         .n_bind = 2, .pc = &pw, .pc_size = sizeof pw, .label = op};
+    vkv_call_elems(vb, &wpe_call, (size_t)T * C, WG);
     vkv_dispatch(vb, &wpe_call);
-    uint32_t BT = (uint32_t)B * (uint32_t)T;
-    pc_encoder_wte pt = {dwte.offset, dout.offset, buckets.offset, BT, (uint32_t)C,
+    pc_encoder_wte pt = {dwte.offset, dout.offset, buckets.offset, (uint32_t)BT, (uint32_t)C,
                          (uint32_t)(dwte.n / (size_t)C)};
     vkv_call wte_call = {.shader = VKA_SHADER_ENCODER_BACKWARD_WTE,
                          .spec = {vkv_workgroup_size(vb, WG_WTE)}, .n_spec = 1,
-                         .bind = {dwte, dout, buckets}, .writes = {true}, .n_bind = 3,
-                         .pc = &pt, .pc_size = sizeof pt, .groups = BT,
-                         .label = "encoder_backward"};
+                         .bind = {dwte, dout, vkb_slice(buckets, 0, VKA_BUCKETS_SIZE(BT))},
+                         .writes = {true}, .n_bind = 3, .pc = &pt, .pc_size = sizeof pt,
+                         .groups = BT, .label = op};
     vkv_dispatch(vb, &wte_call);
 }

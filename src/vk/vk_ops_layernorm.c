@@ -31,13 +31,13 @@ static bool check_sizes(vkb_backend *be, const char *op, int N, int C) {
 void vkv_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mean, vkb_tensor rstd,
                            vkb_tensor inp, vkb_tensor weight, vkb_tensor bias, int N, int C) {
     const char *op = "layernorm_forward";
-    uint64_t NC = (uint64_t)N * (uint64_t)C;
-    if (!check_sizes(be, op, N, C) || !vkv_check_tensor(be, op, "out", out, NC) ||
-        !vkv_check_tensor(be, op, "mean", mean, (uint64_t)N) ||
-        !vkv_check_tensor(be, op, "rstd", rstd, (uint64_t)N) ||
-        !vkv_check_tensor(be, op, "inp", inp, NC) ||
-        !vkv_check_tensor(be, op, "weight", weight, (uint64_t)C) ||
-        !vkv_check_tensor(be, op, "bias", bias, (uint64_t)C))
+    size_t NC = (size_t)N * C;
+    if (!check_sizes(be, op, N, C) || !vkb_need(be, op, "out", out, NC) ||
+        !vkb_need(be, op, "mean", mean, (size_t)N) ||
+        !vkb_need(be, op, "rstd", rstd, (size_t)N) ||
+        !vkb_need(be, op, "inp", inp, NC) ||
+        !vkb_need(be, op, "weight", weight, (size_t)C) ||
+        !vkb_need(be, op, "bias", bias, (size_t)C))
         return;
     vkv_backend *vb = (vkv_backend *)be;
     vkv_layout lay = vkv_rows_layout(vb, (uint64_t)N, (uint64_t)C, 3);
@@ -45,16 +45,14 @@ void vkv_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mean, vkb
     pc_layernorm pc = {out.offset, mean.offset,   rstd.offset, inp.offset,
                        weight.offset, bias.offset, (uint32_t)N, (uint32_t)C};
     vkv_call call = {.shader = VKA_SHADER_LAYERNORM_FORWARD,
-                     .spec = {lay.spec[0], lay.spec[1], lay.spec[2]},
-                     .n_spec = lay.n_spec,
                      .bind = {vkb_slice(out, 0, NC), vkb_slice(mean, 0, N), vkb_slice(rstd, 0, N),
                               vkb_slice(inp, 0, NC), vkb_slice(weight, 0, C), vkb_slice(bias, 0, C)},
                      .writes = {true, true, true},
                      .n_bind = 6,
                      .pc = &pc,
                      .pc_size = sizeof pc,
-                     .groups = lay.groups,
                      .label = op};
+    vkv_call_layout(&call, &lay);
     vkv_dispatch(vb, &call);
 }
 
@@ -64,14 +62,14 @@ void vkv_layernorm_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dweight
                             vkb_tensor dbias, vkb_tensor dout, vkb_tensor inp, vkb_tensor weight,
                             vkb_tensor mean, vkb_tensor rstd, int N, int C) {
     const char *op = "layernorm_backward";
-    uint64_t NC = (uint64_t)N * (uint64_t)C;
-    if (!check_sizes(be, op, N, C) || !vkv_check_tensor(be, op, "dinp", dinp, NC) ||
-        !vkv_check_tensor(be, op, "dweight", dweight, (uint64_t)C) ||
-        !vkv_check_tensor(be, op, "dbias", dbias, (uint64_t)C) ||
-        !vkv_check_tensor(be, op, "dout", dout, NC) || !vkv_check_tensor(be, op, "inp", inp, NC) ||
-        !vkv_check_tensor(be, op, "weight", weight, (uint64_t)C) ||
-        !vkv_check_tensor(be, op, "mean", mean, (uint64_t)N) ||
-        !vkv_check_tensor(be, op, "rstd", rstd, (uint64_t)N))
+    size_t NC = (size_t)N * C;
+    if (!check_sizes(be, op, N, C) || !vkb_need(be, op, "dinp", dinp, NC) ||
+        !vkb_need(be, op, "dweight", dweight, (size_t)C) ||
+        !vkb_need(be, op, "dbias", dbias, (size_t)C) ||
+        !vkb_need(be, op, "dout", dout, NC) || !vkb_need(be, op, "inp", inp, NC) ||
+        !vkb_need(be, op, "weight", weight, (size_t)C) ||
+        !vkb_need(be, op, "mean", mean, (size_t)N) ||
+        !vkb_need(be, op, "rstd", rstd, (size_t)N))
         return;
     vkv_backend *vb = (vkv_backend *)be;
     dout = vkb_slice(dout, 0, NC);
@@ -85,28 +83,24 @@ void vkv_layernorm_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dweight
     pc_layernorm_backward pr = {dinp.offset, dout.offset, inp.offset, weight.offset,
                                 mean.offset, rstd.offset, (uint32_t)N, (uint32_t)C};
     vkv_call call = {.shader = VKA_SHADER_LAYERNORM_BACKWARD,
-                     .spec = {rows.spec[0], rows.spec[1], rows.spec[2]},
-                     .n_spec = rows.n_spec,
                      .bind = {vkb_slice(dinp, 0, NC), dout, inp, vkb_slice(weight, 0, C), mean, rstd},
                      .writes = {true},
                      .n_bind = 6,
                      .pc = &pr,
                      .pc_size = sizeof pr,
-                     .groups = rows.groups,
                      .label = op};
+    vkv_call_layout(&call, &rows);
     vkv_dispatch(vb, &call);
 
     pc_layernorm_params pp = {dweight.offset, dbias.offset, dout.offset, inp.offset,
                               mean.offset,    rstd.offset,  (uint32_t)N, (uint32_t)C};
     call = (vkv_call){.shader = VKA_SHADER_LAYERNORM_BACKWARD_PARAMS,
-                      .spec = {cols.spec[0], cols.spec[1]},
-                      .n_spec = cols.n_spec,
                       .bind = {vkb_slice(dweight, 0, C), vkb_slice(dbias, 0, C), dout, inp, mean, rstd},
                       .writes = {true, true},
                       .n_bind = 6,
                       .pc = &pp,
                       .pc_size = sizeof pp,
-                      .groups = cols.groups,
                       .label = op};
+    vkv_call_layout(&call, &cols);
     vkv_dispatch(vb, &call);
 }

@@ -82,37 +82,6 @@ static uint32_t cpu_vec_flags(const vkb_matmul *mm, mm_tile t, size_t sa, size_t
     return vec;
 }
 
-/* Elements a batched operand spans: (batch - 1) strides plus one matrix. */
-static size_t batch_span(int batch, size_t stride, size_t matrix) {
-    return (size_t)(batch - 1) * stride + matrix;
-}
-
-/* t must be present, hold n elements, and be indexable with 32-bit offsets in the shader. */
-static bool check_operand(vkb_backend *be, const char *name, vkb_tensor t, size_t n) {
-    if (!t.arena) {
-        vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "matmul: tensor %s is missing", name);
-        return false;
-    }
-    if (t.n < n) {
-        vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "matmul: %s holds %zu elements but %zu are needed",
-                 name, t.n, n);
-        return false;
-    }
-    if ((uint64_t)t.offset + n > UINT32_MAX) {
-        vkb_fail(be, VKA_ERROR_DEVICE_LIMIT,
-                 "matmul: %s spans elements up to %llu of its buffer, beyond the shader's 32-bit "
-                 "indexing", name, (unsigned long long)((uint64_t)t.offset + n));
-        return false;
-    }
-    return true;
-}
-
-/* Elements [t.offset, t.offset + n) of t's buffer and u's overlap. */
-static bool overlaps(vkb_tensor t, size_t n, vkb_tensor u, size_t m) {
-    return t.arena == u.arena && t.chunk == u.chunk && t.offset < u.offset + m &&
-           u.offset < t.offset + n;
-}
-
 void vkv_matmul(vkb_backend *be, const vkb_matmul *mm) {
     if (be->status != VKA_SUCCESS) return;
     if (mm->M <= 0 || mm->N <= 0 || mm->K <= 0 || mm->batch <= 0) {
@@ -126,15 +95,17 @@ void vkv_matmul(vkb_backend *be, const vkb_matmul *mm) {
     size_t sa = mm->stride_a ? mm->stride_a : M * K;
     size_t sb = mm->stride_b ? mm->stride_b : K * N;
     size_t so = mm->stride_out ? mm->stride_out : M * N;
-    size_t span_out = batch_span(mm->batch, so, M * N);
-    size_t span_a = batch_span(mm->batch, sa, M * K);
-    size_t span_b = batch_span(mm->batch, sb, K * N);
+    size_t span_out = vkb_batch_span(mm->batch, so, M * N);
+    size_t span_a = vkb_batch_span(mm->batch, sa, M * K);
+    size_t span_b = vkb_batch_span(mm->batch, sb, K * N);
     bool bias = vkb_present(mm->bias);
-    if (!check_operand(be, "out", mm->out, span_out) || !check_operand(be, "a", mm->a, span_a) ||
-        !check_operand(be, "b", mm->b, span_b) || (bias && !check_operand(be, "bias", mm->bias, N)))
+    const char *op = "matmul";
+    if (!vkb_need(be, op, "out", mm->out, span_out) || !vkb_need(be, op, "a", mm->a, span_a) ||
+        !vkb_need(be, op, "b", mm->b, span_b) || (bias && !vkb_need(be, op, "bias", mm->bias, N)))
         return;
-    if (overlaps(mm->out, span_out, mm->a, span_a) || overlaps(mm->out, span_out, mm->b, span_b) ||
-        (bias && overlaps(mm->out, span_out, mm->bias, N))) {
+    if (vkb_overlap(mm->out, span_out, mm->a, span_a) ||
+        vkb_overlap(mm->out, span_out, mm->b, span_b) ||
+        (bias && vkb_overlap(mm->out, span_out, mm->bias, N))) {
         vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "matmul: out overlaps an input (not supported)");
         return;
     }

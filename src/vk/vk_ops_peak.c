@@ -11,14 +11,11 @@ typedef struct pc_peak {
 _Static_assert(sizeof(pc_peak) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
 void vkv_peak_fma(vkb_backend *be, vkb_tensor out, size_t n, uint32_t iters) {
-    if (n > UINT32_MAX) {
-        vkb_fail(be, VKA_ERROR_DEVICE_LIMIT, "peak_fma: %zu elements exceed 2^32-1", n);
-        return;
-    }
-    uint32_t wg = vkv_workgroup_size((vkv_backend *)be, WG);
+    if (!vkb_need(be, "peak_fma", "out", out, n)) return;
     pc_peak pc = {out.offset, (uint32_t)n, iters};
-    vkv_call call = {.shader = VKA_SHADER_PEAK_FMA, .spec = {wg}, .n_spec = 1,
-                     .bind = {vkb_slice(out, 0, n)}, .writes = {true}, .n_bind = 1, .pc = &pc,
-                     .pc_size = sizeof pc, .groups = VKA_CEIL_DIV(n, wg), .label = "peak_fma"};
+    vkv_call call = {.shader = VKA_SHADER_PEAK_FMA, .bind = {vkb_slice(out, 0, n)},
+                     .writes = {true}, .n_bind = 1, .pc = &pc, .pc_size = sizeof pc,
+                     .label = "peak_fma"};
+    vkv_call_elems((vkv_backend *)be, &call, n, WG);
     vkv_dispatch((vkv_backend *)be, &call);
 }

@@ -1,6 +1,6 @@
 /*
- * Reductions: mean, the global gradient norm, the bias gradient; and the launch layouts and
- * argument checks every reduction op shares (vk_reduce.h).
+ * Reductions: mean, the global gradient norm, the bias gradient; and the launch layouts every
+ * reduction op shares (vk_reduce.h).
  */
 #include "vk/vk_reduce.h"
 
@@ -43,16 +43,11 @@ static uint64_t loop_budget(const vkv_backend *vb) {
     return is_llvmpipe(vb) ? LLVMPIPE_LOOP_LIMIT : UINT64_MAX;
 }
 
-/* Largest power-of-two workgroup the device allows (Vulkan guarantees 128). */
-static uint32_t max_wg(const vkv_backend *vb) {
-    const VkPhysicalDeviceLimits *lim = &vkv_device(vb)->props.limits;
-    return pow2_at_most(VKA_MIN(lim->maxComputeWorkGroupInvocations, lim->maxComputeWorkGroupSize[0]));
-}
-
 /* GPU workgroups: 256 invocations for rows; 1024 for the vector and column sums, where one
- * workgroup must keep many loads in flight (both capped by the device). */
-static uint32_t gpu_wg(const vkv_backend *vb) { return VKA_MIN(256u, max_wg(vb)); }
-static uint32_t gpu_wide_wg(const vkv_backend *vb) { return VKA_MIN(1024u, max_wg(vb)); }
+ * workgroup must keep many loads in flight (both lowered to the device's limits by
+ * vkv_workgroup_size; UINT32_MAX gives the largest it allows). */
+#define GPU_WG 256u
+#define GPU_WIDE_WG 1024u
 
 /* CPU-type devices: the SIMD width, in 32-bit lanes, over which llvmpipe runs invocations side
  * by side (its device name ends in "(LLVM x.y, 256 bits)"); 8 when unknown. */
@@ -79,17 +74,17 @@ static uint64_t reduce_iters(bool cpu, uint32_t seg) { return 2ull * (cpu ? seg 
 vkv_layout vkv_rows_layout(vkv_backend *vb, uint64_t rows, uint64_t len, int passes) {
     bool cpu = vkv_device(vb)->is_cpu;
     uint64_t budget = loop_budget(vb);
-    uint32_t top = max_wg(vb), seg;
+    uint32_t top = vkv_workgroup_size(vb, UINT32_MAX), gpu = vkv_workgroup_size(vb, GPU_WG), seg;
     if (cpu)
         seg = 1;
     else /* ~16 elements per invocation, but at least 32 invocations (128 bytes) across a row
           * longer than that, so a row's loads coalesce; up to a workgroup per row. */
         seg = VKA_MIN(VKA_MAX(pow2_at_least(VKA_CEIL_DIV(len, 16)),
-                              VKA_MIN(32u, pow2_at_least(len))), gpu_wg(vb));
+                              VKA_MIN(32u, pow2_at_least(len))), gpu);
     while (seg < top && passes * VKA_CEIL_DIV(len, seg) + reduce_iters(cpu, seg) > budget) seg *= 2;
     uint32_t wg;
     if (!cpu)
-        wg = VKA_MAX(gpu_wg(vb), seg);
+        wg = VKA_MAX(gpu, seg);
     else if (seg > 1)
         wg = VKA_MAX(seg, cpu_simd(vb));
     else
@@ -109,8 +104,8 @@ static uint64_t unrolled_iters(uint64_t len, uint32_t lanes) {
 vkv_layout vkv_vector_layout(vkv_backend *vb, uint64_t len) {
     bool cpu = vkv_device(vb)->is_cpu;
     uint64_t budget = loop_budget(vb);
-    uint32_t top = max_wg(vb);
-    uint32_t wg = VKA_MIN(cpu ? cpu_simd(vb) : gpu_wide_wg(vb), top);
+    uint32_t top = vkv_workgroup_size(vb, UINT32_MAX);
+    uint32_t wg = VKA_MIN(cpu ? cpu_simd(vb) : vkv_workgroup_size(vb, GPU_WIDE_WG), top);
     while (wg < top && unrolled_iters(len, wg) + reduce_iters(cpu, wg) > budget) wg *= 2;
     return (vkv_layout){.spec = {wg, wg, cpu},
                         .n_spec = 3,
@@ -120,7 +115,7 @@ vkv_layout vkv_vector_layout(vkv_backend *vb, uint64_t len) {
 
 vkv_layout vkv_cols_layout(vkv_backend *vb, uint64_t rows, uint64_t cols) {
     uint64_t budget = loop_budget(vb);
-    uint32_t top = max_wg(vb), per_group, row_lanes;
+    uint32_t top = vkv_workgroup_size(vb, UINT32_MAX), per_group, row_lanes;
     if (vkv_device(vb)->is_cpu) {
         per_group = VKA_MIN(CPU_ROWS_WG, top); /* one invocation per column: no barrier */
         row_lanes = 1;
@@ -129,8 +124,9 @@ vkv_layout vkv_cols_layout(vkv_backend *vb, uint64_t rows, uint64_t cols) {
          * workgroups; the rest of a wide workgroup splits the rows (many loads in flight). */
         per_group = 32;
         while (per_group > 8 && cols / per_group < 96) per_group /= 2;
-        per_group = VKA_MIN(per_group, gpu_wide_wg(vb));
-        row_lanes = gpu_wide_wg(vb) / per_group;
+        uint32_t wide = vkv_workgroup_size(vb, GPU_WIDE_WG);
+        per_group = VKA_MIN(per_group, wide);
+        row_lanes = wide / per_group;
     }
     /* Fewer columns than a block: a narrower block (on a GPU, the spare invocations take rows). */
     while (per_group > 1 && per_group / 2 >= cols) {
@@ -155,29 +151,6 @@ bool vkv_check_layout(vkb_backend *be, const char *op, const vkv_layout *lay) {
     return false;
 }
 
-/* --- checks ----------------------------------------------------------------------------------- */
-
-bool vkv_check_dim(vkb_backend *be, const char *op, const char *what, long long v, uint64_t limit) {
-    if (v > 0 && (uint64_t)v <= limit) return true;
-    vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "%s: %s = %lld must be in [1, %llu]", op, what, v,
-             (unsigned long long)limit);
-    return false;
-}
-
-bool vkv_check_tensor(vkb_backend *be, const char *op, const char *name, vkb_tensor t,
-                      uint64_t n) {
-    if (!t.arena) {
-        vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "%s: tensor %s is missing", op, name);
-        return false;
-    }
-    if (t.n < n) {
-        vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "%s: tensor %s has %zu elements, needs %llu", op,
-                 name, t.n, (unsigned long long)n);
-        return false;
-    }
-    return true;
-}
-
 /* --- mean ------------------------------------------------------------------------------------- */
 
 typedef struct pc_mean {
@@ -189,22 +162,20 @@ _Static_assert(sizeof(pc_mean) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 void vkv_mean(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
     const char *op = "mean";
     if (!vkv_check_dim(be, op, "N", (long long)VKA_MIN(N, (size_t)LLONG_MAX), UINT32_MAX) ||
-        !vkv_check_tensor(be, op, "out", out, 1) || !vkv_check_tensor(be, op, "inp", inp, N))
+        !vkb_need(be, op, "out", out, 1) || !vkb_need(be, op, "inp", inp, N))
         return;
     vkv_backend *vb = (vkv_backend *)be;
     vkv_layout lay = vkv_vector_layout(vb, N);
     if (!vkv_check_layout(be, op, &lay)) return;
     pc_mean pc = {out.offset, inp.offset, (uint32_t)N};
     vkv_call call = {.shader = VKA_SHADER_MEAN,
-                     .spec = {lay.spec[0], lay.spec[1], lay.spec[2]},
-                     .n_spec = lay.n_spec,
                      .bind = {vkb_slice(out, 0, 1), vkb_slice(inp, 0, N)},
                      .writes = {true, false},
                      .n_bind = 2,
                      .pc = &pc,
                      .pc_size = sizeof pc,
-                     .groups = 1,
                      .label = op};
+    vkv_call_layout(&call, &lay);
     vkv_dispatch(vb, &call);
 }
 
@@ -237,15 +208,15 @@ static void norm_partials(vkv_backend *vb, vkb_tensor partials, const vkb_tensor
                                 (size_t)k * VKA_NORM_PARTIALS);
     pc_norm_partials pc = {.partials_off = part.offset};
     vkv_call call = {.shader = VKA_SHADER_GRAD_NORM_PARTIALS,
-                     .spec = {lay.spec[0], lay.spec[1], lay.spec[2], VKA_NORM_PARTIALS},
-                     .n_spec = 4,
                      .bind = {part},
                      .writes = {true},
                      .n_bind = 1 + k,
                      .pc = &pc,
                      .pc_size = sizeof pc,
-                     .groups = (uint64_t)k * VKA_NORM_PARTIALS,
                      .label = "grad_norm"};
+    vkv_call_layout(&call, &lay);
+    call.spec[call.n_spec++] = VKA_NORM_PARTIALS; /* one vector per workgroup */
+    call.groups = (uint64_t)k * VKA_NORM_PARTIALS;
     for (int j = 0; j < k; j++) {
         vkb_tensor g = grads[first + j];
         call.bind[1 + j] = g;
@@ -259,18 +230,13 @@ void vkv_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials, const v
                    int count, float max_norm) {
     const char *op = "grad_norm";
     if (!vkv_check_dim(be, op, "count", count, INT_MAX / VKA_NORM_PARTIALS) ||
-        !vkv_check_tensor(be, op, "out", out, 2) ||
-        !vkv_check_tensor(be, op, "partials", partials, (uint64_t)count * VKA_NORM_PARTIALS))
+        !vkb_need(be, op, "out", out, 2) ||
+        !vkb_need(be, op, "partials", partials, (size_t)count * VKA_NORM_PARTIALS))
         return;
     for (int i = 0; i < count; i++) {
         char name[32];
         snprintf(name, sizeof name, "grads[%d]", i);
-        if (!vkv_check_tensor(be, op, name, grads[i], 0)) return;
-        if (grads[i].n > UINT32_MAX) {
-            vkb_fail(be, VKA_ERROR_DEVICE_LIMIT, "%s: %s has %zu elements, beyond 2^32-1", op,
-                     name, grads[i].n);
-            return;
-        }
+        if (!vkb_need(be, op, name, grads[i], 0)) return;
     }
     vkv_backend *vb = (vkv_backend *)be;
     for (int first = 0; first < count; first += NORM_PER_DISPATCH)
@@ -281,15 +247,13 @@ void vkv_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials, const v
     if (!vkv_check_layout(be, op, &lay)) return;
     pc_norm_finalize pc = {out.offset, partials.offset, n_partials, max_norm};
     vkv_call call = {.shader = VKA_SHADER_GRAD_NORM_FINALIZE,
-                     .spec = {lay.spec[0], lay.spec[1], lay.spec[2]},
-                     .n_spec = lay.n_spec,
                      .bind = {vkb_slice(out, 0, 2), vkb_slice(partials, 0, n_partials)},
                      .writes = {true, false},
                      .n_bind = 2,
                      .pc = &pc,
                      .pc_size = sizeof pc,
-                     .groups = 1,
                      .label = op};
+    vkv_call_layout(&call, &lay);
     vkv_dispatch(vb, &call);
 }
 
@@ -304,22 +268,20 @@ _Static_assert(sizeof(pc_bias_backward) <= VKV_PUSH_CONSTANT_BYTES, "push consta
 void vkv_bias_backward(vkb_backend *be, vkb_tensor dbias, vkb_tensor dout, int N, int OC) {
     const char *op = "bias_backward";
     if (!vkv_check_dim(be, op, "N", N, UINT32_MAX) || !vkv_check_dim(be, op, "OC", OC, UINT32_MAX) ||
-        !vkv_check_tensor(be, op, "dbias", dbias, (uint64_t)OC) ||
-        !vkv_check_tensor(be, op, "dout", dout, (uint64_t)N * OC))
+        !vkb_need(be, op, "dbias", dbias, (size_t)OC) ||
+        !vkb_need(be, op, "dout", dout, (size_t)N * OC))
         return;
     vkv_backend *vb = (vkv_backend *)be;
     vkv_layout lay = vkv_cols_layout(vb, (uint64_t)N, (uint64_t)OC);
     if (!vkv_check_layout(be, op, &lay)) return;
     pc_bias_backward pc = {dbias.offset, dout.offset, (uint32_t)N, (uint32_t)OC};
     vkv_call call = {.shader = VKA_SHADER_BIAS_BACKWARD,
-                     .spec = {lay.spec[0], lay.spec[1]},
-                     .n_spec = lay.n_spec,
                      .bind = {vkb_slice(dbias, 0, (size_t)OC), vkb_slice(dout, 0, (size_t)N * OC)},
                      .writes = {true, false},
                      .n_bind = 2,
                      .pc = &pc,
                      .pc_size = sizeof pc,
-                     .groups = lay.groups,
                      .label = op};
+    vkv_call_layout(&call, &lay);
     vkv_dispatch(vb, &call);
 }

@@ -23,52 +23,49 @@ _Static_assert(sizeof(pc_softmax_backward) <= VKV_PUSH_CONSTANT_BYTES, "push con
 
 void vkv_softmax_forward(vkb_backend *be, const vkb_softmax *sm) {
     const char *op = "softmax_forward";
-    int mask_rows = sm->mask_rows > 0 ? sm->mask_rows : 1;
-    int Tq = sm->Tq > 0 ? sm->Tq : sm->R;
-    uint64_t RT = (uint64_t)sm->R * (uint64_t)sm->Tk;
-    bool has_mask = vkb_present(sm->mask);
-    uint64_t mask_n = has_mask ? (uint64_t)VKA_CEIL_DIV(sm->R, mask_rows) * sm->Tk : 0;
-    if (!vkv_check_dim(be, op, "R", sm->R, UINT32_MAX) ||
-        !vkv_check_dim(be, op, "Tk", sm->Tk, UINT32_MAX) ||
-        !vkv_check_dim(be, op, "Tq", Tq, UINT32_MAX) ||
-        !vkv_check_tensor(be, op, "out", sm->out, RT) ||
-        !vkv_check_tensor(be, op, "inp", sm->inp, RT) ||
-        (has_mask && !vkv_check_tensor(be, op, "mask", sm->mask, mask_n)))
+    vkb_softmax s = vkb_softmax_resolved(*sm);
+    size_t RT = (size_t)s.R * s.Tk;
+    bool has_mask = vkb_present(s.mask);
+    size_t mask_n = has_mask ? (size_t)VKA_CEIL_DIV(s.R, s.mask_rows) * s.Tk : 0;
+    if (!vkv_check_dim(be, op, "R", s.R, UINT32_MAX) ||
+        !vkv_check_dim(be, op, "Tk", s.Tk, UINT32_MAX) ||
+        !vkv_check_dim(be, op, "Tq", s.Tq, UINT32_MAX) ||
+        !vkb_need(be, op, "out", s.out, RT) ||
+        !vkb_need(be, op, "inp", s.inp, RT) ||
+        (has_mask && !vkb_need(be, op, "mask", s.mask, mask_n)))
         return;
     vkv_backend *vb = (vkv_backend *)be;
-    vkv_layout lay = vkv_rows_layout(vb, (uint64_t)sm->R, (uint64_t)sm->Tk, 2);
+    vkv_layout lay = vkv_rows_layout(vb, (uint64_t)s.R, (uint64_t)s.Tk, 2);
     if (!vkv_check_layout(be, op, &lay)) return;
-    pc_softmax pc = {.out_off = sm->out.offset,
-                     .inp_off = sm->inp.offset,
-                     .mask_off = sm->mask.offset,
-                     .R = (uint32_t)sm->R,
-                     .Tq = (uint32_t)Tq,
-                     .Tk = (uint32_t)sm->Tk,
-                     .mask_rows = (uint32_t)mask_rows,
+    pc_softmax pc = {.out_off = s.out.offset,
+                     .inp_off = s.inp.offset,
+                     .mask_off = s.mask.offset,
+                     .R = (uint32_t)s.R,
+                     .Tq = (uint32_t)s.Tq,
+                     .Tk = (uint32_t)s.Tk,
+                     .mask_rows = (uint32_t)s.mask_rows,
                      .has_mask = has_mask,
-                     .causal = sm->causal,
-                     .scale = sm->scale};
+                     .causal = s.causal,
+                     .scale = s.scale};
     vkv_call call = {.shader = VKA_SHADER_SOFTMAX_FORWARD,
-                     .spec = {lay.spec[0], lay.spec[1], lay.spec[2]},
-                     .n_spec = lay.n_spec,
-                     .bind = {vkb_slice(sm->out, 0, RT), vkb_slice(sm->inp, 0, RT),
-                              has_mask ? vkb_slice(sm->mask, 0, mask_n) : VKB_NONE},
+                     .bind = {vkb_slice(s.out, 0, RT), vkb_slice(s.inp, 0, RT),
+                              has_mask ? vkb_slice(s.mask, 0, mask_n) : VKB_NONE},
                      .writes = {true, false, false},
                      .n_bind = 3,
                      .pc = &pc,
                      .pc_size = sizeof pc,
-                     .groups = lay.groups,
                      .label = op};
+    vkv_call_layout(&call, &lay);
     vkv_dispatch(vb, &call);
 }
 
 void vkv_softmax_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dout, vkb_tensor out,
                           int R, int Tk, float scale) {
     const char *op = "softmax_backward";
-    uint64_t RT = (uint64_t)R * (uint64_t)Tk;
+    size_t RT = (size_t)R * Tk;
     if (!vkv_check_dim(be, op, "R", R, UINT32_MAX) || !vkv_check_dim(be, op, "Tk", Tk, UINT32_MAX) ||
-        !vkv_check_tensor(be, op, "dinp", dinp, RT) ||
-        !vkv_check_tensor(be, op, "dout", dout, RT) || !vkv_check_tensor(be, op, "out", out, RT))
+        !vkb_need(be, op, "dinp", dinp, RT) ||
+        !vkb_need(be, op, "dout", dout, RT) || !vkb_need(be, op, "out", out, RT))
         return;
     vkv_backend *vb = (vkv_backend *)be;
     vkv_layout lay = vkv_rows_layout(vb, (uint64_t)R, (uint64_t)Tk, 2);
@@ -76,14 +73,12 @@ void vkv_softmax_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dout, vkb
     pc_softmax_backward pc = {dinp.offset, dout.offset, out.offset, (uint32_t)R, (uint32_t)Tk,
                               scale};
     vkv_call call = {.shader = VKA_SHADER_SOFTMAX_BACKWARD,
-                     .spec = {lay.spec[0], lay.spec[1], lay.spec[2]},
-                     .n_spec = lay.n_spec,
                      .bind = {vkb_slice(dinp, 0, RT), vkb_slice(dout, 0, RT), vkb_slice(out, 0, RT)},
                      .writes = {true, false, false},
                      .n_bind = 3,
                      .pc = &pc,
                      .pc_size = sizeof pc,
-                     .groups = lay.groups,
                      .label = op};
+    vkv_call_layout(&call, &lay);
     vkv_dispatch(vb, &call);
 }

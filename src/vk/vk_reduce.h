@@ -1,5 +1,5 @@
 /*
- * Launch shapes and argument checks shared by the reduction ops (vk_ops_softmax.c,
+ * Launch shapes shared by the reduction ops (vk_ops_softmax.c,
  * vk_ops_layernorm.c, vk_ops_crossentropy.c, vk_ops_reduce.c). The shader side of the layouts
  * is shaders/rowreduce.glsl (rows) and shaders/colreduce.glsl (columns).
  *
@@ -22,6 +22,13 @@ typedef struct vkv_layout {
     uint64_t iters;
 } vkv_layout;
 
+/* Set call's specialization constants (spec[0 .. n_spec)) and workgroup count from lay. */
+static inline void vkv_call_layout(vkv_call *call, const vkv_layout *lay) {
+    for (int i = 0; i < lay->n_spec; i++) call->spec[i] = lay->spec[i];
+    call->n_spec = lay->n_spec;
+    call->groups = lay->groups;
+}
+
 /* rows rows of len elements, each walked passes times (SEG invocations per row). */
 vkv_layout vkv_rows_layout(vkv_backend *vb, uint64_t rows, uint64_t len, int passes);
 /* One workgroup summing a vector of len elements (SEG = WG; loops unrolled by 4); groups = 1,
@@ -32,11 +39,5 @@ vkv_layout vkv_cols_layout(vkv_backend *vb, uint64_t rows, uint64_t cols);
 /* Fail with VKA_ERROR_DEVICE_LIMIT if the layout's loops exceed what the device runs (llvmpipe
  * ends a shader's loops after 65535 iterations in total, silently). */
 bool vkv_check_layout(vkb_backend *be, const char *op, const vkv_layout *lay);
-
-/* Fail (naming op and what) unless 0 < v <= limit. */
-bool vkv_check_dim(vkb_backend *be, const char *op, const char *what, long long v, uint64_t limit);
-/* Fail (naming op, tensor and shape) unless tensor t is present and holds n elements. */
-bool vkv_check_tensor(vkb_backend *be, const char *op, const char *name, vkb_tensor t,
-                      uint64_t n);
 
 #endif

@@ -7,14 +7,12 @@
 
 /* An arena: chunk buffers, each with its own memory; mapped when host-visible. */
 typedef struct vkv_arena {
-    vkb_arena_kind kind;
     int n_chunks;
     VkBuffer *buffers;
     VkDeviceMemory *memory;
     void **mapped;        /* per chunk; NULL when not host-visible */
     size_t *chunk_elems;
     uint64_t *ids;        /* unique buffer ids (descriptor-set cache keys) */
-    char label[48];
 } vkv_arena;
 
 static inline vkv_arena *vkv_arena_of(vkb_tensor t) { return (vkv_arena *)(void *)t.arena; }
@@ -32,10 +30,10 @@ typedef struct vkv_access {
  * and 2k+3 bracket its k-th command, named labels[k]. */
 #define VKV_PROFILE_QUERIES 4096
 
+/* A graph: being recorded while the backend's rec points to it. */
 typedef struct vkv_graph {
     VkCommandBuffer cmd;
     VkFence fence;
-    bool recording;
     bool recorded;
     bool ran;
     double host_ms;          /* submit-to-wait time of the last run */
