@@ -16,6 +16,18 @@
  * limit) records the first failure in be->status and the message in the context; later ops are
  * ignored and graph_run() returns it. Ops never fail silently.
  *
+ * Argument checks, once for both backends. be->ops is always vkb_checked_ops (backend.c), a
+ * layer in front of the backend's own table be->impl: each op entry returns at once when
+ * be->status already holds a failure, then checks what every backend needs alike -- each tensor
+ * present and holding the elements the sizes imply (vkb_need, with vkb_batch_span for matmul and
+ * vkb_softmax_resolved for softmax), integer dimensions positive, V in [1, Vp], a non-empty
+ * mean and grad_norm -- and only then calls be->impl's op with the same arguments. The
+ * non-op entries (memory, graphs, profiling, destroy) forward unchanged. So a backend's op
+ * may assume its arguments passed these checks and checks only what is its own: Vulkan its
+ * device limits (workgroup counts, llvmpipe's loop budget, 32-bit push-constant ranges,
+ * overlapping operands), the CPU the token and target ids when the graph runs. The model calls
+ * be->ops; nothing outside a backend calls be->impl.
+ *
  * Conventions (llm.c): outputs first, then inputs, then weights, then sizes. Backward ops
  * ACCUMULATE (+=) into their gradient outputs unless the comment says "writes". All tensors are
  * float32 except token/target ids (int32, stored in the same 4-byte arena elements).
@@ -231,18 +243,23 @@ typedef struct vkb_ops {
 } vkb_ops;
 
 struct vkb_backend {
-    const vkb_ops *ops;
+    const vkb_ops *ops;   /* &vkb_checked_ops: what everyone calls */
+    const vkb_ops *impl;  /* the backend's own table, called by vkb_checked_ops */
     vka_context *ctx;     /* for error messages and logging */
     vka_result status;    /* sticky first failure since graph_begin */
     vkb_limits limits;
     const char *name;     /* "cpu" or "vulkan" */
 };
 
+/* The checking layer (see "Argument checks" above); each backend's create sets be->ops to it
+ * and be->impl to its own table. */
+extern const vkb_ops vkb_checked_ops;
+
 /* Record a failure in be->status (first one wins) and the context's error message. */
 void vkb_fail(vkb_backend *be, vka_result r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Argument check of every op of both backends: true when t is present and holds at least n
+/* Argument check of every op (vkb_checked_ops): true when t is present and holds at least n
  * elements; otherwise fails the graph with VKA_ERROR_INVALID_ARGUMENT, naming op and tensor
  * ("op: tensor name is missing", "op: name holds 5 elements but 6 are needed"). A wrong size
  * from the model is reported, never a silent out-of-bounds access. On Vulkan it also bounds

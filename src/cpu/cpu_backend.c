@@ -235,7 +235,8 @@ vka_result vkb_cpu_create(vka_context *ctx, int threads, vkb_backend **out) {
         .graph_times = cpu_graph_times,
     };
     vkc_fill_op_table(&cb->ops);
-    cb->base.ops = &cb->ops;
+    cb->base.impl = &cb->ops;
+    cb->base.ops = &vkb_checked_ops;
     cb->base.ctx = ctx;
     cb->base.status = VKA_SUCCESS;
     cb->base.name = "cpu";

@@ -67,7 +67,8 @@ vka_result vkb_vulkan_create(vka_context *ctx, vkb_backend **out) {
     vkr_device *dev = ctx->vk;
     vkv_backend *vb = calloc(1, sizeof *vb);
     if (!vb) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-    vb->base.ops = &vkv_ops;
+    vb->base.impl = &vkv_ops;
+    vb->base.ops = &vkb_checked_ops;
     vb->base.ctx = ctx;
     vb->base.name = "vulkan";
     vb->dev = dev;

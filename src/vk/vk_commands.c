@@ -379,7 +379,7 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
 }
 
 void vkv_fill(vkv_backend *vb, vkb_tensor t, uint32_t bits) {
-    if (!can_record(vb, "fill") || !vkb_need(&vb->base, "fill", "t", t, 0) || t.n == 0) return;
+    if (!can_record(vb, "fill") || t.n == 0) return;
     vkv_access acc = access_of(t, true);
     track(vb, &acc, 1);
     vkv_arena *a = vkv_arena_of(t);
@@ -389,9 +389,7 @@ void vkv_fill(vkv_backend *vb, vkb_tensor t, uint32_t bits) {
 }
 
 void vkv_copy(vkv_backend *vb, vkb_tensor dst, vkb_tensor src) {
-    if (!can_record(vb, "copy") || !vkb_need(&vb->base, "copy", "src", src, 0) ||
-        !vkb_need(&vb->base, "copy", "dst", dst, src.n) || src.n == 0)
-        return;
+    if (!can_record(vb, "copy") || src.n == 0) return;
     if (vkb_overlap(src, src.n, dst, src.n)) {
         vkb_fail(&vb->base, VKA_ERROR_INVALID_ARGUMENT, "copy: source and destination overlap");
         return;

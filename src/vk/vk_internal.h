@@ -114,7 +114,8 @@ uint32_t vkv_workgroup_size(const vkv_backend *vb, uint32_t want);
  * groups = enough workgroups to cover n. */
 void vkv_call_elems(const vkv_backend *vb, vkv_call *call, uint64_t n, uint32_t want_wg);
 
-/* Fail (naming op and what) unless 0 < v <= limit. Tensor sizes are checked with vkb_need. */
+/* Fail (naming op and what) unless 0 < v <= limit: the device's own bounds. Tensor sizes and
+ * positive dimensions were checked in front of the backend (vkb_checked_ops, backend.h). */
 bool vkv_check_dim(vkb_backend *be, const char *op, const char *what, long long v, uint64_t limit);
 
 /* The device the backend runs on (limits, is_cpu for variant choice). */

@@ -14,11 +14,6 @@ _Static_assert(sizeof(pc_adamw) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 void vkv_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m, vkb_tensor v,
                vkb_tensor hyper, vkb_tensor gscale, size_t N, float weight_decay) {
     const char *op = "adamw";
-    if (!vkb_need(be, op, "param", param, N) || !vkb_need(be, op, "grad", grad, N) ||
-        !vkb_need(be, op, "m", m, N) || !vkb_need(be, op, "v", v, N) ||
-        !vkb_need(be, op, "hyper", hyper, VKA_HYPER_COUNT) ||
-        (vkb_present(gscale) && !vkb_need(be, op, "gscale", gscale, 2)))
-        return;
     pc_adamw pc = {param.offset, m.offset,     v.offset,   grad.offset,
                    hyper.offset, gscale.offset, (uint32_t)N, gscale.arena != NULL, weight_decay};
     vkv_call call = {.shader = VKA_SHADER_ADAMW,

@@ -10,19 +10,17 @@ typedef struct pc_binary {
 } pc_binary;
 _Static_assert(sizeof(pc_binary) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
-/* o (written) and a, b (read; b only when b_name is not NULL) of N elements each, named as
- * the op's arguments. */
+/* o (written) and a, b (read; b only when present) of N elements each (checked in front of the
+ * backend, vkb_checked_ops). */
 static void dispatch3(vkb_backend *be, vka_shader_id shader, const char *label, vkb_tensor o,
-                      vkb_tensor a, vkb_tensor b, const char *const names[3], size_t N) {
-    if (!vkb_need(be, label, names[0], o, N) || !vkb_need(be, label, names[1], a, N) ||
-        (names[2] && !vkb_need(be, label, names[2], b, N)))
-        return;
+                      vkb_tensor a, vkb_tensor b, size_t N) {
+    bool has_b = vkb_present(b);
     pc_binary pc = {o.offset, a.offset, b.offset, (uint32_t)N};
     vkv_call call = {.shader = shader,
                      .bind = {vkb_slice(o, 0, N), vkb_slice(a, 0, N),
-                              names[2] ? vkb_slice(b, 0, N) : VKB_NONE},
+                              has_b ? vkb_slice(b, 0, N) : VKB_NONE},
                      .writes = {true, false, false},
-                     .n_bind = names[2] ? 3 : 2,
+                     .n_bind = has_b ? 3 : 2,
                      .pc = &pc,
                      .pc_size = sizeof pc,
                      .label = label};
@@ -31,22 +29,18 @@ static void dispatch3(vkb_backend *be, vka_shader_id shader, const char *label, 
 }
 
 void vkv_residual_forward(vkb_backend *be, vkb_tensor out, vkb_tensor a, vkb_tensor b, size_t N) {
-    dispatch3(be, VKA_SHADER_RESIDUAL_FORWARD, "residual_forward", out, a, b,
-              (const char *const[]){"out", "a", "b"}, N);
+    dispatch3(be, VKA_SHADER_RESIDUAL_FORWARD, "residual_forward", out, a, b, N);
 }
 
 void vkv_add_inplace(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size_t N) {
-    dispatch3(be, VKA_SHADER_ADD_INPLACE, "add_inplace", dst, src, VKB_NONE,
-              (const char *const[]){"dst", "src", NULL}, N);
+    dispatch3(be, VKA_SHADER_ADD_INPLACE, "add_inplace", dst, src, VKB_NONE, N);
 }
 
 void vkv_gelu_forward(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
-    dispatch3(be, VKA_SHADER_GELU_FORWARD, "gelu_forward", out, inp, VKB_NONE,
-              (const char *const[]){"out", "inp", NULL}, N);
+    dispatch3(be, VKA_SHADER_GELU_FORWARD, "gelu_forward", out, inp, VKB_NONE, N);
 }
 
 void vkv_gelu_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor inp, vkb_tensor dout,
                        size_t N) {
-    dispatch3(be, VKA_SHADER_GELU_BACKWARD, "gelu_backward", dinp, inp, dout,
-              (const char *const[]){"dinp", "inp", "dout"}, N);
+    dispatch3(be, VKA_SHADER_GELU_BACKWARD, "gelu_backward", dinp, inp, dout, N);
 }

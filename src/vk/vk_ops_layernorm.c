@@ -24,21 +24,10 @@ typedef struct pc_layernorm_params {
 } pc_layernorm_params;
 _Static_assert(sizeof(pc_layernorm_params) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
-static bool check_sizes(vkb_backend *be, const char *op, int N, int C) {
-    return vkv_check_dim(be, op, "N", N, UINT32_MAX) && vkv_check_dim(be, op, "C", C, UINT32_MAX);
-}
-
 void vkv_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mean, vkb_tensor rstd,
                            vkb_tensor inp, vkb_tensor weight, vkb_tensor bias, int N, int C) {
     const char *op = "layernorm_forward";
     size_t NC = (size_t)N * C;
-    if (!check_sizes(be, op, N, C) || !vkb_need(be, op, "out", out, NC) ||
-        !vkb_need(be, op, "mean", mean, (size_t)N) ||
-        !vkb_need(be, op, "rstd", rstd, (size_t)N) ||
-        !vkb_need(be, op, "inp", inp, NC) ||
-        !vkb_need(be, op, "weight", weight, (size_t)C) ||
-        !vkb_need(be, op, "bias", bias, (size_t)C))
-        return;
     vkv_backend *vb = (vkv_backend *)be;
     vkv_layout lay = vkv_rows_layout(vb, (uint64_t)N, (uint64_t)C, 3);
     if (!vkv_check_layout(be, op, &lay)) return;
@@ -63,14 +52,6 @@ void vkv_layernorm_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dweight
                             vkb_tensor mean, vkb_tensor rstd, int N, int C) {
     const char *op = "layernorm_backward";
     size_t NC = (size_t)N * C;
-    if (!check_sizes(be, op, N, C) || !vkb_need(be, op, "dinp", dinp, NC) ||
-        !vkb_need(be, op, "dweight", dweight, (size_t)C) ||
-        !vkb_need(be, op, "dbias", dbias, (size_t)C) ||
-        !vkb_need(be, op, "dout", dout, NC) || !vkb_need(be, op, "inp", inp, NC) ||
-        !vkb_need(be, op, "weight", weight, (size_t)C) ||
-        !vkb_need(be, op, "mean", mean, (size_t)N) ||
-        !vkb_need(be, op, "rstd", rstd, (size_t)N))
-        return;
     vkv_backend *vb = (vkv_backend *)be;
     dout = vkb_slice(dout, 0, NC);
     inp = vkb_slice(inp, 0, NC);

@@ -83,12 +83,6 @@ static uint32_t cpu_vec_flags(const vkb_matmul *mm, mm_tile t, size_t sa, size_t
 }
 
 void vkv_matmul(vkb_backend *be, const vkb_matmul *mm) {
-    if (be->status != VKA_SUCCESS) return;
-    if (mm->M <= 0 || mm->N <= 0 || mm->K <= 0 || mm->batch <= 0) {
-        vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "matmul: M=%d N=%d K=%d batch=%d must be positive",
-                 mm->M, mm->N, mm->K, mm->batch);
-        return;
-    }
     vkv_backend *vb = (vkv_backend *)be;
     const vkr_device *dev = vkv_device(vb);
     size_t M = (size_t)mm->M, N = (size_t)mm->N, K = (size_t)mm->K;
@@ -99,10 +93,6 @@ void vkv_matmul(vkb_backend *be, const vkb_matmul *mm) {
     size_t span_a = vkb_batch_span(mm->batch, sa, M * K);
     size_t span_b = vkb_batch_span(mm->batch, sb, K * N);
     bool bias = vkb_present(mm->bias);
-    const char *op = "matmul";
-    if (!vkb_need(be, op, "out", mm->out, span_out) || !vkb_need(be, op, "a", mm->a, span_a) ||
-        !vkb_need(be, op, "b", mm->b, span_b) || (bias && !vkb_need(be, op, "bias", mm->bias, N)))
-        return;
     if (vkb_overlap(mm->out, span_out, mm->a, span_a) ||
         vkb_overlap(mm->out, span_out, mm->b, span_b) ||
         (bias && vkb_overlap(mm->out, span_out, mm->bias, N))) {

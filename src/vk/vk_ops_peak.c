@@ -11,7 +11,6 @@ typedef struct pc_peak {
 _Static_assert(sizeof(pc_peak) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
 void vkv_peak_fma(vkb_backend *be, vkb_tensor out, size_t n, uint32_t iters) {
-    if (!vkb_need(be, "peak_fma", "out", out, n)) return;
     pc_peak pc = {out.offset, (uint32_t)n, iters};
     vkv_call call = {.shader = VKA_SHADER_PEAK_FMA, .bind = {vkb_slice(out, 0, n)},
                      .writes = {true}, .n_bind = 1, .pc = &pc, .pc_size = sizeof pc,

@@ -10,15 +10,12 @@ typedef struct pc_permute {
 } pc_permute;
 _Static_assert(sizeof(pc_permute) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
-/* n tensors bound in order (the first `writes` of them written), named as the op's arguments;
- * tensor `wide` (-1: none) is the (B,T,3C) side, the others hold B*T*NH*HS elements.
- * B*T*NH*HS invocations. */
+/* n tensors bound in order (the first `writes` of them written); tensor `wide` (-1: none) is
+ * the (B,T,3C) side, the others hold B*T*NH*HS elements. B*T*NH*HS invocations. */
 static void dispatch(vkb_backend *be, vka_shader_id shader, const char *label,
-                     const vkb_tensor *t, const char *const *names, int n, int writes, int wide,
-                     int B, int T, int NH, int HS) {
+                     const vkb_tensor *t, int n, int writes, int wide, int B, int T, int NH,
+                     int HS) {
     size_t count = (size_t)B * T * NH * HS;
-    for (int i = 0; i < n; i++)
-        if (!vkb_need(be, label, names[i], t[i], i == wide ? 3 * count : count)) return;
     pc_permute pc = {.B = (uint32_t)B, .T = (uint32_t)T, .NH = (uint32_t)NH, .HS = (uint32_t)HS};
     vkv_call call = {.shader = shader, .n_bind = n, .pc = &pc, .pc_size = sizeof pc,
                      .label = label};
@@ -34,30 +31,23 @@ static void dispatch(vkb_backend *be, vka_shader_id shader, const char *label,
 void vkv_permute_forward(vkb_backend *be, vkb_tensor q, vkb_tensor k, vkb_tensor v,
                          vkb_tensor inp, int B, int T, int NH, int HS) {
     vkb_tensor t[4] = {q, k, v, inp};
-    const char *names[4] = {"q", "k", "v", "inp"};
-    dispatch(be, VKA_SHADER_PERMUTE_FORWARD, "permute_forward", t, names, 4, 3, 3, B, T, NH, HS);
+    dispatch(be, VKA_SHADER_PERMUTE_FORWARD, "permute_forward", t, 4, 3, 3, B, T, NH, HS);
 }
 
 void vkv_permute_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dq, vkb_tensor dk,
                           vkb_tensor dv, int B, int T, int NH, int HS) {
     vkb_tensor t[4] = {dinp, dq, dk, dv};
-    const char *names[4] = {"dinp", "dq", "dk", "dv"};
-    dispatch(be, VKA_SHADER_PERMUTE_BACKWARD, "permute_backward", t, names, 4, 1, 0, B, T, NH,
-             HS);
+    dispatch(be, VKA_SHADER_PERMUTE_BACKWARD, "permute_backward", t, 4, 1, 0, B, T, NH, HS);
 }
 
 void vkv_unpermute_forward(vkb_backend *be, vkb_tensor out, vkb_tensor inp, int B, int T, int NH,
                            int HS) {
     vkb_tensor t[2] = {out, inp};
-    const char *names[2] = {"out", "inp"};
-    dispatch(be, VKA_SHADER_UNPERMUTE_FORWARD, "unpermute_forward", t, names, 2, 1, -1, B, T, NH,
-             HS);
+    dispatch(be, VKA_SHADER_UNPERMUTE_FORWARD, "unpermute_forward", t, 2, 1, -1, B, T, NH, HS);
 }
 
 void vkv_unpermute_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dout, int B, int T,
                             int NH, int HS) {
     vkb_tensor t[2] = {dinp, dout};
-    const char *names[2] = {"dinp", "dout"};
-    dispatch(be, VKA_SHADER_UNPERMUTE_BACKWARD, "unpermute_backward", t, names, 2, 1, -1, B, T,
-             NH, HS);
+    dispatch(be, VKA_SHADER_UNPERMUTE_BACKWARD, "unpermute_backward", t, 2, 1, -1, B, T, NH, HS);
 }

@@ -27,13 +27,6 @@ void vkv_softmax_forward(vkb_backend *be, const vkb_softmax *sm) {
     size_t RT = (size_t)s.R * s.Tk;
     bool has_mask = vkb_present(s.mask);
     size_t mask_n = has_mask ? (size_t)VKA_CEIL_DIV(s.R, s.mask_rows) * s.Tk : 0;
-    if (!vkv_check_dim(be, op, "R", s.R, UINT32_MAX) ||
-        !vkv_check_dim(be, op, "Tk", s.Tk, UINT32_MAX) ||
-        !vkv_check_dim(be, op, "Tq", s.Tq, UINT32_MAX) ||
-        !vkb_need(be, op, "out", s.out, RT) ||
-        !vkb_need(be, op, "inp", s.inp, RT) ||
-        (has_mask && !vkb_need(be, op, "mask", s.mask, mask_n)))
-        return;
     vkv_backend *vb = (vkv_backend *)be;
     vkv_layout lay = vkv_rows_layout(vb, (uint64_t)s.R, (uint64_t)s.Tk, 2);
     if (!vkv_check_layout(be, op, &lay)) return;
@@ -63,10 +56,6 @@ void vkv_softmax_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dout, vkb
                           int R, int Tk, float scale) {
     const char *op = "softmax_backward";
     size_t RT = (size_t)R * Tk;
-    if (!vkv_check_dim(be, op, "R", R, UINT32_MAX) || !vkv_check_dim(be, op, "Tk", Tk, UINT32_MAX) ||
-        !vkb_need(be, op, "dinp", dinp, RT) ||
-        !vkb_need(be, op, "dout", dout, RT) || !vkb_need(be, op, "out", out, RT))
-        return;
     vkv_backend *vb = (vkv_backend *)be;
     vkv_layout lay = vkv_rows_layout(vb, (uint64_t)R, (uint64_t)Tk, 2);
     if (!vkv_check_layout(be, op, &lay)) return;
