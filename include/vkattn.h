@@ -472,44 +472,91 @@ vka_result vka_tokenizer_encode(const vka_tokenizer *tok, const char *text, size
 const char *vka_tokenizer_decode(const vka_tokenizer *tok, int32_t id, size_t *len);
 
 /* ---------------------------------------------------------------------------------------------
- * Data: a text corpus tokenised and split 90/10 into train and validation.
+ * Data: text files and llm.c token files, one or several, split into train and validation.
  * ------------------------------------------------------------------------------------------- */
 typedef struct vka_data vka_data;
 
-typedef enum vka_split { VKA_SPLIT_TRAIN = 0, VKA_SPLIT_VAL = 1 } vka_split;
+/* VKA_SPLIT_ALL: every token, the training split then the validation split (what eval scores). */
+typedef enum vka_split { VKA_SPLIT_TRAIN = 0, VKA_SPLIT_VAL = 1, VKA_SPLIT_ALL = 2 } vka_split;
+
+/* llm.c's token file (dev/data/data_common.py): int32 header[256] = {20240520, 1, n, 0...},
+ * then n uint16 token ids. vkattn reads n as unsigned, so a file holds up to 2^32 - 1 tokens
+ * (llm.c itself reads it as int32: 2^31 - 1). */
+#define VKA_TOKENS_MAGIC 20240520
+
+typedef struct vka_data_desc {
+    const char *const *paths;     /* n_paths files, concatenated in order: each a text or a token
+                                     file (told apart by the magic), or "-" for standard input
+                                     (read into memory; files are memory-mapped) */
+    int n_paths;                  /* 0 = the built-in corpus (vka_builtin_corpus) */
+    const char *const *val_paths; /* validation files, concatenated; NULL with n_val_paths 0 */
+    int n_val_paths;              /* 0 = the last 10% of the tokens of paths are validation */
+    const vka_tokenizer *tok;     /* encodes the texts, and bounds token files' ids (id < V);
+                                     NULL = a character tokenizer of the distinct bytes of all
+                                     the texts (then at least one source must be text) */
+} vka_data_desc;
 
 /**
- * Load a text file (path NULL = the built-in corpus, see vka_builtin_corpus) and tokenise it with
- * tok, or (tok NULL) with a character tokenizer built from the text. The first 90% of tokens are
- * the training split, the rest validation.
+ * Open the data: texts are mapped, checked and tokenised (in pieces cut where GPT-2's
+ * pre-tokenizer splits anyway: after a '\n' followed by printable ASCII other than space, so
+ * the tokens equal those of the whole text), stored as uint16 when V <= 65536; token files are
+ * mapped and read in place. Without val_paths the first 90% of all tokens are the training
+ * split, the rest validation; with them, paths are training and val_paths validation.
  * Text means: no NUL byte, and at most 2% of the bytes control characters (below 0x20 other
- * than \t \n \r, or 0x7F); bytes >= 0x80 are allowed (UTF-8 is tokenised byte by byte).
- * Errors: VKA_ERROR_IO (missing/unreadable), VKA_ERROR_FORMAT (empty, or not text),
- * VKA_ERROR_VOCABULARY (a byte outside tok: the message gives the byte and its offset).
+ * than \t \n \r, or 0x7F); bytes >= 0x80 are allowed.
+ * Errors: VKA_ERROR_IO (missing/unreadable), VKA_ERROR_FORMAT (empty, not text, a token file's
+ * version, or its size against its header's count), VKA_ERROR_VOCABULARY (a byte outside tok,
+ * or a token file's id >= V: the message gives the file, offset and id),
+ * VKA_ERROR_INVALID_ARGUMENT (only token files and no tok).
  */
+vka_result vka_data_open(vka_context *ctx, const vka_data_desc *desc, vka_data **out);
+/** vka_data_open of one file (path NULL = the built-in corpus) split 90/10. */
 vka_result vka_data_load(vka_context *ctx, const char *path, const vka_tokenizer *tok,
                          vka_data **out);
 void vka_data_destroy(vka_data *data);
 /** The tokenizer the data was encoded with (owned by data, or the one passed in). */
 const vka_tokenizer *vka_data_tokenizer(const vka_data *data);
-/** Token ids of a split; *n set to their count. */
-const int32_t *vka_data_tokens(const vka_data *data, vka_split split, size_t *n);
+/** Number of tokens of a split (0 for an unknown split or NULL data). */
+size_t vka_data_num_tokens(const vka_data *data, vka_split split);
 /**
- * The identity of the text data was loaded from (for the built-in corpus, the generated text):
- * *bytes = its length in bytes, *hash = 64-bit FNV-1a over those bytes (h = 0xCBF29CE484222325,
- * then per byte c: h = (h ^ c) * 0x100000001B3). A training state records both, so that a
- * resumed run can tell that it was given another text. Either pointer may be NULL.
+ * Copy tokens [off, off + n) of a split into out (n ids).
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (unknown split, the range past the split's end).
+ */
+vka_result vka_data_read_tokens(const vka_data *data, vka_split split, size_t off, size_t n,
+                                int32_t *out);
+/**
+ * The identity of the files the data was loaded from (for the built-in corpus, the generated
+ * text): *bytes = their length in bytes, *hash = 64-bit FNV-1a over their bytes in order (paths
+ * then val_paths; h = 0xCBF29CE484222325, then per byte c: h = (h ^ c) * 0x100000001B3). A
+ * training state records both, so that a resumed run can tell that it was given other data.
+ * Either pointer may be NULL.
  * Errors: VKA_ERROR_INVALID_ARGUMENT (data NULL; no context to hold a message).
  */
 vka_result vka_data_text_id(const vka_data *data, uint64_t *bytes, uint64_t *hash);
 /**
  * A batch of B random windows of T+1 tokens of a split: inputs (B, T) and targets (B, T) =
  * inputs shifted by one. The window starts are drawn from *rng_state (advanced), so a saved
- * state reproduces the same batches.
- * Errors: VKA_ERROR_INVALID_ARGUMENT (split has fewer than T+1 tokens).
+ * state reproduces the same batches. Windows may span two files.
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (split has fewer than T+1 tokens, VKA_SPLIT_ALL).
  */
 vka_result vka_data_batch(const vka_data *data, vka_split split, int B, int T,
                           uint64_t *rng_state, int32_t *inputs, int32_t *targets);
+/**
+ * Write n ids (each 0..65535) as an llm.c token file, to a temporary name then renamed.
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (an id out of range), VKA_ERROR_IO.
+ */
+vka_result vka_tokens_save(vka_context *ctx, const char *path, const int32_t *tokens, size_t n);
+/**
+ * Tokenise the text at text_path ("-" = standard input) with tok into an llm.c token file at
+ * out_path, streaming: the text is read and encoded in pieces of about 1 MiB (cut as
+ * vka_data_open cuts them), so memory stays bounded whatever its size. Written to
+ * out_path.tmp.<pid>, renamed when complete (nothing is left on failure). *n_tokens and
+ * *n_bytes (may be NULL) receive the tokens written and the bytes read.
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (V > 65536: ids are uint16), VKA_ERROR_FORMAT (empty, not
+ * text), VKA_ERROR_VOCABULARY, VKA_ERROR_IO.
+ */
+vka_result vka_tokenize_file(vka_context *ctx, const vka_tokenizer *tok, const char *text_path,
+                             const char *out_path, uint64_t *n_tokens, uint64_t *n_bytes);
 /**
  * The built-in training corpus: deterministic simple English stories written by a generator
  * (nothing copied), about bytes long (0 = 1 MiB). Caller frees with free().

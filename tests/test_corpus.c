@@ -100,9 +100,10 @@ static void test_corpus_model_loss_goes_down(void **state) {
     vka_gpt_config cfg = {.max_T = T, .V = V, .L = 2, .NH = 4, .C = 48};
     vka_gpt *gpt = NULL;
     assert_int_equal(vka_gpt_create(ctx, &cfg, 1, &gpt), VKA_SUCCESS);
-    size_t n_val;
-    const int32_t *val = vka_data_tokens(data, VKA_SPLIT_VAL, &n_val);
+    size_t n_val = vka_data_num_tokens(data, VKA_SPLIT_VAL);
     size_t n_eval = n_val < (size_t)T * 64 + 1 ? n_val : (size_t)T * 64 + 1;
+    int32_t val[T * 64 + 1];
+    assert_int_equal(vka_data_read_tokens(data, VKA_SPLIT_VAL, 0, n_eval, val), VKA_SUCCESS);
     double before, after;
     assert_int_equal(vka_gpt_eval(gpt, val, n_eval, T, &before, NULL), VKA_SUCCESS);
     int32_t in[B * T], tg[B * T];

@@ -182,6 +182,20 @@ int cli_load_model(const char *cmd, vka_context *ctx, const char *model_path,
                    const char *tok_path, vka_gpt **gpt, vka_tokenizer **tok);
 
 /* ---------------------------------------------------------------------------------------------
+ * Data (train, eval)
+ * ------------------------------------------------------------------------------------------- */
+/* The files --data (or --val-data) names: "-" (standard input), a file, or a glob pattern
+ * ("shards/train_*.bin", sorted) when no file has that very name. *paths is malloc'd (free it
+ * with cli_free_paths). A pattern that matches nothing: message and CLI_USAGE. */
+int cli_data_paths(const char *cmd, const char *option, const char *pattern, char ***paths,
+                   int *n);
+void cli_free_paths(char **paths, int n);
+/* Bytes the n tokens decode to (vka_tokenizer_decode's lengths), for bits per byte. */
+uint64_t cli_token_bytes(const vka_tokenizer *tok, const int32_t *ids, size_t n);
+/* Bits per byte: nats summed over the scored targets / (ln 2 * their bytes); NaN if 0 bytes. */
+double cli_bits_per_byte(double total_nats, uint64_t bytes);
+
+/* ---------------------------------------------------------------------------------------------
  * Devices (info, bench)
  * ------------------------------------------------------------------------------------------- */
 /* "discrete GPU", "CPU", ... */

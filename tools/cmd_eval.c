@@ -1,4 +1,5 @@
-/* vkattn eval: a model's mean loss and perplexity over a whole text file. */
+/* vkattn eval: a model's mean loss, perplexity and bits per byte over whole files (text or
+ * llm.c token files). */
 #include "cli.h"
 
 #include <math.h>
@@ -8,15 +9,20 @@
 static const cli_command eval_cmd = {
     .name = "eval",
     .usage = "--model MODEL --data FILE [options]",
-    .about = "Score a model on every token of a text file: the mean cross-entropy (nats per token)\n"
-             "and the perplexity exp(loss).",
+    .about = "Score a model on every token of a text file or llm.c token file(s): the mean\n"
+             "cross-entropy (nats per token), the perplexity exp(loss) and bits per byte.",
     .notes = "The file's tokens (all of them: no train/validation split) are cut into windows of\n"
              "T+1 tokens starting at 0, T, 2T, ... while a whole window fits; each window scores its\n"
              "T next-token predictions. The tokenizer is MODEL with .bin replaced by .tokenizer.bin\n"
-             "unless --tokenizer is given; every byte of FILE must be in its vocabulary.\n"
-             "--json prints {\"loss\",\"perplexity\",\"windows\",\"tokens\",\"ctx\",\"file_tokens\"}:\n"
-             "\"tokens\" is the number of predictions scored (windows * ctx), the count the mean loss\n"
-             "is over; \"file_tokens\" is the length of FILE in tokens.",
+             "unless --tokenizer is given; every byte of a text must be in its vocabulary, every id\n"
+             "of a token file below its size. FILE may be a glob pattern (quote it: \"shards/*.bin\"),\n"
+             "the files scored as one concatenation, or - for standard input (read into memory).\n"
+             "Bits per byte = the nats summed over the scored targets / (ln 2 * the bytes those\n"
+             "target tokens decode to).\n"
+             "--json prints {\"loss\",\"perplexity\",\"bits_per_byte\",\"windows\",\"tokens\",\"bytes\",\n"
+             "\"ctx\",\"file_tokens\"}: \"tokens\" is the number of predictions scored (windows * ctx),\n"
+             "the count the mean loss is over; \"bytes\" their decoded length; \"file_tokens\" is the\n"
+             "length of FILE in tokens.",
 };
 
 typedef struct eval_opts {
@@ -26,24 +32,52 @@ typedef struct eval_opts {
     cli_backend_opts b;
 } eval_opts;
 
-/* All of the data's tokens (training split, then validation) in one malloc'd array. */
-static int32_t *all_tokens(const vka_data *data, size_t *n) {
-    size_t n_train, n_val;
-    const int32_t *train = vka_data_tokens(data, VKA_SPLIT_TRAIN, &n_train);
-    const int32_t *val = vka_data_tokens(data, VKA_SPLIT_VAL, &n_val);
-    int32_t *all = malloc((n_train + n_val + 1) * sizeof *all);
-    if (!all) return NULL;
-    memcpy(all, train, n_train * sizeof *all);
-    memcpy(all + n_train, val, n_val * sizeof *all);
-    *n = n_train + n_val;
-    return all;
+/* Tokens per chunk read and scored at a time ($VKATTN_EVAL_CHUNK overrides, for tests): a big
+ * file is never held whole as int32. */
+#define EVAL_CHUNK_TOKENS ((size_t)1 << 20)
+
+static size_t chunk_tokens(void) {
+    const char *env = getenv("VKATTN_EVAL_CHUNK");
+    long long v = env ? atoll(env) : 0;
+    return v > 0 ? (size_t)v : EVAL_CHUNK_TOKENS;
+}
+
+/* The mean loss over all windows of T+1 tokens at 0, T, 2T, ... of the data, scored a chunk
+ * of windows at a time and combined by window count; *bytes: what their targets decode to. */
+static vka_result score(vka_gpt *gpt, const vka_data *data, const vka_tokenizer *tok, int T,
+                        size_t n, double *loss, size_t *windows, uint64_t *bytes) {
+    size_t total = (n - 1) / (size_t)T, per = chunk_tokens() / (size_t)T;
+    if (per == 0) per = 1;
+    if (per > total) per = total;
+    int32_t *buf = malloc((per * (size_t)T + 1) * sizeof *buf);
+    if (!buf) return VKA_ERROR_OUT_OF_HOST_MEMORY;
+    double sum = 0.0; /* nats over all scored targets */
+    vka_result r = VKA_SUCCESS;
+    *bytes = 0;
+    for (size_t w = 0; w < total && r == VKA_SUCCESS; w += per) {
+        size_t k = total - w < per ? total - w : per, got = 0;
+        size_t len = k * (size_t)T + 1;
+        r = vka_data_read_tokens(data, VKA_SPLIT_ALL, w * (size_t)T, len, buf);
+        double mean = 0.0;
+        if (r == VKA_SUCCESS) r = vka_gpt_eval(gpt, buf, len, T, &mean, &got);
+        if (r != VKA_SUCCESS) break;
+        sum += mean * (double)got * T;
+        *bytes += cli_token_bytes(tok, buf + 1, len - 1);
+    }
+    free(buf);
+    if (r == VKA_SUCCESS) {
+        *loss = sum / ((double)total * T);
+        *windows = total;
+    }
+    return r;
 }
 
 static int evaluate(vka_context *ctx, const eval_opts *o) {
     vka_tokenizer *tok = NULL;
     vka_gpt *gpt = NULL;
     vka_data *data = NULL;
-    int32_t *tokens = NULL;
+    char **paths = NULL;
+    int n_paths = 0;
     int rc = cli_load_model("eval", ctx, o->model, o->tokenizer, &gpt, &tok);
     if (rc != CLI_OK) return rc;
     vka_gpt_config cfg = vka_gpt_get_config(gpt);
@@ -53,18 +87,15 @@ static int evaluate(vka_context *ctx, const eval_opts *o) {
                              cfg.max_T);
         goto done;
     }
-    r = vka_data_load(ctx, o->data, tok, &data);
+    rc = cli_data_paths("eval", "--data", o->data, &paths, &n_paths);
+    if (rc != CLI_OK) goto done;
+    vka_data_desc desc = {.paths = (const char *const *)paths, .n_paths = n_paths, .tok = tok};
+    r = vka_data_open(ctx, &desc, &data);
     if (r != VKA_SUCCESS) {
         rc = cli_fail("eval", ctx, r, "data");
         goto done;
     }
-    size_t n = 0;
-    tokens = all_tokens(data, &n);
-    if (!tokens) {
-        fprintf(stderr, "vkattn eval: out of memory\n");
-        rc = CLI_ERROR;
-        goto done;
-    }
+    size_t n = vka_data_num_tokens(data, VKA_SPLIT_ALL);
     int T = o->ctx ? o->ctx : cfg.max_T;
     if (n < (size_t)T + 1) {
         fprintf(stderr, "vkattn eval: %s: %zu token%s, fewer than one window of T+1 = %d tokens "
@@ -74,26 +105,31 @@ static int evaluate(vka_context *ctx, const eval_opts *o) {
     }
     double loss = 0.0;
     size_t windows = 0;
-    r = vka_gpt_eval(gpt, tokens, n, T, &loss, &windows);
+    uint64_t bytes = 0;
+    r = score(gpt, data, tok, T, n, &loss, &windows, &bytes);
     if (r != VKA_SUCCESS) {
-        rc = cli_fail("eval", ctx, r, o->data);
+        if (r == VKA_ERROR_OUT_OF_HOST_MEMORY) fprintf(stderr, "vkattn eval: out of memory\n");
+        rc = r == VKA_ERROR_OUT_OF_HOST_MEMORY ? CLI_ERROR : cli_fail("eval", ctx, r, o->data);
         goto done;
     }
     size_t scored = windows * (size_t)T; /* the predictions the mean is over */
+    double bpb = cli_bits_per_byte(loss * (double)scored, bytes);
     if (o->json) {
         printf("{\"loss\":");
         cli_json_number(stdout, loss);
         cli_json_num(stdout, "perplexity", exp(loss));
-        printf(",\"windows\":%zu,\"tokens\":%zu,\"ctx\":%d,\"file_tokens\":%zu}\n", windows,
-               scored, T, n);
+        cli_json_num(stdout, "bits_per_byte", bpb);
+        printf(",\"windows\":%zu,\"tokens\":%zu,\"bytes\":%llu,\"ctx\":%d,\"file_tokens\":%zu}\n",
+               windows, scored, (unsigned long long)bytes, T, n);
     } else {
         char ppl[32];
         cli_perplexity_text(exp(loss), ppl, sizeof ppl);
-        printf("loss %.4f nats/token, perplexity %s, over %zu tokens (%zu windows of %d+1) of the "
-               "%zu tokens of %s\n", loss, ppl, scored, windows, T, n, o->data);
+        printf("loss %.4f nats/token (%.4f bits per byte), perplexity %s, over %zu tokens (%zu "
+               "windows of %d+1) of the %zu tokens of %s\n", loss, bpb, ppl, scored, windows, T,
+               n, o->data);
     }
 done:
-    free(tokens);
+    cli_free_paths(paths, n_paths);
     vka_data_destroy(data);
     vka_gpt_destroy(gpt);
     vka_tokenizer_destroy(tok);
@@ -104,7 +140,7 @@ int cmd_eval(int argc, char **argv) {
     eval_opts o = {0};
     cli_opt opts[] = {
         CLI_STRING("model", &o.model, "MODEL", "llm.c checkpoint to score (required)"),
-        CLI_STRING("data", &o.data, "FILE", "text file to score (required)"),
+        CLI_STRING("data", &o.data, "FILE", "text or token file(s) to score; - = stdin (required)"),
         CLI_INT("ctx", &o.ctx, "T", "window length; 0 = the model's context (default: 0)", 0,
                 VKA_GPT_MAX_T),
         CLI_STRING("tokenizer", &o.tokenizer, "FILE", "tokenizer file (default: beside MODEL)"),

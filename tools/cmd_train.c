@@ -12,9 +12,10 @@ static const cli_command train_cmd = {
     .name = "train",
     .usage = "[options]",
     .about =
-        "Train a character-level GPT-2 on a text file (default: the built-in corpus) and save\n"
-        "the model, its tokenizer and the training state. The last 10% of the text is the\n"
-        "validation split.",
+        "Train a GPT-2 on text or llm.c token files (default: the built-in corpus) and save\n"
+        "the model, its tokenizer and the training state. The last 10% of the tokens are the\n"
+        "validation split, unless --val-data gives validation files (llm.c's convention:\n"
+        "--data 'dir/*_train_*.bin' --val-data 'dir/*_val_*.bin').",
     .notes =
         "Optimizer: AdamW, betas (--beta1, --beta2), eps 1e-8, decoupled weight decay on the 2-D\n"
         "weights only (wte, wpe, qkvw, attprojw, fcw, fcprojw); before each update the gradients\n"
@@ -30,6 +31,18 @@ static const cli_command train_cmd = {
         "Evaluation (every --eval-every steps and at the end): the mean loss over the windows of\n"
         "ctx+1 tokens of the validation split starting at 0, ctx, 2*ctx, ... (all of them, or the\n"
         "first --eval-windows); the same windows every time, so values are comparable.\n"
+        "\n"
+        "Data: each file is a text (tokenised with --tokenizer, or a character-level vocabulary\n"
+        "of the texts' bytes) or an llm.c token file (magic 20240520; needs --tokenizer, its\n"
+        "ids below the tokenizer's size); several files (a glob) are concatenated in order.\n"
+        "Files are memory-mapped; - (standard input) is read into memory.\n"
+        "\n"
+        "--init MODEL starts a new run from MODEL's weights (llm.c float32 checkpoint, version\n"
+        "3; a bfloat16 one, version 5, is refused) with fresh AdamW moments at step 0. The\n"
+        "model's shape is MODEL's (--layers, --heads, --embd with other values are an error;\n"
+        "--ctx may be shorter than its context, default min(64, its context)). The tokenizer is\n"
+        "--tokenizer, else MODEL's sibling .tokenizer.bin if there is one, else character-level\n"
+        "from the text; its size must be MODEL's V.\n"
         "\n"
         "Files: MODEL (--out, default model.bin) is an llm.c GPT-2 checkpoint (float32, version\n"
         "3); its tokenizer is MODEL with .bin replaced by .tokenizer.bin (llm.c format); the\n"
@@ -58,7 +71,7 @@ static const cli_command train_cmd = {
         "once by that signal (the files are those of the last complete save).\n"
         "\n"
         "--json: one JSON object per line on stdout, per step {\"step\",\"loss\",\"lr\",\"grad_norm\",\n"
-        "\"ms\",\"tokens_per_s\"} (+\"val_loss\" when evaluated), then {\"event\":\"done\"} (or\n"
+        "\"ms\",\"tokens_per_s\"} (+\"val_loss\" and \"bits_per_byte\" when evaluated), then {\"event\":\"done\"} (or\n"
         "\"stopped\", \"interrupted\") with \"val_loss\", \"backend\", \"device\", \"steps\" and the file\n"
         "paths; a resumed run that does an abandoned evaluation first prints\n"
         "{\"event\":\"validation\",\"steps\",\"val_loss\"}; other messages go to stderr.",
@@ -123,8 +136,14 @@ static int check_resume_options(cli_opt *opts, int n, const train_run *r) {
 static int check_options(train_opts *o) {
     int rc = cli_check_backend_opts("train", &o->b, CLI_USES_CHOSEN(&o->b));
     if (rc != CLI_OK) return rc;
+    if (o->resume && o->init)
+        return cli_usage_error("train", "--resume and --init exclude each other: --resume "
+                               "continues a run, --init starts a new one from a model's weights");
+    if (o->resume && o->tokenizer)
+        return cli_usage_error("train", "--tokenizer: a resumed run uses the tokenizer saved "
+                               "with its state");
     if (o->resume) return CLI_OK; /* the settings come from the state file */
-    if (o->embd % o->heads != 0)
+    if (!o->init && o->embd % o->heads != 0)
         return cli_usage_error("train", "--heads %d does not divide --embd %d (head size = embd / "
                                "heads)", o->heads, o->embd);
     if (o->warmup < 0) o->warmup = o->steps / 20;
@@ -194,36 +213,70 @@ static int check_same_text(train_run *r, const vka_data *data) {
     return CLI_USAGE;
 }
 
-/* The data, tokenised with the resumed run's tokenizer when there is one. */
+/* The tokenizer of a new run: --tokenizer, else (with --init) the one beside the model if
+ * there is one; none: the data builds a character-level one from the text. */
+static int load_given_tokenizer(train_run *r) {
+    const train_opts *o = r->o;
+    char *beside = !o->tokenizer && o->init ? cli_sibling_path(o->init, ".tokenizer.bin") : NULL;
+    const char *path = o->tokenizer ? o->tokenizer : beside && access(beside, F_OK) == 0 ? beside
+                                                                                          : NULL;
+    int rc = CLI_OK;
+    if (path) {
+        vka_result res = vka_tokenizer_load(r->ctx, path, &r->tok);
+        if (res != VKA_SUCCESS)
+            rc = cli_fail_load("train", r->ctx, res, "tokenizer", path, CLI_FILE_TOKENIZER);
+        r->tok_path_given = rc == CLI_OK ? strdup(path) : NULL;
+        r->tok_source = r->tok_path_given;
+    }
+    free(beside);
+    return rc;
+}
+
+/* The data, tokenised with the resumed run's tokenizer (or the given one) when there is one. */
 static int load_data(train_run *r) {
     const char *name = r->o->data ? r->o->data : "the built-in corpus";
     vka_result res;
-    if (r->o->resume) {
-        int rc = load_resumed_tokenizer(r);
-        if (rc != CLI_OK) return rc;
+    int rc = r->o->resume ? load_resumed_tokenizer(r) : load_given_tokenizer(r);
+    if (rc != CLI_OK) return rc;
+    char **paths = NULL, **vpaths = NULL;
+    int n = 0, nv = 0;
+    if (r->o->data) rc = cli_data_paths("train", "--data", r->o->data, &paths, &n);
+    if (rc == CLI_OK && r->o->val_data)
+        rc = cli_data_paths("train", "--val-data", r->o->val_data, &vpaths, &nv);
+    if (rc != CLI_OK) {
+        cli_free_paths(paths, n);
+        return rc;
     }
-    res = vka_data_load(r->ctx, r->o->data, r->tok, &r->data);
+    vka_data_desc desc = {.paths = (const char *const *)paths, .n_paths = n,
+                          .val_paths = (const char *const *)vpaths, .n_val_paths = nv,
+                          .tok = r->tok};
+    res = vka_data_open(r->ctx, &desc, &r->data);
+    cli_free_paths(paths, n);
+    cli_free_paths(vpaths, nv);
     if (res != VKA_SUCCESS) {
         /* Another text is the likely cause of a byte outside the vocabulary: say that. */
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", vka_last_error(r->ctx));
         if (res == VKA_ERROR_VOCABULARY) {
-            int rc = check_same_text(r, NULL);
+            rc = check_same_text(r, NULL);
             if (rc != CLI_OK) return rc;
         }
         fprintf(stderr, "vkattn train: data: %s\n", msg);
+        if (res == VKA_ERROR_INVALID_ARGUMENT && !r->tok)
+            fprintf(stderr, "vkattn train: hint: give the tokenizer with --tokenizer FILE\n");
         if (res == VKA_ERROR_VOCABULARY) hint_forgotten_data(r);
         return CLI_ERROR;
     }
-    int T = r->o->resume ? r->st.T : r->o->ctx;
-    static const char *const split_names[] = {"training split (first 90%)",
-                                              "validation split (last 10%)"};
+    int T = r->o->resume ? r->st.T : r->ctx_T;
+    const char *split_names[] = {r->o->val_data ? "training data (--data)"
+                                                : "training split (first 90%)",
+                                 r->o->val_data ? "validation data (--val-data)"
+                                                : "validation split (last 10%)"};
     for (int s = 0; s < 2; s++) {
-        size_t n;
-        vka_data_tokens(r->data, (vka_split)s, &n);
-        if (n < (size_t)T + 1) {
+        size_t k = vka_data_num_tokens(r->data, (vka_split)s);
+        if (k < (size_t)T + 1) {
             fprintf(stderr, "vkattn train: %s: the %s has %zu token%s, fewer than ctx+1 = %d; use "
-                    "more text or a smaller --ctx\n", name, split_names[s], n, n == 1 ? "" : "s",
+                    "more text or a smaller --ctx\n", name, split_names[s], k, k == 1 ? "" : "s",
                     T + 1);
             return CLI_ERROR;
         }
@@ -231,14 +284,62 @@ static int load_data(train_run *r) {
     return CLI_OK;
 }
 
+/* --init: the model's weights, its shape (options giving another are a usage error). */
+static int load_init_model(train_run *r, cli_opt *opts, int n_opts) {
+    const train_opts *o = r->o;
+    vka_result res = vka_gpt_load(r->ctx, o->init, &r->gpt);
+    if (res != VKA_SUCCESS)
+        return cli_fail_load("train", r->ctx, res, "init", o->init, CLI_FILE_MODEL);
+    vka_gpt_config c = vka_gpt_get_config(r->gpt);
+    const struct {
+        const char *name;
+        int given, model;
+        const char *what;
+    } v[] = {{"layers", o->layers, c.L, "layers"}, {"heads", o->heads, c.NH, "heads"},
+             {"embd", o->embd, c.C, "channels"}};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        if (cli_find(opts, n_opts, v[i].name)->set && v[i].given != v[i].model)
+            return cli_usage_error("train", "--%s %d differs from the %d %s of %s (--init): the "
+                                   "model's shape comes from its file", v[i].name, v[i].given,
+                                   v[i].model, v[i].what, o->init);
+    if (cli_find(opts, n_opts, "ctx")->set && o->ctx > c.max_T)
+        return cli_usage_error("train", "--ctx %d is longer than the context of %s (--init), %d",
+                               o->ctx, o->init, c.max_T);
+    r->ctx_T = o->ctx < c.max_T ? o->ctx : c.max_T;
+    return CLI_OK;
+}
+
+/* --init: the tokenizer's size must be the model's V. */
+static int check_init_vocabulary(train_run *r) {
+    int V_model = vka_gpt_get_config(r->gpt).V;
+    int V_tok = vka_tokenizer_vocab_size(vka_data_tokenizer(r->data));
+    if (V_model == V_tok) return CLI_OK;
+    if (r->tok_source)
+        fprintf(stderr, "vkattn train: the tokenizer %s has %d tokens but the model %s (--init) "
+                "has V = %d: they do not belong together\n", r->tok_source, V_tok, r->o->init,
+                V_model);
+    else
+        fprintf(stderr, "vkattn train: the character vocabulary of %s has %d tokens but the "
+                "model %s (--init) has V = %d: give the model's tokenizer with --tokenizer "
+                "FILE\n", r->o->data ? r->o->data : "the built-in corpus", V_tok, r->o->init,
+                V_model);
+    return CLI_ERROR;
+}
+
 /* A fresh model and state from the options. */
 static int new_model(train_run *r) {
     const train_opts *o = r->o;
-    vka_gpt_config cfg = {.max_T = o->ctx,
-                          .V = vka_tokenizer_vocab_size(vka_data_tokenizer(r->data)),
-                          .L = o->layers, .NH = o->heads, .C = o->embd};
-    vka_result res = vka_gpt_create(r->ctx, &cfg, o->seed, &r->gpt);
-    if (res != VKA_SUCCESS) return cli_fail("train", r->ctx, res, "model");
+    if (o->init) {
+        /* The weights are --init's; AdamW starts afresh (m = v = 0, step 0). */
+        int rc = check_init_vocabulary(r);
+        if (rc != CLI_OK) return rc;
+    } else {
+        vka_gpt_config cfg = {.max_T = o->ctx,
+                              .V = vka_tokenizer_vocab_size(vka_data_tokenizer(r->data)),
+                              .L = o->layers, .NH = o->heads, .C = o->embd};
+        vka_result res = vka_gpt_create(r->ctx, &cfg, o->seed, &r->gpt);
+        if (res != VKA_SUCCESS) return cli_fail("train", r->ctx, res, "model");
+    }
     r->st = (vka_train_state){
         .step = 0,
         /* A stream apart from the initialisation's (splitmix64: any state is a good seed). */
@@ -246,7 +347,7 @@ static int new_model(train_run *r) {
         .seed = o->seed,
         .total_steps = (uint64_t)o->steps,
         .B = o->batch,
-        .T = o->ctx,
+        .T = r->ctx_T,
         .lr = o->lr,
         .min_lr = o->min_lr,
         .warmup_steps = o->warmup,
@@ -295,7 +396,9 @@ static int setup(train_run *r, cli_opt *opts, int n_opts) {
         if (rc != CLI_OK) return rc;
         if (r->st.eval_windows < 0) r->st.eval_windows = o->eval_windows;
     }
-    rc = load_data(r);
+    r->ctx_T = o->ctx;
+    if (o->init) rc = load_init_model(r, opts, n_opts);
+    if (rc == CLI_OK) rc = load_data(r);
     if (rc == CLI_OK && o->resume) rc = check_same_text(r, r->data);
     if (rc != CLI_OK) return rc;
     /* A state that did not record its text (version 1 or 2) records this one from now on. */
@@ -304,13 +407,13 @@ static int setup(train_run *r, cli_opt *opts, int n_opts) {
     rc = o->resume ? check_vocabulary(r) : new_model(r);
     if (rc == CLI_OK) rc = train_check_space(r);
     if (rc != CLI_OK) return rc;
-    size_t n_val;
-    vka_data_tokens(r->data, VKA_SPLIT_VAL, &n_val);
+    size_t n_val = vka_data_num_tokens(r->data, VKA_SPLIT_VAL);
     r->val_windows = (n_val - 1) / (size_t)r->st.T;
     if (r->st.eval_windows > 0 && (size_t)r->st.eval_windows < r->val_windows)
         r->val_windows = (size_t)r->st.eval_windows;
     r->first_step = r->st.step;
     r->last_val = NAN;
+    r->last_val_bpb = NAN;
     return CLI_OK;
 }
 
@@ -322,7 +425,16 @@ int cmd_train(int argc, char **argv) {
         .save_every = TRAIN_SAVE_EVERY_DEFAULT, .log_every = 10,
     };
     cli_opt opts[] = {
-        CLI_STRING("data", &o.data, "FILE", "text to train on (default: the built-in corpus)"),
+        CLI_STRING("data", &o.data, "FILE", "text or llm.c token file(s) to train on: a file, a "
+                   "quoted glob pattern, or - for stdin (read into memory) (default: the "
+                   "built-in corpus)"),
+        CLI_STRING("val-data", &o.val_data, "FILE", "validation file(s) as --data (default: the "
+                   "last 10% of --data)"),
+        CLI_STRING("tokenizer", &o.tokenizer, "FILE", "tokenizer to encode the text with (needed "
+                   "for token files) (default: beside --init's model, else character-level "
+                   "from the text)"),
+        CLI_STRING("init", &o.init, "MODEL", "start from this model's weights (llm.c float32 "
+                   "checkpoint) with a fresh optimizer; its shape is the run's"),
         CLI_STRING("out", &o.out, "MODEL", "model file to write (default: model.bin)"),
         CLI_STRING("resume", &o.resume, "STATE", "continue the run saved in STATE exactly"),
         CLI_BACKEND_OPTS(&o.b),
@@ -375,5 +487,6 @@ int cmd_train(int argc, char **argv) {
     free(r.tok_path);
     free(r.state_path);
     free(r.resumed_tok_path);
+    free(r.tok_path_given);
     return r.ctx ? cli_finish("train", r.ctx, rc) : rc;
 }

@@ -12,6 +12,9 @@ typedef struct train_opts {
     const char *data;     /* NULL = the built-in corpus */
     const char *out;      /* model path; NULL = default */
     const char *resume;   /* training state to continue, or NULL */
+    const char *val_data; /* validation files (a glob); NULL = the last 10% of --data */
+    const char *tokenizer;/* tokenizer file; NULL = beside --init's model, else built from text */
+    const char *init;     /* model whose weights the run starts from, or NULL */
     cli_backend_opts b;
     int layers, heads, embd, ctx, batch;
     int steps, warmup;    /* warmup -1 = steps / 20 */
@@ -39,7 +42,10 @@ typedef struct train_run {
     const train_opts *o;
     vka_context *ctx;
     vka_data *data;
-    vka_tokenizer *tok;     /* loaded for a resume; else the data's own */
+    vka_tokenizer *tok;     /* loaded (resume, --tokenizer, --init); else the data's own */
+    const char *tok_source; /* the file tok came from, for messages (NULL: built from text) */
+    char *tok_path_given;   /* tok_source's storage */
+    int ctx_T;              /* context of a new run: --ctx (at most --init's model's) */
     vka_gpt *gpt;
     vka_train_state st;     /* st.step = optimizer steps done */
     char *model_path, *tok_path, *state_path;
@@ -48,6 +54,7 @@ typedef struct train_run {
     const char *backend;    /* "vulkan" or "cpu" */
     uint64_t first_step;    /* st.step when this invocation started */
     double last_val;        /* latest validation loss (NaN: none yet) */
+    double last_val_bpb;    /* its bits per byte */
     size_t val_windows;     /* windows the evaluations score */
     FILE *info;             /* human messages: stdout, or stderr with --json; NULL with --quiet */
     train_report_state rep;

@@ -85,6 +85,9 @@ static int check_no_overwrite(const train_run *r) {
     };
     const run_file inputs[] = {
         {o->data, ROLE_DATA, "the training text (--data)"},
+        {o->val_data, ROLE_DATA, "the validation data (--val-data)"},
+        {o->init, ROLE_NONE, "the model the run starts from (--init)"},
+        {o->tokenizer, ROLE_TOKENIZER, "the tokenizer (--tokenizer)"},
         {o->resume, ROLE_STATE, "the training state resumed from (--resume)"},
         {r->resumed_tok_path, ROLE_TOKENIZER, "the resumed run's tokenizer"},
     };

@@ -72,26 +72,35 @@ float train_lr_at(const vka_train_state *st, uint64_t s) {
 #define EVAL_CHUNK_TOKENS 2048
 
 vka_result train_eval(train_run *r, double *loss, bool *abandoned) {
-    const int32_t *val = vka_data_tokens(r->data, VKA_SPLIT_VAL, NULL);
     size_t T = (size_t)r->st.T, per = EVAL_CHUNK_TOKENS / T ? EVAL_CHUNK_TOKENS / T : 1;
+    int32_t *buf = malloc((per * T + 1) * sizeof *buf);
+    if (!buf) return VKA_ERROR_OUT_OF_HOST_MEMORY;
+    const vka_tokenizer *tok = vka_data_tokenizer(r->data);
     double sum = 0.0; /* of each chunk's mean loss times its windows */
+    uint64_t bytes = 0; /* that the scored targets decode to (bits per byte) */
     size_t done = 0;
+    vka_result res = VKA_SUCCESS;
     *abandoned = false;
     /* Windows start at 0, T, 2T, ...: windows [w, w + k) are tokens [w*T, (w + k)*T]; the
      * setup made r->val_windows * T + 1 at most the split's length. */
     while (done < r->val_windows) {
         if (stop_signal) {
             *abandoned = true;
-            return VKA_SUCCESS;
+            break;
         }
         size_t k = r->val_windows - done < per ? r->val_windows - done : per, windows = 0;
         double chunk = 0.0;
-        vka_result res = vka_gpt_eval(r->gpt, val + done * T, k * T + 1, (int)T, &chunk, &windows);
-        if (res != VKA_SUCCESS) return res;
+        res = vka_data_read_tokens(r->data, VKA_SPLIT_VAL, done * T, k * T + 1, buf);
+        if (res == VKA_SUCCESS) res = vka_gpt_eval(r->gpt, buf, k * T + 1, (int)T, &chunk, &windows);
+        if (res != VKA_SUCCESS) break;
         sum += chunk * (double)windows;
+        bytes += cli_token_bytes(tok, buf + 1, k * T);
         done += windows;
     }
+    free(buf);
+    if (res != VKA_SUCCESS || *abandoned) return res;
     *loss = (double)(float)(sum / (double)done);
+    r->last_val_bpb = cli_bits_per_byte(sum * (double)T, bytes);
     return VKA_SUCCESS;
 }
 
@@ -172,6 +181,7 @@ static int pending_evaluation(train_run *r) {
     if (r->o->json) {
         printf("{\"event\":\"validation\",\"steps\":%llu", (unsigned long long)r->st.step);
         cli_json_num(stdout, "val_loss", val);
+        cli_json_num(stdout, "bits_per_byte", r->last_val_bpb);
         printf("}\n");
         fflush(stdout);
     }

@@ -33,9 +33,8 @@ void report_note(train_run *r, const char *fmt, ...) {
 void report_start(train_run *r) {
     r->rep.tty = !r->o->json && isatty(fileno(stdout));
     vka_gpt_config c = vka_gpt_get_config(r->gpt);
-    size_t n_train, n_val;
-    vka_data_tokens(r->data, VKA_SPLIT_TRAIN, &n_train);
-    vka_data_tokens(r->data, VKA_SPLIT_VAL, &n_val);
+    size_t n_train = vka_data_num_tokens(r->data, VKA_SPLIT_TRAIN);
+    size_t n_val = vka_data_num_tokens(r->data, VKA_SPLIT_VAL);
     size_t params = vka_gpt_num_params(r->gpt);
     const vka_train_state *st = &r->st;
     if (r->o->json) {
@@ -74,14 +73,17 @@ static void duration(double s, char *out, size_t cap) {
     else snprintf(out, cap, "%ds", (int)s);
 }
 
-static void json_step(const train_progress *p, double tokens_per_s) {
+static void json_step(const train_run *r, const train_progress *p, double tokens_per_s) {
     printf("{\"step\":%llu", (unsigned long long)p->step);
     cli_json_num(stdout, "loss", p->loss);
     cli_json_num(stdout, "lr", p->lr);
     cli_json_num(stdout, "grad_norm", p->grad_norm);
     cli_json_num(stdout, "ms", p->ms);
     cli_json_num(stdout, "tokens_per_s", tokens_per_s);
-    if (!isnan(p->val_loss)) cli_json_num(stdout, "val_loss", p->val_loss);
+    if (!isnan(p->val_loss)) {
+        cli_json_num(stdout, "val_loss", p->val_loss);
+        cli_json_num(stdout, "bits_per_byte", r->last_val_bpb);
+    }
     printf("}\n");
     fflush(stdout);
 }
@@ -98,7 +100,7 @@ void report_step(train_run *r, const train_progress *p) {
     }
     double tokens_per_s = p->ms > 0 ? (double)st->B * st->T / (p->ms / 1e3) : 0.0;
     if (r->o->json) {
-        json_step(p, tokens_per_s);
+        json_step(r, p, tokens_per_s);
         return;
     }
     if (!r->info || r->info != stdout) return;
@@ -112,9 +114,10 @@ void report_step(train_run *r, const train_progress *p) {
     /* ETA from the wall time per step so far, evaluations and saves included. */
     uint64_t done = p->step - r->first_step - 1;
     double per_step = done > 0 ? (now - rep->t_start) / (double)done : p->ms / 1e3;
-    char eta[32], val[48] = "";
+    char eta[32], val[64] = "";
     duration(per_step * (double)(st->total_steps - p->step), eta, sizeof eta);
-    if (evaluated) snprintf(val, sizeof val, " | val %.4f", p->val_loss);
+    if (evaluated) snprintf(val, sizeof val, " | val %.4f (%.4f bpb)", p->val_loss,
+                                r->last_val_bpb);
     if (rep->tty) fputs("\r\033[K", stdout);
     printf("step %*llu/%llu | loss %.4f%s | lr %.2e | %.1f ms/step | %.0f tok/s | ETA %s",
            (int)snprintf(NULL, 0, "%llu", (unsigned long long)st->total_steps),
@@ -197,6 +200,10 @@ static void continue_command(FILE *f, const train_run *r) {
         fputs(" --data ", f);
         shell_word(f, o->data);
     }
+    if (o->val_data) {
+        fputs(" --val-data ", f);
+        shell_word(f, o->val_data);
+    }
     if (o->b.backend == VKA_BACKEND_CPU) fputs(" --backend cpu", f);
     if (o->b.device) fprintf(f, " --device %s", o->b.device);
     if (o->b.kernels) fprintf(f, " --kernels %s", cli_kernel_names[o->b.kernels]);
@@ -210,6 +217,7 @@ void report_end(train_run *r, const char *event, double val_loss) {
     if (r->o->json) {
         printf("{\"event\":\"%s\"", event);
         cli_json_num(stdout, "val_loss", val_loss);
+        cli_json_num(stdout, "bits_per_byte", isnan(val_loss) ? NAN : r->last_val_bpb);
         printf(",\"val_windows\":%zu", r->val_windows);
         cli_json_num(stdout, "best_val_loss", st->best_val_loss);
         cli_json_str(stdout, "backend", r->backend);
@@ -230,8 +238,9 @@ void report_end(train_run *r, const char *event, double val_loss) {
     if (strcmp(event, "done") == 0) {
         char ppl[32];
         cli_perplexity_text(exp(val_loss), ppl, sizeof ppl);
-        fprintf(f, "done: %llu steps, validation loss %.4f (perplexity %s) over %zu windows\n",
-                (unsigned long long)st->step, val_loss, ppl, r->val_windows);
+        fprintf(f, "done: %llu steps, validation loss %.4f (perplexity %s, %.4f bits per byte) "
+                "over %zu windows\n", (unsigned long long)st->step, val_loss, ppl,
+                r->last_val_bpb, r->val_windows);
     } else {
         fprintf(f, "%s at step %llu of %llu; continue with: ",
                 strcmp(event, "interrupted") == 0 ? "interrupted" : "stopped",

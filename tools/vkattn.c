@@ -13,6 +13,7 @@ int cmd_generate(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 static const struct {
     const char *name, *summary;
@@ -21,7 +22,8 @@ static const struct {
     {"info", "list the Vulkan devices, their limits, and which one is used", cmd_info},
     {"train", "train a GPT-2 on a text file (or the built-in corpus)", cmd_train},
     {"generate", "sample text from a trained model", cmd_generate},
-    {"eval", "loss and perplexity of a model on a text file", cmd_eval},
+    {"eval", "loss, perplexity and bits per byte of a model on text or token files", cmd_eval},
+    {"tokenize", "encode a text (or stdin) into an llm.c token file", cmd_tokenize},
     {"check", "compare every Vulkan kernel with the CPU reference", cmd_check},
     {"bench", "measure kernels and training steps on Vulkan and the CPU backend", cmd_bench},
 };

@@ -1,130 +1,356 @@
 /*
- * Text data: a corpus read whole, tokenised, split 90/10 into train and validation, and batches
- * of random windows as nanoGPT's get_batch draws them.
+ * Data: every source of tokens behind one reader -- text files (memory-mapped, tokenised in
+ * pieces), llm.c token files (memory-mapped and used in place), standard input ("-", read into
+ * memory: a pipe cannot be mapped) and the built-in corpus. The sources are concatenated in
+ * order; the first 90% of the tokens are the training split and the rest validation, unless
+ * validation files are given (then those are the validation split). Batches are random windows
+ * as nanoGPT's get_batch draws them.
  *
  * What counts as text (checked before tokenising, so a wrong file gets a clear message rather
  * than a vocabulary of junk): no NUL byte anywhere, and at most 2% of the bytes control
- * characters (bytes below 0x20 other than \t \n \r, and 0x7F). Bytes >= 0x80 are allowed
- * (UTF-8 text is tokenised byte by byte).
+ * characters (bytes below 0x20 other than \t \n \r, and 0x7F). Bytes >= 0x80 are allowed.
+ * A file is a token file when it starts with the token file magic (token_file.h).
  */
+#define _POSIX_C_SOURCE 200809L
 #include "model/fileio.h"
 #include "model/rng.h"
+#include "model/token_file.h"
 #include "model/tokenizer.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-/* Data files are read whole; this bounds the allocation a wrong path can cause (tokens take
- * 4 bytes per byte of text). */
-#define DATA_MAX_BYTES ((uint64_t)1 << 31)
 #define DATA_MAX_CONTROL_PERCENT 2
+/* Text is encoded in pieces of about this many bytes (cut at vkm_text_split_point). */
+#define DATA_PIECE_BYTES ((size_t)1 << 20)
+
+/* One source: its bytes (mapped, or in memory), then its tokens. */
+typedef struct shard {
+    char *name;                 /* for messages */
+    const unsigned char *bytes; /* the file's bytes */
+    size_t len;
+    void *map;                  /* mmap'd bytes (munmap), or NULL */
+    unsigned char *heap;        /* malloc'd bytes (stdin, the built-in corpus), or NULL */
+    bool token_file;
+    const uint16_t *u16;        /* tokens as uint16 (in the mapping, or in store) ... */
+    const int32_t *i32;         /* ... or as int32 (a text encoded with V > 65536) */
+    void *store;                /* malloc'd tokens of a text */
+    size_t n;                   /* tokens */
+    size_t start;               /* offset of its first token in the concatenation */
+} shard;
 
 struct vka_data {
     vka_context *ctx;
     const vka_tokenizer *tok;
     vka_tokenizer *own_tok; /* the tokenizer built from the text, or NULL if given */
-    int32_t *tokens;        /* (n_train + n_val) ids: train first, then validation */
-    size_t n_train, n_val;
+    shard *shards;
+    int n_shards;
+    size_t n_all, n_train, n_val; /* validation = tokens [n_train, n_train + n_val) */
     uint64_t text_bytes, text_hash; /* vka_data_text_id */
 };
 
-/* 64-bit FNV-1a over the bytes (vka_data_text_id's documented hash). */
-static uint64_t fnv1a(const char *text, size_t len) {
-    uint64_t h = 0xCBF29CE484222325ull;
-    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)text[i]) * 0x100000001B3ull;
+/* 64-bit FNV-1a continued over more bytes (vka_data_text_id's documented hash). */
+static uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t len) {
+    for (size_t i = 0; i < len; i++) h = (h ^ p[i]) * 0x100000001B3ull;
     return h;
 }
 
-/* The text rule of the file comment; sets the error naming the file. */
-static vka_result check_text(vka_context *ctx, const char *name, const char *text, size_t len) {
+/* The text rule of the file comment, and the bytes present; sets the error naming the file. */
+static vka_result check_text(vka_context *ctx, const shard *s, bool present[256]) {
     size_t control = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)text[i];
+    bool seen[256] = {false};
+    for (size_t i = 0; i < s->len; i++) {
+        unsigned char c = s->bytes[i];
+        seen[c] = true;
         if (c == 0)
             return vka_set_error(ctx, VKA_ERROR_FORMAT,
-                                 "%s is not a text file: NUL byte at offset %zu", name, i);
+                                 "%s is not a text file: NUL byte at offset %zu", s->name, i);
         if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F) control++;
     }
-    if (control * 100 > len * DATA_MAX_CONTROL_PERCENT)
+    if (control * 100 > s->len * DATA_MAX_CONTROL_PERCENT)
         return vka_set_error(ctx, VKA_ERROR_FORMAT,
                              "%s is not a text file: %zu of its %zu bytes are control "
                              "characters (more than %d%%)",
-                             name, control, len, DATA_MAX_CONTROL_PERCENT);
+                             s->name, control, s->len, DATA_MAX_CONTROL_PERCENT);
+    for (int b = 0; b < 256; b++) present[b] |= seen[b];
     return VKA_SUCCESS;
 }
 
-static vka_result read_text(vka_context *ctx, const char *path, char **text, size_t *len) {
+/* All of fd into a malloc'd buffer (standard input, or a file that cannot be mapped). */
+static vka_result read_stream(vka_context *ctx, int fd, const char *name, shard *s) {
+    size_t cap = 1 << 16, len = 0;
+    unsigned char *buf = malloc(cap);
+    for (;;) {
+        if (!buf) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "reading %s: out of "
+                                       "memory", name);
+        if (len == cap) {
+            unsigned char *p = realloc(buf, cap * 2);
+            if (!p) free(buf);
+            buf = p;
+            cap *= 2;
+            continue;
+        }
+        ssize_t got = read(fd, buf + len, cap - len);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            int e = errno;
+            free(buf);
+            return vka_set_error(ctx, VKA_ERROR_IO, "reading %s: %s", name, strerror(e));
+        }
+        if (got == 0) break;
+        len += (size_t)got;
+    }
+    s->heap = buf;
+    s->bytes = buf;
+    s->len = len;
+    return VKA_SUCCESS;
+}
+
+/* The bytes of one source: mapped when it is a regular file, read when it is a stream. */
+static vka_result open_source(vka_context *ctx, const char *path, shard *s) {
     if (!path) {
-        *text = vka_builtin_corpus(0, len);
-        if (!*text)
+        size_t len = 0;
+        s->heap = (unsigned char *)vka_builtin_corpus(0, &len);
+        if (!s->heap)
             return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "built-in corpus: out of memory");
+        s->bytes = s->heap;
+        s->len = len;
         return VKA_SUCCESS;
     }
-    vka_result r = vkm_read_all(ctx, path, "a training text", DATA_MAX_BYTES, text, len);
-    if (r != VKA_SUCCESS) return r;
-    if (*len == 0) {
-        free(*text);
-        *text = NULL;
-        return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s is empty", path);
+    if (strcmp(path, "-") == 0) return read_stream(ctx, 0, s->name, s);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return vka_set_error(ctx, VKA_ERROR_IO, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    vka_result r = VKA_SUCCESS;
+    if (fstat(fd, &st) != 0) {
+        r = vka_set_error(ctx, VKA_ERROR_IO, "cannot stat %s: %s", path, strerror(errno));
+    } else if (S_ISDIR(st.st_mode)) {
+        r = vka_set_error(ctx, VKA_ERROR_IO, "cannot read %s: it is a directory", path);
+    } else if (!S_ISREG(st.st_mode)) {
+        r = read_stream(ctx, fd, path, s); /* a pipe or a device named by path */
+    } else if (st.st_size > 0) {
+        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            r = vka_set_error(ctx, VKA_ERROR_IO, "cannot map %s (%lld bytes): %s", path,
+                              (long long)st.st_size, strerror(errno));
+        } else {
+            s->map = m;
+            s->bytes = m;
+            s->len = (size_t)st.st_size;
+        }
     }
+    close(fd);
+    return r;
+}
+
+/* Tokens of a text, encoded in pieces (so the int32 buffer stays small) and stored as uint16
+ * when the vocabulary allows. */
+static vka_result encode_text(vka_context *ctx, const vka_tokenizer *tok, shard *s) {
+    bool narrow = vka_tokenizer_vocab_size(tok) <= 65536;
+    size_t elem = narrow ? sizeof(uint16_t) : sizeof(int32_t);
+    unsigned char *store = malloc(s->len * elem); /* at most one token per byte */
+    int32_t *piece = NULL;
+    size_t piece_cap = 0, n = 0;
+    if (!store)
+        return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: %zu bytes of tokens: out of "
+                             "memory", s->name, s->len * elem);
+    if (s->map) posix_madvise(s->map, s->len, POSIX_MADV_SEQUENTIAL);
+    vka_result r = VKA_SUCCESS;
+    for (size_t p = 0; p < s->len && r == VKA_SUCCESS;) {
+        size_t q = p + DATA_PIECE_BYTES < s->len
+                       ? vkm_text_split_point(s->bytes, s->len, p + DATA_PIECE_BYTES)
+                       : s->len;
+        int32_t *out = (int32_t *)(void *)store + n;
+        if (narrow) {
+            if (q - p > piece_cap) {
+                free(piece);
+                piece_cap = q - p;
+                piece = malloc(piece_cap * sizeof *piece);
+                if (!piece) {
+                    r = vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory",
+                                      s->name);
+                    break;
+                }
+            }
+            out = piece;
+        }
+        size_t got = 0;
+        r = vka_tokenizer_encode(tok, (const char *)s->bytes + p, q - p, out, &got);
+        if (r != VKA_SUCCESS) {
+            /* Prefix the tokenizer's message ("byte 'Z' at offset 12 ...") with the file. */
+            char msg[VKA_ERROR_MAX];
+            snprintf(msg, sizeof msg, "%s", vka_last_error(ctx));
+            if (p) vka_set_error(ctx, r, "%s, in the piece from byte %zu: %s", s->name, p, msg);
+            else vka_set_error(ctx, r, "%s: %s", s->name, msg);
+            break;
+        }
+        if (narrow)
+            for (size_t i = 0; i < got; i++) ((uint16_t *)(void *)store)[n + i] = (uint16_t)piece[i];
+        n += got;
+        p = q;
+    }
+    free(piece);
+    if (r != VKA_SUCCESS) {
+        free(store);
+        return r;
+    }
+    if (n < s->len) {
+        void *smaller = realloc(store, (n ? n : 1) * elem);
+        if (smaller) store = smaller;
+    }
+    s->store = store;
+    s->n = n;
+    if (narrow) s->u16 = s->store;
+    else s->i32 = s->store;
+    return VKA_SUCCESS;
+}
+
+/* The text's bytes are not needed once it is tokenised. */
+static void drop_bytes(shard *s) {
+    if (s->map) munmap(s->map, s->len);
+    free(s->heap);
+    s->map = NULL;
+    s->heap = NULL;
+    s->bytes = NULL;
+}
+
+static vka_result check_token_ids(vka_context *ctx, const shard *s, int V) {
+    size_t bad = vkm_first_id_at_least(s->u16, s->n, V);
+    if (bad == SIZE_MAX) return VKA_SUCCESS;
+    return vka_set_error(ctx, VKA_ERROR_VOCABULARY, "%s: token %zu (byte offset %zu) is id %u, "
+                         "not below the tokenizer's %d tokens", s->name, bad,
+                         VKM_TOKENS_HEADER_BYTES + 2 * bad, (unsigned)s->u16[bad], V);
+}
+
+/* Every source opened, checked and hashed; the tokenizer chosen; then texts encoded. */
+static vka_result load_sources(vka_data *d, const vka_tokenizer *tok) {
+    vka_context *ctx = d->ctx;
+    bool present[256] = {false}, any_text = false;
+    uint64_t hash = 0xCBF29CE484222325ull, bytes = 0;
+    const char *first_tokens = NULL;
+    for (int i = 0; i < d->n_shards; i++) {
+        shard *s = &d->shards[i];
+        if (s->len == 0) return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s is empty", s->name);
+        hash = fnv1a(hash, s->bytes, s->len);
+        bytes += s->len;
+        s->token_file = vkm_is_token_file(s->bytes, s->len);
+        vka_result r;
+        if (s->token_file) {
+            r = vkm_token_file_check(ctx, s->name, s->bytes, s->len, &s->n);
+            s->u16 = (const uint16_t *)(const void *)(s->bytes + VKM_TOKENS_HEADER_BYTES);
+            if (!first_tokens) first_tokens = s->name;
+        } else {
+            r = check_text(ctx, s, present);
+            any_text = true;
+        }
+        if (r != VKA_SUCCESS) return r;
+    }
+    d->text_bytes = bytes;
+    d->text_hash = hash;
+    if (!tok && !any_text)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "%s is a token file: give the "
+                             "tokenizer its ids belong to", first_tokens);
+    if (!tok) {
+        /* The character vocabulary of all the texts: that of their distinct bytes. */
+        char distinct[256];
+        size_t k = 0;
+        for (int b = 0; b < 256; b++)
+            if (present[b]) distinct[k++] = (char)b;
+        vka_result r = vkm_tokenizer_create_from_text(ctx, distinct, k, false, &d->own_tok);
+        if (r != VKA_SUCCESS) return r;
+        tok = d->own_tok;
+    }
+    d->tok = tok;
+    int V = vka_tokenizer_vocab_size(tok);
+    size_t start = 0;
+    for (int i = 0; i < d->n_shards; i++) {
+        shard *s = &d->shards[i];
+        vka_result r = s->token_file ? check_token_ids(ctx, s, V) : encode_text(ctx, tok, s);
+        if (r != VKA_SUCCESS) return r;
+        if (!s->token_file) drop_bytes(s);
+        s->start = start;
+        start += s->n;
+    }
+    d->n_all = start;
+    return VKA_SUCCESS;
+}
+
+vka_result vka_data_open(vka_context *ctx, const vka_data_desc *desc, vka_data **out) {
+    if (!out || !desc) return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "data: desc or out is NULL");
+    *out = NULL;
+    if (desc->n_paths < 0 || desc->n_val_paths < 0 || (desc->n_paths && !desc->paths) ||
+        (desc->n_val_paths && !desc->val_paths))
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "data: %d paths and %d validation "
+                             "paths, or a NULL list", desc->n_paths, desc->n_val_paths);
+    int n_train = desc->n_paths ? desc->n_paths : 1;
+    int n = n_train + desc->n_val_paths;
+    vka_data *data = calloc(1, sizeof *data);
+    shard *shards = calloc((size_t)n, sizeof *shards);
+    if (!data || !shards) {
+        free(data);
+        free(shards);
+        return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "data: out of memory");
+    }
+    data->ctx = ctx;
+    vka_context_retain(ctx, VKA_CHILD_DATA);
+    data->shards = shards;
+    data->n_shards = n;
+    vka_result r = VKA_SUCCESS;
+    for (int i = 0; i < n && r == VKA_SUCCESS; i++) {
+        const char *path = i < n_train ? (desc->n_paths ? desc->paths[i] : NULL)
+                                       : desc->val_paths[i - n_train];
+        if (i >= n_train && !path) {
+            r = vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "data: validation path %d is NULL",
+                              i - n_train);
+            break;
+        }
+        const char *name = !path ? "the built-in corpus"
+                           : strcmp(path, "-") == 0 ? "standard input" : path;
+        shards[i].name = malloc(strlen(name) + 1);
+        if (!shards[i].name) {
+            r = vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "data: out of memory");
+            break;
+        }
+        strcpy(shards[i].name, name);
+        r = open_source(ctx, path, &shards[i]);
+    }
+    if (r == VKA_SUCCESS) r = load_sources(data, desc->tok);
+    if (r != VKA_SUCCESS) {
+        vka_data_destroy(data);
+        return r;
+    }
+    if (desc->n_val_paths) {
+        data->n_train = shards[n_train].start;
+        data->n_val = data->n_all - data->n_train;
+    } else {
+        /* nanoGPT's n = int(0.9 * len(data)). */
+        data->n_train = (size_t)((uint64_t)data->n_all * 9 / 10);
+        data->n_val = data->n_all - data->n_train;
+    }
+    *out = data;
     return VKA_SUCCESS;
 }
 
 vka_result vka_data_load(vka_context *ctx, const char *path, const vka_tokenizer *tok,
                          vka_data **out) {
-    if (!out) return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "data: out is NULL");
-    *out = NULL;
-    const char *name = path ? path : "the built-in corpus";
-    char *text = NULL;
-    size_t len = 0;
-    vka_result r = read_text(ctx, path, &text, &len);
-    if (r != VKA_SUCCESS) return r;
-    vka_data *data = calloc(1, sizeof *data);
-    if (!data) {
-        free(text);
-        return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "data: out of memory");
-    }
-    data->ctx = ctx;
-    vka_context_retain(ctx, VKA_CHILD_DATA);
-    r = check_text(ctx, name, text, len);
-    if (r != VKA_SUCCESS) goto fail;
-    if (!tok) {
-        r = vkm_tokenizer_create_from_text(ctx, text, len, false, &data->own_tok);
-        if (r != VKA_SUCCESS) goto fail;
-        tok = data->own_tok;
-    }
-    data->tok = tok;
-    data->tokens = malloc(len * sizeof *data->tokens);
-    if (!data->tokens) {
-        r = vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: %zu tokens: out of memory", name, len);
-        goto fail;
-    }
-    r = vka_tokenizer_encode(tok, text, len, data->tokens, NULL);
-    if (r != VKA_SUCCESS) {
-        /* Prefix the tokenizer's message ("byte 'Z' at offset 12 ...") with the file. */
-        char msg[VKA_ERROR_MAX];
-        snprintf(msg, sizeof msg, "%s", vka_last_error(ctx));
-        vka_set_error(ctx, r, "%s: %s", name, msg);
-        goto fail;
-    }
-    /* nanoGPT's n = int(0.9 * len(data)). */
-    data->n_train = (size_t)((uint64_t)len * 9 / 10);
-    data->n_val = len - data->n_train;
-    data->text_bytes = len;
-    data->text_hash = fnv1a(text, len);
-    free(text);
-    *out = data;
-    return VKA_SUCCESS;
-fail:
-    free(text);
-    vka_data_destroy(data);
-    return r;
+    vka_data_desc d = {.paths = &path, .n_paths = path ? 1 : 0, .tok = tok};
+    return vka_data_open(ctx, &d, out);
 }
 
 void vka_data_destroy(vka_data *data) {
     if (!data) return;
     vka_tokenizer_destroy(data->own_tok);
-    free(data->tokens);
+    for (int i = 0; i < data->n_shards; i++) {
+        drop_bytes(&data->shards[i]);
+        free(data->shards[i].store);
+        free(data->shards[i].name);
+    }
+    free(data->shards);
     vka_context *ctx = data->ctx;
     free(data);
     vka_context_release(ctx, VKA_CHILD_DATA);
@@ -139,13 +365,52 @@ vka_result vka_data_text_id(const vka_data *data, uint64_t *bytes, uint64_t *has
     return VKA_SUCCESS;
 }
 
-const int32_t *vka_data_tokens(const vka_data *data, vka_split split, size_t *n) {
-    if (!data || (split != VKA_SPLIT_TRAIN && split != VKA_SPLIT_VAL)) {
-        if (n) *n = 0;
-        return NULL;
+/* The split's first token in the concatenation and its length; false for an unknown split. */
+static bool split_range(const vka_data *data, vka_split split, size_t *base, size_t *n) {
+    switch (split) {
+    case VKA_SPLIT_TRAIN: *base = 0; *n = data->n_train; return true;
+    case VKA_SPLIT_VAL: *base = data->n_train; *n = data->n_val; return true;
+    case VKA_SPLIT_ALL: *base = 0; *n = data->n_all; return true;
     }
-    if (n) *n = split == VKA_SPLIT_TRAIN ? data->n_train : data->n_val;
-    return split == VKA_SPLIT_TRAIN ? data->tokens : data->tokens + data->n_train;
+    return false;
+}
+
+size_t vka_data_num_tokens(const vka_data *data, vka_split split) {
+    size_t base, n;
+    return data && split_range(data, split, &base, &n) ? n : 0;
+}
+
+/* Tokens [g, g + n) of the concatenation (in range). */
+static void copy_tokens(const vka_data *data, size_t g, size_t n, int32_t *out) {
+    int i = 0;
+    while (i + 1 < data->n_shards && data->shards[i].start + data->shards[i].n <= g) i++;
+    while (n > 0) {
+        const shard *s = &data->shards[i++];
+        size_t off = g - s->start, k = s->n - off < n ? s->n - off : n;
+        if (s->u16)
+            for (size_t j = 0; j < k; j++) out[j] = s->u16[off + j];
+        else
+            memcpy(out, s->i32 + off, k * sizeof *out);
+        out += k;
+        g += k;
+        n -= k;
+    }
+}
+
+vka_result vka_data_read_tokens(const vka_data *data, vka_split split, size_t off, size_t n,
+                                int32_t *out) {
+    if (!data) return VKA_ERROR_INVALID_ARGUMENT;
+    size_t base, len;
+    if (!split_range(data, split, &base, &len))
+        return vka_set_error(data->ctx, VKA_ERROR_INVALID_ARGUMENT, "read tokens: unknown split %d",
+                             (int)split);
+    if (n && !out)
+        return vka_set_error(data->ctx, VKA_ERROR_INVALID_ARGUMENT, "read tokens: out is NULL");
+    if (off > len || n > len - off)
+        return vka_set_error(data->ctx, VKA_ERROR_INVALID_ARGUMENT, "read tokens: %zu tokens from "
+                             "%zu are past the split's %zu", n, off, len);
+    copy_tokens(data, base + off, n, out);
+    return VKA_SUCCESS;
 }
 
 vka_result vka_data_batch(const vka_data *data, vka_split split, int B, int T,
@@ -154,9 +419,8 @@ vka_result vka_data_batch(const vka_data *data, vka_split split, int B, int T,
     if (B <= 0 || T <= 0 || !rng_state || !inputs || !targets)
         return vka_set_error(data->ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "batch: B=%d and T=%d must be positive and the pointers non-NULL", B, T);
-    size_t n;
-    const int32_t *tokens = vka_data_tokens(data, split, &n);
-    if (!tokens)
+    size_t base, n;
+    if (split == VKA_SPLIT_ALL || !split_range(data, split, &base, &n))
         return vka_set_error(data->ctx, VKA_ERROR_INVALID_ARGUMENT, "batch: unknown split %d",
                              (int)split);
     if (n < (size_t)T + 1)
@@ -166,8 +430,8 @@ vka_result vka_data_batch(const vka_data *data, vka_split split, int B, int T,
     /* Window starts are uniform over the n - T positions where T+1 tokens fit. */
     for (int b = 0; b < B; b++) {
         size_t start = (size_t)vkm_rng_below(rng_state, (uint64_t)(n - (size_t)T));
-        memcpy(inputs + (size_t)b * T, tokens + start, (size_t)T * sizeof *inputs);
-        memcpy(targets + (size_t)b * T, tokens + start + 1, (size_t)T * sizeof *targets);
+        copy_tokens(data, base + start, (size_t)T, inputs + (size_t)b * T);
+        copy_tokens(data, base + start + 1, (size_t)T, targets + (size_t)b * T);
     }
     return VKA_SUCCESS;
 }
