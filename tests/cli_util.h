@@ -26,6 +26,7 @@ typedef struct cu_spec {
     const tf_dir *dir;
     const char *env[4];
     long fsize_limit; /* bytes; 0 = none */
+    const char *stdin_path; /* standard input (a file or a FIFO); NULL = /dev/null */
 } cu_spec;
 
 typedef struct cu_result {
@@ -60,7 +61,7 @@ static inline pid_t cu_start(const cu_spec *spec, const char *const *args) {
     if (pid == 0) {
         int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int fi = open("/dev/null", O_RDONLY);
+        int fi = open(spec->stdin_path ? spec->stdin_path : "/dev/null", O_RDONLY);
         if (fo < 0 || fe < 0 || fi < 0 || chdir(spec->dir->path) != 0) _exit(126);
         dup2(fi, 0);
         dup2(fo, 1);
