@@ -12,6 +12,7 @@
  * A file is a token file when it starts with the token file magic (token_file.h).
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* madvise */
 #include "model/fileio.h"
 #include "model/rng.h"
 #include "model/token_file.h"
@@ -28,6 +29,8 @@
 #define DATA_MAX_CONTROL_PERCENT 2
 /* Text is encoded in pieces of about this many bytes (cut at vkm_text_split_point). */
 #define DATA_PIECE_BYTES ((size_t)1 << 20)
+/* Encoded text is released from memory this many bytes at a time. */
+#define DATA_DROP_BYTES ((size_t)64 << 20)
 
 /* One source: its bytes (mapped, or in memory), then its tokens. */
 typedef struct shard {
@@ -57,6 +60,28 @@ struct vka_data {
 /* 64-bit FNV-1a continued over more bytes (vka_data_text_id's documented hash). */
 static uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t len) {
     for (size_t i = 0; i < len; i++) h = (h ^ p[i]) * 0x100000001B3ull;
+    return h;
+}
+
+/* Let pages of a mapped file below upto (rounded down to a page) leave memory once they have
+ * been read: the page cache keeps them, and what is read again faults back in. Touching a whole
+ * multi-GB file thus costs DATA_DROP_BYTES of resident memory, not its size. */
+static void release(const shard *s, size_t *dropped, size_t upto) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    upto = upto / page * page;
+    if (!s->map || upto < *dropped + DATA_DROP_BYTES) return;
+    madvise((unsigned char *)s->map + *dropped, upto - *dropped, MADV_DONTNEED);
+    *dropped = upto;
+}
+
+/* FNV-1a of a shard's bytes, continued from h, read a stretch at a time. */
+static uint64_t hash_shard(const shard *s, uint64_t h) {
+    size_t dropped = 0;
+    for (size_t p = 0; p < s->len; p += DATA_DROP_BYTES) {
+        size_t k = s->len - p < DATA_DROP_BYTES ? s->len - p : DATA_DROP_BYTES;
+        h = fnv1a(h, s->bytes + p, k);
+        release(s, &dropped, p + k);
+    }
     return h;
 }
 
@@ -155,7 +180,7 @@ static vka_result encode_text(vka_context *ctx, const vka_tokenizer *tok, shard 
     size_t elem = narrow ? sizeof(uint16_t) : sizeof(int32_t);
     unsigned char *store = malloc(s->len * elem); /* at most one token per byte */
     int32_t *piece = NULL;
-    size_t piece_cap = 0, n = 0;
+    size_t piece_cap = 0, n = 0, dropped = 0;
     if (!store)
         return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: %zu bytes of tokens: out of "
                              "memory", s->name, s->len * elem);
@@ -193,6 +218,7 @@ static vka_result encode_text(vka_context *ctx, const vka_tokenizer *tok, shard 
             for (size_t i = 0; i < got; i++) ((uint16_t *)(void *)store)[n + i] = (uint16_t)piece[i];
         n += got;
         p = q;
+        release(s, &dropped, p); /* the text and its tokens are not both held */
     }
     free(piece);
     if (r != VKA_SUCCESS) {
@@ -220,7 +246,13 @@ static void drop_bytes(shard *s) {
 }
 
 static vka_result check_token_ids(vka_context *ctx, const shard *s, int V) {
-    size_t bad = vkm_first_id_at_least(s->u16, s->n, V);
+    size_t bad = SIZE_MAX, dropped = 0, per = DATA_DROP_BYTES / sizeof(uint16_t);
+    for (size_t i = 0; i < s->n && bad == SIZE_MAX; i += per) {
+        size_t k = s->n - i < per ? s->n - i : per;
+        bad = vkm_first_id_at_least(s->u16 + i, k, V);
+        if (bad != SIZE_MAX) bad += i;
+        release(s, &dropped, VKM_TOKENS_HEADER_BYTES + 2 * (i + k));
+    }
     if (bad == SIZE_MAX) return VKA_SUCCESS;
     return vka_set_error(ctx, VKA_ERROR_VOCABULARY, "%s: token %zu (byte offset %zu) is id %u, "
                          "not below the tokenizer's %d tokens", s->name, bad,
@@ -236,7 +268,7 @@ static vka_result load_sources(vka_data *d, const vka_tokenizer *tok) {
     for (int i = 0; i < d->n_shards; i++) {
         shard *s = &d->shards[i];
         if (s->len == 0) return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s is empty", s->name);
-        hash = fnv1a(hash, s->bytes, s->len);
+        hash = hash_shard(s, hash);
         bytes += s->len;
         s->token_file = vkm_is_token_file(s->bytes, s->len);
         vka_result r;
