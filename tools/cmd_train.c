@@ -365,7 +365,7 @@ static int check_vocabulary(train_run *r) {
     int V_model = vka_gpt_get_config(r->gpt).V;
     int V_data = vka_tokenizer_vocab_size(vka_data_tokenizer(r->data));
     if (V_model == V_data) return CLI_OK;
-    fprintf(stderr, "vkattn train: %s was trained with a vocabulary of %d characters but %s has %d; "
+    fprintf(stderr, "vkattn train: %s was trained with a vocabulary of %d tokens but %s has %d; "
             "resume with the same --data\n", r->o->resume, V_model,
             r->o->data ? r->o->data : "the built-in corpus", V_data);
     hint_forgotten_data(r);
