@@ -364,6 +364,16 @@ vka_result vka_unpermute_forward(vka_context *ctx, vka_tensor *out, const vka_te
 vka_result vka_unpermute_backward(vka_context *ctx, vka_tensor *dinp, const vka_tensor *dout,
                                   int B, int T, int NH, int HS);
 
+/** KV cache write for incremental decoding (the op vka_gpt_session records per layer): with
+ * (p0, n) = pos[0], pos[1] (int32, read when the graph runs, so one graph serves every step),
+ * for t < min(T, n) and p = p0 + t in [0, max_T):
+ *   kcache[h, p, :] = qkv[t, C + h*HS : C + (h+1)*HS], vcache[h, p, :] = qkv[t, 2C + h*HS : ...]
+ * kcache, vcache (NH, max_T, HS); qkv (T, 3C), C = NH*HS; pos (2). Other cache rows keep their
+ * values; rows falling outside [0, max_T) are skipped. */
+vka_result vka_kv_write(vka_context *ctx, vka_tensor *kcache, vka_tensor *vcache,
+                        const vka_tensor *qkv, const vka_tensor *pos, int T, int NH, int HS,
+                        int max_T);
+
 /** Layer normalisation (Ba et al. 2016), eps 1e-5, over the last dimension:
  * out (N,C) = (inp - mean) * rstd * weight (C) + bias (C); saves mean (N) and rstd (N) =
  * 1/sqrt(var + eps), var = mean((x - mean)^2) computed in a second pass (never E[x^2]-E[x]^2). */
