@@ -235,15 +235,24 @@ static void test_greedy_cache_equals_recompute(void **state) {
     float got[V], want[V];
     double worst = 0, min_margin = INFINITY;
     size_t start = 0;
-    int refills = 0;
+    int refills = 0, checked = 0;
     for (int i = 0; i < NEW; i++) {
         size_t len = P + (size_t)i;
+        bool refilled = false;
         if (len - start > (size_t)cfg.max_T) {
             start = len - 1 - (size_t)cfg.max_T / 2;
             refills++;
+            refilled = true;
         }
         assert_int_equal(vka_gpt_session_length(ss), len - start);
-        assert_int_equal(vka_gpt_session_logits(ss, got, V), VKA_SUCCESS);
+        if (cached[i] != recomputed[i])
+            fail_msg("step %d: cache %d, recompute %d", i, cached[i], recomputed[i]);
+        seq[len] = cached[i];
+        /* Logits every 16th step and around the full-context points (each forward pass of a
+         * new length records a graph: every step would take long on lavapipe). */
+        bool check = i % 16 == 0 || refilled || len - start >= (size_t)cfg.max_T - 1;
+        if (check) assert_int_equal(vka_gpt_session_logits(ss, got, V), VKA_SUCCESS);
+        if (!check) goto next;
         forward_last(gpt, seq + start, (int)(len - start), want);
         double scale = 1.0;
         int best = 0, second = -1;
@@ -258,14 +267,16 @@ static void test_greedy_cache_equals_recompute(void **state) {
         min_margin = fmin(min_margin, margin);
         if (diff > 1e-4 * scale)
             fail_msg("step %d: logits differ by %.3g (max |logit| %.3g)", i, diff, scale);
-        if (cached[i] != recomputed[i] || cached[i] != best)
-            fail_msg("step %d: cache %d, recompute %d, forward argmax %d (top-2 margin %.3g)", i,
-                     cached[i], recomputed[i], best, margin);
-        seq[len] = cached[i];
+        if (cached[i] != best)
+            fail_msg("step %d: cache %d, forward argmax %d (top-2 margin %.3g)", i, cached[i],
+                     best, margin);
+        checked++;
+    next:
         assert_int_equal(vka_gpt_session_append(ss, &cached[i], 1), VKA_SUCCESS);
     }
-    print_message("300 greedy tokens identical; %d re-prefill(s); max relative logit diff %.3g; "
-                  "smallest top-2 margin %.3g\n", refills, worst, min_margin);
+    print_message("300 greedy tokens identical; %d re-prefill(s); %d steps' logits checked: max "
+                  "relative diff %.3g, smallest top-2 margin %.3g\n", refills, checked, worst,
+                  min_margin);
     assert_true(refills >= 1);
     vka_gpt_session_destroy(ss);
     vka_gpt_destroy(gpt);
