@@ -166,6 +166,9 @@ int bench_run_models(bench *b);
 /* Print the selected case ids of this mode (f may be NULL); returns how many there are. */
 int bench_list_kernels(bench *b, FILE *f);
 int bench_list_models(bench *b, FILE *f);
+/* bench_generate.c: per-token generation time with and without the KV cache. */
+int bench_run_generate(bench *b);
+int bench_list_generate(bench *b, FILE *f);
 
 /* bench_output.c */
 void bench_print_header(const bench *b, FILE *f);
