@@ -98,6 +98,7 @@ typedef struct bench_row {
     const bench_model *model;
     int B, T;
     size_t params;
+    int max_T;            /* the model's context when it is not T (generation rows); 0 = T */
     double ref_loss, ref_grad_norm; /* the reference's check run */
     bench_result r[BENCH_NB];
 } bench_row;

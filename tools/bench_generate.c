@@ -48,6 +48,7 @@ static void fill_row(bench_row *row, int i, bool kv) {
     row->B = 1;
     row->T = 1;
     row->params = bench_model_params(m, GEN_MAX_T);
+    row->max_T = GEN_MAX_T;
 }
 
 static bool in_mode(const bench *b, int i) { return !b->quick || gen_cases[i].quick; }
