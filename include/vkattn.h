@@ -364,6 +364,16 @@ vka_result vka_unpermute_forward(vka_context *ctx, vka_tensor *out, const vka_te
 vka_result vka_unpermute_backward(vka_context *ctx, vka_tensor *dinp, const vka_tensor *dout,
                                   int B, int T, int NH, int HS);
 
+/** KV cache write for incremental decoding (the op vka_gpt_session records per layer): with
+ * (p0, n) = pos[0], pos[1] (int32, read when the graph runs, so one graph serves every step),
+ * for t < min(T, n) and p = p0 + t in [0, max_T):
+ *   kcache[h, p, :] = qkv[t, C + h*HS : C + (h+1)*HS], vcache[h, p, :] = qkv[t, 2C + h*HS : ...]
+ * kcache, vcache (NH, max_T, HS); qkv (T, 3C), C = NH*HS; pos (2). Other cache rows keep their
+ * values; rows falling outside [0, max_T) are skipped. */
+vka_result vka_kv_write(vka_context *ctx, vka_tensor *kcache, vka_tensor *vcache,
+                        const vka_tensor *qkv, const vka_tensor *pos, int T, int NH, int HS,
+                        int max_T);
+
 /** Layer normalisation (Ba et al. 2016), eps 1e-5, over the last dimension:
  * out (N,C) = (inp - mean) * rstd * weight (C) + bias (C); saves mean (N) and rstd (N) =
  * 1/sqrt(var + eps), var = mean((x - mean)^2) computed in a second pass (never E[x^2]-E[x]^2). */
@@ -676,6 +686,11 @@ typedef struct vka_sample_desc {
     float temperature; /* softmax temperature; 0 = greedy (argmax) */
     int top_k;         /* sample from the k most likely tokens; 0 = all */
     uint64_t seed;     /* sampling RNG seed */
+    bool no_kv_cache;  /* vka_gpt_generate only: false (default) = prefill the prompt into a
+                          KV cache (vka_gpt_session) and compute one position per new token;
+                          true = recompute the whole context for every token (the reference
+                          path, for comparison). Both give the same tokens up to float
+                          rounding. */
 } vka_sample_desc;
 
 /** Called with each generated token; return false to stop early. */
@@ -683,13 +698,66 @@ typedef bool (*vka_token_fn)(void *user_data, int32_t token);
 
 /**
  * Autoregressive sampling: continue prompt (n_prompt >= 1 ids) by up to n_new tokens, each from
- * the model's distribution at the last position (the context is the last max_T tokens).
+ * the model's distribution at the last position. The context is every token so far while they
+ * fit in max_T; a token that would make it max_T + 1 long restarts it as the last max_T/2
+ * tokens plus that token (a full KV cache re-prefills its last half; see vka_gpt_session).
  * Generated ids go to out (capacity n_new, may be NULL) and to fn (may be NULL).
  * Errors: VKA_ERROR_INVALID_ARGUMENT (empty prompt, id out of range).
  */
 vka_result vka_gpt_generate(vka_gpt *gpt, const int32_t *prompt, size_t n_prompt, int n_new,
                             const vka_sample_desc *sample, int32_t *out, vka_token_fn fn,
                             void *user_data);
+
+/* ---------------------------------------------------------------------------------------------
+ * Incremental decoding: a KV cache an application drives token by token.
+ *
+ * A vka_gpt_session holds, per layer, the keys and values of every position appended so far
+ * (K and V, each (NH, max_T, HS) floats on the device: 2 * L * max_T * C * 4 bytes in all, plus
+ * activations for one prefill chunk). Appending n tokens runs the model on those n positions
+ * only (in chunks of prefill_chunk, or one position for a single token), each attending to the
+ * cache, and computes the logits of the last of them only. A session is a child of its model:
+ * destroy sessions before the model (vka_gpt_destroy of a model with live sessions logs an
+ * error and waits for the last of them, as vka_context_destroy does). A session may be used
+ * while the model is also used directly, but sees the model's parameters as they are when it
+ * runs: after a training step its cache is stale (vka_gpt_session_reset and append again).
+ *
+ * Context full: when the cache holds max_T positions and another token is appended, the session
+ * first re-prefills the last max_T/2 of its tokens (they become positions 0 .. max_T/2 - 1), then
+ * appends the token. vka_gpt_generate's recompute path uses the same context.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct vka_gpt_session vka_gpt_session;
+
+typedef struct vka_gpt_session_desc {
+    int max_T;         /* cache positions; 0 = the model's max_T (at most that) */
+    int prefill_chunk; /* positions per prefill pass; 0 = 64 (capped at max_T) */
+    uint64_t seed;     /* RNG of vka_gpt_session_sample when it is given no rng_state */
+} vka_gpt_session_desc;
+
+/** A new, empty session on gpt (desc NULL = defaults). Errors: VKA_ERROR_INVALID_ARGUMENT
+ * (max_T beyond the model's, negative prefill_chunk), VKA_ERROR_DEVICE_LIMIT (the cache or
+ * activations beyond the device: the message names the tensor and limit),
+ * VKA_ERROR_OUT_OF_DEVICE_MEMORY. */
+vka_result vka_gpt_session_create(vka_gpt *gpt, const vka_gpt_session_desc *desc,
+                                  vka_gpt_session **out);
+/** NULL is a no-op. */
+void vka_gpt_session_destroy(vka_gpt_session *sess);
+/** Append n token ids (the prompt, or one generated token; n = 0 does nothing). Appending in
+ * pieces gives the same logits as appending at once, up to float rounding. Errors:
+ * VKA_ERROR_INVALID_ARGUMENT (NULL tokens, an id outside [0, V): the message names it; nothing
+ * is appended), or a device failure (the session is then empty, as after reset). */
+vka_result vka_gpt_session_append(vka_gpt_session *sess, const int32_t *tokens, size_t n);
+/** The next-token logits (V floats, padding columns dropped) after the last appended token.
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (V not the model's V, or nothing appended yet). */
+vka_result vka_gpt_session_logits(vka_gpt_session *sess, float *out, size_t V);
+/** Draw the next token from the logits as vka_gpt_generate does (sample NULL = greedy), with
+ * *rng_state (advanced), or the session's own RNG (desc.seed) when rng_state is NULL. The token
+ * is not appended. Errors: as vka_gpt_session_logits, and a bad temperature or top_k. */
+vka_result vka_gpt_session_sample(vka_gpt_session *sess, const vka_sample_desc *sample,
+                                  uint64_t *rng_state, int32_t *token);
+/** Empty the cache (the next append starts at position 0). */
+void vka_gpt_session_reset(vka_gpt_session *sess);
+/** Positions in the cache (<= max_T). */
+size_t vka_gpt_session_length(const vka_gpt_session *sess);
 
 /* ---------------------------------------------------------------------------------------------
  * Training state: everything --resume needs to continue exactly.

@@ -376,6 +376,25 @@ vka_result vka_unpermute_backward(vka_context *ctx, vka_tensor *dinp, const vka_
     RUN(c, BE(c)->ops->unpermute_backward(BE(c), dinp->t, dout->t, B, T, NH, HS));
 }
 
+/* --- kv_write --------------------------------------------------------------------------------- */
+
+vka_result vka_kv_write(vka_context *ctx, vka_tensor *kcache, vka_tensor *vcache,
+                        const vka_tensor *qkv, const vka_tensor *pos, int T, int NH, int HS,
+                        int max_T) {
+    chk c = chk_start(ctx, "vka_kv_write");
+    chk_positive(&c, "T", T);
+    chk_positive(&c, "NH", NH);
+    chk_positive(&c, "HS", HS);
+    chk_positive(&c, "max_T", max_T);
+    need_t cache = NEED("NH*max_T*HS", NH, max_T, HS);
+    chk_holds(&c, kcache, "kcache", cache);
+    chk_holds(&c, vcache, "vcache", cache);
+    chk_holds(&c, qkv, "qkv", NEED("T*3*NH*HS", T, 3, NH, HS));
+    chk_holds(&c, pos, "pos", need_n("2", 2));
+    if (!chk_ok(&c)) return c.r;
+    RUN(c, BE(c)->ops->kv_write(BE(c), kcache->t, vcache->t, qkv->t, pos->t, T, NH, HS, max_T));
+}
+
 /* --- layernorm -------------------------------------------------------------------------------- */
 
 vka_result vka_layernorm_forward(vka_context *ctx, vka_tensor *out, vka_tensor *mean,

@@ -445,6 +445,19 @@ static void ck_peak_fma(vkb_backend *be, vkb_tensor out, size_t n, uint32_t iter
     be->impl->peak_fma(be, out, n, iters);
 }
 
+static void ck_kv_write(vkb_backend *be, vkb_tensor kcache, vkb_tensor vcache, vkb_tensor qkv,
+                        vkb_tensor pos, int T, int NH, int HS, int max_T) {
+    const char *op = "kv_write";
+    if (!ok(be) || !positive(be, op, "T", T) || !positive(be, op, "NH", NH) ||
+        !positive(be, op, "HS", HS) || !positive(be, op, "max_T", max_T))
+        return;
+    size_t cache = (size_t)NH * max_T * HS;
+    if (!vkb_need(be, op, "kcache", kcache, cache) || !vkb_need(be, op, "vcache", vcache, cache) ||
+        !vkb_need(be, op, "qkv", qkv, (size_t)T * 3 * NH * HS) || !vkb_need(be, op, "pos", pos, 2))
+        return;
+    be->impl->kv_write(be, kcache, vcache, qkv, pos, T, NH, HS, max_T);
+}
+
 const vkb_ops vkb_checked_ops = {
     .destroy = ck_destroy,
     .arena_create = ck_arena_create,
@@ -481,4 +494,5 @@ const vkb_ops vkb_checked_ops = {
     .grad_norm = ck_grad_norm,
     .adamw = ck_adamw,
     .peak_fma = ck_peak_fma,
+    .kv_write = ck_kv_write,
 };

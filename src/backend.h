@@ -240,6 +240,12 @@ typedef struct vkb_ops {
     /* Arithmetic ceiling: out[i] (n) = the sum of 32 independent multiply-add chains of `iters`
      * steps each started from i (shaders/peak_fma.comp): n * iters * 64 FLOPs. */
     void (*peak_fma)(vkb_backend *be, vkb_tensor out, size_t n, uint32_t iters);
+    /* KV cache write for incremental decoding: with (p0, n) = pos[0], pos[1] (int32, written
+     * by the host before a run), for t < min(T, n) and p = p0 + t in [0, max_T):
+     * kcache[h, p, :] and vcache[h, p, :] (NH, max_T, HS) = the k and v parts of qkv[t]
+     * (T, 3C), C = NH*HS; other rows untouched. */
+    void (*kv_write)(vkb_backend *be, vkb_tensor kcache, vkb_tensor vcache, vkb_tensor qkv,
+                     vkb_tensor pos, int T, int NH, int HS, int max_T);
 } vkb_ops;
 
 struct vkb_backend {

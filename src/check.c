@@ -295,6 +295,30 @@ static void case_residual(ck_state *st, int N) {
     ck_run(st, &c);
 }
 
+static vka_result rec_kv_write(vka_context *ctx, vka_tensor **t, const ck_case *c) {
+    /* t: kcache vcache qkv pos */
+    return vka_kv_write(ctx, t[0], t[1], t[2], t[3], c->d[0], c->d[1], c->d[2], c->d[3]);
+}
+
+/* T rows of qkv, the first n of them stored from position p0 into caches of max_T rows; the
+ * caches start random, so rows the op must leave alone are compared too. */
+static void case_kv_write(ck_state *st, int T, int NH, int HS, int max_T, int p0, int n) {
+    ck_case c = {.op = "kv_write", .record = rec_kv_write, .tol = 0.0, .d = {T, NH, HS, max_T}};
+    snprintf(c.shape, sizeof c.shape, "T=%d NH=%d HS=%d max_T=%d pos=%d n=%d", T, NH, HS, max_T,
+             p0, n);
+    size_t cache = (size_t)NH * max_T * HS;
+    ck_acc(st, &c, cache);
+    ck_acc(st, &c, cache);
+    ck_in(st, &c, (size_t)T * 3 * NH * HS, 1.0f);
+    float *pos = malloc(2 * sizeof *pos);
+    if (pos) {
+        int32_t p[2] = {p0, n};
+        memcpy(pos, p, sizeof p);
+    }
+    ck_add(&c, 2, pos, false);
+    ck_run(st, &c);
+}
+
 static vka_result rec_permute(vka_context *ctx, vka_tensor **t, const ck_case *c) {
     /* t: q k v qkv dqkv out(B,T,C) dq */
     int B = c->d[0], T = c->d[1], NH = c->d[2], HS = c->d[3];
@@ -520,6 +544,8 @@ vka_result vka_check(vka_context *ctx, uint64_t seed, vka_check_fn fn, void *use
     case_gelu(&st, 1001);
     case_residual(&st, 70001);
     case_permute(&st, 3, 7, 5, 3);
+    case_kv_write(&st, 7, 3, 5, 19, 11, 5);
+    case_kv_write(&st, 1, 4, 33, 64, 63, 1);
     case_encoder(&st, 3, 9, 17, 11);
     case_crossentropy(&st, 13, 65, 128);
     case_crossentropy(&st, 3, 5000, 5120);

@@ -83,7 +83,8 @@ void vka_context_destroy(vka_context *ctx) {
         return;
     }
     static const char *const names[VKA_CHILD_KINDS] = {"vka_tensor", "vka_graph", "vka_gpt",
-                                                       "vka_data", "vka_tokenizer"};
+                                                       "vka_data", "vka_tokenizer",
+                                                       "vka_gpt_session"};
     char alive[256] = "";
     size_t len = 0;
     for (int k = 0; k < VKA_CHILD_KINDS; k++)

@@ -19,6 +19,7 @@ typedef enum vka_child_kind {
     VKA_CHILD_GPT,
     VKA_CHILD_DATA,
     VKA_CHILD_TOKENIZER,
+    VKA_CHILD_SESSION, /* vka_gpt_session (also counted by its model) */
     VKA_CHILD_KINDS
 } vka_child_kind;
 

@@ -582,6 +582,26 @@ static void test_cli_generate_greedy_is_deterministic_on_vulkan(void **state) {
     cu_free(&b);
 }
 
+/* --no-kv-cache (recompute per token) prints what the KV cache does, greedy, on both backends,
+ * for more characters than the model's context (the cache refills its last half). */
+static void test_cli_generate_kv_cache_matches_recompute(void **state) {
+    (void)state;
+    const char *backends[2] = {"cpu", "vulkan"};
+    for (int i = 0; i < 2; i++) {
+        if (i == 1 && !vulkan_can_train()) return;
+        cu_result a = generate(backends[i], "The cat", "150", "0");
+        cu_expect(&a, 0, NULL, "generate");
+        cu_result b = cu_run(&fixture, "generate", "--backend", backends[i], "--model",
+                             "model.bin", "--prompt", "The cat", "--tokens", "150",
+                             "--temperature", "0", "--no-kv-cache");
+        cu_expect(&b, 0, NULL, "generate --no-kv-cache");
+        assert_int_equal(a.out_len, strlen("The cat") + 150);
+        assert_string_equal(a.out, b.out);
+        cu_free(&a);
+        cu_free(&b);
+    }
+}
+
 static cu_result eval_json(const char *backend) {
     return cu_run(&fixture, "eval", "--backend", backend, "--model", "model.bin", "--data",
                   "eval.txt", "--json");
@@ -987,6 +1007,7 @@ int main(void) {
         cmocka_unit_test(test_cli_resume_without_data_hints),
         cmocka_unit_test(test_cli_generate_prints_prompt_and_tokens),
         cmocka_unit_test(test_cli_generate_greedy_is_deterministic_on_vulkan),
+        cmocka_unit_test(test_cli_generate_kv_cache_matches_recompute),
         cmocka_unit_test(test_cli_eval_json_agrees_across_backends),
         cmocka_unit_test(test_cli_eval_huge_perplexity),
         cmocka_unit_test(test_cli_eval_messages),

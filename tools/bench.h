@@ -98,6 +98,7 @@ typedef struct bench_row {
     const bench_model *model;
     int B, T;
     size_t params;
+    int max_T;            /* the model's context when it is not T (generation rows); 0 = T */
     double ref_loss, ref_grad_norm; /* the reference's check run */
     bench_result r[BENCH_NB];
 } bench_row;
@@ -166,6 +167,9 @@ int bench_run_models(bench *b);
 /* Print the selected case ids of this mode (f may be NULL); returns how many there are. */
 int bench_list_kernels(bench *b, FILE *f);
 int bench_list_models(bench *b, FILE *f);
+/* bench_generate.c: per-token generation time with and without the KV cache. */
+int bench_run_generate(bench *b);
+int bench_list_generate(bench *b, FILE *f);
 
 /* bench_output.c */
 void bench_print_header(const bench *b, FILE *f);

@@ -303,7 +303,7 @@ static void json_case(const bench *b, const bench_row *row, FILE *f) {
         fprintf(f, ",\"model\":{\"name\":");
         cli_json_string(f, m->name);
         fprintf(f, ",\"L\":%d,\"NH\":%d,\"C\":%d,\"V\":%d,\"Vp\":%d,\"max_T\":%d,\"params\":%zu}",
-                m->L, m->NH, m->C, m->V, bench_padded_vocab(m), row->T, row->params);
+                m->L, m->NH, m->C, m->V, bench_padded_vocab(m), row->max_T ? row->max_T : row->T, row->params);
         fprintf(f, ",\"B\":%d,\"T\":%d,\"tokens\":%d", row->B, row->T, row->B * row->T);
     }
     fprintf(f, ",\"results\":{");

@@ -242,6 +242,7 @@ static int run(bench *b) {
     if (!b->o->json) bench_print_header(b, stdout);
     int rc = bench_run_kernels(b);
     if (rc == CLI_OK) rc = bench_run_models(b);
+    if (rc == CLI_OK) rc = bench_run_generate(b);
     progress_clear(b);
     if (rc != CLI_OK) return rc;
     final_ceilings(b);
@@ -319,12 +320,15 @@ int cmd_bench(int argc, char **argv) {
     rc = open_backends(&b, &o);
     if (rc == CLI_OK) {
         set_mode(&b, &o);
-        if (bench_list_kernels(&b, NULL) + bench_list_models(&b, NULL) == 0) {
+        if (bench_list_kernels(&b, NULL) + bench_list_models(&b, NULL) +
+                bench_list_generate(&b, NULL) ==
+            0) {
             rc = cli_usage_error("bench", "--filter '%s' matches none of the %s cases (--list "
                                  "prints them)", o.filter, b.quick ? "--quick" : "--full");
         } else if (o.list) {
             bench_list_kernels(&b, stdout);
             bench_list_models(&b, stdout);
+            bench_list_generate(&b, stdout);
         } else {
             rc = run(&b);
         }

@@ -18,7 +18,11 @@ static const cli_command generate_cmd = {
              "--temperature 0 is greedy (always the most likely token): the same output every run.\n"
              "Otherwise tokens are drawn from softmax(logits / temperature) over the --top-k most\n"
              "likely (0 = all), with a generator seeded by --seed. The output is exactly the prompt\n"
-             "and the generated characters (plus a final newline on a terminal).",
+             "and the generated characters (plus a final newline on a terminal).\n"
+             "The prompt is processed once into a KV cache, then each new token costs one position;\n"
+             "when the context (the model's max_T) is full, the cache is refilled with its last\n"
+             "max_T/2 tokens. --no-kv-cache recomputes the whole context for every token instead\n"
+             "(same context rule; same greedy output, slower).",
 };
 
 typedef struct stream {
@@ -64,6 +68,7 @@ typedef struct generate_opts {
     int tokens, top_k;
     float temperature;
     uint64_t seed;
+    bool no_kv_cache;
     cli_backend_opts b;
 } generate_opts;
 
@@ -87,7 +92,8 @@ static int generate(vka_context *ctx, const generate_opts *o) {
         if (eot) fwrite(eot, 1, len, stdout);
     }
     fflush(stdout);
-    vka_sample_desc sample = {.temperature = o->temperature, .top_k = o->top_k, .seed = o->seed};
+    vka_sample_desc sample = {.temperature = o->temperature, .top_k = o->top_k, .seed = o->seed,
+                              .no_kv_cache = o->no_kv_cache};
     stream s = {.tok = tok};
     r = vka_gpt_generate(gpt, prompt, n_prompt, o->tokens, &sample, NULL, print_token, &s);
     if (r != VKA_SUCCESS) rc = cli_fail("generate", ctx, r, "generating");
@@ -116,6 +122,8 @@ int cmd_generate(int argc, char **argv) {
                 1 << 24),
         CLI_U64("seed", &o.seed, "S", "sampling seed (default: 1337)"),
         CLI_STRING("tokenizer", &o.tokenizer, "FILE", "tokenizer file (default: beside MODEL)"),
+        CLI_FLAG("no-kv-cache", &o.no_kv_cache,
+                 "recompute the whole context for every token (no KV cache)"),
         CLI_BACKEND_OPTS(&o.b),
     };
     int n_opts = (int)(sizeof opts / sizeof opts[0]);

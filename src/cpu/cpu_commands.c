@@ -396,6 +396,26 @@ static void op_peak_fma(vkb_backend *be, vkb_tensor out, size_t n, uint32_t iter
     vkc_record((cpu_backend *)be, "peak_fma", run_peak_fma, &a, sizeof a, 0);
 }
 
+/* --- kv_write ------------------------------------------------------------------------------- */
+
+typedef struct {
+    float *kcache, *vcache;
+    const float *qkv;
+    const int32_t *pos;
+    int T, NH, HS, max_T;
+} kv_write_args;
+
+static vka_result run_kv_write(cpu_backend *cb, const void *p) {
+    const kv_write_args *a = p;
+    vkc_kv_write(a->kcache, a->vcache, a->qkv, a->pos, a->T, a->NH, a->HS, a->max_T, cb->nt);
+    return VKA_SUCCESS;
+}
+static void op_kv_write(vkb_backend *be, vkb_tensor kcache, vkb_tensor vcache, vkb_tensor qkv,
+                        vkb_tensor pos, int T, int NH, int HS, int max_T) {
+    kv_write_args a = {cpu_ptr(kcache), cpu_ptr(vcache), cpu_ptr(qkv), ids(pos), T, NH, HS, max_T};
+    vkc_record((cpu_backend *)be, "kv_write", run_kv_write, &a, sizeof a, 0);
+}
+
 void vkc_fill_op_table(vkb_ops *ops) {
     ops->fill = op_fill;
     ops->copy = op_copy;
@@ -421,4 +441,5 @@ void vkc_fill_op_table(vkb_ops *ops) {
     ops->grad_norm = op_grad_norm;
     ops->adamw = op_adamw;
     ops->peak_fma = op_peak_fma;
+    ops->kv_write = op_kv_write;
 }

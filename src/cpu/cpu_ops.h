@@ -86,6 +86,12 @@ void vkc_layernorm_backward(float *dinp, float *dweight, float *dbias, const flo
 
 /* --- permute.c ------------------------------------------------------------------------------ */
 /* inp (B,T,3C) -> q, k, v (B,NH,T,HS), C = NH*HS */
+/* --- kv.c ---------------------------------------------------------------------------------- */
+/* kcache, vcache (NH, max_T, HS): rows pos[0] + t, t < min(T, pos[1]), inside [0, max_T) get the
+ * k and v parts of qkv (T, 3C), C = NH*HS; pos (2) int32. */
+void vkc_kv_write(float *kcache, float *vcache, const float *qkv, const int32_t *pos, int T,
+                  int NH, int HS, int max_T, int nt);
+
 void vkc_permute_forward(float *q, float *k, float *v, const float *inp, int B, int T, int NH,
                          int HS, int nt);
 /* dinp (B,T,3C) += dq, dk, dv (B,NH,T,HS) */

@@ -338,8 +338,28 @@ vka_result vka_gpt_get_grads(vka_gpt *gpt, float *out, size_t n) {
     return vkm_gpt_read_set(gpt, gpt->grads, out);
 }
 
+static void gpt_free(vka_gpt *gpt);
+
+/* A model with live sessions stays until the last of them is destroyed (as a context with
+ * children does: see vkattn.h "Lifetimes"). */
 void vka_gpt_destroy(vka_gpt *gpt) {
-    if (!gpt) return;
+    if (!gpt || gpt->destroy_pending) return;
+    if (gpt->n_sessions > 0) {
+        vka_log(gpt->ctx, VKA_LOG_ERROR,
+                "vka_gpt_destroy: the model still has %d vka_gpt_session(s); destroy them "
+                "first. The model is destroyed when the last of them is", gpt->n_sessions);
+        gpt->destroy_pending = true;
+        return;
+    }
+    gpt_free(gpt);
+}
+
+void vkm_gpt_session_released(vka_gpt *gpt) {
+    gpt->n_sessions--;
+    if (gpt->destroy_pending && gpt->n_sessions == 0) gpt_free(gpt);
+}
+
+static void gpt_free(vka_gpt *gpt) {
     if (gpt->be) {
         vkm_gpt_free_run_arenas(gpt);
         uint64_t set_bytes = (uint64_t)gpt->num_params * 4;

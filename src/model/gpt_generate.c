@@ -1,12 +1,17 @@
 /*
- * Autoregressive generation. One fixed-shape graph (B = 1, T = Tg) is replayed per token, so
- * nothing is recorded or allocated per token: the context (the last Tg tokens) is written
- * right-padded into the input row, and because attention is causal the padding never affects
- * the real positions. The graph copies the logits (Tg, Vp) into the host arena; the host reads
- * the row of the last real position and samples from it.
+ * Autoregressive generation. By default through a vka_gpt_session (gpt_session.c): the prompt
+ * is prefilled once into a KV cache, then each new token costs one position.
  *
- * Tg = min(max_T, n_prompt + n_new - 1), the longest context this call can need, so a short
- * generation does not pay for a full max_T forward per token.
+ * The recompute path (vka_sample_desc.no_kv_cache, kept as the reference) replays one
+ * fixed-shape graph (B = 1, T = Tg) per token, so nothing is recorded or allocated per token:
+ * the context is written right-padded into the input row, and because attention is causal the
+ * padding never affects the real positions. The graph copies the logits (Tg, Vp) into the host
+ * arena; the host reads the row of the last real position and samples from it.
+ * Tg = min(max_T, n_prompt + n_new - 1), the longest context this call can need.
+ *
+ * Both paths use the same context: tokens since the last restart; when a token would make it
+ * longer than max_T, it restarts as the last max_T/2 tokens before that token, plus the token
+ * (the session's re-prefill of the last half of a full cache).
  */
 #include "model/gpt_internal.h"
 #include "model/rng.h"
@@ -36,8 +41,9 @@ static int32_t argmax(const float *logits, int V) {
 
 /* Draw from softmax(logits / temperature) over the top_k most likely tokens (all if top_k is
  * 0 or >= V). cand: scratch of V entries. Probabilities in double. */
-static int32_t sample_token(const float *logits, int V, const vka_sample_desc *s, uint64_t *rng,
-                            scored *cand) {
+int32_t vkm_sample_token(const float *logits, int V, const vka_sample_desc *s, uint64_t *rng,
+                         void *scratch) {
+    scored *cand = scratch;
     if (s->temperature == 0.0f) return argmax(logits, V);
     for (int i = 0; i < V; i++) cand[i] = (scored){logits[i], i};
     int k = V;
@@ -76,6 +82,30 @@ static vka_result check_generate(vka_gpt *gpt, const int32_t *prompt, size_t n_p
     return vkm_gpt_check_ids(gpt, fn, "prompt", prompt, n_prompt, 0);
 }
 
+/* Start of the context after the sequence grew to len tokens (see the top of this file). */
+static size_t window_start(size_t start, size_t len, int max_T) {
+    return len - start > (size_t)max_T ? len - 1 - (size_t)(max_T / 2) : start;
+}
+
+static vka_result generate_cached(vka_gpt *gpt, const int32_t *prompt, size_t n_prompt,
+                                  int n_new, const vka_sample_desc *s, int32_t *out,
+                                  vka_token_fn fn, void *user_data) {
+    vka_gpt_session *ss = NULL;
+    vka_result r = vka_gpt_session_create(gpt, NULL, &ss);
+    if (r == VKA_SUCCESS) r = vka_gpt_session_append(ss, prompt, n_prompt);
+    uint64_t rng = s->seed;
+    for (int i = 0; r == VKA_SUCCESS && i < n_new; i++) {
+        int32_t tok;
+        r = vka_gpt_session_sample(ss, s, &rng, &tok);
+        if (r != VKA_SUCCESS) break;
+        if (out) out[i] = tok;
+        if (fn && !fn(user_data, tok)) break;
+        if (i + 1 < n_new) r = vka_gpt_session_append(ss, &tok, 1);
+    }
+    vka_gpt_session_destroy(ss);
+    return r;
+}
+
 vka_result vka_gpt_generate(vka_gpt *gpt, const int32_t *prompt, size_t n_prompt, int n_new,
                             const vka_sample_desc *sample, int32_t *out, vka_token_fn fn,
                             void *user_data) {
@@ -83,6 +113,7 @@ vka_result vka_gpt_generate(vka_gpt *gpt, const int32_t *prompt, size_t n_prompt
     vka_sample_desc s = sample ? *sample : (vka_sample_desc){0}; /* NULL: greedy */
     vka_result r = check_generate(gpt, prompt, n_prompt, n_new, &s);
     if (r != VKA_SUCCESS || n_new == 0) return r;
+    if (!s.no_kv_cache) return generate_cached(gpt, prompt, n_prompt, n_new, &s, out, fn, user_data);
     int V = gpt->cfg.V, Vp = gpt->cfg.Vp;
     size_t total = n_prompt + (size_t)n_new;
     int Tg = (int)VKA_MIN((size_t)gpt->cfg.max_T, total - 1);
@@ -99,16 +130,19 @@ vka_result vka_gpt_generate(vka_gpt *gpt, const int32_t *prompt, size_t n_prompt
     gpt_shape shape = {.B = 1, .T = Tg, .host_logits = true};
     r = vkm_gpt_reserve(gpt, &shape);
     uint64_t rng = s.seed;
+    size_t start = 0;
+    for (size_t len = 1; len <= n_prompt; len++) start = window_start(start, len, gpt->cfg.max_T);
     for (size_t len = n_prompt; r == VKA_SUCCESS && len < total; len++) {
-        size_t n_ctx = VKA_MIN(len, (size_t)Tg);
-        memcpy(row, seq + len - n_ctx, n_ctx * sizeof *row);
+        if (len > n_prompt) start = window_start(start, len, gpt->cfg.max_T);
+        size_t n_ctx = len - start;
+        memcpy(row, seq + start, n_ctx * sizeof *row);
         r = gpt->be->ops->write(gpt->be, gpt->host.inputs, 0, row, (size_t)Tg);
         if (r == VKA_SUCCESS) r = vkm_gpt_run(gpt, G_SAMPLE, 1, Tg, 0, 0);
         if (r == VKA_SUCCESS)
             r = gpt->be->ops->read(gpt->be, gpt->host.logits, (n_ctx - 1) * (size_t)Vp, logits,
                                    (size_t)V);
         if (r != VKA_SUCCESS) break;
-        int32_t tok = sample_token(logits, V, &s, &rng, cand);
+        int32_t tok = vkm_sample_token(logits, V, &s, &rng, cand);
         seq[len] = tok;
         if (out) out[len - n_prompt] = tok;
         if (fn && !fn(user_data, tok)) break;

@@ -146,6 +146,8 @@ struct vka_gpt {
     gpt_graph graphs[GPT_MAX_GRAPHS];
     int n_graphs, next_evict;
     vkb_graph *last_run;        /* graph of the last successful run (vka_gpt_times) */
+    int n_sessions;             /* live vka_gpt_session children (gpt_session.c) */
+    bool destroy_pending;       /* vka_gpt_destroy was called with sessions alive */
 };
 
 /* Index of the tensor of kind for layer l (l ignored for wte, wpe, lnfw, lnfb). */
@@ -220,5 +222,13 @@ void vkm_gpt_record_backward(vka_gpt *gpt, int B, int T);
 void vkm_gpt_record_update(vka_gpt *gpt, float grad_clip, float weight_decay);
 /* Forward of one sequence of T tokens, its logits (T, Vp) copied to host.logits. */
 void vkm_gpt_record_sample(vka_gpt *gpt, int T);
+
+/* A session of gpt was destroyed: count it down, and free a model whose destroy waited for it. */
+void vkm_gpt_session_released(vka_gpt *gpt);
+/* Next token from logits (V): argmax when s->temperature is 0, else drawn from
+ * softmax(logits / temperature) over the top_k most likely (all if 0) with *rng (advanced).
+ * cand: scratch of 2*V floats' worth (V entries of (float, int32)). (gpt_generate.c) */
+int32_t vkm_sample_token(const float *logits, int V, const vka_sample_desc *s, uint64_t *rng,
+                         void *cand);
 
 #endif

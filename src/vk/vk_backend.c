@@ -60,6 +60,7 @@ static const vkb_ops vkv_ops = {
     .grad_norm = vkv_grad_norm,
     .adamw = vkv_adamw,
     .peak_fma = vkv_peak_fma,
+    .kv_write = vkv_kv_write,
 };
 
 vka_result vkb_vulkan_create(vka_context *ctx, vkb_backend **out) {

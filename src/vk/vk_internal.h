@@ -158,6 +158,8 @@ void vkv_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials, const v
                    int count, float max_norm);
 void vkv_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m, vkb_tensor v,
                vkb_tensor hyper, vkb_tensor gscale, size_t N, float weight_decay);
+void vkv_kv_write(vkb_backend *be, vkb_tensor kcache, vkb_tensor vcache, vkb_tensor qkv,
+                  vkb_tensor pos, int T, int NH, int HS, int max_T);
 void vkv_peak_fma(vkb_backend *be, vkb_tensor out, size_t n, uint32_t iters);
 
 #endif
