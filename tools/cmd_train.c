@@ -12,10 +12,15 @@ static const cli_command train_cmd = {
     .name = "train",
     .usage = "[options]",
     .about =
-        "Train a character-level GPT-2 on a text file (default: the built-in corpus) and save\n"
-        "the model, its tokenizer and the training state. The last 10% of the text is the\n"
-        "validation split.",
+        "Train a GPT-2 on a text file (default: the built-in corpus) and save the model, its\n"
+        "tokenizer and the training state. The last 10% of the text's tokens are the validation\n"
+        "split.",
     .notes =
+        "Vocabulary: character level (the text's distinct bytes) unless --vocab-size N learns a\n"
+        "byte-level BPE vocabulary of N tokens from the text (ids 0..255 the bytes, then the\n"
+        "merges in the order learned, last <|endoftext|>; time on stderr), or --tokenizer FILE\n"
+        "uses an llm.c tokenizer file (character level or BPE, e.g. GPT-2's gpt2_tokenizer.bin).\n"
+        "\n"
         "Optimizer: AdamW, betas (--beta1, --beta2), eps 1e-8, decoupled weight decay on the 2-D\n"
         "weights only (wte, wpe, qkvw, attprojw, fcw, fcprojw); before each update the gradients\n"
         "are scaled so their global L2 norm is at most --grad-clip (0 = no clipping).\n"
@@ -123,6 +128,12 @@ static int check_resume_options(cli_opt *opts, int n, const train_run *r) {
 static int check_options(train_opts *o) {
     int rc = cli_check_backend_opts("train", &o->b, CLI_USES_CHOSEN(&o->b));
     if (rc != CLI_OK) return rc;
+    if (o->vocab_size && o->tokenizer)
+        return cli_usage_error("train", "give --vocab-size (learn a vocabulary) or --tokenizer "
+                               "(use one), not both");
+    if (o->resume && (o->vocab_size || o->tokenizer))
+        return cli_usage_error("train", "--%s: a resumed run uses the tokenizer saved with its "
+                               "state", o->vocab_size ? "vocab-size" : "tokenizer");
     if (o->resume) return CLI_OK; /* the settings come from the state file */
     if (o->embd % o->heads != 0)
         return cli_usage_error("train", "--heads %d does not divide --embd %d (head size = embd / "
@@ -198,17 +209,15 @@ static int check_same_text(train_run *r, const vka_data *data) {
 static int load_data(train_run *r) {
     const char *name = r->o->data ? r->o->data : "the built-in corpus";
     vka_result res;
-    if (r->o->resume) {
-        int rc = load_resumed_tokenizer(r);
-        if (rc != CLI_OK) return rc;
-    }
+    int rc = r->o->resume ? load_resumed_tokenizer(r) : train_vocabulary(r);
+    if (rc != CLI_OK) return rc;
     res = vka_data_load(r->ctx, r->o->data, r->tok, &r->data);
     if (res != VKA_SUCCESS) {
         /* Another text is the likely cause of a byte outside the vocabulary: say that. */
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", vka_last_error(r->ctx));
         if (res == VKA_ERROR_VOCABULARY) {
-            int rc = check_same_text(r, NULL);
+            rc = check_same_text(r, NULL);
             if (rc != CLI_OK) return rc;
         }
         fprintf(stderr, "vkattn train: data: %s\n", msg);
@@ -325,6 +334,9 @@ int cmd_train(int argc, char **argv) {
         CLI_STRING("data", &o.data, "FILE", "text to train on (default: the built-in corpus)"),
         CLI_STRING("out", &o.out, "MODEL", "model file to write (default: model.bin)"),
         CLI_STRING("resume", &o.resume, "STATE", "continue the run saved in STATE exactly"),
+        CLI_INT("vocab-size", &o.vocab_size, "N", "learn a byte-level BPE vocabulary of N tokens "
+                "from the text (default: character level)", 257, VKA_TOKENIZER_MAX_VOCAB),
+        CLI_STRING("tokenizer", &o.tokenizer, "FILE", "use this tokenizer file (llm.c format)"),
         CLI_BACKEND_OPTS(&o.b),
         /* The library's limits (VKA_GPT_MAX_*), so that a size past them is a usage error. */
         CLI_INT("layers", &o.layers, "L", "transformer blocks (default: 4)", 1, VKA_GPT_MAX_L),

@@ -99,7 +99,8 @@ vka_result vka_data_load(vka_context *ctx, const char *path, const vka_tokenizer
         r = vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: %zu tokens: out of memory", name, len);
         goto fail;
     }
-    r = vka_tokenizer_encode(tok, text, len, data->tokens, NULL);
+    size_t n_tokens = 0; /* len for a character vocabulary, fewer with BPE */
+    r = vka_tokenizer_encode(tok, text, len, data->tokens, &n_tokens);
     if (r != VKA_SUCCESS) {
         /* Prefix the tokenizer's message ("byte 'Z' at offset 12 ...") with the file. */
         char msg[VKA_ERROR_MAX];
@@ -107,9 +108,9 @@ vka_result vka_data_load(vka_context *ctx, const char *path, const vka_tokenizer
         vka_set_error(ctx, r, "%s: %s", name, msg);
         goto fail;
     }
-    /* nanoGPT's n = int(0.9 * len(data)). */
-    data->n_train = (size_t)((uint64_t)len * 9 / 10);
-    data->n_val = len - data->n_train;
+    /* nanoGPT's n = int(0.9 * len(data)), of tokens. */
+    data->n_train = (size_t)((uint64_t)n_tokens * 9 / 10);
+    data->n_val = n_tokens - data->n_train;
     data->text_bytes = len;
     data->text_hash = fnv1a(text, len);
     free(text);
