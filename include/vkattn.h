@@ -472,8 +472,10 @@ vka_result vka_tokenizer_create_from_text(vka_context *ctx, const char *text, si
  * A pair whose bytes are already a token is merged into that token without a new id; pairs
  * longer than VKA_TOKENIZER_MAX_TOKEN_BYTES are never merged. Learning stops early when no
  * pair occurs twice: the vocabulary is then smaller than vocab_size (check
- * vka_tokenizer_vocab_size). Because a token's id is its merge rank, vka_tokenizer_encode
- * with the result segments text the way training did (as GPT-2's ids are its merge order).
+ * vka_tokenizer_vocab_size). A token's id is its merge rank (as GPT-2's ids are its merge
+ * order), so vka_tokenizer_encode with the result applies the merges in the order learned; it
+ * merges by the bytes of a pair, so where one token can be made from two different pairs it
+ * may use either (tiktoken does the same).
  * Deterministic: the same text and vocab_size give the same vocabulary.
  * Errors: VKA_ERROR_INVALID_ARGUMENT (empty text; vocab_size below 257 or above
  * VKA_TOKENIZER_MAX_VOCAB), VKA_ERROR_OUT_OF_HOST_MEMORY.
@@ -539,7 +541,7 @@ typedef enum vka_split { VKA_SPLIT_TRAIN = 0, VKA_SPLIT_VAL = 1 } vka_split;
  * tok, or (tok NULL) with a character tokenizer built from the text. The first 90% of tokens are
  * the training split, the rest validation.
  * Text means: no NUL byte, and at most 2% of the bytes control characters (below 0x20 other
- * than \t \n \r, or 0x7F); bytes >= 0x80 are allowed (UTF-8 is tokenised byte by byte).
+ * than \t \n \r, or 0x7F); bytes >= 0x80 are allowed (a character vocabulary takes UTF-8 byte by byte).
  * Errors: VKA_ERROR_IO (missing/unreadable), VKA_ERROR_FORMAT (empty, or not text),
  * VKA_ERROR_VOCABULARY (a byte outside tok: the message gives the byte and its offset).
  */
