@@ -55,7 +55,7 @@ static void assert_same_ids(const int32_t *got, size_t n_got, const int32_t *wan
             fail_msg("%s: id %zu is %d, the reference says %d (of %zu / %zu ids)", what, i, got[i],
                      want[i], n_got, n_want);
     if (n_got != n_want) fail_msg("%s: %zu ids, the reference has %zu", what, n_got, n_want);
-    print_message("  %s: %zu ids identical to gpt-3-encoder's\n", what, n_got);
+    print_message("  %s: %zu ids identical to the reference\n", what, n_got);
 }
 
 static void test_bpe_gpt2_file_loads(void **state) {
@@ -506,6 +506,31 @@ static void test_bpe_learn_stops_when_no_pair_repeats(void **state) {
     tu_done(ctx);
 }
 
+/* Bytes that are not UTF-8 are pieces of their own: never part of a learned merge. */
+static void test_bpe_learn_keeps_invalid_bytes_apart(void **state) {
+    vka_context *ctx = tu_cpu();
+    char text[4096] = "";
+    for (int i = 0; i < 50; i++) strcat(text, "\xFF\xFE""ab\xC3 caf\xC3\xA9 \x80\x80x");
+    size_t len = strlen(text);
+    vka_tokenizer *tok = learn(ctx, text, len, 320, NULL);
+    int V = vka_tokenizer_vocab_size(tok);
+    assert_true(V > 260);
+    for (int id = 256; id < V - 1; id++) {
+        size_t tl;
+        const unsigned char *b = (const unsigned char *)vka_tokenizer_decode(tok, id, &tl);
+        for (size_t i = 0; i < tl; i++)
+            if (b[i] == 0xFF || b[i] == 0xFE || (b[i] == 0xC3 && (i + 1 == tl || b[i + 1] != 0xA9)) ||
+                (b[i] == 0x80 && (i == 0 || b[i - 1] != 0xC3)))
+                fail_msg("learned token %d holds an invalid byte 0x%02X", id, b[i]);
+    }
+    size_t n = 0;
+    int32_t *ids = encode(ctx, tok, text, len, &n);
+    assert_decodes_to(tok, ids, n, (const unsigned char *)text, len);
+    free(ids);
+    vka_tokenizer_destroy(tok);
+    tu_done(ctx);
+}
+
 static void test_bpe_learn_bad_sizes_are_errors(void **state) {
     vka_context *ctx = tu_cpu();
     vka_tokenizer *tok = (vka_tokenizer *)1;
@@ -560,6 +585,7 @@ int main(void) {
         cmocka_unit_test(test_bpe_learn_layout_round_trip_and_save),
         cmocka_unit_test(test_bpe_learn_merges_most_frequent_pair_first),
         cmocka_unit_test(test_bpe_learn_stops_when_no_pair_repeats),
+        cmocka_unit_test(test_bpe_learn_keeps_invalid_bytes_apart),
         cmocka_unit_test(test_bpe_learn_bad_sizes_are_errors),
         cmocka_unit_test(test_bpe_learn_shakespeare),
     };
