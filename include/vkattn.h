@@ -450,36 +450,94 @@ vka_result vka_adamw(vka_context *ctx, vka_tensor *param, const vka_tensor *grad
                      float weight_decay);
 
 /* ---------------------------------------------------------------------------------------------
- * Tokenizer: character (byte) level, as nanoGPT's shakespeare_char; files in llm.c's format.
+ * Tokenizer: character (byte) level, as nanoGPT's shakespeare_char, or byte-level BPE, as GPT-2
+ * (llm.c's gpt2_tokenizer.bin) and vka_tokenizer_learn make it; files in llm.c's format.
  * ------------------------------------------------------------------------------------------- */
 typedef struct vka_tokenizer vka_tokenizer;
 
+typedef enum vka_tokenizer_kind {
+    VKA_TOKENIZER_CHAR = 0, /* every token one distinct byte; bytes outside it are refused */
+    VKA_TOKENIZER_BPE = 1,  /* byte-level BPE: all 256 single bytes plus merged byte strings */
+} vka_tokenizer_kind;
+
+/** Longest token in bytes (llm.c's file stores a token's length in one byte). */
+#define VKA_TOKENIZER_MAX_TOKEN_BYTES 255
+/** Most tokens a tokenizer file or vka_tokenizer_learn may have. */
+#define VKA_TOKENIZER_MAX_VOCAB (1 << 20)
+
 /**
- * Vocabulary of the distinct bytes of text, sorted by byte value (token i is the i-th smallest
- * byte present). The end-of-text id stored in files is that of '\n' if present, else 0.
- * Errors: VKA_ERROR_INVALID_ARGUMENT (empty text).
+ * Character-level vocabulary of the distinct bytes of text, sorted by byte value (token i is
+ * the i-th smallest byte present). The end-of-text id stored in files is that of '\n' if
+ * present, else 0. Errors: VKA_ERROR_INVALID_ARGUMENT (empty text).
  */
 vka_result vka_tokenizer_create_from_text(vka_context *ctx, const char *text, size_t len,
                                           vka_tokenizer **out);
 /**
- * Read llm.c's tokenizer file: int32 header[256] {20240328, 2, n, eot}, then per token a
- * length byte and its bytes. Only single-byte tokens are accepted (character level).
- * Errors: VKA_ERROR_IO (cannot open/read), VKA_ERROR_FORMAT (magic, version, truncation).
+ * Learn a byte-level BPE vocabulary of (at most) vocab_size tokens from text:
+ *   ids 0..255 are the single bytes 0x00..0xFF; then one token per merge, in the order learned;
+ *   the last id is the end-of-text token, the 13 bytes "<|endoftext|>" (vka_tokenizer_eot).
+ * The text is split into pieces by GPT-2's pre-tokenizer (see vka_tokenizer_encode) and merges
+ * never cross pieces. Each step merges the adjacent pair of tokens occurring most often (over
+ * all pieces, with multiplicity); ties go to the pair with the smallest (left id, right id).
+ * A pair whose bytes are already a token is merged into that token without a new id; pairs
+ * longer than VKA_TOKENIZER_MAX_TOKEN_BYTES are never merged. Learning stops early when no
+ * pair occurs twice: the vocabulary is then smaller than vocab_size (check
+ * vka_tokenizer_vocab_size). A token's id is its merge rank (as GPT-2's ids are its merge
+ * order), so vka_tokenizer_encode with the result applies the merges in the order learned; it
+ * merges by the bytes of a pair, so where one token can be made from two different pairs it
+ * may use either (tiktoken does the same).
+ * Deterministic: the same text and vocab_size give the same vocabulary.
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (empty text; vocab_size below 257 or above
+ * VKA_TOKENIZER_MAX_VOCAB), VKA_ERROR_OUT_OF_HOST_MEMORY.
+ */
+vka_result vka_tokenizer_learn(vka_context *ctx, const char *text, size_t len, int vocab_size,
+                               vka_tokenizer **out);
+/**
+ * Read llm.c's tokenizer file: int32 header[256] {20240328, version 1 or 2, n, eot (version
+ * 2)}, then per token a length byte (1..255) and its bytes. A file whose tokens are all single
+ * distinct bytes is character level; any other is byte-level BPE and must hold each of the 256
+ * single bytes as a token, no byte string twice (GPT-2's gpt2_tokenizer.bin: 50257 tokens,
+ * end-of-text 50256).
+ * Errors: VKA_ERROR_IO (cannot open/read), VKA_ERROR_FORMAT naming the file and the problem
+ * (magic, version, token count, end-of-text id out of range, truncation, trailing bytes, an
+ * empty token, a duplicate, a missing single byte).
  */
 vka_result vka_tokenizer_load(vka_context *ctx, const char *path, vka_tokenizer **out);
-/** Write llm.c's tokenizer file, to a temporary name then renamed. Errors: VKA_ERROR_IO. */
+/** Write llm.c's tokenizer file (version 2), to a temporary name then renamed.
+ * Errors: VKA_ERROR_IO. */
 vka_result vka_tokenizer_save(const vka_tokenizer *tok, const char *path);
 void vka_tokenizer_destroy(vka_tokenizer *tok);
 /** Number of tokens V. */
 int vka_tokenizer_vocab_size(const vka_tokenizer *tok);
+/** VKA_TOKENIZER_CHAR or VKA_TOKENIZER_BPE. */
+vka_tokenizer_kind vka_tokenizer_kind_of(const vka_tokenizer *tok);
+/** The end-of-text id (as stored in files; -1 for NULL). BPE never produces it from text. */
+int32_t vka_tokenizer_eot(const vka_tokenizer *tok);
 /**
- * Encode len bytes of text into ids (out: capacity len; *n_out = tokens written = len).
- * Errors: VKA_ERROR_VOCABULARY naming the first byte not in the vocabulary and its offset.
+ * Encode len bytes of text into ids (out: capacity len, which always suffices: every token is
+ * at least one byte; *n_out = tokens written, len for a character-level tokenizer).
+ * Byte-level BPE encodes as GPT-2 does: the text is split into pieces by GPT-2's pattern
+ *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * (PCRE2, Unicode classes), then within each piece the adjacent pair whose concatenation is the
+ * token with the lowest id is merged, repeatedly (tiktoken's algorithm; the end-of-text token
+ * is never formed). Bytes that are not valid UTF-8 never match the pattern: each is a piece of
+ * its own (its single-byte token), and the pattern applies to the valid stretches between them.
+ * So decode(encode(x)) == x for every byte string x.
+ * Errors: VKA_ERROR_VOCABULARY (character level: the first byte not in the vocabulary and its
+ * offset), VKA_ERROR_OUT_OF_HOST_MEMORY.
  */
 vka_result vka_tokenizer_encode(const vka_tokenizer *tok, const char *text, size_t len,
                                 int32_t *out, size_t *n_out);
-/** The bytes of token id (*len set to their count), or NULL if id is out of range. */
+/** The bytes of token id (*len set to their count), or NULL if id is out of range. A BPE token
+ * may end inside a multi-byte UTF-8 character: see vka_utf8_complete for printing. */
 const char *vka_tokenizer_decode(const vka_tokenizer *tok, int32_t id, size_t *len);
+/**
+ * For streaming decoded bytes: how many leading bytes of buf can be printed now, i.e. len less
+ * a trailing incomplete (but so far valid) UTF-8 sequence of 1 to 3 bytes that the next bytes
+ * may complete. Invalid bytes count as complete, so nothing is held back forever: append the
+ * next token's bytes to the kept rest and ask again; at the end print what is left.
+ */
+size_t vka_utf8_complete(const char *buf, size_t len);
 
 /* ---------------------------------------------------------------------------------------------
  * Data: text files and llm.c token files, one or several, split into train and validation.
@@ -513,7 +571,7 @@ typedef struct vka_data_desc {
  * mapped and read in place. Without val_paths the first 90% of all tokens are the training
  * split, the rest validation; with them, paths are training and val_paths validation.
  * Text means: no NUL byte, and at most 2% of the bytes control characters (below 0x20 other
- * than \t \n \r, or 0x7F); bytes >= 0x80 are allowed.
+ * than \t \n \r, or 0x7F); bytes >= 0x80 are allowed (a character vocabulary takes UTF-8 byte by byte).
  * Errors: VKA_ERROR_IO (missing/unreadable), VKA_ERROR_FORMAT (empty, not text, a token file's
  * version, or its size against its header's count), VKA_ERROR_VOCABULARY (a byte outside tok,
  * or a token file's id >= V: the message gives the file, offset and id),

@@ -700,11 +700,11 @@ static void test_cli_eval_messages(void **state) {
     tu_done(ctx);
     r = cu_run(&fixture, "eval", "--backend", "cpu", "--model", "model.bin", "--data",
                "tiny.txt", "--tokenizer", "one.tokenizer.bin");
-    cu_expect(&r, 1, "the tokenizer has 1 token but model.bin has V = ", "eval");
+    cu_expect(&r, 1, "has 1 token but the model model.bin has V = ", "eval");
     cu_free(&r);
     r = cu_run(&fixture, "generate", "--backend", "cpu", "--model", "model.bin", "--tokenizer",
                "one.tokenizer.bin");
-    cu_expect(&r, 1, "the tokenizer has 1 token but model.bin has V = ", "generate");
+    cu_expect(&r, 1, "has 1 token but the model model.bin has V = ", "generate");
     cu_free(&r);
 }
 

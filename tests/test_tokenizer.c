@@ -188,7 +188,7 @@ static void test_tokenizer_load_errors(void **state) {
     expect_load_error(ctx, &d, buf, n + 2, VKA_ERROR_FORMAT, "trailing");
     const unsigned char bpe[] = {1, 'a', 3, 'a', 'b', 'c', 1, 'c'};
     n = make_file(buf, 20240328, 2, 3, 0, bpe, sizeof bpe);
-    expect_load_error(ctx, &d, buf, n, VKA_ERROR_FORMAT, "character-level");
+    expect_load_error(ctx, &d, buf, n, VKA_ERROR_FORMAT, "each of the 256 bytes");
     const unsigned char dup[] = {1, 'a', 1, 'b', 1, 'a'};
     n = make_file(buf, 20240328, 2, 3, 0, dup, sizeof dup);
     expect_load_error(ctx, &d, buf, n, VKA_ERROR_FORMAT, "both token 0 and token 2");

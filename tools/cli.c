@@ -478,9 +478,9 @@ int cli_load_model(const char *cmd, vka_context *ctx, const char *model_path,
                     "path with --tokenizer FILE\n", cmd);
     } else if (vka_tokenizer_vocab_size(*tok) != vka_gpt_get_config(*gpt).V) {
         int n_tok = vka_tokenizer_vocab_size(*tok);
-        fprintf(stderr, "vkattn %s: the tokenizer has %d token%s but %s has V = %d: they do not "
-                "belong together\n", cmd, n_tok, n_tok == 1 ? "" : "s", model_path,
-                vka_gpt_get_config(*gpt).V);
+        fprintf(stderr, "vkattn %s: the tokenizer %s has %d token%s but the model %s has V = %d: "
+                "they do not belong together\n", cmd, tok_file, n_tok, n_tok == 1 ? "" : "s",
+                model_path, vka_gpt_get_config(*gpt).V);
         rc = CLI_ERROR;
     }
     free(beside);

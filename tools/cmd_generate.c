@@ -9,12 +9,15 @@
 static const cli_command generate_cmd = {
     .name = "generate",
     .usage = "--model MODEL [options]",
-    .about = "Print the prompt, then sample --tokens more characters from the model and print each\n"
+    .about = "Print the prompt, then sample --tokens more tokens from the model and print each\n"
              "as it comes.",
     .notes = "The tokenizer is MODEL with .bin replaced by .tokenizer.bin (as `vkattn train` saves\n"
              "it) unless --tokenizer is given. The default prompt is a newline (the tokenizer's\n"
              "end-of-text token); when the vocabulary has none, its first token (the smallest\n"
              "byte), said on stderr. Each character of the prompt must be in the vocabulary.\n"
+             "With a BPE vocabulary the default prompt is its end-of-text token (not printed), and\n"
+             "a UTF-8 character split across tokens is printed once whole (bytes that are not\n"
+             "UTF-8 are printed as they come).\n"
              "--temperature 0 is greedy (always the most likely token): the same output every run.\n"
              "Otherwise tokens are drawn from softmax(logits / temperature) over the --top-k most\n"
              "likely (0 = all), with a generator seeded by --seed. The output is exactly the prompt\n"
@@ -28,14 +31,27 @@ static const cli_command generate_cmd = {
 typedef struct stream {
     const vka_tokenizer *tok;
     bool failed; /* stdout could not be written (e.g. a closed pipe) */
+    /* Bytes of a UTF-8 character that the next token completes (vka_utf8_complete). */
+    char held[3 + VKA_TOKENIZER_MAX_TOKEN_BYTES];
+    size_t n_held;
 } stream;
+
+static void write_out(stream *s, const char *b, size_t n) {
+    if (n && fwrite(b, 1, n, stdout) != n) s->failed = true;
+    if (fflush(stdout) != 0) s->failed = true;
+}
 
 static bool print_token(void *user, int32_t token) {
     stream *s = user;
     size_t len = 0;
     const char *bytes = vka_tokenizer_decode(s->tok, token, &len);
-    if (bytes && len && fwrite(bytes, 1, len, stdout) != len) s->failed = true;
-    if (fflush(stdout) != 0) s->failed = true;
+    if (!bytes) return true;
+    memcpy(s->held + s->n_held, bytes, len);
+    s->n_held += len;
+    size_t n = vka_utf8_complete(s->held, s->n_held);
+    write_out(s, s->held, n);
+    memmove(s->held, s->held + n, s->n_held - n);
+    s->n_held -= n;
     return !s->failed;
 }
 
@@ -48,6 +64,11 @@ static vka_result encode_prompt(const vka_tokenizer *tok, const char *prompt, in
     size_t len = strlen(text);
     *ids = malloc((len ? len : 1) * sizeof **ids);
     if (!*ids) return VKA_ERROR_OUT_OF_HOST_MEMORY;
+    if (!prompt && vka_tokenizer_kind_of(tok) == VKA_TOKENIZER_BPE) {
+        (*ids)[0] = vka_tokenizer_eot(tok); /* as llm.c starts GPT-2's samples */
+        *n = 1;
+        return VKA_SUCCESS;
+    }
     vka_result r = vka_tokenizer_encode(tok, text, len, *ids, n);
     if (prompt || r != VKA_ERROR_VOCABULARY) return r;
     size_t blen = 0;
@@ -86,7 +107,7 @@ static int generate(vka_context *ctx, const generate_opts *o) {
     }
     if (o->prompt) {
         fwrite(o->prompt, 1, strlen(o->prompt), stdout);
-    } else {
+    } else if (vka_tokenizer_kind_of(tok) == VKA_TOKENIZER_CHAR) {
         size_t len = 0;
         const char *eot = vka_tokenizer_decode(tok, prompt[0], &len);
         if (eot) fwrite(eot, 1, len, stdout);
@@ -96,6 +117,7 @@ static int generate(vka_context *ctx, const generate_opts *o) {
                               .no_kv_cache = o->no_kv_cache};
     stream s = {.tok = tok};
     r = vka_gpt_generate(gpt, prompt, n_prompt, o->tokens, &sample, NULL, print_token, &s);
+    write_out(&s, s.held, s.n_held); /* an incomplete character at the end, as it is */
     if (r != VKA_SUCCESS) rc = cli_fail("generate", ctx, r, "generating");
     else if (s.failed) {
         fprintf(stderr, "vkattn generate: cannot write to standard output\n");
@@ -115,7 +137,7 @@ int cmd_generate(int argc, char **argv) {
     cli_opt opts[] = {
         CLI_STRING("model", &o.model, "MODEL", "llm.c checkpoint to load (required)"),
         CLI_STRING("prompt", &o.prompt, "TEXT", "text to continue (default: a newline)"),
-        CLI_INT("tokens", &o.tokens, "N", "characters to generate (default: 256)", 0, 1 << 24),
+        CLI_INT("tokens", &o.tokens, "N", "tokens to generate (default: 256)", 0, 1 << 24),
         CLI_FLOAT("temperature", &o.temperature, "T",
                   "sampling temperature; 0 = greedy (default: 0.8)", 0, 100),
         CLI_INT("top-k", &o.top_k, "K", "sample from the K most likely; 0 = all (default: 0)", 0,

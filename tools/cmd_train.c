@@ -17,6 +17,11 @@ static const cli_command train_cmd = {
         "validation split, unless --val-data gives validation files (llm.c's convention:\n"
         "--data 'dir/*_train_*.bin' --val-data 'dir/*_val_*.bin').",
     .notes =
+        "Vocabulary: character level (the text's distinct bytes) unless --vocab-size N learns a\n"
+        "byte-level BPE vocabulary of N tokens from the text (ids 0..255 the bytes, then the\n"
+        "merges in the order learned, last <|endoftext|>; time on stderr), or --tokenizer FILE\n"
+        "uses an llm.c tokenizer file (character level or BPE, e.g. GPT-2's gpt2_tokenizer.bin).\n"
+        "\n"
         "Optimizer: AdamW, betas (--beta1, --beta2), eps 1e-8, decoupled weight decay on the 2-D\n"
         "weights only (wte, wpe, qkvw, attprojw, fcw, fcprojw); before each update the gradients\n"
         "are scaled so their global L2 norm is at most --grad-clip (0 = no clipping).\n"
@@ -142,6 +147,15 @@ static int check_options(train_opts *o) {
     if (o->resume && o->tokenizer)
         return cli_usage_error("train", "--tokenizer: a resumed run uses the tokenizer saved "
                                "with its state");
+    if (o->vocab_size && o->tokenizer)
+        return cli_usage_error("train", "give --vocab-size (learn a vocabulary) or --tokenizer "
+                               "(use one), not both");
+    if (o->resume && o->vocab_size)
+        return cli_usage_error("train", "--vocab-size: a resumed run uses the tokenizer saved "
+                               "with its state");
+    if (o->init && o->vocab_size)
+        return cli_usage_error("train", "--vocab-size: --init's model already has a vocabulary; "
+                               "use its tokenizer (--tokenizer)");
     if (o->resume) return CLI_OK; /* the settings come from the state file */
     if (!o->init && o->embd % o->heads != 0)
         return cli_usage_error("train", "--heads %d does not divide --embd %d (head size = embd / "
@@ -236,7 +250,9 @@ static int load_given_tokenizer(train_run *r) {
 static int load_data(train_run *r) {
     const char *name = r->o->data ? r->o->data : "the built-in corpus";
     vka_result res;
-    int rc = r->o->resume ? load_resumed_tokenizer(r) : load_given_tokenizer(r);
+    int rc = r->o->resume     ? load_resumed_tokenizer(r)
+             : r->o->vocab_size ? train_vocabulary(r)
+                                : load_given_tokenizer(r);
     if (rc != CLI_OK) return rc;
     char **paths = NULL, **vpaths = NULL;
     int n = 0, nv = 0;
@@ -437,6 +453,8 @@ int cmd_train(int argc, char **argv) {
                    "checkpoint) with a fresh optimizer; its shape is the run's"),
         CLI_STRING("out", &o.out, "MODEL", "model file to write (default: model.bin)"),
         CLI_STRING("resume", &o.resume, "STATE", "continue the run saved in STATE exactly"),
+        CLI_INT("vocab-size", &o.vocab_size, "N", "learn a byte-level BPE vocabulary of N tokens "
+                "from the text (default: character level)", 257, VKA_TOKENIZER_MAX_VOCAB),
         CLI_BACKEND_OPTS(&o.b),
         /* The library's limits (VKA_GPT_MAX_*), so that a size past them is a usage error. */
         CLI_INT("layers", &o.layers, "L", "transformer blocks (default: 4)", 1, VKA_GPT_MAX_L),

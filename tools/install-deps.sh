@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what vkattn needs on Debian 12 / Ubuntu 22.04+: compiler and CMake, the Vulkan loader
-# and headers, volk, glslangValidator, cmocka, Mesa's software Vulkan driver (lavapipe, for
-# machines without a GPU) and the Khronos validation layers. Safe to run again.
+# and headers, volk, glslangValidator, cmocka, PCRE2 (the BPE tokenizer's Unicode classes),
+# Mesa's software Vulkan driver (lavapipe, for machines without a GPU) and the Khronos
+# validation layers. Safe to run again.
 # Elsewhere: install the LunarG Vulkan SDK (it ships volk and glslangValidator), CMake, a C11
 # compiler and cmocka; see README.md.
 set -euo pipefail
@@ -9,7 +10,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libvulkan1 libvulkan-dev libvulkan-volk-dev glslang-tools
-  libcmocka-dev
+  libcmocka-dev libpcre2-dev
   mesa-vulkan-drivers vulkan-validationlayers
 )
 

@@ -15,6 +15,7 @@ typedef struct train_opts {
     const char *val_data; /* validation files (a glob); NULL = the last 10% of --data */
     const char *tokenizer;/* tokenizer file; NULL = beside --init's model, else built from text */
     const char *init;     /* model whose weights the run starts from, or NULL */
+    int vocab_size;       /* --vocab-size: learn a BPE vocabulary of this many tokens; 0 = no */
     cli_backend_opts b;
     int layers, heads, embd, ctx, batch;
     int steps, warmup;    /* warmup -1 = steps / 20 */
@@ -77,6 +78,11 @@ int train_loop(train_run *r);
 vka_result train_eval(train_run *r, double *loss, bool *abandoned);
 /* While held, a second interrupt waits (train_save's renames); released, a waiting one aborts. */
 void train_hold_abort(bool hold);
+
+/* The vocabulary of a new run (train_vocab.c): learned (--vocab-size) or loaded (--tokenizer)
+ * into r->tok, or left NULL (the data builds a character-level one). Prints why not and returns
+ * an exit code. */
+int train_vocabulary(train_run *r);
 
 /* Files (train_files.c). */
 /* The model, tokenizer and state paths from --out or --resume (and the tokenizer saved with the

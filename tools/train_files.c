@@ -153,10 +153,17 @@ int train_check_space(const train_run *r) {
     int rc = CLI_OK;
     if (known) {
         /* The file sizes (README "Files"): 1024-byte headers; the model holds the parameters,
-         * the state the parameters and AdamW's m and v; the tokenizer 2 bytes a token. */
+         * the state the parameters and AdamW's m and v; the tokenizer a length byte and the
+         * bytes of each token. */
         uint64_t P = vka_gpt_num_params(r->gpt);
-        uint64_t V = (uint64_t)vka_tokenizer_vocab_size(vka_data_tokenizer(r->data));
-        uint64_t need = (1024 + 4 * P) + (1024 + 12 * P) + (1024 + 2 * V);
+        const vka_tokenizer *tok = vka_data_tokenizer(r->data);
+        uint64_t tok_bytes = 0;
+        for (int i = 0; i < vka_tokenizer_vocab_size(tok); i++) {
+            size_t len = 0;
+            vka_tokenizer_decode(tok, i, &len);
+            tok_bytes += 1 + len;
+        }
+        uint64_t need = (1024 + 4 * P) + (1024 + 12 * P) + (1024 + tok_bytes);
         /* root may also write into the blocks reserved for it */
         uint64_t blocks = geteuid() == 0 ? fs.f_bfree : fs.f_bavail;
         uint64_t free_bytes = blocks * (uint64_t)fs.f_frsize;

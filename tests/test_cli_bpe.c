@@ -1,0 +1,133 @@
+/*
+ * vkattn train --vocab-size / --tokenizer and the BPE vocabularies in generate and eval, run as a
+ * user runs them (the built binary in a fresh directory, CPU backend, a tiny model, a few steps).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "cli_util.h"
+
+#define GPT2_FILE VKA_TEST_DATA_DIR "/gpt2_tokenizer.bin"
+#define TINY "--backend", "cpu", "--layers", "1", "--heads", "2", "--embd", "32", "--ctx", "32", \
+             "--batch", "4", "--eval-windows", "4"
+
+static void write_text(const char *path, size_t bytes) {
+    size_t len = 0;
+    char *text = vka_builtin_corpus(bytes, &len);
+    assert_non_null(text);
+    tf_write(path, text, len);
+    free(text);
+}
+
+static vka_tokenizer *load_tok(vka_context *ctx, const char *path) {
+    vka_tokenizer *tok = NULL;
+    if (vka_tokenizer_load(ctx, path, &tok) != VKA_SUCCESS)
+        fail_msg("%s: %s", path, vka_last_error(ctx));
+    return tok;
+}
+
+static void test_cli_train_vocab_size_learns_bpe(void **state) {
+    tf_dir d = tf_mkdir();
+    write_text(tf_path(&d, "text.txt"), 100000);
+    cu_result r = cu_run(&d, "train", TINY, "--data", "text.txt", "--vocab-size", "300",
+                         "--steps", "3", "--out", "m.bin");
+    cu_expect(&r, 0, "learned a BPE vocabulary of 300 tokens from text.txt", "train --vocab-size");
+    assert_non_null(strstr(r.out, "vocabulary of 300"));
+    cu_free(&r);
+    vka_context *ctx = tu_cpu();
+    vka_tokenizer *tok = load_tok(ctx, tf_path(&d, "m.tokenizer.bin"));
+    assert_int_equal(vka_tokenizer_vocab_size(tok), 300);
+    assert_int_equal(vka_tokenizer_kind_of(tok), VKA_TOKENIZER_BPE);
+    vka_tokenizer_destroy(tok);
+    tu_done(ctx);
+    /* The model uses it: generate (any prompt byte is in a byte-level vocabulary) and eval. */
+    r = cu_run(&d, "generate", "--backend", "cpu", "--model", "m.bin", "--prompt", "Once \xFF caf\xC3\xA9",
+               "--tokens", "10", "--temperature", "0");
+    cu_expect(&r, 0, NULL, "generate with a learned vocabulary");
+    assert_true(r.out_len >= 11);
+    assert_memory_equal(r.out, "Once \xFF caf\xC3\xA9", 11);
+    cu_free(&r);
+    r = cu_run(&d, "generate", "--backend", "cpu", "--model", "m.bin", "--tokens", "5");
+    cu_expect(&r, 0, NULL, "generate from end-of-text");
+    assert_false(strncmp(r.out, "<|endoftext|>", 13) == 0); /* the default prompt is not printed */
+    cu_free(&r);
+    r = cu_run(&d, "eval", "--backend", "cpu", "--model", "m.bin", "--data", "text.txt");
+    cu_expect(&r, 0, NULL, "eval with a learned vocabulary");
+    cu_free(&r);
+    /* Resuming keeps the saved vocabulary; --vocab-size there is a usage error. */
+    r = cu_run(&d, "train", "--backend", "cpu", "--resume", "m.state.bin", "--vocab-size", "400");
+    cu_expect(&r, 2, "a resumed run uses the tokenizer saved with its state", "resume + vocab");
+    cu_free(&r);
+    tf_rmdir(&d);
+}
+
+static void test_cli_train_tokenizer_uses_gpt2(void **state) {
+    tf_dir d = tf_mkdir();
+    write_text(tf_path(&d, "text.txt"), 50000);
+    cu_result r = cu_run(&d, "train", TINY, "--data", "text.txt", "--tokenizer", GPT2_FILE,
+                         "--steps", "2", "--out", "g.bin");
+    cu_expect(&r, 0, NULL, "train --tokenizer gpt2_tokenizer.bin");
+    assert_non_null(strstr(r.out, "vocabulary of 50257"));
+    cu_free(&r);
+    size_t n1, n2;
+    char *a = cu_slurp(GPT2_FILE, &n1), *b = cu_slurp(tf_path(&d, "g.tokenizer.bin"), &n2);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(a, b, n1);
+    free(a);
+    free(b);
+    r = cu_run(&d, "generate", "--backend", "cpu", "--model", "g.bin", "--prompt",
+               "Hello \xF0\x9F\x98\x80 \xD0\x9C\xD0\xBE\xD1\x81\xD0\xBA\xD0\xB2\xD0\xB0", "--tokens",
+               "8", "--temperature", "0");
+    cu_expect(&r, 0, NULL, "generate with GPT-2's vocabulary");
+    cu_free(&r);
+    tf_rmdir(&d);
+}
+
+static void test_cli_vocabulary_errors(void **state) {
+    tf_dir d = tf_mkdir();
+    write_text(tf_path(&d, "text.txt"), 20000);
+    cu_result r = cu_run(&d, "train", TINY, "--data", "text.txt", "--vocab-size", "256");
+    cu_expect(&r, 2, "--vocab-size 256 is out of range (257 to", "vocab 256");
+    cu_free(&r);
+    r = cu_run(&d, "train", TINY, "--data", "text.txt", "--vocab-size", "300", "--tokenizer",
+               GPT2_FILE);
+    cu_expect(&r, 2, "not both", "vocab and tokenizer");
+    cu_free(&r);
+    r = cu_run(&d, "train", TINY, "--data", "text.txt", "--tokenizer", "missing.bin");
+    cu_expect(&r, 1, "missing.bin", "missing tokenizer");
+    cu_free(&r);
+    r = cu_run(&d, "train", TINY, "--data", "text.txt", "--tokenizer", "text.txt");
+    cu_expect(&r, 1, "text.txt is a text file, not a tokenizer file", "text as tokenizer");
+    cu_free(&r);
+    /* A model and a tokenizer of other sizes: both files and both sizes named, exit 1. */
+    r = cu_run(&d, "train", TINY, "--data", "text.txt", "--vocab-size", "280", "--steps", "1",
+               "--out", "m.bin");
+    cu_expect(&r, 0, NULL, "train 280");
+    cu_free(&r);
+    const char *cmds[] = {"generate", "eval"};
+    for (int i = 0; i < 2; i++) {
+        r = i == 0 ? cu_run(&d, "generate", "--backend", "cpu", "--model", "m.bin", "--tokenizer",
+                            GPT2_FILE)
+                   : cu_run(&d, "eval", "--backend", "cpu", "--model", "m.bin", "--tokenizer",
+                            GPT2_FILE, "--data", "text.txt");
+        cu_expect(&r, 1, "gpt2_tokenizer.bin has 50257 tokens but the model m.bin has V = 280",
+                  cmds[i]);
+        cu_free(&r);
+    }
+    /* The learned text too small for the size asked: fewer tokens, said on stderr. */
+    char small[1024] = "";
+    for (int i = 0; i < 20; i++) strcat(small, "the cat sat on the mat\n");
+    tf_write(tf_path(&d, "small.txt"), small, strlen(small));
+    r = cu_run(&d, "train", TINY, "--ctx", "2", "--data", "small.txt", "--vocab-size", "1000",
+               "--steps", "1", "--out", "s.bin");
+    cu_expect(&r, 0, "fewer than --vocab-size 1000", "small text");
+    cu_free(&r);
+    tf_rmdir(&d);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cli_train_vocab_size_learns_bpe),
+        cmocka_unit_test(test_cli_train_tokenizer_uses_gpt2),
+        cmocka_unit_test(test_cli_vocabulary_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
