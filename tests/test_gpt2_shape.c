@@ -1,7 +1,8 @@
 /* GPT-2 124M's shapes on the Vulkan backend: wte (50304 x 768 floats, 147.4 MiB) is past
  * lavapipe's maxStorageBufferRange (128 MiB) and is split by the ops. One layer (L = 1) of the
  * GPT-2-small shape (V 50257, Vp 50304, C 768, NH 12, max_T 1024): a forward at B=1 T=64 and a
- * training step at B=2 T=32, losses against the CPU backend. Times are printed, not asserted. */
+ * training step at B=2 T=32, losses against the CPU backend. Times are printed, not asserted.
+ * VKATTN_TEST_GPT2_LAYERS=12 runs the full depth instead (slow; by hand). */
 #define _POSIX_C_SOURCE 200809L
 #include "gpt_util.h"
 
@@ -48,13 +49,15 @@ static void test_gpt2_small_shape_matches_cpu(void **state) {
     (void)state;
     vka_context *ctx = tu_gpu();
     vka_gpt_config cfg = {.max_T = 1024, .V = 50257, .Vp = 50304, .L = 1, .NH = 12, .C = 768};
+    const char *layers = getenv("VKATTN_TEST_GPT2_LAYERS");
+    if (layers && atoi(layers) > 0) cfg.L = atoi(layers);
     run g = run_on(ctx, &cfg);
     tu_done(ctx);
     vka_context *cpu = tu_cpu();
     run c = run_on(cpu, &cfg);
     tu_done(cpu);
-    print_message("GPT-2 small shape, L=1: create / forward B1 T64 / train step B2 T32 ms: "
-                  "vulkan %.0f / %.0f / %.0f, cpu %.0f / %.0f / %.0f\n", g.create_ms, g.fwd_ms,
+    print_message("GPT-2 small shape, L=%d: create / forward B1 T64 / train step B2 T32 ms: "
+                  "vulkan %.0f / %.0f / %.0f, cpu %.0f / %.0f / %.0f\n", cfg.L, g.create_ms, g.fwd_ms,
                   g.step_ms, c.create_ms, c.fwd_ms, c.step_ms);
     print_message("losses: forward vulkan %.6f cpu %.6f; step %.6f / %.6f; after the step "
                   "%.6f / %.6f (ln V = %.6f)\n", g.fwd, c.fwd, g.step, c.step, g.after, c.after,
