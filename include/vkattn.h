@@ -144,6 +144,12 @@ typedef struct vka_context_desc {
     vka_kernels kernels;    /* kernel variants; 0 = the environment variable VKATTN_KERNELS:
                                gpu, cpu, auto or unset = VKA_KERNELS_AUTO; anything else fails
                                with VKA_ERROR_INVALID_ARGUMENT */
+    uint64_t max_binding_bytes; /* Vulkan: the most bytes one descriptor binds, lowered from the
+                               device's maxStorageBufferRange (never raised), e.g. to test how
+                               ops split tensors larger than it; 0 = the environment variable
+                               VKATTN_MAX_BINDING_BYTES if set (a number of bytes >= 4096),
+                               else maxStorageBufferRange. A bad value fails with
+                               VKA_ERROR_INVALID_ARGUMENT */
 } vka_context_desc;
 
 /**
@@ -238,8 +244,9 @@ vka_result vka_context_selected_device(const vka_context *ctx, vka_device_info *
 typedef struct vka_tensor vka_tensor;
 typedef struct vka_graph vka_graph;
 
-/** A zero-filled tensor of n elements. Errors: VKA_ERROR_DEVICE_LIMIT (n*4 bytes beyond
- * maxStorageBufferRange: the message gives both), out of memory. */
+/** A zero-filled tensor of n elements; it may be larger than maxStorageBufferRange (the ops
+ * split their work). Errors: VKA_ERROR_DEVICE_LIMIT (n*4 bytes beyond the device's largest
+ * allocation, maxMemoryAllocationSize, or its memory: the message gives both), out of memory. */
 vka_result vka_tensor_create(vka_context *ctx, size_t n, vka_tensor **out);
 /** Destroy a tensor. Graphs that use it can no longer run (vka_graph_run fails); destroy them
  * too, before or after. */
@@ -656,8 +663,9 @@ typedef struct vka_gpt_config {
  * A new model with GPT-2's initialisation: weights N(0, 0.02) from seed, biases 0, layernorm
  * weights 1. Parameters, gradients, activations and AdamW state each live in one arena.
  * Errors: VKA_ERROR_INVALID_ARGUMENT (non-positive size, C % NH != 0),
- * VKA_ERROR_DEVICE_LIMIT (a size beyond VKA_GPT_MAX_*, a tensor beyond maxStorageBufferRange,
- * or the model beyond device memory: the message names the tensor and limit),
+ * VKA_ERROR_DEVICE_LIMIT (a size beyond VKA_GPT_MAX_*, a tensor beyond the device's largest
+ * allocation, maxMemoryAllocationSize, or the model beyond device memory: the message names the
+ * tensor or arena and the sizes; tensors past maxStorageBufferRange are fine),
  * VKA_ERROR_OUT_OF_DEVICE_MEMORY.
  */
 vka_result vka_gpt_create(vka_context *ctx, const vka_gpt_config *config, uint64_t seed,

@@ -1,7 +1,11 @@
 // Shared conventions of vkattn's compute shaders (see src/vk/vk_internal.h).
 //
-// - Bindings: set 0, binding i = the whole buffer holding the op's i-th tensor; each tensor's
-//   element offset in its buffer comes in the push constants (out_off, inp_off, ...).
+// - Bindings: set 0, binding i = the op's i-th tensor view, bound as its own range of its
+//   buffer (from its start aligned down to the device's offset alignment); the elements before
+//   the view in that range (< 64) come in the push constants (out_off, inp_off, ...). No range
+//   passes the binding limit (maxStorageBufferRange or lower): the host splits larger tensors
+//   into blocks, one dispatch each, and passes what a block needs to know of the whole (its
+//   first row, leading dimensions, ...) in the push constants too.
 // - Workgroup size: specialization constant 0. Tiles and variants: constants 1, 2, ...
 // - Dispatches are a linear count of workgroups that the host may fold into a 2-D grid when it
 //   exceeds maxComputeWorkGroupCount[0]; use vka_group_id() and return (whole workgroups) past

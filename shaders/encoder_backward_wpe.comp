@@ -7,15 +7,18 @@
 layout(set = 0, binding = 0) buffer Dwpe { float dwpe[]; };
 layout(set = 0, binding = 1) readonly buffer Dout { float dout[]; };
 
+// A dispatch covers B sequences and T positions (a block of rows, split at the binding limit);
+// sequence b of the bound dout starts b * dout_stride elements in.
 layout(push_constant) uniform PC {
     uint dwpe_off, dout_off;
     uint B, T, C;
+    uint dout_stride;
 } pc;
 
 void main() {
     uint i = vka_global_id(); // (t, c)
     if (i >= pc.T * pc.C) return;
     float sum = 0.0;
-    for (uint b = 0; b < pc.B; b++) sum += dout[pc.dout_off + b * pc.T * pc.C + i];
+    for (uint b = 0; b < pc.B; b++) sum += dout[pc.dout_off + b * pc.dout_stride + i];
     dwpe[pc.dwpe_off + i] += sum;
 }

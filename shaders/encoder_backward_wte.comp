@@ -10,10 +10,14 @@ layout(set = 0, binding = 0) buffer Dwte { float dwte[]; };
 layout(set = 0, binding = 1) readonly buffer Dout { float dout[]; };
 layout(set = 0, binding = 2) readonly buffer Buckets { int buckets[]; };
 
+// A dispatch adds the rows of dout for positions pos0 .. pos0 + pos_n - 1 (bound) into the
+// vocabulary rows tok0 .. tok0 + tok_rows - 1 of dwte (bound); both split at the binding limit.
 layout(push_constant) uniform PC {
     uint dwte_off, dout_off, buckets_off;
     uint BT, C;
     uint wte_rows; // Vp
+    uint tok0, tok_rows;
+    uint pos0, pos_n;
 } pc;
 
 void main() {
@@ -24,11 +28,14 @@ void main() {
     uint toks = pc.buckets_off + pc.BT + 2u;       // BT entries
     uint order = pc.buckets_off + 2u * pc.BT + 2u; // BT entries
     uint tok = uint(buckets[toks + j]);
-    if (tok >= pc.wte_rows) return;
+    if (tok >= pc.wte_rows || tok - pc.tok0 >= pc.tok_rows) return;
     uint lo = uint(buckets[starts + j]), hi = uint(buckets[starts + j + 1u]);
     for (uint c = gl_LocalInvocationID.x; c < pc.C; c += gl_WorkGroupSize.x) {
         float sum = 0.0;
-        for (uint p = lo; p < hi; p++) sum += dout[pc.dout_off + uint(buckets[order + p]) * pc.C + c];
-        dwte[pc.dwte_off + tok * pc.C + c] += sum;
+        for (uint p = lo; p < hi; p++) {
+            uint pos = uint(buckets[order + p]) - pc.pos0;
+            if (pos < pc.pos_n) sum += dout[pc.dout_off + pos * pc.C + c];
+        }
+        dwte[pc.dwte_off + (tok - pc.tok0) * pc.C + c] += sum;
     }
 }

@@ -9,20 +9,33 @@ layout(set = 0, binding = 1) readonly buffer Tokens { int tokens[]; };
 layout(set = 0, binding = 2) readonly buffer Wte { float wte[]; };
 layout(set = 0, binding = 3) readonly buffer Wpe { float wpe[]; };
 
+// A dispatch covers positions pos0 .. pos0 + P - 1 (of B*T) and the vocabulary rows
+// tok0 .. tok0 + tok_rows - 1 bound (split at the binding limit): it writes the positions whose
+// token lies in them, and (nan_ids) those whose id is not a row of wte at all.
 layout(push_constant) uniform PC {
     uint out_off, tokens_off, wte_off, wpe_off;
-    uint B, T, C;
-    uint wte_rows; // Vp
+    uint P, T, C;
+    uint wte_rows;  // Vp: ids at or past it give NaN instead of reading out of bounds
+    uint pos0;      // global position of the first one (t = (pos0 + p) % T)
+    uint wpe_row0;  // first wpe row bound
+    uint tok0, tok_rows;
+    uint nan_ids;   // this dispatch writes the positions with invalid ids
 } pc;
 
 void main() {
     uint i = vka_global_id();
-    if (i >= pc.B * pc.T * pc.C) return;
+    if (i >= pc.P * pc.C) return;
     uint c = i % pc.C;
-    uint bt = i / pc.C;
-    uint t = bt % pc.T;
-    int tok = tokens[pc.tokens_off + bt];
-    float e = (tok >= 0 && uint(tok) < pc.wte_rows) ? wte[pc.wte_off + uint(tok) * pc.C + c]
-                                                     : uintBitsToFloat(0x7fc00000u);
+    uint p = i / pc.C;
+    uint t = (pc.pos0 + p) % pc.T - pc.wpe_row0;
+    int tok = tokens[pc.tokens_off + p];
+    bool valid = tok >= 0 && uint(tok) < pc.wte_rows;
+    float e;
+    if (valid && uint(tok) - pc.tok0 < pc.tok_rows)
+        e = wte[pc.wte_off + (uint(tok) - pc.tok0) * pc.C + c];
+    else if (!valid && pc.nan_ids != 0u)
+        e = uintBitsToFloat(0x7fc00000u);
+    else
+        return; // another dispatch's vocabulary rows
     out_[pc.out_off + i] = e + wpe[pc.wpe_off + t * pc.C + c];
 }

@@ -11,7 +11,7 @@
 
 layout(constant_id = 3) const uint NORM_PARTIALS = 64;
 
-layout(set = 0, binding = 0) writeonly buffer Partials { float partials[]; };
+layout(set = 0, binding = 0) buffer Partials { float partials[]; };
 layout(set = 0, binding = 1) readonly buffer G0 { float g0[]; };
 layout(set = 0, binding = 2) readonly buffer G1 { float g1[]; };
 layout(set = 0, binding = 3) readonly buffer G2 { float g2[]; };
@@ -25,6 +25,8 @@ layout(push_constant) uniform PC {
     uint partials_off; // partials of this dispatch's first tensor
     uint g_off[7];
     uint n[7];         // elements of each tensor; 0 past the dispatch's last one
+    uint accumulate;   // bit j: tensor j is a later piece of a gradient split at the binding
+                       // limit: add to its partials instead of writing them
 } pc;
 
 // x^2 of element i of gradient J (one function per binding: the loop below picks the binding
@@ -55,5 +57,8 @@ void main() {
     else if (j == 5u) UNROLLED_SUM(float, sq, square_5, lo + lane, hi, SEG)
     else if (j == 6u) UNROLLED_SUM(float, sq, square_6, lo + lane, hi, SEG)
     sq = seg_sum(sq);
-    if (gl_LocalInvocationID.x == 0u) partials[pc.partials_off + w] = sq;
+    if (gl_LocalInvocationID.x == 0u && j < 7u) {
+        if ((pc.accumulate & (1u << j)) != 0u) sq += partials[pc.partials_off + w];
+        partials[pc.partials_off + w] = sq;
+    }
 }

@@ -39,6 +39,7 @@ layout(push_constant) uniform PC {
     uint stride_out, stride_a, stride_b;  // elements between batches
     uint has_bias, accumulate;
     float alpha;
+    uint lda, ldb, ldo; // row strides of A, B (as stored) and out: a block of a larger matrix
 } pc;
 
 // The tile a workgroup computes, or false past the end of the work (folded grids).
@@ -56,7 +57,7 @@ bool tile_of_group(out uint bi, out uint row0, out uint col0) {
 
 // out[i, j] of batch bi from the accumulated product.
 void store_out(uint bi, uint i, uint j, float acc) {
-    uint o = pc.out_off + bi * pc.stride_out + i * pc.N + j;
+    uint o = pc.out_off + bi * pc.stride_out + i * pc.ldo + j;
     float v = pc.alpha * acc;
     if (pc.has_bias != 0u) v += bias[pc.bias_off + j];
     if (pc.accumulate != 0u) v += out_[o];

@@ -20,7 +20,7 @@ void load_a(uint abase, uint i0, uint k, inout float av[TM][4]) {
         // A (M, K) rows as vec4 along k; the host checked K, offset and stride are multiples of 4.
         [[unroll]] for (uint r = 0u; r < TM; r++) {
             uint i = min(i0 + r, pc.M - 1u);
-            vec4 v = a4[(abase + i * pc.K + k) >> 2];
+            vec4 v = a4[(abase + i * pc.lda + k) >> 2];
             av[r][0] = v.x;
             av[r][1] = v.y;
             av[r][2] = v.z;
@@ -35,7 +35,7 @@ void load_a(uint abase, uint i0, uint k, inout float av[TM][4]) {
             // A (K, M) as vec4 along m: M, offset, stride and TM are multiples of 4.
             [[unroll]] for (uint q = 0u; q < TM / 4u; q++) {
                 uint i = min(i0 + 4u * q, pc.M - 4u);
-                vec4 v = a4[(abase + kc * pc.M + i) >> 2];
+                vec4 v = a4[(abase + kc * pc.lda + i) >> 2];
                 if (!in_k) v = vec4(0.0);
                 av[4u * q + 0u][kk] = v.x;
                 av[4u * q + 1u][kk] = v.y;
@@ -45,7 +45,7 @@ void load_a(uint abase, uint i0, uint k, inout float av[TM][4]) {
         } else {
             [[unroll]] for (uint r = 0u; r < TM; r++) {
                 uint i = min(i0 + r, pc.M - 1u);
-                float v = a[abase + (TRANS_A ? kc * pc.M + i : i * pc.K + kc)];
+                float v = a[abase + (TRANS_A ? kc * pc.lda + i : i * pc.lda + kc)];
                 av[r][kk] = in_k ? v : 0.0;
             }
         }
@@ -58,7 +58,7 @@ void load_b(uint bbase, uint j0, uint k, inout float bv[TN][4]) {
         // B (N, K) rows as vec4 along k.
         [[unroll]] for (uint s = 0u; s < TN; s++) {
             uint j = min(j0 + s, pc.N - 1u);
-            vec4 v = b4[(bbase + j * pc.K + k) >> 2];
+            vec4 v = b4[(bbase + j * pc.ldb + k) >> 2];
             bv[s][0] = v.x;
             bv[s][1] = v.y;
             bv[s][2] = v.z;
@@ -73,7 +73,7 @@ void load_b(uint bbase, uint j0, uint k, inout float bv[TN][4]) {
             // B (K, N) as vec4 along n.
             [[unroll]] for (uint q = 0u; q < TN / 4u; q++) {
                 uint j = min(j0 + 4u * q, pc.N - 4u);
-                vec4 v = b4[(bbase + kc * pc.N + j) >> 2];
+                vec4 v = b4[(bbase + kc * pc.ldb + j) >> 2];
                 if (!in_k) v = vec4(0.0);
                 bv[4u * q + 0u][kk] = v.x;
                 bv[4u * q + 1u][kk] = v.y;
@@ -83,7 +83,7 @@ void load_b(uint bbase, uint j0, uint k, inout float bv[TN][4]) {
         } else {
             [[unroll]] for (uint s = 0u; s < TN; s++) {
                 uint j = min(j0 + s, pc.N - 1u);
-                float v = b[bbase + (TRANS_B ? j * pc.K + kc : kc * pc.N + j)];
+                float v = b[bbase + (TRANS_B ? j * pc.ldb + kc : kc * pc.ldb + j)];
                 bv[s][kk] = in_k ? v : 0.0;
             }
         }
@@ -122,7 +122,7 @@ void matmul_cpu() {
             [[unroll]] for (uint q = 0u; q < TN / 4u; q++) {
                 uint i = i0 + r, j = j0 + 4u * q;
                 if (i < pc.M && j < pc.N) {
-                    uint o = pc.out_off + bi * pc.stride_out + i * pc.N + j;
+                    uint o = pc.out_off + bi * pc.stride_out + i * pc.ldo + j;
                     vec4 v = pc.alpha * vec4(acc[r][4u * q], acc[r][4u * q + 1u],
                                              acc[r][4u * q + 2u], acc[r][4u * q + 3u]);
                     if (pc.has_bias != 0u) v += bias4[(pc.bias_off + j) >> 2];

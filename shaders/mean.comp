@@ -7,13 +7,15 @@
 #include "rowreduce.glsl"
 #include "sumloop.glsl"
 
-layout(set = 0, binding = 0) writeonly buffer Out { float out_[]; };
+layout(set = 0, binding = 0) buffer Out { float out_[]; };
 layout(set = 0, binding = 1) readonly buffer Inp { float inp[]; };
 
 // pc_mean in src/vk/vk_ops_reduce.c
 layout(push_constant) uniform PC {
     uint out_off, inp_off;
-    uint N;
+    uint N;          // elements of this dispatch's block
+    uint accumulate; // add to out (a later block of a split input) instead of writing it
+    float total;     // elements of the whole input (the divisor)
 } pc;
 
 float element(uint i) { return inp[pc.inp_off + i]; }
@@ -22,5 +24,6 @@ void main() {
     float sum = 0.0;
     UNROLLED_SUM(float, sum, element, seg_lane(), pc.N, SEG)
     sum = seg_sum(sum);
-    if (gl_LocalInvocationID.x == 0u) out_[pc.out_off] = sum / float(pc.N);
+    if (gl_LocalInvocationID.x == 0u)
+        out_[pc.out_off] = (pc.accumulate != 0u ? out_[pc.out_off] : 0.0) + sum / pc.total;
 }

@@ -11,12 +11,13 @@ layout(push_constant) uniform PC {
     uint out_off;
     uint n;
     uint iters;
+    uint first; // global index of this dispatch's first element (split at the binding limit)
 } pc;
 
 void main() {
     uint i = vka_global_id();
     if (i >= pc.n) return;
-    float s = float(i % 1024u) * (1.0 / 1024.0);
+    float s = float((pc.first + i) % 1024u) * (1.0 / 1024.0);
     vec4 a = vec4(0.999, 0.998, 0.997, 0.996);
     vec4 b = vec4(1e-3, 2e-3, 3e-3, 4e-3);
     vec4 x0 = vec4(s), x1 = x0 + 0.1, x2 = x0 + 0.2, x3 = x0 + 0.3;

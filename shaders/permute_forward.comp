@@ -11,20 +11,23 @@ layout(set = 0, binding = 3) readonly buffer Inp { float inp[]; };
 
 layout(push_constant) uniform PC {
     uint q_off, k_off, v_off, inp_off;
-    uint B, T, NH, HS;
+    uint B, T, NH, HS; // this dispatch's block: B sequences, T positions, NH heads (from h0)
+    uint T_all, NH_all; // the whole tensors' T and NH (strides)
+    uint h0;           // first head of the block
 } pc;
 
 void main() {
     uint i = vka_global_id();
-    uint C = pc.NH * pc.HS;
-    if (i >= pc.B * pc.T * C) return;
-    // i indexes (b, h, t, d) of q
+    uint C = pc.NH_all * pc.HS;
+    if (i >= pc.B * pc.NH * pc.T * pc.HS) return;
+    // i indexes (b, h, t, d) of the block of q
     uint d = i % pc.HS;
     uint t = (i / pc.HS) % pc.T;
     uint h = (i / (pc.HS * pc.T)) % pc.NH;
     uint b = i / (pc.HS * pc.T * pc.NH);
-    uint src = pc.inp_off + (b * pc.T + t) * 3u * C + h * pc.HS + d;
-    q[pc.q_off + i] = inp[src];
-    k[pc.k_off + i] = inp[src + C];
-    v[pc.v_off + i] = inp[src + 2u * C];
+    uint src = pc.inp_off + (b * pc.T_all + t) * 3u * C + (pc.h0 + h) * pc.HS + d;
+    uint dst = ((b * pc.NH_all + h) * pc.T_all + t) * pc.HS + d;
+    q[pc.q_off + dst] = inp[src];
+    k[pc.k_off + dst] = inp[src + C];
+    v[pc.v_off + dst] = inp[src + 2u * C];
 }

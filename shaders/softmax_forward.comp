@@ -21,19 +21,22 @@ layout(push_constant) uniform PC {
     uint has_mask;
     uint causal;
     float scale;
+    uint row0;      // row r of this dispatch is row row0 + r of the whole (causal query, mask row)
+    uint mask_row0; // the mask binding starts at mask row mask_row0 (of that whole)
 } pc;
 
 // Keys [0, visible) of row r can be unmasked by causality: query q = r % Tq sees keys
 // k <= q + Tk - Tq (queries aligned to the last keys).
 uint visible_keys(uint r) {
     if (pc.causal == 0u) return pc.Tk;
-    int last = int(r % pc.Tq) + int(pc.Tk) - int(pc.Tq);
+    int last = int((pc.row0 + r) % pc.Tq) + int(pc.Tk) - int(pc.Tq);
     return uint(clamp(last + 1, 0, int(pc.Tk)));
 }
 
 float logit(uint r, uint k) {
     float x = pc.scale * inp[pc.inp_off + r * pc.Tk + k];
-    if (pc.has_mask != 0u) x += mask[pc.mask_off + (r / pc.mask_rows) * pc.Tk + k];
+    if (pc.has_mask != 0u)
+        x += mask[pc.mask_off + ((pc.row0 + r) / pc.mask_rows - pc.mask_row0) * pc.Tk + k];
     return x;
 }
 

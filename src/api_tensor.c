@@ -17,7 +17,8 @@ vka_result vka_tensor_create(vka_context *ctx, size_t n, vka_tensor **out) {
     if (n > limit / sizeof(float))
         return vka_set_error(ctx, VKA_ERROR_DEVICE_LIMIT,
                              "vka_tensor_create: %zu elements (%.0f bytes) exceed the %s device's "
-                             "maxStorageBufferRange of %llu bytes (%llu elements)",
+                             "largest allocation (maxMemoryAllocationSize) of %llu bytes (%llu "
+                             "elements)",
                              n, (double)n * sizeof(float), ctx->be->name,
                              (unsigned long long)limit,
                              (unsigned long long)(limit / sizeof(float)));

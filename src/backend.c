@@ -34,8 +34,8 @@ size_t vkb_batch_span(int batch, size_t stride, size_t matrix) {
 }
 
 bool vkb_overlap(vkb_tensor a, size_t n, vkb_tensor b, size_t m) {
-    return a.arena == b.arena && a.chunk == b.chunk && (size_t)a.offset < b.offset + m &&
-           (size_t)b.offset < a.offset + n;
+    return a.arena == b.arena && a.chunk == b.chunk && a.offset < b.offset + m &&
+           b.offset < a.offset + n;
 }
 
 static size_t align_elems(size_t n) {
@@ -43,26 +43,25 @@ static size_t align_elems(size_t n) {
 }
 
 int vkb_arena_layout(const size_t *sizes, int count, size_t max_chunk_elems, uint32_t *chunk_of,
-                     uint32_t *offset_of, size_t *chunk_elems, int *bad) {
+                     size_t *offset_of, size_t *chunk_elems, int *bad) {
     int n_chunks = 0;
     for (int i = 0; i < count; i++) {
         if (sizes[i] > max_chunk_elems) {
             if (bad) *bad = i;
             return -1;
         }
-        /* First chunk with room after its last tensor. Offsets are uint32 (vkb_tensor), so a
-         * tensor may not start past UINT32_MAX even in a larger chunk. */
+        /* First chunk with room after its last tensor. */
         int c = 0;
         for (; c < n_chunks; c++) {
             size_t start = align_elems(chunk_elems[c]);
-            if (start <= UINT32_MAX && start <= max_chunk_elems &&
+            if (start <= max_chunk_elems &&
                 sizes[i] <= max_chunk_elems - start)
                 break;
         }
         if (c == n_chunks) chunk_elems[n_chunks++] = 0;
         size_t start = align_elems(chunk_elems[c]);
         chunk_of[i] = (uint32_t)c;
-        offset_of[i] = (uint32_t)start;
+        offset_of[i] = start;
         chunk_elems[c] = start + sizes[i];
     }
     return n_chunks;

@@ -46,18 +46,19 @@ typedef struct vkb_arena vkb_arena;
 typedef struct vkb_graph vkb_graph;
 
 /* A view of n consecutive 4-byte elements of one buffer ("chunk") of an arena. A tensor never
- * spans two chunks. arena == NULL means "no tensor" (an absent optional argument). */
+ * spans two chunks (but may be larger than a device's binding limit: Vulkan ops split their
+ * dispatches, vk_internal.h). arena == NULL means "no tensor" (an absent optional argument). */
 typedef struct vkb_tensor {
     vkb_arena *arena;
-    uint32_t chunk;  /* which buffer of the arena */
-    uint32_t offset; /* element offset within the chunk */
-    size_t n;        /* elements */
+    uint32_t chunk; /* which buffer of the arena */
+    size_t offset;  /* element offset within the chunk (64-bit: chunks may pass 2^32 elements) */
+    size_t n;       /* elements */
 } vkb_tensor;
 
 /* Elements [off, off + n) of t (must lie inside t). */
 static inline vkb_tensor vkb_slice(vkb_tensor t, size_t off, size_t n) {
     vkb_tensor s = t;
-    s.offset = (uint32_t)(t.offset + off);
+    s.offset = t.offset + off;
     s.n = n;
     return s;
 }
@@ -69,8 +70,9 @@ typedef enum vkb_arena_kind {
     VKB_ARENA_HOST = 1,   /* host-visible and coherent: per-run inputs and read-back outputs */
 } vkb_arena_kind;
 
-/* Every tensor of an arena starts at a multiple of this many elements (64 bytes). */
-#define VKB_TENSOR_ALIGN 16
+/* Every tensor of an arena starts at a multiple of this many elements (256 bytes: the largest
+ * minStorageBufferOffsetAlignment Vulkan allows, so a whole tensor can be bound at its start). */
+#define VKB_TENSOR_ALIGN 64
 
 /* AdamW step scalars are VKA_HYPER_* (vkattn.h), written by the host into a VKB_ARENA_HOST
  * tensor before each run. grad_norm() reduces each gradient tensor into VKA_NORM_PARTIALS
@@ -119,7 +121,7 @@ static inline vkb_softmax vkb_softmax_resolved(vkb_softmax sm) {
 
 /* What a backend can hold: the model checks shapes against these and reports the limit. */
 typedef struct vkb_limits {
-    uint64_t max_tensor_bytes;  /* one tensor (maxStorageBufferRange) */
+    uint64_t max_tensor_bytes;  /* one tensor (Vulkan: one buffer, maxMemoryAllocationSize) */
     uint64_t max_chunk_bytes;   /* one buffer of an arena */
     uint64_t memory_bytes;      /* all arenas together (device-local heap); 0 = unknown */
 } vkb_limits;
@@ -131,7 +133,8 @@ typedef struct vkb_ops {
     /* One arena holding count tensors of sizes[i] elements (each aligned to VKB_TENSOR_ALIGN,
      * packed into chunks of at most limits.max_chunk_bytes), zero-filled; tensors[i] receives
      * the views. names[i] (may be NULL) names tensors in error messages.
-     * Errors: VKA_ERROR_DEVICE_LIMIT (a tensor beyond max_tensor_bytes), out of memory. */
+     * Errors: VKA_ERROR_DEVICE_LIMIT (a tensor beyond max_tensor_bytes, or the arena beyond
+     * the device's memory: the message names the arena and the sizes), out of memory. */
     vka_result (*arena_create)(vkb_backend *be, const char *label, vkb_arena_kind kind,
                                const size_t *sizes, const char *const *names, int count,
                                vkb_tensor *tensors, vkb_arena **out);
@@ -268,9 +271,9 @@ void vkb_fail(vkb_backend *be, vka_result r, const char *fmt, ...)
 /* Argument check of every op (vkb_checked_ops): true when t is present and holds at least n
  * elements; otherwise fails the graph with VKA_ERROR_INVALID_ARGUMENT, naming op and tensor
  * ("op: tensor name is missing", "op: name holds 5 elements but 6 are needed"). A wrong size
- * from the model is reported, never a silent out-of-bounds access. On Vulkan it also bounds
- * every element count an op puts in its 32-bit push constants: a tensor lies in one chunk,
- * which fits maxStorageBufferRange (< 2^32 bytes, so < 2^30 elements). */
+ * from the model is reported, never a silent out-of-bounds access. (Vulkan ops split their
+ * dispatches so that every bound range, hence every count in their 32-bit push constants, fits
+ * the binding limit, < 2^32 bytes.) */
 bool vkb_need(vkb_backend *be, const char *op, const char *name, vkb_tensor t, size_t n);
 
 /* Elements a batch of matrices spans: (batch - 1) strides plus one matrix (batch >= 1); stride
@@ -298,7 +301,7 @@ void vkb_op_time_add(vka_op_time *out, int cap, int *n, const char *op, double m
  * (chunk_elems, capacity count) and returns the number of chunks, or -1 if a tensor is larger
  * than max_chunk_elems (its index in *bad). Shared by both backends. */
 int vkb_arena_layout(const size_t *sizes, int count, size_t max_chunk_elems, uint32_t *chunk_of,
-                     uint32_t *offset_of, size_t *chunk_elems, int *bad);
+                     size_t *offset_of, size_t *chunk_elems, int *bad);
 
 /* Backends. Each keeps ctx for messages; the context owns and destroys its backend. */
 vka_result vkb_cpu_create(vka_context *ctx, int threads, vkb_backend **out);

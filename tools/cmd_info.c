@@ -39,9 +39,9 @@ static void print_device(const vka_device_info *d) {
     bytes_text(d->max_storage_buffer_range, b2, sizeof b2);
     bytes_text(d->max_memory_allocation_size, b3, sizeof b3);
     printf("    device-local memory        %s\n", b1);
-    printf("    maxStorageBufferRange      %s (%" PRIu64 " bytes: the largest tensor)\n", b2,
+    printf("    maxStorageBufferRange      %s (%" PRIu64 " bytes: the most one binding holds)\n", b2,
            d->max_storage_buffer_range);
-    printf("    maxMemoryAllocationSize    %s\n", b3);
+    printf("    maxMemoryAllocationSize    %s (the largest tensor)\n", b3);
     printf("    workgroup size             %u x %u x %u, %u invocations\n",
            d->max_compute_work_group_size[0], d->max_compute_work_group_size[1],
            d->max_compute_work_group_size[2], d->max_compute_work_group_invocations);

@@ -9,7 +9,7 @@
 #include <omp.h>
 #endif
 
-#define CPU_ALIGN_BYTES 64 /* VKB_TENSOR_ALIGN elements */
+#define CPU_ALIGN_BYTES 64 /* chunk start (cache line); tensors start VKB_TENSOR_ALIGN apart */
 
 static void cpu_destroy(vkb_backend *be) { free(be); }
 
@@ -57,7 +57,8 @@ static vka_result cpu_arena_create(vkb_backend *be, const char *label, vkb_arena
     }
     vkb_arena *arena = calloc(1, sizeof *arena);
     size_t n = count > 0 ? (size_t)count : 1;
-    uint32_t *chunk_of = malloc(n * sizeof *chunk_of), *offset_of = malloc(n * sizeof *offset_of);
+    uint32_t *chunk_of = malloc(n * sizeof *chunk_of);
+    size_t *offset_of = malloc(n * sizeof *offset_of);
     size_t *elems = calloc(n, sizeof *elems);
     vka_result r = VKA_SUCCESS;
     if (!arena || !chunk_of || !offset_of || !elems) {

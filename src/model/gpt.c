@@ -101,8 +101,8 @@ vka_result vkm_gpt_make_arena(vka_gpt *gpt, const char *label, vkb_arena_kind ki
         if (lim->max_tensor_bytes && bytes > lim->max_tensor_bytes)
             return vka_set_error(gpt->ctx, VKA_ERROR_DEVICE_LIMIT,
                                  "%s (%zu floats) needs %.1f MiB (%" PRIu64 " bytes) but this "
-                                 "device's maxStorageBufferRange is %.1f MiB (%" PRIu64
-                                 " bytes)%s",
+                                 "device allocates at most %.1f MiB (%" PRIu64
+                                 " bytes) at once (maxMemoryAllocationSize)%s",
                                  names[i], sizes[i], mib(bytes), bytes,
                                  mib(lim->max_tensor_bytes), lim->max_tensor_bytes, hint);
     }

@@ -4,7 +4,7 @@
  * (forward/backward/AdamW recording), gpt_train.c (the public run functions) and checkpoint.c.
  *
  * Layout (llm.c train_gpt2.c, with one difference: each layer's slice of a (L, ...) parameter
- * is its own tensor, so no single tensor grows with L past a device's maxStorageBufferRange):
+ * is its own tensor, so no single tensor grows with L):
  *  - parameters: tensors in llm.c order wte, wpe, then for each of ln1w..fcprojb the L layer
  *    tensors, then lnfw, lnfb; one arena. Gradients, AdamW m and v: one arena each, same
  *    tensor list (gradients and m/v are created on first use, so an inference-only model

@@ -75,11 +75,11 @@ vka_result vkb_vulkan_create(vka_context *ctx, vkb_backend **out) {
     vb->dev = dev;
     vb->vk = &dev->vk;
     const vka_device_info *info = &dev->infos[dev->selected];
-    uint64_t range = dev->props.limits.maxStorageBufferRange;
-    vb->base.limits.max_tensor_bytes = range;
-    /* A chunk is bound whole, so it must fit one storage-buffer range and one allocation. */
-    vb->base.limits.max_chunk_bytes =
-        VKA_MIN(range, info->max_memory_allocation_size) / 64 * 64;
+    /* A chunk is one buffer with its own allocation; ops bind parts of it (vkv_dispatch) and
+     * split their work on tensors past the binding limit, so a tensor may fill a chunk. */
+    uint64_t chunk = info->max_memory_allocation_size / 256 * 256;
+    vb->base.limits.max_tensor_bytes = chunk;
+    vb->base.limits.max_chunk_bytes = chunk;
     vb->base.limits.memory_bytes = info->device_local_bytes;
     *out = &vb->base;
 

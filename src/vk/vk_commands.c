@@ -327,6 +327,48 @@ static vkv_access access_of(vkb_tensor t, bool write) {
                         .write = write};
 }
 
+/* Where the bound range of t starts: its first byte aligned down to bind_align. */
+static VkDeviceSize bind_start(const vkv_backend *vb, vkb_tensor t) {
+    return (VkDeviceSize)t.offset * 4 / vb->dev->bind_align * vb->dev->bind_align;
+}
+
+uint32_t vkv_off(const vkv_backend *vb, vkb_tensor t) {
+    if (!t.arena) return 0;
+    return (uint32_t)(((VkDeviceSize)t.offset * 4 - bind_start(vb, t)) / 4);
+}
+
+size_t vkv_bind_elems(const vkv_backend *vb) {
+    return (size_t)((vb->dev->max_binding_bytes - vb->dev->bind_align) / vb->dev->bind_align *
+                    vb->dev->bind_align / 4);
+}
+
+static void fail_row(vkv_backend *vb, const char *op, const char *what, size_t n, const char *unit) {
+    vkb_fail(&vb->base, VKA_ERROR_DEVICE_LIMIT,
+             "%s: %s%s of %zu elements (%.1f KiB) does not fit this device's binding limit of "
+             "%llu bytes (maxStorageBufferRange or VKATTN_MAX_BINDING_BYTES)", op, unit, what, n,
+             (double)n * 4 / 1024, (unsigned long long)vb->dev->max_binding_bytes);
+}
+
+size_t vkv_block_rows(vkv_backend *vb, const char *op, size_t rows, const size_t *per_row,
+                      const char *const *names, int n) {
+    size_t most = vkv_bind_elems(vb), block = rows ? rows : 1;
+    for (int i = 0; i < n; i++) {
+        if (!per_row[i]) continue;
+        if (per_row[i] > most) {
+            fail_row(vb, op, names ? names[i] : "a tensor", per_row[i], "one row of ");
+            return 0;
+        }
+        block = VKA_MIN(block, most / per_row[i]);
+    }
+    return block;
+}
+
+bool vkv_fits(vkv_backend *vb, const char *op, const char *what, size_t n) {
+    if (n <= vkv_bind_elems(vb)) return true;
+    fail_row(vb, op, what, n, "");
+    return false;
+}
+
 void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
     const char *label = call->label ? call->label : vka_shader_registry[call->shader].name;
     if (!can_record(vb, label) || call->groups == 0) return;
@@ -345,25 +387,35 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
                  lim->maxComputeWorkGroupCount[1]);
         return;
     }
+    /* Each tensor is bound as its own range, from its start aligned down to bind_align to its
+     * end; the shader adds vkv_off() (the elements before the tensor in that range). */
     VkBuffer buffers[VKV_MAX_BINDINGS];
-    uint64_t ids[VKV_MAX_BINDINGS];
+    vkv_binding key[VKV_MAX_BINDINGS];
     vkv_access acc[VKV_MAX_BINDINGS];
+    int n_acc = 0;
     for (int i = 0; i < VKV_MAX_BINDINGS; i++) {
         vkb_tensor t = i < call->n_bind ? call->bind[i] : (vkb_tensor){0};
-        if (!t.arena) {
+        if (!t.arena || t.n == 0) {
             buffers[i] = vb->dummy->buffers[0];
-            ids[i] = vb->dummy->ids[0];
+            key[i] = (vkv_binding){.id = vb->dummy->ids[0], .offset = 0, .range = VK_WHOLE_SIZE};
             continue;
         }
         vkv_arena *a = vkv_arena_of(t);
+        VkDeviceSize lo = bind_start(vb, t), hi = ((VkDeviceSize)t.offset + t.n) * 4;
+        if (hi - lo > vb->dev->max_binding_bytes) {
+            vkb_fail(&vb->base, VKA_ERROR_DEVICE_LIMIT,
+                     "%s: binding %d spans %llu bytes, beyond the binding limit of %llu bytes "
+                     "(internal error: the op did not split its work)", label, i,
+                     (unsigned long long)(hi - lo),
+                     (unsigned long long)vb->dev->max_binding_bytes);
+            return;
+        }
         buffers[i] = a->buffers[t.chunk];
-        ids[i] = a->ids[t.chunk];
+        key[i] = (vkv_binding){.id = a->ids[t.chunk], .offset = lo, .range = hi - lo};
+        acc[n_acc++] = (vkv_access){.id = key[i].id, .lo = lo, .hi = hi, .write = call->writes[i]};
     }
-    int n_acc = 0;
-    for (int i = 0; i < call->n_bind; i++)
-        if (call->bind[i].arena && call->bind[i].n) acc[n_acc++] = access_of(call->bind[i], call->writes[i]);
     VkPipeline pipeline = vkv_get_pipeline(vb, call->shader, call->spec, call->n_spec);
-    VkDescriptorSet set = pipeline ? vkv_get_set(vb, buffers, ids) : VK_NULL_HANDLE;
+    VkDescriptorSet set = pipeline ? vkv_get_set(vb, buffers, key) : VK_NULL_HANDLE;
     if (!pipeline || !set) return;
     track(vb, acc, n_acc);
     uint32_t q = profile_open(vb, label);

@@ -9,6 +9,7 @@
  */
 #include "vk/vk_internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <threads.h>
@@ -140,6 +141,21 @@ static vka_result resolve_settings(vka_context *ctx, vka_context_desc *d) {
             return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
                                  "VKATTN_KERNELS=\"%s\" is not a kernel variant: use gpu, cpu or "
                                  "auto (or leave it unset)", env);
+    }
+    env = getenv("VKATTN_MAX_BINDING_BYTES");
+    if (d->max_binding_bytes == 0 && env && *env) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(env, &end, 10);
+        if (errno || !end || *end || env[0] < '0' || env[0] > '9' || v < 4096)
+            return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                                 "VKATTN_MAX_BINDING_BYTES=\"%s\" is not a number of bytes >= "
+                                 "4096 (it lowers the most bytes one descriptor binds)", env);
+        d->max_binding_bytes = v;
+    } else if (d->max_binding_bytes != 0 && d->max_binding_bytes < 4096) {
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_context_desc.max_binding_bytes = %llu is below 4096",
+                             (unsigned long long)d->max_binding_bytes);
     }
     env = getenv("VKATTN_VALIDATION");
     if (d->validation == 0) {
@@ -443,7 +459,7 @@ static bool want_cpu_kernels(vka_kernels k, vka_device_type type) {
 }
 
 /* Fill the chosen device's properties the backend needs. */
-static void finish_selection(vkr_device *dev, vka_kernels kernels) {
+static void finish_selection(vkr_device *dev, vka_kernels kernels, uint64_t max_binding) {
     dev->infos[dev->selected].selected = true;
     dev->phys = dev->phys_list[dev->selected];
     dev->vki.GetPhysicalDeviceProperties(dev->phys, &dev->props);
@@ -452,9 +468,15 @@ static void finish_selection(vkr_device *dev, vka_kernels kernels) {
     dev->is_cpu = want_cpu_kernels(kernels, info->type);
     dev->unified_memory = info->unified_memory;
     dev->timestamps = info->timestamps;
+    uint64_t range = dev->props.limits.maxStorageBufferRange;
+    dev->max_binding_bytes = max_binding && max_binding < range ? max_binding : range;
+    VkDeviceSize align = 16;
+    while (align < dev->props.limits.minStorageBufferOffsetAlignment && align < 256) align *= 2;
+    dev->bind_align = align;
 }
 
-static vka_result adopt_env(vkr_device *dev, const vka_vulkan_env *env, vka_kernels kernels) {
+static vka_result adopt_env(vkr_device *dev, const vka_vulkan_env *env, vka_kernels kernels,
+                            uint64_t max_binding) {
     vka_context *ctx = dev->ctx;
     if (!env->instance || !env->physical_device || !env->device || !env->queue)
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
@@ -479,7 +501,7 @@ static vka_result adopt_env(vkr_device *dev, const vka_vulkan_env *env, vka_kern
     dev->queue_family = env->queue_family;
     r = load_device_table(dev);
     if (r != VKA_SUCCESS) return r;
-    finish_selection(dev, kernels);
+    finish_selection(dev, kernels, max_binding);
     /* Timestamps depend on the application's queue family. */
     uint32_t n = 0;
     dev->vki.GetPhysicalDeviceQueueFamilyProperties(dev->phys, &n, NULL);
@@ -508,7 +530,7 @@ vka_result vkr_device_create(vka_context *ctx, const vka_context_desc *given, vk
     if (!dev) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     dev->ctx = ctx;
     *out = dev;
-    if (desc->vulkan) return adopt_env(dev, desc->vulkan, desc->kernels);
+    if (desc->vulkan) return adopt_env(dev, desc->vulkan, desc->kernels, desc->max_binding_bytes);
 
     dev->gipa = loader_gipa;
     if (!dev->gipa)
@@ -519,7 +541,7 @@ vka_result vkr_device_create(vka_context *ctx, const vka_context_desc *given, vk
     if (r == VKA_SUCCESS) r = enumerate_devices(dev);
     if (r == VKA_SUCCESS) r = select_device(dev, desc->device);
     if (r == VKA_SUCCESS) r = create_device(dev);
-    if (r == VKA_SUCCESS) finish_selection(dev, desc->kernels);
+    if (r == VKA_SUCCESS) finish_selection(dev, desc->kernels, desc->max_binding_bytes);
     if (r == VKA_SUCCESS) {
         const vka_device_info *i = &dev->infos[dev->selected];
         vka_log(ctx, VKA_LOG_INFO, "Vulkan device %u: %s (%s %s)", dev->selected, i->name,

@@ -4,9 +4,22 @@
  * implements the ops of src/backend.h on top of them (vk_backend.c, vk_ops_*.c).
  *
  * Shader conventions (shaders/common.glsl):
- *  - set 0, bindings 0..VKV_MAX_BINDINGS-1 are storage buffers; binding i is the chunk buffer
- *    of the op's i-th tensor, bound whole; the tensor's element offset in that buffer is passed
- *    in the push constants (a field per tensor, named like the tensor: out_off, inp_off, ...).
+ *  - set 0, bindings 0..VKV_MAX_BINDINGS-1 are storage buffers; binding i is the op's i-th
+ *    tensor view (vkv_call.bind[i]) bound as its own range: from its first byte aligned down to
+ *    the device's bind_align (>= minStorageBufferOffsetAlignment) to its last. The elements
+ *    before the view in that range, vkv_off(vb, view) (< 64), are passed in the push constants
+ *    (a field per tensor, named like the tensor: out_off, inp_off, ...). Ops pass
+ *    vkv_off(vb, t) there, never t.offset. Whole tensors start aligned (VKB_TENSOR_ALIGN), so
+ *    their vkv_off is 0.
+ *  - Binding limit: no bound range may pass dev->max_binding_bytes (maxStorageBufferRange, or
+ *    less for tests: vka_context_desc.max_binding_bytes / VKATTN_MAX_BINDING_BYTES). A tensor
+ *    may be larger (up to an allocation); ops split their dispatches into blocks (of elements,
+ *    rows, vocabulary rows, matrix tiles) whose views each hold at most vkv_bind_elems(vb)
+ *    elements, and vkv_dispatch fails (naming the op) if a range is still too large. A new op
+ *    that binds views of at most vkv_bind_elems elements, or only small tensors, needs nothing
+ *    more: vkv_block_rows() gives the rows per block for row-wise ops.
+ *  - Hazards are tracked on the bound byte ranges, which is what synchronization validation
+ *    sees.
  *  - Shapes (B, T, C, NH, HS, V, ...) and offsets are in a push-constant block mirrored by a C
  *    struct with _Static_assert(sizeof(struct) <= 128) next to the dispatch.
  *  - Workgroup size is specialization constant 0 (local_size_x_id = 0); tile sizes and
@@ -66,6 +79,10 @@ typedef struct vkr_device {
     VkQueue queue;
     uint32_t queue_family;
     bool is_cpu;         /* use the CPU-type kernel variants (lavapipe; vka_kernels overrides) */
+    uint64_t max_binding_bytes; /* bytes one descriptor may bind: maxStorageBufferRange, or less
+                                 * (vka_context_desc.max_binding_bytes) */
+    VkDeviceSize bind_align;    /* binding offsets are multiples of this (a power of two >=
+                                 * minStorageBufferOffsetAlignment, <= VKB_TENSOR_ALIGN * 4) */
     bool unified_memory; /* device-local memory is host-visible: no staging copies */
     bool timestamps;     /* queue family has timestamp support */
     uint32_t timestamp_valid_bits; /* of the queue family */
@@ -105,6 +122,24 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call);
 /* Record a vkCmdFillBuffer / vkCmdCopyBuffer with the same hazard tracking. */
 void vkv_fill(vkv_backend *vb, vkb_tensor t, uint32_t bits);
 void vkv_copy(vkv_backend *vb, vkb_tensor dst, vkb_tensor src);
+
+/* Elements before view t in the range vkv_dispatch binds for it (0 for whole tensors and for
+ * VKB_NONE): what goes in the push constants as the tensor's offset. */
+uint32_t vkv_off(const vkv_backend *vb, vkb_tensor t);
+
+/* The most elements one bound view may hold: the binding limit less the alignment slack, a
+ * multiple of bind_align / 4 (so element blocks of this size start aligned). */
+size_t vkv_bind_elems(const vkv_backend *vb);
+
+/* Rows per block for an op over `rows` rows that binds n views of per_row[i] elements per row
+ * (slices of the block's rows), each within vkv_bind_elems: at least 1, at most rows. When one
+ * row of some view is already too large, fails (VKA_ERROR_DEVICE_LIMIT, naming op, names[i],
+ * the row's bytes and the limit) and returns 0. */
+size_t vkv_block_rows(vkv_backend *vb, const char *op, size_t rows, const size_t *per_row,
+                      const char *const *names, int n);
+
+/* Fails like vkv_block_rows unless a view of n elements (op's `what`, bound whole) fits. */
+bool vkv_fits(vkv_backend *vb, const char *op, const char *what, size_t n);
 
 /* The largest power of two <= want within the device's workgroup limits (Vulkan guarantees
  * only 128 invocations). */

@@ -1,6 +1,6 @@
 /*
  * Arenas of the Vulkan backend: each is a few VkBuffers ("chunks", each at most
- * maxStorageBufferRange so a whole chunk can be bound), one VkDeviceMemory each, tensors
+ * maxMemoryAllocationSize; ops bind ranges of them, vk_internal.h), one VkDeviceMemory each, tensors
  * suballocated inside (llm.c style: one allocation per kind of tensor, sliced).
  * Device arenas are device-local; where device-local memory is host-visible and the device is
  * not discrete (integrated GPUs, lavapipe) they are mapped and read/written directly (zero copy),
@@ -114,7 +114,7 @@ vka_result vkv_arena_create(vkb_backend *be, const char *label, vkb_arena_kind k
     *out = NULL;
     if (count <= 0) return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "%s: empty arena", label);
     uint32_t *chunk_of = calloc((size_t)count, sizeof *chunk_of);
-    uint32_t *offset_of = calloc((size_t)count, sizeof *offset_of);
+    size_t *offset_of = calloc((size_t)count, sizeof *offset_of);
     size_t *chunk_elems = calloc((size_t)count, sizeof *chunk_elems);
     vkv_arena *a = calloc(1, sizeof *a);
     vka_result r = VKA_SUCCESS;
@@ -128,11 +128,10 @@ vka_result vkv_arena_create(vkb_backend *be, const char *label, vkb_arena_kind k
     if (n_chunks < 0) {
         const char *name = names && names[bad] ? names[bad] : "a tensor";
         r = vka_set_error(ctx, VKA_ERROR_DEVICE_LIMIT,
-                          "%s: %s needs %.1f MiB (%zu floats) but this device allows %.1f MiB "
-                          "per tensor (maxStorageBufferRange %.1f MiB, maxMemoryAllocationSize)",
+                          "%s: %s needs %.1f MiB (%zu floats) but this device allocates at most "
+                          "%.1f MiB at once (maxMemoryAllocationSize)",
                           label, name, (double)sizes[bad] * 4 / (1 << 20), sizes[bad],
-                          (double)be->limits.max_chunk_bytes / (1 << 20),
-                          (double)be->limits.max_tensor_bytes / (1 << 20));
+                          (double)be->limits.max_chunk_bytes / (1 << 20));
         goto done;
     }
     uint64_t total = 0;

@@ -14,14 +14,22 @@ _Static_assert(sizeof(pc_adamw) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 void vkv_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m, vkb_tensor v,
                vkb_tensor hyper, vkb_tensor gscale, size_t N, float weight_decay) {
     const char *op = "adamw";
-    pc_adamw pc = {param.offset, m.offset,     v.offset,   grad.offset,
-                   hyper.offset, gscale.offset, (uint32_t)N, gscale.arena != NULL, weight_decay};
-    vkv_call call = {.shader = VKA_SHADER_ADAMW,
-                     .bind = {vkb_slice(param, 0, N), vkb_slice(m, 0, N), vkb_slice(v, 0, N),
-                              vkb_slice(grad, 0, N), vkb_slice(hyper, 0, VKA_HYPER_COUNT),
-                              vkb_present(gscale) ? vkb_slice(gscale, 0, 2) : VKB_NONE},
-                     .writes = {true, true, true}, .n_bind = 6, .pc = &pc,
-                     .pc_size = sizeof pc, .label = op};
-    vkv_call_elems((vkv_backend *)be, &call, N, WG);
-    vkv_dispatch((vkv_backend *)be, &call);
+    vkv_backend *vb = (vkv_backend *)be;
+    vkb_tensor hs = vkb_slice(hyper, 0, VKA_HYPER_COUNT);
+    vkb_tensor gs = vkb_present(gscale) ? vkb_slice(gscale, 0, 2) : VKB_NONE;
+    size_t block = vkv_bind_elems(vb); /* parameters past the binding limit: in blocks */
+    for (size_t i0 = 0; i0 < N; i0 += block) {
+        size_t n = VKA_MIN(block, N - i0);
+        vkb_tensor ps = vkb_slice(param, i0, n), ms = vkb_slice(m, i0, n);
+        vkb_tensor vs = vkb_slice(v, i0, n), grs = vkb_slice(grad, i0, n);
+        pc_adamw pc = {vkv_off(vb, ps), vkv_off(vb, ms), vkv_off(vb, vs), vkv_off(vb, grs),
+                       vkv_off(vb, hs), vkv_off(vb, gs), (uint32_t)n, gscale.arena != NULL,
+                       weight_decay};
+        vkv_call call = {.shader = VKA_SHADER_ADAMW,
+                         .bind = {ps, ms, vs, grs, hs, gs},
+                         .writes = {true, true, true}, .n_bind = 6, .pc = &pc,
+                         .pc_size = sizeof pc, .label = op};
+        vkv_call_elems(vb, &call, n, WG);
+        vkv_dispatch(vb, &call);
+    }
 }

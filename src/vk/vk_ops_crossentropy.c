@@ -13,32 +13,41 @@ typedef struct pc_crossentropy {
 } pc_crossentropy;
 _Static_assert(sizeof(pc_crossentropy) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
-/* out (out_n elements) from logits (N, Vp) and targets (N), by a shader that walks each row
- * `passes` times (forward: V; backward: V, then Vp). */
+/* out (out_row elements per row) from logits (N, Vp) and targets (N), by a shader that walks
+ * each row `passes` times (forward: V; backward: V, then Vp); in blocks of rows that fit the
+ * binding limit (logits of B*T*Vp may pass it). */
 static void dispatch(vkb_backend *be, vka_shader_id shader, const char *op, int passes,
-                     vkb_tensor out, size_t out_n, vkb_tensor logits, vkb_tensor targets,
+                     vkb_tensor out, size_t out_row, vkb_tensor logits, vkb_tensor targets,
                      float dloss, int N, int V, int Vp) {
-    size_t NVp = (size_t)N * Vp;
     vkv_backend *vb = (vkv_backend *)be;
-    vkv_layout lay = vkv_rows_layout(vb, (uint64_t)N, (uint64_t)Vp, passes);
+    size_t per_row[3] = {out_row, (size_t)Vp, 1};
+    const char *names[3] = {out_row == 1 ? "losses" : "dlogits", "logits", "targets"};
+    size_t block = vkv_block_rows(vb, op, (size_t)N, per_row, names, 3);
+    if (!block) return;
+    vkv_layout lay = vkv_rows_layout(vb, (uint64_t)VKA_MIN(block, (size_t)N), (uint64_t)Vp, passes);
     if (!vkv_check_layout(be, op, &lay)) return;
-    pc_crossentropy pc = {out.offset, logits.offset, targets.offset, (uint32_t)N, (uint32_t)V,
-                          (uint32_t)Vp, dloss};
-    vkv_call call = {.shader = shader,
-                     .bind = {vkb_slice(out, 0, out_n), vkb_slice(logits, 0, NVp),
-                              vkb_slice(targets, 0, N)},
-                     .writes = {true, false, false},
-                     .n_bind = 3,
-                     .pc = &pc,
-                     .pc_size = sizeof pc,
-                     .label = op};
-    vkv_call_layout(&call, &lay);
-    vkv_dispatch(vb, &call);
+    for (size_t r0 = 0; r0 < (size_t)N; r0 += block) {
+        size_t n = VKA_MIN(block, (size_t)N - r0);
+        vkb_tensor os = vkb_slice(out, r0 * out_row, n * out_row);
+        vkb_tensor ls = vkb_slice(logits, r0 * Vp, n * Vp), ts = vkb_slice(targets, r0, n);
+        lay = vkv_rows_layout(vb, (uint64_t)n, (uint64_t)Vp, passes);
+        pc_crossentropy pc = {vkv_off(vb, os), vkv_off(vb, ls), vkv_off(vb, ts), (uint32_t)n,
+                              (uint32_t)V, (uint32_t)Vp, dloss};
+        vkv_call call = {.shader = shader,
+                         .bind = {os, ls, ts},
+                         .writes = {true, false, false},
+                         .n_bind = 3,
+                         .pc = &pc,
+                         .pc_size = sizeof pc,
+                         .label = op};
+        vkv_call_layout(&call, &lay);
+        vkv_dispatch(vb, &call);
+    }
 }
 
 void vkv_crossentropy_forward(vkb_backend *be, vkb_tensor losses, vkb_tensor logits,
                               vkb_tensor targets, int N, int V, int Vp) {
-    dispatch(be, VKA_SHADER_CROSSENTROPY_FORWARD, "crossentropy_forward", 1, losses, (size_t)N,
+    dispatch(be, VKA_SHADER_CROSSENTROPY_FORWARD, "crossentropy_forward", 1, losses, 1,
              logits, targets, 0.0f, N, V, Vp);
 }
 
@@ -46,5 +55,5 @@ void vkv_crossentropy_forward(vkb_backend *be, vkb_tensor losses, vkb_tensor log
 void vkv_crossentropy_backward(vkb_backend *be, vkb_tensor dlogits, vkb_tensor logits,
                                vkb_tensor targets, float dloss, int N, int V, int Vp) {
     dispatch(be, VKA_SHADER_CROSSENTROPY_BACKWARD, "crossentropy_backward", 2, dlogits,
-             (size_t)N * Vp, logits, targets, dloss, N, V, Vp);
+             (size_t)Vp, logits, targets, dloss, N, V, Vp);
 }

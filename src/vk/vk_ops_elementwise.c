@@ -1,5 +1,5 @@
 /* Elementwise ops: residual add, in-place add, GELU forward and backward.
- * One invocation per element; the grid folds past 65,535 workgroups (vkv_dispatch). */
+ * One invocation per element, in blocks that fit the binding limit; the grid folds past 65,535 workgroups (vkv_dispatch). */
 #include "vk/vk_internal.h"
 
 #define WG 256 /* wanted workgroup size */
@@ -11,21 +11,27 @@ typedef struct pc_binary {
 _Static_assert(sizeof(pc_binary) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
 /* o (written) and a, b (read; b only when present) of N elements each (checked in front of the
- * backend, vkb_checked_ops). */
+ * backend, vkb_checked_ops), in blocks of at most vkv_bind_elems elements. */
 static void dispatch3(vkb_backend *be, vka_shader_id shader, const char *label, vkb_tensor o,
                       vkb_tensor a, vkb_tensor b, size_t N) {
+    vkv_backend *vb = (vkv_backend *)be;
     bool has_b = vkb_present(b);
-    pc_binary pc = {o.offset, a.offset, b.offset, (uint32_t)N};
-    vkv_call call = {.shader = shader,
-                     .bind = {vkb_slice(o, 0, N), vkb_slice(a, 0, N),
-                              has_b ? vkb_slice(b, 0, N) : VKB_NONE},
-                     .writes = {true, false, false},
-                     .n_bind = has_b ? 3 : 2,
-                     .pc = &pc,
-                     .pc_size = sizeof pc,
-                     .label = label};
-    vkv_call_elems((vkv_backend *)be, &call, N, WG);
-    vkv_dispatch((vkv_backend *)be, &call);
+    size_t block = vkv_bind_elems(vb);
+    for (size_t i0 = 0; i0 < N; i0 += block) {
+        size_t n = VKA_MIN(block, N - i0);
+        vkb_tensor os = vkb_slice(o, i0, n), as = vkb_slice(a, i0, n);
+        vkb_tensor bs = has_b ? vkb_slice(b, i0, n) : VKB_NONE;
+        pc_binary pc = {vkv_off(vb, os), vkv_off(vb, as), vkv_off(vb, bs), (uint32_t)n};
+        vkv_call call = {.shader = shader,
+                         .bind = {os, as, bs},
+                         .writes = {true, false, false},
+                         .n_bind = has_b ? 3 : 2,
+                         .pc = &pc,
+                         .pc_size = sizeof pc,
+                         .label = label};
+        vkv_call_elems(vb, &call, n, WG);
+        vkv_dispatch(vb, &call);
+    }
 }
 
 void vkv_residual_forward(vkb_backend *be, vkb_tensor out, vkb_tensor a, vkb_tensor b, size_t N) {

@@ -8,14 +8,16 @@
 
 typedef struct pc_encoder_forward {
     uint32_t out_off, tokens_off, wte_off, wpe_off;
-    uint32_t B, T, C;
+    uint32_t P, T, C;
     uint32_t wte_rows; /* Vp: ids at or past it give NaN instead of reading out of bounds */
+    uint32_t pos0, wpe_row0, tok0, tok_rows, nan_ids;
 } pc_encoder_forward;
 _Static_assert(sizeof(pc_encoder_forward) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
 typedef struct pc_encoder_wpe {
     uint32_t dwpe_off, dout_off;
     uint32_t B, T, C;
+    uint32_t dout_stride;
 } pc_encoder_wpe;
 _Static_assert(sizeof(pc_encoder_wpe) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
@@ -23,43 +25,127 @@ typedef struct pc_encoder_wte {
     uint32_t dwte_off, dout_off, buckets_off;
     uint32_t BT, C;
     uint32_t wte_rows;
+    uint32_t tok0, tok_rows, pos0, pos_n;
 } pc_encoder_wte;
 _Static_assert(sizeof(pc_encoder_wte) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
+/* Blocks of positions [p0, p0 + n) whose rows (C each) fit the binding limit, with the wpe rows
+ * they read: whole sequences when a sequence's T rows fit (wpe rows [0, T)), else parts of one
+ * sequence (its rows [p0 % T, ...)). */
+typedef struct pos_blocks {
+    size_t per;    /* positions per block */
+    bool whole;    /* blocks of whole sequences */
+} pos_blocks;
+
+static pos_blocks position_blocks(vkv_backend *vb, const char *op, size_t BT, size_t T, size_t C) {
+    size_t per_row[2] = {C, 1};
+    const char *names[2] = {"a row of out", "tokens"};
+    size_t most = vkv_block_rows(vb, op, BT, per_row, names, 2);
+    if (most >= T) return (pos_blocks){most / T * T, true};
+    return (pos_blocks){most, false};
+}
+
+/* Next block from p0: n positions, the first wpe row it reads and how many. */
+static size_t next_block(pos_blocks pb, size_t p0, size_t BT, size_t T, size_t *wpe_row0,
+                         size_t *wpe_rows) {
+    if (pb.whole) {
+        *wpe_row0 = 0;
+        *wpe_rows = T;
+        return VKA_MIN(pb.per, BT - p0);
+    }
+    size_t t0 = p0 % T, n = VKA_MIN(pb.per, T - t0);
+    *wpe_row0 = t0;
+    *wpe_rows = n;
+    return n;
+}
+
+/* Blocks of positions (out, tokens, wpe) x blocks of vocabulary rows (wte) when they pass the
+ * binding limit; one dispatch otherwise. */
 void vkv_encoder_forward(vkb_backend *be, vkb_tensor out, vkb_tensor tokens, vkb_tensor wte,
                          vkb_tensor wpe, int B, int T, int C) {
     const char *op = "encoder_forward";
-    size_t BT = (size_t)B * T, n = BT * C;
-    pc_encoder_forward pc = {out.offset, tokens.offset, wte.offset, wpe.offset,
-                             (uint32_t)B, (uint32_t)T, (uint32_t)C, (uint32_t)(wte.n / (size_t)C)};
-    vkv_call call = {.shader = VKA_SHADER_ENCODER_FORWARD,
-                     .bind = {vkb_slice(out, 0, n), vkb_slice(tokens, 0, BT), wte,
-                              vkb_slice(wpe, 0, (size_t)T * C)},
-                     .writes = {true}, .n_bind = 4, .pc = &pc, .pc_size = sizeof pc,
-                     .label = op};
-    vkv_call_elems((vkv_backend *)be, &call, n, WG);
-    vkv_dispatch((vkv_backend *)be, &call);
+    vkv_backend *vb = (vkv_backend *)be;
+    size_t BT = (size_t)B * T, Cs = (size_t)C, rows = wte.n / Cs;
+    pos_blocks pb = position_blocks(vb, op, BT, (size_t)T, Cs);
+    size_t per_row = Cs;
+    const char *name = "wte";
+    size_t vocab = vkv_block_rows(vb, op, rows, &per_row, &name, 1);
+    if (!pb.per || !vocab) return;
+    for (size_t p0 = 0; p0 < BT;) {
+        size_t w0, wn, n = next_block(pb, p0, BT, (size_t)T, &w0, &wn);
+        vkb_tensor os = vkb_slice(out, p0 * Cs, n * Cs), ts = vkb_slice(tokens, p0, n);
+        vkb_tensor ps = vkb_slice(wpe, w0 * Cs, wn * Cs);
+        for (size_t v0 = 0; v0 < rows; v0 += vocab) {
+            size_t nv = VKA_MIN(vocab, rows - v0);
+            vkb_tensor es = vkb_slice(wte, v0 * Cs, nv * Cs);
+            pc_encoder_forward pc = {vkv_off(vb, os), vkv_off(vb, ts), vkv_off(vb, es),
+                                     vkv_off(vb, ps), (uint32_t)n, (uint32_t)T, (uint32_t)C,
+                                     (uint32_t)rows, (uint32_t)(p0 % (size_t)T), (uint32_t)w0,
+                                     (uint32_t)v0, (uint32_t)nv, v0 == 0};
+            vkv_call call = {.shader = VKA_SHADER_ENCODER_FORWARD,
+                             .bind = {os, ts, es, ps},
+                             .writes = {true}, .n_bind = 4, .pc = &pc, .pc_size = sizeof pc,
+                             .label = op};
+            vkv_call_elems(vb, &call, n * Cs, WG);
+            vkv_dispatch(vb, &call);
+        }
+        p0 += n;
+    }
 }
 
+/* dwpe: blocks of position rows x blocks of sequences; dwte: blocks of vocabulary rows x blocks
+ * of positions (dout rows), each adding in a fixed order (deterministic). The buckets are bound
+ * whole. */
 void vkv_encoder_backward(vkb_backend *be, vkb_tensor dwte, vkb_tensor dwpe, vkb_tensor dout,
                           vkb_tensor tokens, vkb_tensor buckets, int B, int T, int C) {
     const char *op = "encoder_backward";
-    size_t BT = (size_t)B * T;
+    size_t BT = (size_t)B * T, Cs = (size_t)C, Ts = (size_t)T, most = 0;
     (void)tokens; /* not read: the buckets carry their grouping */
-    dout = vkb_slice(dout, 0, BT * C);
     vkv_backend *vb = (vkv_backend *)be;
-    pc_encoder_wpe pw = {dwpe.offset, dout.offset, (uint32_t)B, (uint32_t)T, (uint32_t)C};
-    vkv_call wpe_call = {.shader = VKA_SHADER_ENCODER_BACKWARD_WPE,
-                         .bind = {vkb_slice(dwpe, 0, (size_t)T * C), dout}, .writes = {true},
-                         .n_bind = 2, .pc = &pw, .pc_size = sizeof pw, .label = op};
-    vkv_call_elems(vb, &wpe_call, (size_t)T * C, WG);
-    vkv_dispatch(vb, &wpe_call);
-    pc_encoder_wte pt = {dwte.offset, dout.offset, buckets.offset, (uint32_t)BT, (uint32_t)C,
-                         (uint32_t)(dwte.n / (size_t)C)};
-    vkv_call wte_call = {.shader = VKA_SHADER_ENCODER_BACKWARD_WTE,
-                         .spec = {vkv_workgroup_size(vb, WG_WTE)}, .n_spec = 1,
-                         .bind = {dwte, dout, vkb_slice(buckets, 0, VKA_BUCKETS_SIZE(BT))},
-                         .writes = {true}, .n_bind = 3, .pc = &pt, .pc_size = sizeof pt,
-                         .groups = BT, .label = op};
-    vkv_dispatch(vb, &wte_call);
+    size_t per_row = Cs;
+    const char *name = "dwpe";
+    size_t trows = vkv_block_rows(vb, op, Ts, &per_row, &name, 1);
+    if (!trows || !vkv_fits(vb, op, "the token buckets", VKA_BUCKETS_SIZE(BT))) return;
+    most = vkv_bind_elems(vb);
+    for (size_t t0 = 0; t0 < Ts; t0 += trows) {
+        size_t nt = VKA_MIN(trows, Ts - t0);
+        /* sequences per block: (nb - 1) * T * C + nt * C elements of dout fit */
+        size_t nb = VKA_MIN((size_t)B, (most - nt * Cs) / (Ts * Cs) + 1);
+        vkb_tensor ws = vkb_slice(dwpe, t0 * Cs, nt * Cs);
+        for (size_t b0 = 0; b0 < (size_t)B; b0 += nb) {
+            size_t n = VKA_MIN(nb, (size_t)B - b0);
+            vkb_tensor ds = vkb_slice(dout, (b0 * Ts + t0) * Cs, ((n - 1) * Ts + nt) * Cs);
+            pc_encoder_wpe pw = {vkv_off(vb, ws), vkv_off(vb, ds), (uint32_t)n, (uint32_t)nt,
+                                 (uint32_t)C, (uint32_t)(Ts * Cs)};
+            vkv_call call = {.shader = VKA_SHADER_ENCODER_BACKWARD_WPE,
+                             .bind = {ws, ds}, .writes = {true},
+                             .n_bind = 2, .pc = &pw, .pc_size = sizeof pw, .label = op};
+            vkv_call_elems(vb, &call, nt * Cs, WG);
+            vkv_dispatch(vb, &call);
+        }
+    }
+    size_t rows = dwte.n / Cs;
+    name = "dwte";
+    size_t vocab = vkv_block_rows(vb, op, rows, &per_row, &name, 1);
+    name = "dout";
+    size_t pos = vkv_block_rows(vb, op, BT, &per_row, &name, 1);
+    if (!vocab || !pos) return;
+    vkb_tensor bs = vkb_slice(buckets, 0, VKA_BUCKETS_SIZE(BT));
+    for (size_t v0 = 0; v0 < rows; v0 += vocab) {
+        size_t nv = VKA_MIN(vocab, rows - v0);
+        vkb_tensor ws = vkb_slice(dwte, v0 * Cs, nv * Cs);
+        for (size_t p0 = 0; p0 < BT; p0 += pos) {
+            size_t np = VKA_MIN(pos, BT - p0);
+            vkb_tensor ds = vkb_slice(dout, p0 * Cs, np * Cs);
+            pc_encoder_wte pt = {vkv_off(vb, ws), vkv_off(vb, ds), vkv_off(vb, bs),
+                                 (uint32_t)BT, (uint32_t)C, (uint32_t)rows, (uint32_t)v0,
+                                 (uint32_t)nv, (uint32_t)p0, (uint32_t)np};
+            vkv_call call = {.shader = VKA_SHADER_ENCODER_BACKWARD_WTE,
+                             .spec = {vkv_workgroup_size(vb, WG_WTE)}, .n_spec = 1,
+                             .bind = {ws, ds, bs},
+                             .writes = {true}, .n_bind = 3, .pc = &pt, .pc_size = sizeof pt,
+                             .groups = BT, .label = op};
+            vkv_dispatch(vb, &call);
+        }
+    }
 }

@@ -27,61 +27,82 @@ _Static_assert(sizeof(pc_layernorm_params) <= VKV_PUSH_CONSTANT_BYTES, "push con
 void vkv_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mean, vkb_tensor rstd,
                            vkb_tensor inp, vkb_tensor weight, vkb_tensor bias, int N, int C) {
     const char *op = "layernorm_forward";
-    size_t NC = (size_t)N * C;
     vkv_backend *vb = (vkv_backend *)be;
-    vkv_layout lay = vkv_rows_layout(vb, (uint64_t)N, (uint64_t)C, 3);
+    size_t per_row[4] = {(size_t)C, 1, 1, (size_t)C};
+    const char *names[4] = {"out", "mean", "rstd", "inp"};
+    size_t block = vkv_block_rows(vb, op, (size_t)N, per_row, names, 4);
+    if (!block) return;
+    vkv_layout lay = vkv_rows_layout(vb, (uint64_t)VKA_MIN(block, (size_t)N), (uint64_t)C, 3);
     if (!vkv_check_layout(be, op, &lay)) return;
-    pc_layernorm pc = {out.offset, mean.offset,   rstd.offset, inp.offset,
-                       weight.offset, bias.offset, (uint32_t)N, (uint32_t)C};
-    vkv_call call = {.shader = VKA_SHADER_LAYERNORM_FORWARD,
-                     .bind = {vkb_slice(out, 0, NC), vkb_slice(mean, 0, N), vkb_slice(rstd, 0, N),
-                              vkb_slice(inp, 0, NC), vkb_slice(weight, 0, C), vkb_slice(bias, 0, C)},
-                     .writes = {true, true, true},
-                     .n_bind = 6,
-                     .pc = &pc,
-                     .pc_size = sizeof pc,
-                     .label = op};
-    vkv_call_layout(&call, &lay);
-    vkv_dispatch(vb, &call);
+    vkb_tensor ws = vkb_slice(weight, 0, C), bs = vkb_slice(bias, 0, C);
+    for (size_t r0 = 0; r0 < (size_t)N; r0 += block) {
+        size_t n = VKA_MIN(block, (size_t)N - r0);
+        vkb_tensor os = vkb_slice(out, r0 * C, n * C), is = vkb_slice(inp, r0 * C, n * C);
+        vkb_tensor ms = vkb_slice(mean, r0, n), rs = vkb_slice(rstd, r0, n);
+        lay = vkv_rows_layout(vb, (uint64_t)n, (uint64_t)C, 3);
+        pc_layernorm pc = {vkv_off(vb, os), vkv_off(vb, ms), vkv_off(vb, rs), vkv_off(vb, is),
+                           vkv_off(vb, ws), vkv_off(vb, bs), (uint32_t)n, (uint32_t)C};
+        vkv_call call = {.shader = VKA_SHADER_LAYERNORM_FORWARD,
+                         .bind = {os, ms, rs, is, ws, bs},
+                         .writes = {true, true, true},
+                         .n_bind = 6,
+                         .pc = &pc,
+                         .pc_size = sizeof pc,
+                         .label = op};
+        vkv_call_layout(&call, &lay);
+        vkv_dispatch(vb, &call);
+    }
 }
 
-/* Two independent dispatches (no barrier between them): dinp by rows, dweight/dbias by
- * columns. Both read dout and inp; the column sums need no scratch and stay deterministic. */
+/* Per block of rows, two independent dispatches (no barrier between them): dinp by rows,
+ * dweight/dbias by columns. Both read dout and inp; the column sums need no scratch and stay
+ * deterministic (blocks add to dweight/dbias one after another, in order). */
 void vkv_layernorm_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dweight,
                             vkb_tensor dbias, vkb_tensor dout, vkb_tensor inp, vkb_tensor weight,
                             vkb_tensor mean, vkb_tensor rstd, int N, int C) {
     const char *op = "layernorm_backward";
-    size_t NC = (size_t)N * C;
     vkv_backend *vb = (vkv_backend *)be;
-    dout = vkb_slice(dout, 0, NC);
-    inp = vkb_slice(inp, 0, NC);
-    mean = vkb_slice(mean, 0, N);
-    rstd = vkb_slice(rstd, 0, N);
-
-    vkv_layout rows = vkv_rows_layout(vb, (uint64_t)N, (uint64_t)C, 2);
-    vkv_layout cols = vkv_cols_layout(vb, (uint64_t)N, (uint64_t)C);
+    size_t per_row[5] = {(size_t)C, (size_t)C, (size_t)C, 1, 1};
+    const char *names[5] = {"dinp", "dout", "inp", "mean", "rstd"};
+    size_t block = vkv_block_rows(vb, op, (size_t)N, per_row, names, 5);
+    if (!block || !vkv_fits(vb, op, "weight", (size_t)C)) return;
+    size_t first = VKA_MIN(block, (size_t)N);
+    vkv_layout rows = vkv_rows_layout(vb, (uint64_t)first, (uint64_t)C, 2);
+    vkv_layout cols = vkv_cols_layout(vb, (uint64_t)first, (uint64_t)C);
     if (!vkv_check_layout(be, op, &rows) || !vkv_check_layout(be, op, &cols)) return;
-    pc_layernorm_backward pr = {dinp.offset, dout.offset, inp.offset, weight.offset,
-                                mean.offset, rstd.offset, (uint32_t)N, (uint32_t)C};
-    vkv_call call = {.shader = VKA_SHADER_LAYERNORM_BACKWARD,
-                     .bind = {vkb_slice(dinp, 0, NC), dout, inp, vkb_slice(weight, 0, C), mean, rstd},
-                     .writes = {true},
-                     .n_bind = 6,
-                     .pc = &pr,
-                     .pc_size = sizeof pr,
-                     .label = op};
-    vkv_call_layout(&call, &rows);
-    vkv_dispatch(vb, &call);
+    vkb_tensor ws = vkb_slice(weight, 0, C), dws = vkb_slice(dweight, 0, C);
+    vkb_tensor dbs = vkb_slice(dbias, 0, C);
+    for (size_t r0 = 0; r0 < (size_t)N; r0 += block) {
+        size_t n = VKA_MIN(block, (size_t)N - r0);
+        vkb_tensor ds = vkb_slice(dinp, r0 * C, n * C), gs = vkb_slice(dout, r0 * C, n * C);
+        vkb_tensor is = vkb_slice(inp, r0 * C, n * C);
+        vkb_tensor ms = vkb_slice(mean, r0, n), rs = vkb_slice(rstd, r0, n);
+        rows = vkv_rows_layout(vb, (uint64_t)n, (uint64_t)C, 2);
+        cols = vkv_cols_layout(vb, (uint64_t)n, (uint64_t)C);
+        pc_layernorm_backward pr = {vkv_off(vb, ds), vkv_off(vb, gs), vkv_off(vb, is),
+                                    vkv_off(vb, ws), vkv_off(vb, ms), vkv_off(vb, rs),
+                                    (uint32_t)n,     (uint32_t)C};
+        vkv_call call = {.shader = VKA_SHADER_LAYERNORM_BACKWARD,
+                         .bind = {ds, gs, is, ws, ms, rs},
+                         .writes = {true},
+                         .n_bind = 6,
+                         .pc = &pr,
+                         .pc_size = sizeof pr,
+                         .label = op};
+        vkv_call_layout(&call, &rows);
+        vkv_dispatch(vb, &call);
 
-    pc_layernorm_params pp = {dweight.offset, dbias.offset, dout.offset, inp.offset,
-                              mean.offset,    rstd.offset,  (uint32_t)N, (uint32_t)C};
-    call = (vkv_call){.shader = VKA_SHADER_LAYERNORM_BACKWARD_PARAMS,
-                      .bind = {vkb_slice(dweight, 0, C), vkb_slice(dbias, 0, C), dout, inp, mean, rstd},
-                      .writes = {true, true},
-                      .n_bind = 6,
-                      .pc = &pp,
-                      .pc_size = sizeof pp,
-                      .label = op};
-    vkv_call_layout(&call, &cols);
-    vkv_dispatch(vb, &call);
+        pc_layernorm_params pp = {vkv_off(vb, dws), vkv_off(vb, dbs), vkv_off(vb, gs),
+                                  vkv_off(vb, is),  vkv_off(vb, ms),  vkv_off(vb, rs),
+                                  (uint32_t)n,      (uint32_t)C};
+        call = (vkv_call){.shader = VKA_SHADER_LAYERNORM_BACKWARD_PARAMS,
+                          .bind = {dws, dbs, gs, is, ms, rs},
+                          .writes = {true, true},
+                          .n_bind = 6,
+                          .pc = &pp,
+                          .pc_size = sizeof pp,
+                          .label = op};
+        vkv_call_layout(&call, &cols);
+        vkv_dispatch(vb, &call);
+    }
 }

@@ -1,6 +1,9 @@
 /* Batched matrix product (shaders/matmul.comp, variants in matmul_gpu.glsl / matmul_cpu.glsl).
  *
- * One dispatch per op: a workgroup per BM x BN tile of out per batch, in a linear grid that
+ * One dispatch per op, unless an operand passes the binding limit: then the product is split
+ * into blocks of batches, rows (M), columns (N) and depth (K), each a dispatch whose views of
+ * out, A and B fit (leading dimensions lda/ldb/ldo in the push constants address a block of a
+ * larger matrix); K blocks add to out one after another. In each dispatch: a workgroup per BM x BN tile of out per batch, in a linear grid that
  * vkv_dispatch folds past maxComputeWorkGroupCount. The tile shape is chosen here from the
  * problem size and the device; transposes, the variant and the tile shape are specialization
  * constants, so every combination is its own straight-line pipeline. */
@@ -12,6 +15,7 @@ typedef struct pc_matmul {
     uint32_t stride_out, stride_a, stride_b;  /* elements between batches */
     uint32_t has_bias, accumulate;
     float alpha;
+    uint32_t lda, ldb, ldo;                   /* row strides (a block of a larger matrix) */
 } pc_matmul;
 _Static_assert(sizeof(pc_matmul) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
@@ -66,25 +70,114 @@ static mm_tile cpu_tile(const vkb_matmul *mm) {
 }
 
 /* Which operands the CPU variant may read (and out it may write) as vec4: the contiguous
- * dimension it reads 4 at a time, the offsets and batch strides must be multiples of 4. */
-static uint32_t cpu_vec_flags(const vkb_matmul *mm, mm_tile t, size_t sa, size_t sb, size_t so) {
+ * dimension it reads 4 at a time, the offsets, leading dimensions and batch strides must be
+ * multiples of 4. mm holds the block's sizes; offsets are within the bound views. */
+static uint32_t cpu_vec_flags(const vkb_matmul *mm, mm_tile t, const pc_matmul *pc) {
     uint32_t vec = 0;
-    bool bias = vkb_present(mm->bias);
-    if (mm->a.offset % 4 == 0 && sa % 4 == 0 &&
+    bool bias = pc->has_bias != 0;
+    if (pc->a_off % 4 == 0 && pc->stride_a % 4 == 0 && pc->lda % 4 == 0 &&
         (mm->trans_a ? mm->M % 4 == 0 && t.tm % 4 == 0 : mm->K % 4 == 0))
         vec |= VEC_A;
-    if (mm->b.offset % 4 == 0 && sb % 4 == 0 &&
+    if (pc->b_off % 4 == 0 && pc->stride_b % 4 == 0 && pc->ldb % 4 == 0 &&
         (mm->trans_b ? mm->K % 4 == 0 : mm->N % 4 == 0 && t.tn % 4 == 0))
         vec |= VEC_B;
-    if (mm->out.offset % 4 == 0 && so % 4 == 0 && mm->N % 4 == 0 && t.tn % 4 == 0 &&
-        (!bias || mm->bias.offset % 4 == 0))
+    if (pc->out_off % 4 == 0 && pc->stride_out % 4 == 0 && pc->ldo % 4 == 0 && mm->N % 4 == 0 &&
+        t.tn % 4 == 0 && (!bias || pc->bias_off % 4 == 0))
         vec |= VEC_OUT;
     return vec;
 }
 
+/* A block of the product: batches [b0, b0 + bn), rows [m0, m0 + mn), columns [n0, n0 + nn),
+ * depth [k0, k0 + kn). */
+typedef struct mm_block {
+    size_t b0, bn, m0, mn, n0, nn, k0, kn;
+} mm_block;
+
+/* Elements the views of out, A and B span for a block of the given sizes. */
+static void block_spans(const vkb_matmul *mm, size_t so, size_t sa, size_t sb, const mm_block *b,
+                        size_t span[3]) {
+    size_t M = (size_t)mm->M, N = (size_t)mm->N, K = (size_t)mm->K;
+    span[0] = (b->bn - 1) * so + (b->mn - 1) * N + b->nn;
+    span[1] = (b->bn - 1) * sa + (mm->trans_a ? (b->kn - 1) * M + b->mn : (b->mn - 1) * K + b->kn);
+    span[2] = (b->bn - 1) * sb + (mm->trans_b ? (b->nn - 1) * K + b->kn : (b->kn - 1) * N + b->nn);
+}
+
+/* Half of n, rounded up to a multiple of 16 past 16 (tiles, vec4 access). */
+static size_t half(size_t n) {
+    size_t h = (n + 1) / 2;
+    return h > 16 ? (h + 15) / 16 * 16 : h;
+}
+
+/* Block sizes such that every view fits `most` elements: batches first, then the dimension
+ * that makes the largest view too long (its rows before its contiguous extent). */
+static bool choose_blocks(const vkb_matmul *mm, size_t so, size_t sa, size_t sb, size_t most,
+                          mm_block *b) {
+    *b = (mm_block){.bn = (size_t)mm->batch, .mn = (size_t)mm->M, .nn = (size_t)mm->N,
+                    .kn = (size_t)mm->K};
+    for (;;) {
+        size_t span[3];
+        block_spans(mm, so, sa, sb, b, span);
+        int worst = 0;
+        for (int i = 1; i < 3; i++)
+            if (span[i] > span[worst]) worst = i;
+        if (span[worst] <= most) return true;
+        if (b->bn > 1) {
+            b->bn = (b->bn + 1) / 2;
+            continue;
+        }
+        size_t *first, *second;
+        if (worst == 0) {
+            first = &b->mn, second = &b->nn;
+        } else if (worst == 1) {
+            first = mm->trans_a ? &b->kn : &b->mn, second = mm->trans_a ? &b->mn : &b->kn;
+        } else {
+            first = mm->trans_b ? &b->nn : &b->kn, second = mm->trans_b ? &b->kn : &b->nn;
+        }
+        if (*first > 1) *first = half(*first);
+        else if (*second > 1) *second = half(*second);
+        else return false;
+    }
+}
+
+static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, size_t sa,
+                           size_t sb, const mm_block *blk) {
+    const vkr_device *dev = vkv_device(vb);
+    size_t M = (size_t)mm->M, N = (size_t)mm->N, K = (size_t)mm->K;
+    bool bias = vkb_present(mm->bias) && blk->k0 == 0;
+    vkb_matmul sub = *mm;
+    sub.M = (int)blk->mn, sub.N = (int)blk->nn, sub.K = (int)blk->kn, sub.batch = (int)blk->bn;
+    size_t span[3];
+    block_spans(mm, so, sa, sb, blk, span);
+    vkb_tensor o = vkb_slice(mm->out, blk->b0 * so + blk->m0 * N + blk->n0, span[0]);
+    vkb_tensor a = vkb_slice(mm->a, blk->b0 * sa + (mm->trans_a ? blk->k0 * M + blk->m0
+                                                                 : blk->m0 * K + blk->k0), span[1]);
+    vkb_tensor b = vkb_slice(mm->b, blk->b0 * sb + (mm->trans_b ? blk->n0 * K + blk->k0
+                                                                 : blk->k0 * N + blk->n0), span[2]);
+    vkb_tensor bs = bias ? vkb_slice(mm->bias, blk->n0, blk->nn) : VKB_NONE;
+    bool one = blk->bn == 1; /* strides unused: keep them in 32 bits */
+    mm_tile t = dev->is_cpu ? cpu_tile(&sub) : gpu_tile(dev, &sub);
+    pc_matmul pc = {vkv_off(vb, o), vkv_off(vb, a), vkv_off(vb, b), vkv_off(vb, bs),
+                    (uint32_t)blk->mn, (uint32_t)blk->nn, (uint32_t)blk->kn, (uint32_t)blk->bn,
+                    one ? 0 : (uint32_t)so, one ? 0 : (uint32_t)sa, one ? 0 : (uint32_t)sb,
+                    bias, mm->accumulate || blk->k0 > 0, mm->alpha,
+                    (uint32_t)(mm->trans_a ? M : K), (uint32_t)(mm->trans_b ? K : N), (uint32_t)N};
+    uint32_t vec = dev->is_cpu ? cpu_vec_flags(&sub, t, &pc) : 0;
+    vkv_call call = {.shader = VKA_SHADER_MATMUL,
+                     .spec = {t.wg, (mm->trans_a ? 1u : 0u) | (mm->trans_b ? 2u : 0u),
+                              dev->is_cpu ? 1u : 0u, t.tm, t.tn, t.ln, t.bk, vec},
+                     .n_spec = 8,
+                     .bind = {o, a, b, bs},
+                     .writes = {true, false, false, false},
+                     .n_bind = 4,
+                     .pc = &pc,
+                     .pc_size = sizeof pc,
+                     .groups = tile_count(t, &sub),
+                     .label = "matmul"};
+    vkv_dispatch(vb, &call);
+}
+
 void vkv_matmul(vkb_backend *be, const vkb_matmul *mm) {
     vkv_backend *vb = (vkv_backend *)be;
-    const vkr_device *dev = vkv_device(vb);
     size_t M = (size_t)mm->M, N = (size_t)mm->N, K = (size_t)mm->K;
     size_t sa = mm->stride_a ? mm->stride_a : M * K;
     size_t sb = mm->stride_b ? mm->stride_b : K * N;
@@ -99,24 +192,21 @@ void vkv_matmul(vkb_backend *be, const vkb_matmul *mm) {
         vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "matmul: out overlaps an input (not supported)");
         return;
     }
-
-    mm_tile t = dev->is_cpu ? cpu_tile(mm) : gpu_tile(dev, mm);
-    uint32_t vec = dev->is_cpu ? cpu_vec_flags(mm, t, sa, sb, so) : 0;
-    pc_matmul pc = {mm->out.offset, mm->a.offset, mm->b.offset, bias ? mm->bias.offset : 0,
-                    (uint32_t)M, (uint32_t)N, (uint32_t)K, (uint32_t)mm->batch,
-                    (uint32_t)so, (uint32_t)sa, (uint32_t)sb, bias, mm->accumulate, mm->alpha};
-    vkv_call call = {.shader = VKA_SHADER_MATMUL,
-                     .spec = {t.wg, (mm->trans_a ? 1u : 0u) | (mm->trans_b ? 2u : 0u),
-                              dev->is_cpu ? 1u : 0u, t.tm, t.tn, t.ln, t.bk, vec},
-                     .n_spec = 8,
-                     .bind = {vkb_slice(mm->out, 0, span_out), vkb_slice(mm->a, 0, span_a),
-                              vkb_slice(mm->b, 0, span_b),
-                              bias ? vkb_slice(mm->bias, 0, N) : VKB_NONE},
-                     .writes = {true, false, false, false},
-                     .n_bind = 4,
-                     .pc = &pc,
-                     .pc_size = sizeof pc,
-                     .groups = tile_count(t, mm),
-                     .label = "matmul"};
-    vkv_dispatch(vb, &call);
+    mm_block blk;
+    if (!choose_blocks(mm, so, sa, sb, vkv_bind_elems(vb), &blk)) {
+        vkb_fail(be, VKA_ERROR_DEVICE_LIMIT, "matmul: no block fits the binding limit");
+        return;
+    }
+    size_t bn = blk.bn, mn = blk.mn, nn = blk.nn, kn = blk.kn;
+    for (blk.b0 = 0; blk.b0 < (size_t)mm->batch; blk.b0 += bn)
+        for (blk.m0 = 0; blk.m0 < M; blk.m0 += mn)
+            for (blk.n0 = 0; blk.n0 < N; blk.n0 += nn)
+                for (blk.k0 = 0; blk.k0 < K; blk.k0 += kn) {
+                    mm_block b = blk;
+                    b.bn = VKA_MIN(bn, (size_t)mm->batch - blk.b0);
+                    b.mn = VKA_MIN(mn, M - blk.m0);
+                    b.nn = VKA_MIN(nn, N - blk.n0);
+                    b.kn = VKA_MIN(kn, K - blk.k0);
+                    dispatch_block(vb, mm, so, sa, sb, &b);
+                }
 }

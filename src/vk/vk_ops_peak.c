@@ -7,14 +7,22 @@ typedef struct pc_peak {
     uint32_t out_off;
     uint32_t n;
     uint32_t iters;
+    uint32_t first; /* global index of the block's first element */
 } pc_peak;
 _Static_assert(sizeof(pc_peak) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
+/* In blocks of elements that fit the binding limit (each invocation knows its global index). */
 void vkv_peak_fma(vkb_backend *be, vkb_tensor out, size_t n, uint32_t iters) {
-    pc_peak pc = {out.offset, (uint32_t)n, iters};
-    vkv_call call = {.shader = VKA_SHADER_PEAK_FMA, .bind = {vkb_slice(out, 0, n)},
-                     .writes = {true}, .n_bind = 1, .pc = &pc, .pc_size = sizeof pc,
-                     .label = "peak_fma"};
-    vkv_call_elems((vkv_backend *)be, &call, n, WG);
-    vkv_dispatch((vkv_backend *)be, &call);
+    vkv_backend *vb = (vkv_backend *)be;
+    size_t block = vkv_bind_elems(vb);
+    for (size_t i0 = 0; i0 < n; i0 += block) {
+        size_t k = VKA_MIN(block, n - i0);
+        vkb_tensor os = vkb_slice(out, i0, k);
+        pc_peak pc = {vkv_off(vb, os), (uint32_t)k, iters, (uint32_t)i0};
+        vkv_call call = {.shader = VKA_SHADER_PEAK_FMA, .bind = {os},
+                         .writes = {true}, .n_bind = 1, .pc = &pc, .pc_size = sizeof pc,
+                         .label = "peak_fma"};
+        vkv_call_elems(vb, &call, k, WG);
+        vkv_dispatch(vb, &call);
+    }
 }

@@ -156,25 +156,35 @@ bool vkv_check_layout(vkb_backend *be, const char *op, const vkv_layout *lay) {
 typedef struct pc_mean {
     uint32_t out_off, inp_off;
     uint32_t N;
+    uint32_t accumulate;
+    float total;
 } pc_mean;
 _Static_assert(sizeof(pc_mean) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
+/* In blocks that fit the binding limit, each adding its sum / N to out[0] in order. */
 void vkv_mean(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
     const char *op = "mean";
     if (!vkv_check_dim(be, op, "N", (long long)VKA_MIN(N, (size_t)LLONG_MAX), UINT32_MAX)) return;
     vkv_backend *vb = (vkv_backend *)be;
-    vkv_layout lay = vkv_vector_layout(vb, N);
+    size_t block = vkv_bind_elems(vb);
+    vkv_layout lay = vkv_vector_layout(vb, VKA_MIN(block, N));
     if (!vkv_check_layout(be, op, &lay)) return;
-    pc_mean pc = {out.offset, inp.offset, (uint32_t)N};
-    vkv_call call = {.shader = VKA_SHADER_MEAN,
-                     .bind = {vkb_slice(out, 0, 1), vkb_slice(inp, 0, N)},
-                     .writes = {true, false},
-                     .n_bind = 2,
-                     .pc = &pc,
-                     .pc_size = sizeof pc,
-                     .label = op};
-    vkv_call_layout(&call, &lay);
-    vkv_dispatch(vb, &call);
+    vkb_tensor os = vkb_slice(out, 0, 1);
+    for (size_t i0 = 0; i0 < N; i0 += block) {
+        size_t n = VKA_MIN(block, N - i0);
+        vkb_tensor is = vkb_slice(inp, i0, n);
+        lay = vkv_vector_layout(vb, n);
+        pc_mean pc = {vkv_off(vb, os), vkv_off(vb, is), (uint32_t)n, i0 > 0, (float)N};
+        vkv_call call = {.shader = VKA_SHADER_MEAN,
+                         .bind = {os, is},
+                         .writes = {true, false},
+                         .n_bind = 2,
+                         .pc = &pc,
+                         .pc_size = sizeof pc,
+                         .label = op};
+        vkv_call_layout(&call, &lay);
+        vkv_dispatch(vb, &call);
+    }
 }
 
 /* --- grad_norm -------------------------------------------------------------------------------- */
@@ -185,6 +195,7 @@ typedef struct pc_norm_partials {
     uint32_t partials_off;
     uint32_t g_off[NORM_PER_DISPATCH];
     uint32_t n[NORM_PER_DISPATCH];
+    uint32_t accumulate;
 } pc_norm_partials;
 _Static_assert(sizeof(pc_norm_partials) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
@@ -192,19 +203,28 @@ typedef struct pc_norm_finalize {
     uint32_t out_off, partials_off;
     uint32_t n_partials;
     float max_norm;
+    uint32_t accumulate, last;
 } pc_norm_finalize;
 _Static_assert(sizeof(pc_norm_finalize) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
-/* Partial sums of squares of grads[first .. first+k), k <= NORM_PER_DISPATCH. */
+/* One piece of a gradient: elements [lo, lo + n) of grads[g]; later pieces (lo > 0) add to
+ * the gradient's partials. */
+typedef struct norm_piece {
+    int g;
+    size_t lo, n;
+} norm_piece;
+
+/* Partial sums of squares of pieces[0 .. k) (k <= NORM_PER_DISPATCH, of consecutive distinct
+ * gradients). */
 static void norm_partials(vkv_backend *vb, vkb_tensor partials, const vkb_tensor *grads,
-                          int first, int k) {
+                          const norm_piece *pieces, int k) {
     size_t longest = 0;
-    for (int j = 0; j < k; j++) longest = VKA_MAX(longest, grads[first + j].n);
+    for (int j = 0; j < k; j++) longest = VKA_MAX(longest, pieces[j].n);
     vkv_layout lay = vkv_vector_layout(vb, VKA_CEIL_DIV(longest, VKA_NORM_PARTIALS));
     if (!vkv_check_layout((vkb_backend *)vb, "grad_norm", &lay)) return;
-    vkb_tensor part = vkb_slice(partials, (size_t)first * VKA_NORM_PARTIALS,
+    vkb_tensor part = vkb_slice(partials, (size_t)pieces[0].g * VKA_NORM_PARTIALS,
                                 (size_t)k * VKA_NORM_PARTIALS);
-    pc_norm_partials pc = {.partials_off = part.offset};
+    pc_norm_partials pc = {.partials_off = vkv_off(vb, part)};
     vkv_call call = {.shader = VKA_SHADER_GRAD_NORM_PARTIALS,
                      .bind = {part},
                      .writes = {true},
@@ -216,35 +236,62 @@ static void norm_partials(vkv_backend *vb, vkb_tensor partials, const vkb_tensor
     call.spec[call.n_spec++] = VKA_NORM_PARTIALS; /* one vector per workgroup */
     call.groups = (uint64_t)k * VKA_NORM_PARTIALS;
     for (int j = 0; j < k; j++) {
-        vkb_tensor g = grads[first + j];
+        vkb_tensor g = vkb_slice(grads[pieces[j].g], pieces[j].lo, pieces[j].n);
         call.bind[1 + j] = g;
-        pc.g_off[j] = g.offset;
+        pc.g_off[j] = vkv_off(vb, g);
         pc.n[j] = (uint32_t)g.n;
+        if (pieces[j].lo > 0) pc.accumulate |= 1u << j;
     }
     vkv_dispatch(vb, &call);
 }
 
+/* Gradients past the binding limit are reduced in pieces, a later piece adding to the partials
+ * of the earlier ones; the partials are summed in blocks that fit, in order. */
 void vkv_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials, const vkb_tensor *grads,
                    int count, float max_norm) {
     const char *op = "grad_norm";
     if (!vkv_check_dim(be, op, "count", count, INT_MAX / VKA_NORM_PARTIALS)) return;
     vkv_backend *vb = (vkv_backend *)be;
-    for (int first = 0; first < count; first += NORM_PER_DISPATCH)
-        norm_partials(vb, partials, grads, first, VKA_MIN(NORM_PER_DISPATCH, count - first));
+    size_t block = vkv_bind_elems(vb);
+    if (!vkv_fits(vb, op, "the partial sums of 7 gradients",
+                  (size_t)NORM_PER_DISPATCH * VKA_NORM_PARTIALS))
+        return;
+    norm_piece batch[NORM_PER_DISPATCH];
+    int k = 0;
+    for (int g = 0; g < count; g++) {
+        size_t n = grads[g].n;
+        for (size_t lo = 0; lo == 0 || lo < n; lo += block) {
+            /* a dispatch holds consecutive distinct gradients */
+            if (k == NORM_PER_DISPATCH || (k > 0 && batch[k - 1].g == g)) {
+                norm_partials(vb, partials, grads, batch, k);
+                k = 0;
+            }
+            batch[k++] = (norm_piece){g, lo, VKA_MIN(block, n - lo)};
+            if (n == 0) break;
+        }
+    }
+    if (k) norm_partials(vb, partials, grads, batch, k);
 
-    uint32_t n_partials = (uint32_t)count * VKA_NORM_PARTIALS;
-    vkv_layout lay = vkv_vector_layout(vb, n_partials);
+    size_t n_partials = (size_t)count * VKA_NORM_PARTIALS;
+    vkv_layout lay = vkv_vector_layout(vb, VKA_MIN(block, n_partials));
     if (!vkv_check_layout(be, op, &lay)) return;
-    pc_norm_finalize pc = {out.offset, partials.offset, n_partials, max_norm};
-    vkv_call call = {.shader = VKA_SHADER_GRAD_NORM_FINALIZE,
-                     .bind = {vkb_slice(out, 0, 2), vkb_slice(partials, 0, n_partials)},
-                     .writes = {true, false},
-                     .n_bind = 2,
-                     .pc = &pc,
-                     .pc_size = sizeof pc,
-                     .label = op};
-    vkv_call_layout(&call, &lay);
-    vkv_dispatch(vb, &call);
+    vkb_tensor os = vkb_slice(out, 0, 2);
+    for (size_t i0 = 0; i0 < n_partials; i0 += block) {
+        size_t n = VKA_MIN(block, n_partials - i0);
+        vkb_tensor ps = vkb_slice(partials, i0, n);
+        lay = vkv_vector_layout(vb, n);
+        pc_norm_finalize pc = {vkv_off(vb, os), vkv_off(vb, ps), (uint32_t)n, max_norm,
+                               i0 > 0, i0 + n == n_partials};
+        vkv_call call = {.shader = VKA_SHADER_GRAD_NORM_FINALIZE,
+                         .bind = {os, ps},
+                         .writes = {true, false},
+                         .n_bind = 2,
+                         .pc = &pc,
+                         .pc_size = sizeof pc,
+                         .label = op};
+        vkv_call_layout(&call, &lay);
+        vkv_dispatch(vb, &call);
+    }
 }
 
 /* --- bias_backward ---------------------------------------------------------------------------- */
@@ -255,19 +302,30 @@ typedef struct pc_bias_backward {
 } pc_bias_backward;
 _Static_assert(sizeof(pc_bias_backward) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
+/* In blocks of rows that fit the binding limit, each adding its column sums in order. */
 void vkv_bias_backward(vkb_backend *be, vkb_tensor dbias, vkb_tensor dout, int N, int OC) {
     const char *op = "bias_backward";
     vkv_backend *vb = (vkv_backend *)be;
-    vkv_layout lay = vkv_cols_layout(vb, (uint64_t)N, (uint64_t)OC);
+    size_t per_row[1] = {(size_t)OC};
+    const char *names[1] = {"dout"};
+    size_t block = vkv_block_rows(vb, op, (size_t)N, per_row, names, 1);
+    if (!block) return;
+    vkv_layout lay = vkv_cols_layout(vb, (uint64_t)VKA_MIN(block, (size_t)N), (uint64_t)OC);
     if (!vkv_check_layout(be, op, &lay)) return;
-    pc_bias_backward pc = {dbias.offset, dout.offset, (uint32_t)N, (uint32_t)OC};
-    vkv_call call = {.shader = VKA_SHADER_BIAS_BACKWARD,
-                     .bind = {vkb_slice(dbias, 0, (size_t)OC), vkb_slice(dout, 0, (size_t)N * OC)},
-                     .writes = {true, false},
-                     .n_bind = 2,
-                     .pc = &pc,
-                     .pc_size = sizeof pc,
-                     .label = op};
-    vkv_call_layout(&call, &lay);
-    vkv_dispatch(vb, &call);
+    vkb_tensor bs = vkb_slice(dbias, 0, (size_t)OC);
+    for (size_t r0 = 0; r0 < (size_t)N; r0 += block) {
+        size_t n = VKA_MIN(block, (size_t)N - r0);
+        vkb_tensor ds = vkb_slice(dout, r0 * OC, n * OC);
+        lay = vkv_cols_layout(vb, (uint64_t)n, (uint64_t)OC);
+        pc_bias_backward pc = {vkv_off(vb, bs), vkv_off(vb, ds), (uint32_t)n, (uint32_t)OC};
+        vkv_call call = {.shader = VKA_SHADER_BIAS_BACKWARD,
+                         .bind = {bs, ds},
+                         .writes = {true, false},
+                         .n_bind = 2,
+                         .pc = &pc,
+                         .pc_size = sizeof pc,
+                         .label = op};
+        vkv_call_layout(&call, &lay);
+        vkv_dispatch(vb, &call);
+    }
 }

@@ -1,6 +1,7 @@
 /*
  * Masked row softmax, forward and backward (shaders/softmax_forward.comp,
- * softmax_backward.comp): rows spread over workgroups as in shaders/rowreduce.glsl.
+ * softmax_backward.comp): rows spread over workgroups as in shaders/rowreduce.glsl, in blocks of
+ * rows that fit the binding limit.
  */
 #include "vk/vk_reduce.h"
 
@@ -11,6 +12,8 @@ typedef struct pc_softmax {
     uint32_t has_mask;
     uint32_t causal;
     float scale;
+    uint32_t row0;      /* the block's first row (causal query and mask row of its rows) */
+    uint32_t mask_row0; /* the first mask row bound */
 } pc_softmax;
 _Static_assert(sizeof(pc_softmax) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
@@ -21,53 +24,79 @@ typedef struct pc_softmax_backward {
 } pc_softmax_backward;
 _Static_assert(sizeof(pc_softmax_backward) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
+/* Both directions split R into blocks of rows that fit the binding limit. */
 void vkv_softmax_forward(vkb_backend *be, const vkb_softmax *sm) {
     const char *op = "softmax_forward";
     vkb_softmax s = vkb_softmax_resolved(*sm);
-    size_t RT = (size_t)s.R * s.Tk;
     bool has_mask = vkb_present(s.mask);
-    size_t mask_n = has_mask ? (size_t)VKA_CEIL_DIV(s.R, s.mask_rows) * s.Tk : 0;
     vkv_backend *vb = (vkv_backend *)be;
-    vkv_layout lay = vkv_rows_layout(vb, (uint64_t)s.R, (uint64_t)s.Tk, 2);
+    size_t Tk = (size_t)s.Tk, mrows = (size_t)s.mask_rows;
+    /* a block of n rows binds at most n / mask_rows + 2 mask rows: n + 2 rows of Tk covers it */
+    size_t per_row[2] = {Tk, Tk};
+    const char *names[2] = {"out", "inp"};
+    size_t block = vkv_block_rows(vb, op, (size_t)s.R, per_row, names, 2);
+    if (block && has_mask && block < (size_t)s.R) {
+        if (!vkv_fits(vb, op, "two mask rows", 2 * Tk)) return;
+        block = VKA_MAX(VKA_MIN(block, (vkv_bind_elems(vb) / Tk - 2) * mrows), 1);
+    }
+    if (!block) return;
+    vkv_layout lay = vkv_rows_layout(vb, (uint64_t)VKA_MIN(block, (size_t)s.R), Tk, 2);
     if (!vkv_check_layout(be, op, &lay)) return;
-    pc_softmax pc = {.out_off = s.out.offset,
-                     .inp_off = s.inp.offset,
-                     .mask_off = s.mask.offset,
-                     .R = (uint32_t)s.R,
-                     .Tq = (uint32_t)s.Tq,
-                     .Tk = (uint32_t)s.Tk,
-                     .mask_rows = (uint32_t)s.mask_rows,
-                     .has_mask = has_mask,
-                     .causal = s.causal,
-                     .scale = s.scale};
-    vkv_call call = {.shader = VKA_SHADER_SOFTMAX_FORWARD,
-                     .bind = {vkb_slice(s.out, 0, RT), vkb_slice(s.inp, 0, RT),
-                              has_mask ? vkb_slice(s.mask, 0, mask_n) : VKB_NONE},
-                     .writes = {true, false, false},
-                     .n_bind = 3,
-                     .pc = &pc,
-                     .pc_size = sizeof pc,
-                     .label = op};
-    vkv_call_layout(&call, &lay);
-    vkv_dispatch(vb, &call);
+    for (size_t r0 = 0; r0 < (size_t)s.R; r0 += block) {
+        size_t n = VKA_MIN(block, (size_t)s.R - r0);
+        vkb_tensor os = vkb_slice(s.out, r0 * Tk, n * Tk), is = vkb_slice(s.inp, r0 * Tk, n * Tk);
+        size_t m0 = r0 / mrows, m1 = (r0 + n - 1) / mrows + 1;
+        vkb_tensor ms = has_mask ? vkb_slice(s.mask, m0 * Tk, (m1 - m0) * Tk) : VKB_NONE;
+        lay = vkv_rows_layout(vb, (uint64_t)n, Tk, 2);
+        pc_softmax pc = {.out_off = vkv_off(vb, os),
+                         .inp_off = vkv_off(vb, is),
+                         .mask_off = vkv_off(vb, ms),
+                         .R = (uint32_t)n,
+                         .Tq = (uint32_t)s.Tq,
+                         .Tk = (uint32_t)s.Tk,
+                         .mask_rows = (uint32_t)s.mask_rows,
+                         .has_mask = has_mask,
+                         .causal = s.causal,
+                         .scale = s.scale,
+                         .row0 = (uint32_t)r0,
+                         .mask_row0 = (uint32_t)m0};
+        vkv_call call = {.shader = VKA_SHADER_SOFTMAX_FORWARD,
+                         .bind = {os, is, ms},
+                         .writes = {true, false, false},
+                         .n_bind = 3,
+                         .pc = &pc,
+                         .pc_size = sizeof pc,
+                         .label = op};
+        vkv_call_layout(&call, &lay);
+        vkv_dispatch(vb, &call);
+    }
 }
 
 void vkv_softmax_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dout, vkb_tensor out,
                           int R, int Tk, float scale) {
     const char *op = "softmax_backward";
-    size_t RT = (size_t)R * Tk;
     vkv_backend *vb = (vkv_backend *)be;
-    vkv_layout lay = vkv_rows_layout(vb, (uint64_t)R, (uint64_t)Tk, 2);
+    size_t per_row[3] = {(size_t)Tk, (size_t)Tk, (size_t)Tk};
+    const char *names[3] = {"dinp", "dout", "out"};
+    size_t block = vkv_block_rows(vb, op, (size_t)R, per_row, names, 3);
+    if (!block) return;
+    vkv_layout lay = vkv_rows_layout(vb, (uint64_t)VKA_MIN(block, (size_t)R), (uint64_t)Tk, 2);
     if (!vkv_check_layout(be, op, &lay)) return;
-    pc_softmax_backward pc = {dinp.offset, dout.offset, out.offset, (uint32_t)R, (uint32_t)Tk,
-                              scale};
-    vkv_call call = {.shader = VKA_SHADER_SOFTMAX_BACKWARD,
-                     .bind = {vkb_slice(dinp, 0, RT), vkb_slice(dout, 0, RT), vkb_slice(out, 0, RT)},
-                     .writes = {true, false, false},
-                     .n_bind = 3,
-                     .pc = &pc,
-                     .pc_size = sizeof pc,
-                     .label = op};
-    vkv_call_layout(&call, &lay);
-    vkv_dispatch(vb, &call);
+    for (size_t r0 = 0; r0 < (size_t)R; r0 += block) {
+        size_t n = VKA_MIN(block, (size_t)R - r0), T = (size_t)Tk;
+        vkb_tensor ds = vkb_slice(dinp, r0 * T, n * T), gs = vkb_slice(dout, r0 * T, n * T);
+        vkb_tensor os = vkb_slice(out, r0 * T, n * T);
+        lay = vkv_rows_layout(vb, (uint64_t)n, (uint64_t)Tk, 2);
+        pc_softmax_backward pc = {vkv_off(vb, ds), vkv_off(vb, gs), vkv_off(vb, os), (uint32_t)n,
+                                  (uint32_t)Tk, scale};
+        vkv_call call = {.shader = VKA_SHADER_SOFTMAX_BACKWARD,
+                         .bind = {ds, gs, os},
+                         .writes = {true, false, false},
+                         .n_bind = 3,
+                         .pc = &pc,
+                         .pc_size = sizeof pc,
+                         .label = op};
+        vkv_call_layout(&call, &lay);
+        vkv_dispatch(vb, &call);
+    }
 }

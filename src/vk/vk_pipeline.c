@@ -1,9 +1,10 @@
 /*
  * Compute pipelines from the embedded SPIR-V, built on first use for each (shader,
- * specialization constants) pair, and descriptor sets cached by the buffers they bind.
+ * specialization constants) pair, and descriptor sets cached by the buffer ranges they bind
+ * (hashed: a graph split for a small binding limit may hold thousands of distinct sets).
  * Every pipeline shares one layout: VKV_MAX_BINDINGS storage buffers in set 0 and
  * VKV_PUSH_CONSTANT_BYTES of push constants, so a descriptor set serves any shader that binds
- * the same buffers. Both caches are filled while recording graphs, never while running them.
+ * the same ranges. Both caches are filled while recording graphs, never while running them.
  */
 #include "vk/vk_runtime.h"
 
@@ -57,6 +58,9 @@ void vkv_pipelines_destroy(vkv_backend *vb) {
     free(vb->sets);
     vb->sets = NULL;
     vb->n_sets = vb->cap_sets = 0;
+    free(vb->set_index);
+    vb->set_index = NULL;
+    vb->cap_index = 0;
     if (vb->pipeline_cache) vb->vk->vkDestroyPipelineCache(d, vb->pipeline_cache, NULL);
     if (vb->pipeline_layout) vb->vk->vkDestroyPipelineLayout(d, vb->pipeline_layout, NULL);
     if (vb->set_layout) vb->vk->vkDestroyDescriptorSetLayout(d, vb->set_layout, NULL);
@@ -180,9 +184,48 @@ static VkDescriptorSet alloc_set(vkv_backend *vb, VkDescriptorPool *from) {
     return VK_NULL_HANDLE;
 }
 
-VkDescriptorSet vkv_get_set(vkv_backend *vb, const VkBuffer *buffers, const uint64_t *ids) {
-    for (int i = 0; i < vb->n_sets; i++)
-        if (memcmp(vb->sets[i].ids, ids, sizeof vb->sets[i].ids) == 0) return vb->sets[i].set;
+static uint64_t key_hash(const vkv_binding *key) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over the key's words */
+    for (int i = 0; i < VKV_MAX_BINDINGS; i++) {
+        uint64_t w[3] = {key[i].id, key[i].offset, key[i].range};
+        for (int j = 0; j < 3; j++) h = (h ^ w[j]) * 1099511628211ull;
+    }
+    return h ^ (h >> 29);
+}
+
+static bool same_key(const vkv_binding *a, const vkv_binding *b) {
+    for (int i = 0; i < VKV_MAX_BINDINGS; i++)
+        if (a[i].id != b[i].id || a[i].offset != b[i].offset || a[i].range != b[i].range)
+            return false;
+    return true;
+}
+
+/* Rebuild the hash index with room for at least `want` sets; false when out of memory. */
+static bool reindex(vkv_backend *vb, int want) {
+    int cap = 64;
+    while (cap <= 2 * want) cap *= 2;
+    int *index = calloc((size_t)cap, sizeof *index);
+    if (!index) return false;
+    for (int i = 0; i < vb->n_sets; i++) {
+        size_t slot = vb->sets[i].hash & (size_t)(cap - 1);
+        while (index[slot]) slot = (slot + 1) & (size_t)(cap - 1);
+        index[slot] = i + 1;
+    }
+    free(vb->set_index);
+    vb->set_index = index;
+    vb->cap_index = cap;
+    return true;
+}
+
+VkDescriptorSet vkv_get_set(vkv_backend *vb, const VkBuffer *buffers, const vkv_binding *key) {
+    uint64_t hash = key_hash(key);
+    if (vb->cap_index) {
+        size_t slot = hash & (size_t)(vb->cap_index - 1);
+        for (; vb->set_index[slot]; slot = (slot + 1) & (size_t)(vb->cap_index - 1)) {
+            const vkv_set *s = &vb->sets[vb->set_index[slot] - 1];
+            if (s->hash == hash && same_key(s->key, key)) return s->set;
+        }
+    }
     if (vb->n_sets == vb->cap_sets) {
         int cap = vb->cap_sets ? 2 * vb->cap_sets : 64;
         vkv_set *grown = realloc(vb->sets, (size_t)cap * sizeof *grown);
@@ -193,13 +236,18 @@ VkDescriptorSet vkv_get_set(vkv_backend *vb, const VkBuffer *buffers, const uint
         vb->sets = grown;
         vb->cap_sets = cap;
     }
+    if (2 * (vb->n_sets + 1) >= vb->cap_index && !reindex(vb, vb->n_sets + 1)) {
+        vkb_fail(&vb->base, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        return VK_NULL_HANDLE;
+    }
     vkv_set *s = &vb->sets[vb->n_sets];
     s->set = alloc_set(vb, &s->pool);
     if (!s->set) return VK_NULL_HANDLE;
     VkDescriptorBufferInfo bi[VKV_MAX_BINDINGS];
     VkWriteDescriptorSet w[VKV_MAX_BINDINGS];
     for (uint32_t i = 0; i < VKV_MAX_BINDINGS; i++) {
-        bi[i] = (VkDescriptorBufferInfo){.buffer = buffers[i], .offset = 0, .range = VK_WHOLE_SIZE};
+        bi[i] = (VkDescriptorBufferInfo){.buffer = buffers[i], .offset = key[i].offset,
+                                         .range = key[i].range};
         w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
                                       .dstSet = s->set,
                                       .dstBinding = i,
@@ -208,8 +256,11 @@ VkDescriptorSet vkv_get_set(vkv_backend *vb, const VkBuffer *buffers, const uint
                                       .pBufferInfo = &bi[i]};
     }
     vb->vk->vkUpdateDescriptorSets(vb->dev->device, VKV_MAX_BINDINGS, w, 0, NULL);
-    memcpy(s->ids, ids, sizeof s->ids);
-    vb->n_sets++;
+    memcpy(s->key, key, sizeof s->key);
+    s->hash = hash;
+    size_t slot = hash & (size_t)(vb->cap_index - 1);
+    while (vb->set_index[slot]) slot = (slot + 1) & (size_t)(vb->cap_index - 1);
+    vb->set_index[slot] = ++vb->n_sets;
     return s->set;
 }
 
@@ -218,11 +269,19 @@ void vkv_forget_buffers(vkv_backend *vb, const uint64_t *ids, int n) {
     for (int i = 0; i < vb->n_sets; i++) {
         bool stale = false;
         for (int b = 0; b < VKV_MAX_BINDINGS && !stale; b++)
-            for (int j = 0; j < n && !stale; j++) stale = vb->sets[i].ids[b] == ids[j];
+            for (int j = 0; j < n && !stale; j++) stale = vb->sets[i].key[b].id == ids[j];
         if (stale)
             vb->vk->vkFreeDescriptorSets(vb->dev->device, vb->sets[i].pool, 1, &vb->sets[i].set);
         else
             vb->sets[kept++] = vb->sets[i];
     }
     vb->n_sets = kept;
+    if (vb->cap_index && !reindex(vb, kept)) { /* keep the old capacity: clear and refill */
+        memset(vb->set_index, 0, (size_t)vb->cap_index * sizeof *vb->set_index);
+        for (int i = 0; i < vb->n_sets; i++) {
+            size_t slot = vb->sets[i].hash & (size_t)(vb->cap_index - 1);
+            while (vb->set_index[slot]) slot = (slot + 1) & (size_t)(vb->cap_index - 1);
+            vb->set_index[slot] = i + 1;
+        }
+    }
 }

@@ -52,8 +52,15 @@ typedef struct vkv_pipeline {
     VkPipeline pipeline;
 } vkv_pipeline;
 
+/* What one binding of a descriptor set holds: bytes [offset, offset + range) of a buffer. */
+typedef struct vkv_binding {
+    uint64_t id; /* the buffer's unique id */
+    VkDeviceSize offset, range;
+} vkv_binding;
+
 typedef struct vkv_set {
-    uint64_t ids[VKV_MAX_BINDINGS];
+    vkv_binding key[VKV_MAX_BINDINGS];
+    uint64_t hash;
     VkDescriptorSet set;
     VkDescriptorPool pool;
 } vkv_set;
@@ -74,6 +81,8 @@ struct vkv_backend {
     int n_pools;
     vkv_set *sets;
     int n_sets, cap_sets;
+    int *set_index;           /* open-addressing hash of sets by key: index + 1, 0 = empty */
+    int cap_index;            /* a power of two > 2 * n_sets, or 0 */
 
     /* memory (vk_memory.c) */
     uint64_t next_buffer_id;
@@ -110,7 +119,7 @@ vka_result vkv_pipelines_init(vkv_backend *vb);
 void vkv_pipelines_destroy(vkv_backend *vb);
 VkPipeline vkv_get_pipeline(vkv_backend *vb, vka_shader_id shader, const uint32_t *spec,
                             int n_spec);
-VkDescriptorSet vkv_get_set(vkv_backend *vb, const VkBuffer *buffers, const uint64_t *ids);
+VkDescriptorSet vkv_get_set(vkv_backend *vb, const VkBuffer *buffers, const vkv_binding *key);
 void vkv_forget_buffers(vkv_backend *vb, const uint64_t *ids, int n);
 
 /* vk_commands.c */
