@@ -1,29 +1,53 @@
 /* KV cache write (shaders/kv_write.comp, src/cpu/kv.c): the k, v rows of a chunk into the
  * caches at the position held in a tensor. Pure data movement, one invocation per element of
- * (NH, T, HS). Kept in its own file: it binds four tensors and nothing else. */
+ * (NH, T, HS), in blocks that fit the binding limit: blocks of whole heads of the caches where
+ * a head fits (as on every real device), else blocks of cache rows, each dispatch writing only
+ * the rows it binds; and blocks of qkv rows. */
 #include "vk/vk_internal.h"
 
 #define WG 256 /* wanted workgroup size */
 
 typedef struct pc_kv_write {
     uint32_t k_off, v_off, qkv_off, pos_off; /* element offsets of the bound tensors */
-    uint32_t T, NH, HS, max_T;
+    uint32_t HS, max_T, C;                   /* C = NH * HS */
+    uint32_t r0, nr;                         /* bound cache rows (h * max_T + p) */
+    uint32_t h0, nh;                         /* heads the dispatch covers */
+    uint32_t t0, nt;                         /* bound qkv rows */
 } pc_kv_write;
 _Static_assert(sizeof(pc_kv_write) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
 void vkv_kv_write(vkb_backend *be, vkb_tensor kcache, vkb_tensor vcache, vkb_tensor qkv,
                   vkb_tensor pos, int T, int NH, int HS, int max_T) {
-    size_t cache = (size_t)NH * max_T * HS, rows = (size_t)T * 3 * NH * HS;
-    pc_kv_write pc = {kcache.offset, vcache.offset, qkv.offset, pos.offset,
-                      (uint32_t)T,   (uint32_t)NH,  (uint32_t)HS, (uint32_t)max_T};
-    vkv_call call = {.shader = VKA_SHADER_KV_WRITE,
-                     .bind = {vkb_slice(kcache, 0, cache), vkb_slice(vcache, 0, cache),
-                              vkb_slice(qkv, 0, rows), vkb_slice(pos, 0, 2)},
-                     .writes = {true, true, false, false},
-                     .n_bind = 4,
-                     .pc = &pc,
-                     .pc_size = sizeof pc,
-                     .label = "kv_write"};
-    vkv_call_elems((vkv_backend *)be, &call, (size_t)NH * T * HS, WG);
-    vkv_dispatch((vkv_backend *)be, &call);
+    vkv_backend *vb = (vkv_backend *)be;
+    size_t rows = (size_t)NH * max_T, C = (size_t)NH * HS;
+    const size_t cache_row[] = {(size_t)HS, (size_t)HS}, qkv_row[] = {3 * C};
+    const char *const cache_names[] = {"kcache", "vcache"}, *const qkv_names[] = {"qkv"};
+    size_t rb = vkv_block_rows(vb, "kv_write", rows, cache_row, cache_names, 2);
+    size_t tb = vkv_block_rows(vb, "kv_write", (size_t)T, qkv_row, qkv_names, 1);
+    if (!rb || !tb) return;
+    if (rb >= (size_t)max_T) rb -= rb % (size_t)max_T; /* whole heads */
+    vkb_tensor ps = vkb_slice(pos, 0, 2);
+    for (size_t r0 = 0; r0 < rows; r0 += rb) {
+        size_t nr = VKA_MIN(rb, rows - r0);
+        size_t h0 = r0 / (size_t)max_T, h1 = (r0 + nr - 1) / (size_t)max_T + 1;
+        vkb_tensor ks = vkb_slice(kcache, r0 * HS, nr * HS);
+        vkb_tensor vs = vkb_slice(vcache, r0 * HS, nr * HS);
+        for (size_t t0 = 0; t0 < (size_t)T; t0 += tb) {
+            size_t nt = VKA_MIN(tb, (size_t)T - t0);
+            vkb_tensor qs = vkb_slice(qkv, t0 * 3 * C, nt * 3 * C);
+            pc_kv_write pc = {vkv_off(vb, ks), vkv_off(vb, vs), vkv_off(vb, qs), vkv_off(vb, ps),
+                              (uint32_t)HS, (uint32_t)max_T, (uint32_t)C,
+                              (uint32_t)r0, (uint32_t)nr, (uint32_t)h0, (uint32_t)(h1 - h0),
+                              (uint32_t)t0, (uint32_t)nt};
+            vkv_call call = {.shader = VKA_SHADER_KV_WRITE,
+                             .bind = {ks, vs, qs, ps},
+                             .writes = {true, true, false, false},
+                             .n_bind = 4,
+                             .pc = &pc,
+                             .pc_size = sizeof pc,
+                             .label = "kv_write"};
+            vkv_call_elems(vb, &call, (h1 - h0) * nt * (size_t)HS, WG);
+            vkv_dispatch(vb, &call);
+        }
+    }
 }
