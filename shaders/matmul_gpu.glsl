@@ -81,8 +81,10 @@ void matmul_gpu() {
                 rb[p] = fetch_b(bbase, col0, k0 + BK, slice_b(tid + p * WG));
         }
         [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
-            vec4 av[TM / 4u];
-            vec4 bv[TN / 4u];
+            // (TM + 3) / 4: never a zero-length array, which is invalid SPIR-V, when the module is
+            // specialised for the CPU variant with TM = 1 (this code is then dead).
+            vec4 av[(TM + 3u) / 4u];
+            vec4 bv[(TN + 3u) / 4u];
             [[unroll]] for (uint g = 0u; g < TM / 4u; g++) av[g] = sh_a[kk * SA + tm + LM * g];
             [[unroll]] for (uint h = 0u; h < TN / 4u; h++) bv[h] = sh_b[kk * SB + tn + LN * h];
             [[unroll]] for (uint r = 0u; r < TM; r++)

@@ -135,6 +135,10 @@ static void transpose_cases(vka_context *ctx) {
         bool ta = t & 1, tb = t & 2;
         matmul_case(ctx, (mm_case){.M = 65, .N = 33, .K = 17, .ta = ta, .tb = tb}, 10 + t);
         matmul_case(ctx, (mm_case){.M = 1, .N = 7, .K = 5, .ta = ta, .tb = tb}, 20 + t);
+        /* One row against many columns: a decode step's matrix-vector products (the CPU-type
+         * variant's one-row tile). */
+        matmul_case(ctx, (mm_case){.M = 1, .N = 301, .K = 77, .ta = ta, .tb = tb, .bias = true},
+                    25 + t);
         matmul_case(ctx, (mm_case){.M = 9, .N = 1, .K = 300, .ta = ta, .tb = tb}, 30 + t);
         matmul_case(ctx, (mm_case){.M = 6, .N = 10, .K = 1, .ta = ta, .tb = tb}, 40 + t);
         /* several tiles and K blocks, edges not multiples of anything */

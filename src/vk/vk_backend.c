@@ -2,6 +2,7 @@
 #include "vk/vk_runtime.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 static void vkv_destroy(vkb_backend *be) {
@@ -63,6 +64,12 @@ static const vkb_ops vkv_ops = {
     .kv_write = vkv_kv_write,
 };
 
+/* Physical memory of the host (0 if unknown). */
+static uint64_t host_memory_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
+
 vka_result vkb_vulkan_create(vka_context *ctx, vkb_backend **out) {
     *out = NULL;
     vkr_device *dev = ctx->vk;
@@ -80,7 +87,13 @@ vka_result vkb_vulkan_create(vka_context *ctx, vkb_backend **out) {
     uint64_t chunk = info->max_memory_allocation_size / 256 * 256;
     vb->base.limits.max_tensor_bytes = chunk;
     vb->base.limits.max_chunk_bytes = chunk;
-    vb->base.limits.memory_bytes = info->device_local_bytes;
+    /* All arenas together are bounded, so that a model too big for the device is refused up
+     * front with the sizes: by the device-local heap, except on a CPU-type device (lavapipe),
+     * whose "device memory" is the process's host memory and whose heap size is a nominal
+     * figure (2 GiB on Mesa 22, too little for GPT-2 124M's parameters, gradients and AdamW
+     * state): there, by the host's physical memory. */
+    vb->base.limits.memory_bytes = info->type == VKA_DEVICE_TYPE_CPU ? host_memory_bytes()
+                                                                      : info->device_local_bytes;
     *out = &vb->base;
 
     vka_result r = vkv_commands_init(vb);
