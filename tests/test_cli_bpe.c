@@ -112,6 +112,39 @@ static void test_cli_vocabulary_errors(void **state) {
                   cmds[i]);
         cu_free(&r);
     }
+    /* What --vocab-size cannot learn from: standard input (read once, by the data loader),
+     * a token file (already tokenised); a glob learns from all the files it matches. */
+    r = cu_run(&d, "train", TINY, "--data", "-", "--vocab-size", "300");
+    cu_expect(&r, 2, "cannot learn from standard input", "vocab from stdin");
+    cu_free(&r);
+    r = cu_run(&d, "tokenize", "--tokenizer", GPT2_FILE, "--data", "text.txt", "--out",
+               "text.tokens.bin");
+    cu_expect(&r, 0, NULL, "tokenize");
+    cu_free(&r);
+    r = cu_run(&d, "train", TINY, "--data", "text.tokens.bin", "--vocab-size", "300");
+    cu_expect(&r, 2, "text.tokens.bin is an llm.c token file", "vocab from a token file");
+    cu_free(&r);
+    r = cu_run(&d, "train", TINY, "--data", "tex?.txt", "--vocab-size", "300", "--steps", "1",
+               "--out", "g.bin");
+    cu_expect(&r, 0, "learned a BPE vocabulary of 300 tokens from tex?.txt", "vocab from a glob");
+    cu_free(&r);
+    /* Outputs that would replace what a run reads: tokenize's own tokenizer; the tokenizer and
+     * the state beside --init's model. Refused, and the files are unchanged. */
+    r = cu_run(&d, "tokenize", "--tokenizer", "m.tokenizer.bin", "--data", "text.txt", "--out",
+               "m.tokenizer.bin");
+    cu_expect(&r, 2, "is the tokenizer being read", "tokenize over its tokenizer");
+    cu_free(&r);
+    r = cu_run(&d, "train", "--backend", "cpu", "--steps", "1", "--init", "m.bin", "--data",
+               "text.txt", "--out", "m.tokenizer.bin");
+    cu_expect(&r, 2, "the tokenizer beside --init's model", "init over its tokenizer");
+    cu_free(&r);
+    r = cu_run(&d, "train", "--backend", "cpu", "--steps", "1", "--init", "m.bin", "--data",
+               "text.txt", "--out", "m");
+    cu_expect(&r, 2, "the training state beside --init's model", "init over its state");
+    cu_free(&r);
+    r = cu_run(&d, "eval", "--backend", "cpu", "--model", "m.bin", "--data", "text.txt");
+    cu_expect(&r, 0, NULL, "m.bin and its tokenizer still load");
+    cu_free(&r);
     /* The learned text too small for the size asked: fewer tokens, said on stderr. */
     char small[1024] = "";
     for (int i = 0; i < 20; i++) strcat(small, "the cat sat on the mat\n");

@@ -38,6 +38,10 @@ int cmd_tokenize(int argc, char **argv) {
     if (strcmp(data, "-") != 0 && stat(data, &a) == 0 && stat(out, &b) == 0 &&
         a.st_dev == b.st_dev && a.st_ino == b.st_ino)
         return cli_usage_error("tokenize", "--out %s is the text being read (--data)", out);
+    if (stat(tok_path, &a) == 0 && stat(out, &b) == 0 && a.st_dev == b.st_dev &&
+        a.st_ino == b.st_ino)
+        return cli_usage_error("tokenize", "--out %s is the tokenizer being read (--tokenizer)",
+                               out);
     rc = cli_check_writable("tokenize", "--out", out, "", "tokens.bin");
     if (rc != CLI_OK) return rc;
     /* Only files: the CPU backend's context needs no device. */

@@ -75,6 +75,10 @@ static int check_no_overwrite(const train_run *r) {
     const train_opts *o = r->o;
     char *staged[3] = {concat(r->model_path, STAGED_SUFFIX), concat(r->tok_path, STAGED_SUFFIX),
                        concat(r->state_path, STAGED_SUFFIX)};
+    /* --init's siblings: its tokenizer (read when --tokenizer is not given) and the state of
+     * the run that made it; neither may be overwritten by another kind of file. */
+    char *init_tok = o->init && !o->tokenizer ? cli_sibling_path(o->init, ".tokenizer.bin") : NULL;
+    char *init_state = o->init ? cli_sibling_path(o->init, ".state.bin") : NULL;
     const run_file outputs[] = {
         {r->model_path, ROLE_MODEL, "the model (--out)"},
         {r->tok_path, ROLE_TOKENIZER, "the tokenizer"},
@@ -90,6 +94,8 @@ static int check_no_overwrite(const train_run *r) {
         {o->tokenizer, ROLE_TOKENIZER, "the tokenizer (--tokenizer)"},
         {o->resume, ROLE_STATE, "the training state resumed from (--resume)"},
         {r->resumed_tok_path, ROLE_TOKENIZER, "the resumed run's tokenizer"},
+        {init_tok, ROLE_TOKENIZER, "the tokenizer beside --init's model, which the run reads"},
+        {init_state, ROLE_NONE, "the training state beside --init's model"},
     };
     int rc = CLI_OK;
     for (size_t i = 0; i < sizeof outputs / sizeof outputs[0] && rc == CLI_OK; i++) {
@@ -107,6 +113,8 @@ static int check_no_overwrite(const train_run *r) {
         }
     }
     for (int i = 0; i < 3; i++) free(staged[i]);
+    free(init_tok);
+    free(init_state);
     return rc;
 }
 

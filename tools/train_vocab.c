@@ -41,12 +41,64 @@ static char *read_text(const char *path, size_t *len) {
     return buf;
 }
 
+/* Append the text of path to *text (*len bytes so far); a token file is a usage error. */
+static int append_text(const char *path, char **text, size_t *len) {
+    size_t n = 0;
+    char *more = read_text(path, &n);
+    if (!more) return CLI_ERROR;
+    int32_t magic = 0;
+    if (n >= 4) memcpy(&magic, more, 4);
+    if (magic == VKA_TOKENS_MAGIC) {
+        free(more);
+        return cli_usage_error("train", "--vocab-size learns from text, but %s is an llm.c token "
+                               "file (already tokenised): give its tokenizer with --tokenizer",
+                               path);
+    }
+    char *all = realloc(*text, *len + n + 1);
+    if (!all) {
+        free(more);
+        fprintf(stderr, "vkattn train: out of memory reading %s\n", path);
+        return CLI_ERROR;
+    }
+    memcpy(all + *len, more, n);
+    free(more);
+    *text = all;
+    *len += n;
+    return CLI_OK;
+}
+
+/* The text --vocab-size learns from: the files --data names (a glob: all of them, in order),
+ * or the built-in corpus. Standard input is refused: the data loader reads it after this. */
+static int learning_text(const train_opts *o, char **text, size_t *len) {
+    *text = NULL;
+    *len = 0;
+    if (!o->data) {
+        *text = vka_builtin_corpus(0, len);
+        return *text ? CLI_OK : CLI_ERROR;
+    }
+    if (strcmp(o->data, "-") == 0)
+        return cli_usage_error("train", "--vocab-size cannot learn from standard input (--data -), "
+                               "which is read only once: save the text to a file, or learn the "
+                               "vocabulary in a run on a file and pass it with --tokenizer");
+    char **paths = NULL;
+    int n = 0;
+    int rc = cli_data_paths("train", "--data", o->data, &paths, &n);
+    for (int i = 0; i < n && rc == CLI_OK; i++) rc = append_text(paths[i], text, len);
+    cli_free_paths(paths, n);
+    if (rc != CLI_OK) {
+        free(*text);
+        *text = NULL;
+    }
+    return rc;
+}
+
 static int learn_vocabulary(train_run *r) {
     const train_opts *o = r->o;
     const char *name = o->data ? o->data : "the built-in corpus";
     size_t len = 0;
-    char *text = read_text(o->data, &len);
-    if (!text) return CLI_ERROR;
+    char *text = NULL;
+    int rc = learning_text(o, &text, &len);
+    if (rc != CLI_OK) return rc;
     if (len == 0) {
         free(text);
         fprintf(stderr, "vkattn train: %s is empty\n", name);
