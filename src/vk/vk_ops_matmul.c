@@ -62,13 +62,15 @@ static mm_tile gpu_tile(const vkr_device *dev, const vkb_matmul *mm) {
  * largest that measured faster; see matmul_cpu.glsl), laid out along N as far as N needs. */
 static mm_tile cpu_tile(const vkb_matmul *mm) {
     mm_tile t = {8, 1, 16, 16, 1};
-    if (mm->M < 16) t.tm = mm->M == 1 ? 1 : mm->M <= 4 ? 4 : 8;
+    /* TM = 1 only with A stored (M, K): the (K, M) path reads rows in groups of 4 and does not
+     * compile to valid SPIR-V for TM < 4. */
+    if (mm->M < 16) t.tm = mm->M == 1 && !mm->trans_a ? 1 : mm->M <= 4 ? 4 : 8;
     if (mm->N < 16) t.tn = mm->N <= 4 ? 4 : 8;
     int tn = (int)t.tn;
     t.ln = mm->N > 2 * tn ? 4 : mm->N > tn ? 2 : 1;
     /* One row (a decode step's matrix-vector products): all 8 invocations along N, one row
      * each, instead of rows computed 4 or 8 times over and thrown away. */
-    if (mm->M == 1 && mm->N > 4 * tn) t.ln = 8;
+    if (t.tm == 1 && mm->N > 4 * tn) t.ln = 8;
     return t;
 }
 
