@@ -98,6 +98,10 @@ static void test_cli_tokenize_file_and_stdin(void **state) {
     cu_expect(&r, 1, "missing.bin", "missing tokenizer");
     cu_free(&r);
     assert_int_equal(tf_count(&d, "c.bin"), 0);
+    /* Standard input twice (--data - --val-data -): a usage error before anything is read. */
+    r = cu_run(&d, "train", "--backend", "cpu", "--data", "-", "--val-data", "-", "--steps", "1");
+    cu_expect(&r, CLI_USAGE_STATUS, "standard input can be read only once", "stdin twice");
+    cu_free(&r);
     tf_rmdir(&d);
 }
 

@@ -38,8 +38,15 @@ typedef struct eval_opts {
 
 static size_t chunk_tokens(void) {
     const char *env = getenv("VKATTN_EVAL_CHUNK");
-    long long v = env ? atoll(env) : 0;
-    return v > 0 ? (size_t)v : EVAL_CHUNK_TOKENS;
+    if (!env || !*env) return EVAL_CHUNK_TOKENS;
+    char *end = NULL;
+    long long v = strtoll(env, &end, 10);
+    if (*end != '\0' || v <= 0) {
+        fprintf(stderr, "vkattn eval: VKATTN_EVAL_CHUNK=%s is not a positive number of tokens; "
+                "using the default, %zu\n", env, EVAL_CHUNK_TOKENS);
+        return EVAL_CHUNK_TOKENS;
+    }
+    return (size_t)v;
 }
 
 /* The mean loss over all windows of T+1 tokens at 0, T, 2T, ... of the data, scored a chunk

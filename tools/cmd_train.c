@@ -147,6 +147,9 @@ static int check_options(train_opts *o) {
     if (o->resume && o->tokenizer)
         return cli_usage_error("train", "--tokenizer: a resumed run uses the tokenizer saved "
                                "with its state");
+    if (o->data && o->val_data && strcmp(o->data, "-") == 0 && strcmp(o->val_data, "-") == 0)
+        return cli_usage_error("train", "--data - and --val-data -: standard input can be read "
+                               "only once; give one of them as a file");
     if (o->vocab_size && o->tokenizer)
         return cli_usage_error("train", "give --vocab-size (learn a vocabulary) or --tokenizer "
                                "(use one), not both");
