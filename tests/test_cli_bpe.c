@@ -3,6 +3,7 @@
  * user runs them (the built binary in a fresh directory, CPU backend, a tiny model, a few steps).
  */
 #define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
 #include "cli_util.h"
 
 #define GPT2_FILE VKA_TEST_DATA_DIR "/gpt2_tokenizer.bin"
@@ -144,6 +145,21 @@ static void test_cli_vocabulary_errors(void **state) {
     cu_free(&r);
     r = cu_run(&d, "eval", "--backend", "cpu", "--model", "m.bin", "--data", "text.txt");
     cu_expect(&r, 0, NULL, "m.bin and its tokenizer still load");
+    cu_free(&r);
+    /* A resumed run whose tokenizer was replaced or removed: the message names the tokenizer
+     * file, not --data (which is right). */
+    r = cu_run(&d, "train", TINY, "--data", "text.txt", "--vocab-size", "300", "--steps", "3",
+               "--stop-at", "1", "--out", "rt.bin");
+    cu_expect(&r, 0, NULL, "stop at 1");
+    cu_free(&r);
+    assert_int_equal(rename(tf_path(&d, "m.tokenizer.bin"), tf_path(&d, "rt.tokenizer.bin")), 0);
+    r = cu_run(&d, "train", "--backend", "cpu", "--resume", "rt.state.bin", "--data", "text.txt");
+    cu_expect(&r, 1, "its tokenizer rt.tokenizer.bin has 280: that file was replaced",
+              "replaced tokenizer");
+    cu_free(&r);
+    assert_int_equal(remove(tf_path(&d, "rt.tokenizer.bin")), 0);
+    r = cu_run(&d, "train", "--backend", "cpu", "--resume", "rt.state.bin", "--data", "text.txt");
+    cu_expect(&r, 1, "its tokenizer rt.tokenizer.bin is missing", "missing tokenizer");
     cu_free(&r);
     /* The learned text too small for the size asked: fewer tokens, said on stderr. */
     char small[1024] = "";

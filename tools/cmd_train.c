@@ -384,9 +384,20 @@ static int check_vocabulary(train_run *r) {
     int V_model = vka_gpt_get_config(r->gpt).V;
     int V_data = vka_tokenizer_vocab_size(vka_data_tokenizer(r->data));
     if (V_model == V_data) return CLI_OK;
-    fprintf(stderr, "vkattn train: %s was trained with a vocabulary of %d tokens but %s has %d; "
-            "resume with the same --data\n", r->o->resume, V_model,
-            r->o->data ? r->o->data : "the built-in corpus", V_data);
+    const char *tok = r->resumed_tok_path;
+    if (r->tok) /* the tokenizer saved beside the state, which the data was encoded with */
+        fprintf(stderr, "vkattn train: %s was trained with a vocabulary of %d tokens but its "
+                "tokenizer %s has %d: that file was replaced; restore the one the run saved\n",
+                r->o->resume, V_model, tok, V_data);
+    else if (tok && access(tok, F_OK) != 0)
+        fprintf(stderr, "vkattn train: %s was trained with a vocabulary of %d tokens, but its "
+                "tokenizer %s is missing and the character vocabulary of %s has %d: restore %s\n",
+                r->o->resume, V_model, tok, r->o->data ? r->o->data : "the built-in corpus",
+                V_data, tok);
+    else
+        fprintf(stderr, "vkattn train: %s was trained with a vocabulary of %d tokens but %s has "
+                "%d; resume with the same --data\n", r->o->resume, V_model,
+                r->o->data ? r->o->data : "the built-in corpus", V_data);
     hint_forgotten_data(r);
     return CLI_ERROR;
 }
