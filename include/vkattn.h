@@ -371,6 +371,62 @@ vka_result vka_unpermute_forward(vka_context *ctx, vka_tensor *out, const vka_te
 vka_result vka_unpermute_backward(vka_context *ctx, vka_tensor *dinp, const vka_tensor *dout,
                                   int B, int T, int NH, int HS);
 
+/** Causal masking in vka_attention_desc, for query t of Tq and key j of the L valid keys. */
+typedef enum vka_causal {
+    VKA_CAUSAL_NONE = 0,         /* bidirectional (an encoder) */
+    VKA_CAUSAL_TOP_LEFT = 1,     /* key j masked when j > t: PyTorch's is_causal=True
+                                  * (torch.nn.attention.bias.causal_upper_left) */
+    VKA_CAUSAL_BOTTOM_RIGHT = 2, /* j > t + L - Tq: the queries are the last Tq of the L keys, as
+                                  * when decoding against a KV cache (causal_lower_right) */
+} vka_causal;
+
+/**
+ * Fused scaled-dot-product attention (Vaswani et al. 2017; computed as FlashAttention-2,
+ * Dao 2023: key tiles with an online softmax, no Tq x Tk matrix stored). For batch b, head h,
+ * query t, with L = key_lens[b] (NULL: Tk) valid keys:
+ *   s[j] = scale * q[b,h,t,:] . k[b,h,j,:] + mask[(b,) t, j]
+ *   s[j] = -inf for j >= L, and for causal keys (vka_causal)
+ *   out[b,h,t,:] = sum_j softmax(s)[j] * v[b,h,j,:],   lse[b,h,t] = log sum_j exp(s[j])
+ * Inputs are either q (B, NH, Tq, HS) and k, v (B, NH, Tk, HS), or qkv (B, T, 3C) packed as the
+ * model's qkv projection writes it (C = NH*HS, Tq = Tk = T; q, k, v NULL). A row whose keys are
+ * all masked gives out = 0 and lse = -INFINITY, never NaN. Deterministic: bitwise the same run
+ * to run. Any HS from 1 to VKA_ATTENTION_MAX_HS.
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (missing or too small tensor, both or neither of q/k/v and
+ * qkv, Tq != Tk with qkv, HS out of range, bad causal value), VKA_ERROR_DEVICE_LIMIT.
+ */
+#define VKA_ATTENTION_MAX_HS 256
+typedef struct vka_attention_desc {
+    const vka_tensor *q;        /* (B, NH, Tq, HS), or NULL with qkv */
+    const vka_tensor *k, *v;    /* (B, NH, Tk, HS), or NULL with qkv */
+    const vka_tensor *qkv;      /* (B, T, 3C): q, k, v side by side per position; or NULL */
+    const vka_tensor *mask;     /* additive (Tq, Tk), -INFINITY = masked; (B, Tq, Tk) with
+                                 * mask_per_batch; NULL = none */
+    bool mask_per_batch;
+    const vka_tensor *key_lens; /* (B) int32 in [0, Tk]: keys j >= key_lens[b] are padding;
+                                 * NULL = all Tk keys valid */
+    int B, NH, Tq, Tk, HS;      /* with qkv: Tq = Tk = T */
+    float scale;                /* multiplies q.k; 0 = 1/sqrt(HS) */
+    vka_causal causal;          /* 0 = none */
+    bool out_btc;               /* out is (B, Tq, C), heads side by side, instead of
+                                 * (B, NH, Tq, HS) */
+    vka_tensor *out;            /* forward: written; backward: the forward's out, read */
+    vka_tensor *lse;            /* (B, NH, Tq) nats: forward writes it (NULL: not kept);
+                                 * backward reads it (required) */
+} vka_attention_desc;
+vka_result vka_attention_forward(vka_context *ctx, const vka_attention_desc *desc);
+
+/** Gradients of vka_attention_forward (FlashAttention-2 backward: probabilities recomputed from
+ * lse, no Tq x Tk matrix stored, deterministic). desc is the forward's, with out and lse
+ * holding what it wrote. */
+typedef struct vka_attention_grads {
+    const vka_tensor *dout; /* laid out as desc->out */
+    vka_tensor *dq;         /* WRITTEN (B, NH, Tq, HS); NULL with qkv */
+    vka_tensor *dk, *dv;    /* WRITTEN (B, NH, Tk, HS); NULL with qkv */
+    vka_tensor *dqkv;       /* WRITTEN (B, T, 3C) when the forward read qkv */
+} vka_attention_grads;
+vka_result vka_attention_backward(vka_context *ctx, const vka_attention_desc *desc,
+                                  const vka_attention_grads *grads);
+
 /** KV cache write for incremental decoding (the op vka_gpt_session records per layer): with
  * (p0, n) = pos[0], pos[1] (int32, read when the graph runs, so one graph serves every step),
  * for t < min(T, n) and p = p0 + t in [0, max_T):

@@ -126,6 +126,58 @@ typedef struct vkb_limits {
     uint64_t memory_bytes;      /* all arenas together (device-local heap); 0 = unknown */
 } vkb_limits;
 
+/* Fused scaled-dot-product attention (FlashAttention-2, Dao 2023): for each batch b, head h and
+ * query t, with L = key_lens[b] (key_lens absent: L = Tk) valid keys,
+ *   s[j]   = scale * q[b,h,t,:] . k[b,h,j,:] + mask[(b,) t, j]        (mask optional, additive)
+ *   s[j]   = -inf where j >= L, or causal and j > t (TOP_LEFT) / j > t + L - Tq (BOTTOM_RIGHT)
+ *   out[b,h,t,:] = sum_j softmax(s)[j] v[b,h,j,:];   lse[b,h,t] = log(sum_j exp(s[j]))
+ * A row with every key masked gives out = 0 and lse = -INFINITY (never NaN); its gradients are 0.
+ * q, k, v, out (and dq, dk, dv, dout in backward, laid out as q, k, v, out) are 4-D (b, h, t, d)
+ * views given by element strides (vkb_attn_layout), d contiguous, so the packed qkv (B, T, 3C)
+ * layout and heads-side-by-side out (B, T, C) need no permute. No Tq x Tk matrix is stored;
+ * deterministic (no float atomics, fixed summation order).
+ * Backward WRITES dq, dk, dv (the probabilities recomputed from lse; delta = rowsum(dout * out)
+ * computed by the op itself). mask is (Tq, Tk), or (B, Tq, Tk) with mask_per_batch. */
+typedef enum vkb_causal {
+    VKB_CAUSAL_NONE = 0,
+    VKB_CAUSAL_TOP_LEFT = 1,     /* key j masked when j > t (PyTorch is_causal) */
+    VKB_CAUSAL_BOTTOM_RIGHT = 2, /* j > t + L - Tq: queries are the last Tq of the L keys */
+} vkb_causal;
+
+/* Element (b, h, t, d) of an attention tensor view is at b*sb + h*sh + t*st + d.
+ * (B, NH, T, HS) packed: {NH*T*HS, T*HS, HS}; q/k/v inside qkv (B, T, 3C): {T*3C, HS, 3C} with
+ * the view starting at element 0 / C / 2C; out (B, T, C): {T*C, HS, C}. */
+typedef struct vkb_attn_layout {
+    size_t sb, sh, st;
+} vkb_attn_layout;
+
+typedef struct vkb_attention {
+    vkb_tensor q, k, v;   /* (B, NH, Tq | Tk, HS) views, laid out by lq, lk, lv */
+    vkb_tensor out;       /* (B, NH, Tq, HS) view laid out by lo: forward writes, backward reads */
+    vkb_tensor lse;       /* (B, NH, Tq) packed: forward writes, backward reads */
+    vkb_tensor mask;      /* (Tq, Tk) or (B, Tq, Tk) additive, -INFINITY = masked; or VKB_NONE */
+    vkb_tensor key_lens;  /* (B) int32 in [0, Tk], read when the graph runs; or VKB_NONE */
+    /* backward only: */
+    vkb_tensor dout;          /* laid out by lo */
+    vkb_tensor dq, dk, dv;    /* WRITTEN, laid out by lq, lk, lv */
+    vkb_attn_layout lq, lk, lv, lo;
+    int B, NH, Tq, Tk, HS;
+    float scale;          /* explicit (the public API resolves 0 to 1/sqrt(HS)) */
+    vkb_causal causal;
+    bool mask_per_batch;
+} vkb_attention;
+
+/* The packed (B, NH, T, HS) layout, and the layouts inside qkv (B, T, 3C) / out (B, T, C). */
+static inline vkb_attn_layout vkb_attn_packed(int NH, int T, int HS) {
+    return (vkb_attn_layout){(size_t)NH * T * HS, (size_t)T * HS, (size_t)HS};
+}
+static inline vkb_attn_layout vkb_attn_in_qkv(int NH, int T, int HS) {
+    return (vkb_attn_layout){(size_t)T * 3 * NH * HS, (size_t)HS, (size_t)3 * NH * HS};
+}
+static inline vkb_attn_layout vkb_attn_in_btc(int NH, int T, int HS) {
+    return (vkb_attn_layout){(size_t)T * NH * HS, (size_t)HS, (size_t)NH * HS};
+}
+
 typedef struct vkb_ops {
     void (*destroy)(vkb_backend *be);
 
@@ -249,6 +301,10 @@ typedef struct vkb_ops {
      * (T, 3C), C = NH*HS; other rows untouched. */
     void (*kv_write)(vkb_backend *be, vkb_tensor kcache, vkb_tensor vcache, vkb_tensor qkv,
                      vkb_tensor pos, int T, int NH, int HS, int max_T);
+    /* Fused attention (vkb_attention above): forward writes out and lse; backward writes dq,
+     * dk, dv from dout, q, k, v, out, lse. */
+    void (*attention_forward)(vkb_backend *be, const vkb_attention *at);
+    void (*attention_backward)(vkb_backend *be, const vkb_attention *at);
 } vkb_ops;
 
 struct vkb_backend {
