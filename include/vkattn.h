@@ -150,6 +150,12 @@ typedef struct vka_context_desc {
                                VKATTN_MAX_BINDING_BYTES if set (a number of bytes >= 4096),
                                else maxStorageBufferRange. A bad value fails with
                                VKA_ERROR_INVALID_ARGUMENT */
+    uint64_t max_tensor_bytes; /* both backends: the largest single tensor and arena buffer, in
+                               bytes, lowered from the device's (Vulkan: maxMemoryAllocationSize;
+                               CPU: unlimited), never raised, e.g. to test how the model splits
+                               its logits into blocks; 0 = the environment variable
+                               VKATTN_MAX_TENSOR_BYTES if set (a number of bytes >= 65536), else
+                               the device's. A bad value fails with VKA_ERROR_INVALID_ARGUMENT */
 } vka_context_desc;
 
 /**

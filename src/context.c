@@ -2,6 +2,7 @@
 #include "backend.h"
 #include "vk/vk_internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,31 @@ static void cpu_model_name(char *out, size_t cap) {
     fclose(f);
 }
 
+/* Lower the backend's largest tensor and buffer to desc's max_tensor_bytes, or to
+ * VKATTN_MAX_TENSOR_BYTES where that is 0 (tests of the model's splitting). */
+static vka_result apply_max_tensor_bytes(vka_context *ctx, uint64_t want) {
+    const char *env = getenv("VKATTN_MAX_TENSOR_BYTES");
+    if (want == 0 && env && *env) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(env, &end, 10);
+        if (errno || !end || *end || env[0] < '0' || env[0] > '9' || v < 65536)
+            return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                                 "VKATTN_MAX_TENSOR_BYTES=\"%s\" is not a number of bytes >= "
+                                 "65536 (it lowers the largest tensor the device holds)", env);
+        want = v;
+    } else if (want != 0 && want < 65536) {
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_context_desc.max_tensor_bytes = %llu is below 65536",
+                             (unsigned long long)want);
+    }
+    vkb_limits *lim = &ctx->be->limits;
+    want = want / 256 * 256;
+    if (want && want < lim->max_tensor_bytes) lim->max_tensor_bytes = want;
+    if (want && want < lim->max_chunk_bytes) lim->max_chunk_bytes = want;
+    return VKA_SUCCESS;
+}
+
 vka_result vka_context_create(const vka_context_desc *desc, vka_context **out) {
     if (!out) return VKA_ERROR_INVALID_ARGUMENT;
     *out = NULL;
@@ -46,6 +72,7 @@ vka_result vka_context_create(const vka_context_desc *desc, vka_context **out) {
     } else {
         r = vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "unknown backend %d", (int)d.backend);
     }
+    if (r == VKA_SUCCESS) r = apply_max_tensor_bytes(ctx, d.max_tensor_bytes);
     if (r != VKA_SUCCESS) {
         /* Keep the context so vka_last_error() can say why; release what was made. */
         if (ctx->be) ctx->be->ops->destroy(ctx->be);

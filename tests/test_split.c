@@ -137,6 +137,99 @@ static void test_split_model_matches_cpu(void **state) {
     tu_done(cpu);
 }
 
+/* ctx of backend with its largest tensor lowered to max_tensor bytes (0: the device's). */
+static vka_context *limited_ctx(vka_backend backend, uint64_t max_tensor) {
+    vka_context_desc d = {.backend = backend, .validation = 1, .log = tu_log,
+                          .max_tensor_bytes = max_tensor};
+    const char *v = getenv("VKATTN_VALIDATION");
+    if (v && strcmp(v, "0") == 0) d.validation = -1;
+    vka_context *ctx = NULL;
+    if (vka_context_create(&d, &ctx) != VKA_SUCCESS) {
+        char msg[1200];
+        snprintf(msg, sizeof msg, "%s", vka_last_error(ctx));
+        vka_context_destroy(ctx);
+        const char *req = getenv("VKATTN_REQUIRE_GPU");
+        if (backend == VKA_BACKEND_CPU || (req && strcmp(req, "1") == 0))
+            fail_msg("no context: %s", msg);
+        skip();
+    }
+    return ctx;
+}
+
+/* The LM head in blocks of rows (src/model/gpt_internal.h, gpt_head): with the largest tensor
+ * lowered to 256 KiB, the logits of B*T = 128 positions of Vp 1536 (768 KiB) are 4 blocks of
+ * 42 rows. Logits, loss, gradients and evaluation must match the same backend unlimited, and
+ * the CPU backend. */
+static void test_split_logit_blocks_match_whole(void **state) {
+    (void)state;
+    vka_gpt_config cfg = {.max_T = 32, .V = 1500, .L = 1, .NH = 2, .C = 32};
+    enum { B = 4, T = 32, BT = B * T };
+    int32_t in[BT], tg[BT], text[3 * T + 1];
+    tm_tokens(in, BT, cfg.V, 21);
+    tm_tokens(tg, BT, cfg.V, 22);
+    tm_tokens(text, 3 * T + 1, cfg.V, 23);
+    const vka_backend kinds[2] = {VKA_BACKEND_CPU, VKA_BACKEND_VULKAN};
+    for (int k = 0; k < 2; k++) {
+        float loss[2], bwd_loss[2], *logits[2], *grads[2];
+        double eval[2];
+        size_t n = 0;
+        for (int lim = 0; lim < 2; lim++) {
+            vka_context *ctx = limited_ctx(kinds[k], lim ? 256 << 10 : 0);
+            if (lim) { /* the limit is in force: one tensor past 256 KiB is refused */
+                vka_tensor *big = NULL;
+                assert_int_equal(vka_tensor_create(ctx, 70000, &big), VKA_ERROR_DEVICE_LIMIT);
+            }
+            vka_gpt *g = tm_model(ctx, cfg, 5);
+            n = vka_gpt_num_params(g);
+            logits[lim] = malloc((size_t)BT * cfg.V * sizeof(float));
+            grads[lim] = malloc(n * sizeof(float));
+            if (vka_gpt_forward(g, in, tg, B, T, &loss[lim], logits[lim]) != VKA_SUCCESS ||
+                vka_gpt_forward_backward(g, in, tg, B, T, &bwd_loss[lim]) != VKA_SUCCESS ||
+                vka_gpt_get_grads(g, grads[lim], n) != VKA_SUCCESS ||
+                vka_gpt_eval(g, text, 3 * T + 1, T, &eval[lim], NULL) != VKA_SUCCESS)
+                fail_msg("%s, max tensor %s: %s", kinds[k] == VKA_BACKEND_VULKAN ? "vulkan" : "cpu",
+                         lim ? "256 KiB" : "unlimited", vka_last_error(ctx));
+            vka_gpt_destroy(g);
+            tu_done(ctx);
+        }
+        double dl = 0, dg = 0, gmax = 0;
+        for (size_t i = 0; i < (size_t)BT * cfg.V; i++)
+            dl = fmax(dl, fabs(logits[0][i] - logits[1][i]));
+        for (size_t i = 0; i < n; i++) {
+            dg = fmax(dg, fabs(grads[0][i] - grads[1][i]));
+            gmax = fmax(gmax, fabs(grads[0][i]));
+        }
+        print_message("%s: loss %.7f / %.7f, backward loss %.7f / %.7f, eval %.7f / %.7f, "
+                      "max |logit diff| %.2g, max |grad diff| %.2g (max |grad| %.2g)\n",
+                      kinds[k] == VKA_BACKEND_VULKAN ? "vulkan" : "cpu", loss[0], loss[1], bwd_loss[0], bwd_loss[1],
+                      eval[0], eval[1], dl, dg, gmax);
+        assert_true(dl <= 1e-6);
+        assert_true(fabsf(loss[0] - loss[1]) <= 1e-6f * loss[0]);
+        assert_true(fabsf(bwd_loss[0] - bwd_loss[1]) <= 1e-6f * bwd_loss[0]);
+        assert_true(fabs(eval[0] - eval[1]) <= 1e-6 * eval[0]);
+        assert_true(dg <= 1e-5 * gmax);
+        for (int lim = 0; lim < 2; lim++) free(logits[lim]), free(grads[lim]);
+    }
+}
+
+/* A max_tensor_bytes below 64 KiB, or a VKATTN_MAX_TENSOR_BYTES that is not a number, is
+ * refused, naming it. */
+static void test_split_bad_tensor_limit(void **state) {
+    (void)state;
+    vka_context_desc d = {.backend = VKA_BACKEND_CPU, .max_tensor_bytes = 1000};
+    vka_context *ctx = NULL;
+    assert_int_equal(vka_context_create(&d, &ctx), VKA_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(vka_last_error(ctx), "max_tensor_bytes"));
+    vka_context_destroy(ctx);
+    setenv("VKATTN_MAX_TENSOR_BYTES", "1G", 1);
+    d.max_tensor_bytes = 0;
+    vka_result r = vka_context_create(&d, &ctx);
+    unsetenv("VKATTN_MAX_TENSOR_BYTES");
+    assert_int_equal(r, VKA_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(vka_last_error(ctx), "VKATTN_MAX_TENSOR_BYTES=\"1G\""));
+    vka_context_destroy(ctx);
+}
+
 /* A limit below 4096 bytes, or a VKATTN_MAX_BINDING_BYTES that is not a number, is refused. */
 static void test_split_bad_limit(void **state) {
     (void)state;
@@ -164,6 +257,8 @@ int main(void) {
         cmocka_unit_test(test_split_matmul_matches_cpu),
         cmocka_unit_test(test_split_model_matches_cpu),
         cmocka_unit_test(test_split_bad_limit),
+        cmocka_unit_test(test_split_logit_blocks_match_whole),
+        cmocka_unit_test(test_split_bad_tensor_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -207,7 +207,7 @@ vka_result vkm_gpt_new(vka_context *ctx, const vka_gpt_config *config, bool init
     gpt->tensor_sizes = calloc((size_t)n, sizeof *gpt->tensor_sizes);
     gpt->params = calloc((size_t)n * 4, sizeof *gpt->params);
     gpt->layer = calloc((size_t)cfg.L, sizeof *gpt->layer);
-    gpt->acts_cap = calloc(GPT_GLOBAL_ACTS + GPT_LAYER_ACTS * (size_t)cfg.L, sizeof(size_t));
+    gpt->acts_cap = calloc(GPT_N_ACTS(cfg.L), sizeof(size_t));
     if (!gpt->tensor_sizes || !gpt->params || !gpt->layer || !gpt->acts_cap) {
         vka_gpt_destroy(gpt);
         return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");

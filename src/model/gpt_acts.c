@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum act_size { S_ONE, S_BT, S_BTC, S_BT3C, S_BT4C, S_ATT, S_LOGITS } act_size;
+typedef enum act_size { S_ONE, S_BT, S_BTC, S_BT3C, S_BT4C, S_ATT } act_size;
 
 typedef struct act_desc {
     size_t offset;   /* of the tensor in gpt_acts / gpt_layer_acts */
@@ -21,7 +21,7 @@ typedef struct act_desc {
 #define GA(field, size, bw) {offsetof(gpt_acts, field), #field, size, bw}
 static const act_desc GLOBAL_ACTS[GPT_GLOBAL_ACTS] = {
     GA(encoded, S_BTC, false),   GA(lnf, S_BTC, false),      GA(lnf_mean, S_BT, false),
-    GA(lnf_rstd, S_BT, false),   GA(logits, S_LOGITS, false), GA(losses, S_BT, false),
+    GA(lnf_rstd, S_BT, false),   GA(losses, S_BT, false),
     GA(loss, S_ONE, false),      GA(qkv, S_BT3C, false),     GA(preatt, S_ATT, false),
     GA(vaccum, S_BTC, false),    GA(proj, S_BTC, false),     GA(dresidual, S_BTC, true),
     GA(dln, S_BTC, true),        GA(datty, S_BTC, true),     GA(dvaccum, S_BTC, true),
@@ -46,7 +46,6 @@ static size_t act_elems(const vka_gpt_config *cfg, const gpt_shape *s, act_size 
     case S_BT3C: return BT * 3 * C;
     case S_BT4C: return BT * 4 * C;
     case S_ATT: return (size_t)s->B * (size_t)cfg->NH * (size_t)s->T * (size_t)s->T;
-    case S_LOGITS: return BT * (size_t)cfg->Vp;
     default: return 1;
     }
 }
@@ -73,6 +72,22 @@ static int act_list(vka_gpt *gpt, const gpt_shape *s, size_t *sizes, const char 
             if (slots) slots[n] = (vkb_tensor *)((char *)&gpt->layer[l] + d->offset);
         }
     }
+    /* Logit blocks: block 0 always (loss-only and training passes reuse it), every block when
+     * the logits of all positions are kept. */
+    size_t BT = (size_t)s->B * (size_t)s->T;
+    gpt_head h = vkm_gpt_head_plan(gpt, BT, s->logits);
+    for (int i = 0; i < GPT_LOGIT_BLOCKS; i++, n++) {
+        size_t first = (size_t)i * (size_t)h.rows;
+        if (sizes)
+            sizes[n] = (i == 0 || (s->logits && first < BT))
+                           ? VKA_MIN((size_t)h.rows, BT - first) * (size_t)gpt->cfg.Vp
+                           : 1;
+        if (names) {
+            snprintf(name_buf[n], sizeof name_buf[n], "logits (block %d of %d rows)", i, h.rows);
+            names[n] = name_buf[n];
+        }
+        if (slots) slots[n] = &gpt->logits[i];
+    }
     return n;
 }
 
@@ -92,9 +107,7 @@ static void drop_graphs(vka_gpt *gpt) {
     gpt->last_run = NULL;
 }
 
-static size_t n_acts(const vka_gpt *gpt) {
-    return GPT_GLOBAL_ACTS + GPT_LAYER_ACTS * (size_t)gpt->cfg.L;
-}
+static size_t n_acts(const vka_gpt *gpt) { return GPT_N_ACTS(gpt->cfg.L); }
 
 void vkm_gpt_free_run_arenas(vka_gpt *gpt) {
     drop_graphs(gpt);
@@ -153,8 +166,20 @@ vka_result vkm_gpt_reserve(vka_gpt *gpt, const gpt_shape *shape) {
      * allocating) anything. */
     const gpt_shape *f = &gpt->fits;
     if (gpt->acts_arena && gpt->host_arena && f->B == shape->B && f->T == shape->T &&
-        f->train == shape->train && f->host_logits == shape->host_logits)
+        f->train == shape->train && f->host_logits == shape->host_logits &&
+        f->logits == shape->logits)
         return VKA_SUCCESS;
+    if (shape->logits) {
+        size_t BT = (size_t)shape->B * (size_t)shape->T;
+        gpt_head h = vkm_gpt_head_plan(gpt, BT, true);
+        if (h.blocks > GPT_LOGIT_BLOCKS)
+            return vka_set_error(gpt->ctx, VKA_ERROR_DEVICE_LIMIT,
+                                 "model: the logits of B*T = %zu positions (%.1f GiB) would need "
+                                 "%d tensors of at most %d rows, more than %d: ask for fewer "
+                                 "positions' logits at once",
+                                 BT, (double)BT * gpt->cfg.Vp * 4 / (1 << 30), h.blocks, h.rows,
+                                 GPT_LOGIT_BLOCKS);
+    }
     size_t n = n_acts(gpt);
     size_t *sizes = malloc(n * sizeof *sizes);
     if (!sizes) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");

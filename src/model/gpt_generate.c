@@ -127,7 +127,7 @@ vka_result vka_gpt_generate(vka_gpt *gpt, const int32_t *prompt, size_t n_prompt
         goto done;
     }
     memcpy(seq, prompt, n_prompt * sizeof *seq);
-    gpt_shape shape = {.B = 1, .T = Tg, .host_logits = true};
+    gpt_shape shape = {.B = 1, .T = Tg, .host_logits = true, .logits = true};
     r = vkm_gpt_reserve(gpt, &shape);
     uint64_t rng = s.seed;
     size_t start = 0;

@@ -107,16 +107,44 @@ void vkm_gpt_record_forward(vka_gpt *gpt, int B, int T, bool train) {
     }
     be->ops->layernorm_forward(be, a->lnf, a->lnf_mean, a->lnf_rstd, residual,
                                param(gpt, p, P_LNFW, 0), param(gpt, p, P_LNFB, 0), BT, C);
-    /* The LM head is tied to wte (GPT-2): logits (BT, Vp) = lnf . wte^T, no bias. */
-    linear_forward(be, a->logits, a->lnf, p[0], VKB_NONE, BT, C, gpt->cfg.Vp);
+}
+
+gpt_head vkm_gpt_head_plan(const vka_gpt *gpt, size_t BT, bool keep) {
+    uint64_t row = (uint64_t)gpt->cfg.Vp * sizeof(float), cap = gpt->be->limits.max_tensor_bytes;
+    if (!keep && cap > GPT_HEAD_BYTES) cap = GPT_HEAD_BYTES;
+    uint64_t rows = VKA_MAX(cap / row, 1);
+    if (rows > BT) rows = VKA_MAX(BT, 1);
+    return (gpt_head){(int)rows, (int)((BT + rows - 1) / rows)};
+}
+
+void vkm_gpt_record_head(vka_gpt *gpt, int B, int T, bool keep, bool loss, bool backward) {
+    vkb_backend *be = gpt->be;
+    gpt_acts *a = &gpt->acts;
+    int C = gpt->cfg.C, V = gpt->cfg.V, Vp = gpt->cfg.Vp, BT = B * T;
+    gpt_head h = vkm_gpt_head_plan(gpt, (size_t)BT, keep);
+    for (int i = 0, r0 = 0; r0 < BT; i++, r0 += h.rows) {
+        int n = VKA_MIN(h.rows, BT - r0);
+        vkb_tensor logits = cut(gpt->logits[keep ? i : 0], (size_t)n * Vp); /* (n, Vp) */
+        vkb_tensor lnf = vkb_slice(a->lnf, (size_t)r0 * C, (size_t)n * C);  /* (n, C) */
+        vkb_tensor targets = vkb_slice(gpt->host.targets, (size_t)r0, (size_t)n);
+        /* The LM head is tied to wte (GPT-2): logits (n, Vp) = lnf . wte^T, no bias. */
+        linear_forward(be, logits, lnf, gpt->params[0], VKB_NONE, n, C, Vp);
+        if (loss)
+            be->ops->crossentropy_forward(be, vkb_slice(a->losses, (size_t)r0, (size_t)n),
+                                          logits, targets, n, V, Vp);
+        if (!backward) continue;
+        /* Mean loss over B*T positions: dloss = 1/(B*T) each; dlogits replace logits in
+         * place. dlnf = dlogits . wte, dwte += dlogits^T . lnf. */
+        be->ops->crossentropy_backward(be, logits, logits, targets, 1.0f / (float)BT, n, V, Vp);
+        linear_backward(be, vkb_slice(a->dln, (size_t)r0 * C, (size_t)n * C), gpt->grads[0],
+                        VKB_NONE, logits, lnf, gpt->params[0], n, C, Vp);
+    }
 }
 
 void vkm_gpt_record_loss(vka_gpt *gpt, int B, int T, bool copy_losses) {
     vkb_backend *be = gpt->be;
     gpt_acts *a = &gpt->acts;
     size_t BT = (size_t)B * T;
-    be->ops->crossentropy_forward(be, a->losses, a->logits, gpt->host.targets, (int)BT,
-                                  gpt->cfg.V, gpt->cfg.Vp);
     be->ops->mean(be, a->loss, a->losses, BT);
     be->ops->copy(be, gpt->host.loss, cut(a->loss, 1));
     if (copy_losses) be->ops->copy(be, gpt->host.losses, cut(a->losses, BT));
@@ -179,13 +207,9 @@ void vkm_gpt_record_backward(vka_gpt *gpt, int B, int T) {
     vkb_backend *be = gpt->be;
     const vkb_tensor *p = gpt->params, *g = gpt->grads;
     gpt_acts *a = &gpt->acts;
-    int C = gpt->cfg.C, L = gpt->cfg.L, Vp = gpt->cfg.Vp, BT = B * T;
+    int C = gpt->cfg.C, L = gpt->cfg.L, BT = B * T;
 
-    /* Mean loss over B*T positions: dloss = 1/(B*T) each; dlogits replace logits in place. */
-    be->ops->crossentropy_backward(be, a->logits, a->logits, gpt->host.targets,
-                                   1.0f / (float)BT, BT, gpt->cfg.V, Vp);
-    /* logits = lnf . wte^T: dlnf = dlogits . wte, dwte += dlogits^T . lnf */
-    linear_backward(be, a->dln, g[0], VKB_NONE, a->logits, a->lnf, p[0], BT, C, Vp);
+    /* The head's backward ran with the head (vkm_gpt_record_head): a->dln holds dlnf. */
     be->ops->fill(be, cut(a->dresidual, (size_t)BT * C), 0.0f);
     be->ops->layernorm_backward(be, a->dresidual, param(gpt, g, P_LNFW, 0),
                                 param(gpt, g, P_LNFB, 0), a->dln, gpt->layer[L - 1].residual3,
@@ -215,6 +239,12 @@ void vkm_gpt_record_update(vka_gpt *gpt, float grad_clip, float weight_decay) {
 
 void vkm_gpt_record_sample(vka_gpt *gpt, int T) {
     vkm_gpt_record_forward(gpt, 1, T, false);
-    gpt->be->ops->copy(gpt->be, gpt->host.logits,
-                       cut(gpt->acts.logits, (size_t)T * gpt->cfg.Vp));
+    vkm_gpt_record_head(gpt, 1, T, true, false, false);
+    gpt_head h = vkm_gpt_head_plan(gpt, (size_t)T, true);
+    size_t Vp = (size_t)gpt->cfg.Vp;
+    for (int i = 0, r0 = 0; r0 < T; i++, r0 += h.rows) {
+        size_t n = (size_t)VKA_MIN(h.rows, T - r0);
+        gpt->be->ops->copy(gpt->be, vkb_slice(gpt->host.logits, (size_t)r0 * Vp, n * Vp),
+                           cut(gpt->logits[i], n * Vp));
+    }
 }

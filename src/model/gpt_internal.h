@@ -54,7 +54,6 @@ typedef struct gpt_acts {
     vkb_tensor lnf;      /* (B, T, C) */
     vkb_tensor lnf_mean; /* (B, T) */
     vkb_tensor lnf_rstd; /* (B, T) */
-    vkb_tensor logits;   /* (B, T, Vp); the backward pass turns it into dlogits in place */
     vkb_tensor losses;   /* (B, T) */
     vkb_tensor loss;     /* (1) mean of losses */
     /* forward scratch */
@@ -77,6 +76,23 @@ typedef struct gpt_acts {
 
 #define GPT_GLOBAL_ACTS (sizeof(gpt_acts) / sizeof(vkb_tensor))
 
+/* The LM head (logits = lnf . wte^T, then cross-entropy) runs over blocks of at most `rows`
+ * positions, so that no logits tensor passes the device's largest tensor, and a loss-only or
+ * training pass needs one block of logits, not B*T*Vp floats (B 48, T 1024, GPT-2's Vp 50304:
+ * 9.4 GiB). Training fuses the head's backward into each block (cross-entropy backward in
+ * place, dlnf rows, dwte accumulated), as Liger-Kernel's fused linear cross-entropy does.
+ * Passes that return every position's logits keep one tensor per block, at most
+ * GPT_LOGIT_BLOCKS of them; the others reuse block 0, of at most GPT_HEAD_BYTES. */
+#define GPT_LOGIT_BLOCKS 64
+#define GPT_HEAD_BYTES ((uint64_t)256 << 20)
+/* Activation tensors of a model of L layers: the global ones, L layers', the logit blocks. */
+#define GPT_N_ACTS(L) (GPT_GLOBAL_ACTS + GPT_LAYER_ACTS * (size_t)(L) + GPT_LOGIT_BLOCKS)
+
+typedef struct gpt_head {
+    int rows;   /* positions per block (the last block may have fewer) */
+    int blocks; /* ceil(B*T / rows) */
+} gpt_head;
+
 /* The host-visible arena. */
 typedef struct gpt_host {
     vkb_tensor inputs;  /* (B, T) int32 */
@@ -96,11 +112,13 @@ typedef struct gpt_shape {
     int B, T;
     bool train;       /* per-layer activations for every layer, backward scratch */
     bool host_logits; /* host.logits (T, Vp) */
+    bool logits;      /* every position's logits kept on the device (logit blocks) */
 } gpt_shape;
 
 typedef enum gpt_graph_kind {
-    G_FORWARD,          /* forward to logits */
+    G_FORWARD,          /* forward to logits (every position's kept) */
     G_FORWARD_LOSS,     /* + cross-entropy, mean loss and losses copied to the host */
+    G_FORWARD_LOSS_LOGITS, /* G_FORWARD_LOSS keeping every position's logits */
     G_FORWARD_BACKWARD, /* zero grads, forward, loss, backward */
     G_TRAIN,            /* + grad norm and AdamW */
     G_SAMPLE,           /* forward, logits of batch row 0 copied to the host */
@@ -136,6 +154,7 @@ struct vka_gpt {
 
     gpt_layer_acts *layer; /* (L) */
     gpt_acts acts;
+    vkb_tensor logits[GPT_LOGIT_BLOCKS]; /* (rows, Vp) blocks of the (B*T, Vp) logits */
     gpt_host host;
     vkb_arena *acts_arena, *host_arena;
     size_t *acts_cap;      /* capacity of each activation tensor (elements) */
@@ -211,12 +230,20 @@ vka_result vkm_gpt_check_ids(vka_gpt *gpt, const char *fn, const char *what, con
                          size_t n, int T);
 
 /* Record ops (gpt_graph.c). Inputs and targets are read from the host arena. */
-/* Forward to logits; train keeps every layer's activations for backward. */
+/* Forward to lnf (the head is vkm_gpt_record_head); train keeps every layer's activations for
+ * backward. */
 void vkm_gpt_record_forward(vka_gpt *gpt, int B, int T, bool train);
-/* Cross-entropy, mean loss to host.loss, and (copy_losses) per-position losses to host.losses. */
+/* The blocks of the LM head (gpt_head above): logits of each block (keep: into its own logit
+ * tensor, else all into logits[0]); loss: cross-entropy into acts.losses; backward: the head's
+ * backward too (dlnf into acts.dln, dwte accumulated; needs the train forward). */
+void vkm_gpt_record_head(vka_gpt *gpt, int B, int T, bool keep, bool loss, bool backward);
+/* How vkm_gpt_record_head splits B*T positions (keep: every block kept). */
+gpt_head vkm_gpt_head_plan(const vka_gpt *gpt, size_t BT, bool keep);
+/* Mean loss to host.loss, and (copy_losses) per-position losses to host.losses. */
 void vkm_gpt_record_loss(vka_gpt *gpt, int B, int T, bool copy_losses);
 void vkm_gpt_record_zero_grads(vka_gpt *gpt);
-/* Backward after a train forward and loss: accumulates into the (zeroed) gradients. */
+/* Backward after a train forward and the head's backward: accumulates into the (zeroed)
+ * gradients. */
 void vkm_gpt_record_backward(vka_gpt *gpt, int B, int T);
 /* Grad norm (clip) and AdamW with host.hyper; norm and clip scale copied to host.norm. */
 void vkm_gpt_record_update(vka_gpt *gpt, float grad_clip, float weight_decay);

@@ -18,15 +18,19 @@ static void record(vka_gpt *gpt, const gpt_graph *g) {
     switch (g->kind) {
     case G_FORWARD:
         vkm_gpt_record_forward(gpt, g->B, g->T, false);
+        vkm_gpt_record_head(gpt, g->B, g->T, true, false, false);
         break;
     case G_FORWARD_LOSS:
+    case G_FORWARD_LOSS_LOGITS:
         vkm_gpt_record_forward(gpt, g->B, g->T, false);
+        vkm_gpt_record_head(gpt, g->B, g->T, g->kind == G_FORWARD_LOSS_LOGITS, true, false);
         vkm_gpt_record_loss(gpt, g->B, g->T, true);
         break;
     case G_FORWARD_BACKWARD:
     case G_TRAIN:
         vkm_gpt_record_zero_grads(gpt);
         vkm_gpt_record_forward(gpt, g->B, g->T, true);
+        vkm_gpt_record_head(gpt, g->B, g->T, false, true, true);
         vkm_gpt_record_loss(gpt, g->B, g->T, false);
         vkm_gpt_record_backward(gpt, g->B, g->T);
         if (g->kind == G_TRAIN) vkm_gpt_record_update(gpt, g->grad_clip, g->weight_decay);
@@ -156,17 +160,28 @@ static vka_result read_loss(vka_gpt *gpt, float *loss) {
  * Public run functions
  * ------------------------------------------------------------------------------------------- */
 
-/* Copy the logits (B, T, Vp) out as (B, T, V). */
+/* Copy the logits (B, T, Vp), kept in blocks of rows (vkm_gpt_record_head), out as (B, T, V),
+ * through a host buffer of at most about 16 MiB when the padding columns must go. */
 static vka_result read_logits(vka_gpt *gpt, float *logits, size_t BT) {
-    int V = gpt->cfg.V, Vp = gpt->cfg.Vp;
-    if (V == Vp) return gpt->be->ops->read(gpt->be, gpt->acts.logits, 0, logits, BT * (size_t)V);
-    float *all = malloc(BT * (size_t)Vp * sizeof *all);
-    if (!all)
+    size_t V = (size_t)gpt->cfg.V, Vp = (size_t)gpt->cfg.Vp;
+    gpt_head h = vkm_gpt_head_plan(gpt, BT, true);
+    size_t piece = V == Vp ? (size_t)h.rows : VKA_MAX((size_t)(16 << 20) / (Vp * 4), 1);
+    float *buf = V == Vp ? NULL : malloc(VKA_MIN(piece, BT) * Vp * sizeof *buf);
+    if (V != Vp && !buf)
         return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "logits: out of memory");
-    vka_result r = gpt->be->ops->read(gpt->be, gpt->acts.logits, 0, all, BT * (size_t)Vp);
-    for (size_t i = 0; r == VKA_SUCCESS && i < BT; i++)
-        memcpy(logits + i * V, all + i * Vp, (size_t)V * sizeof *all);
-    free(all);
+    vka_result r = VKA_SUCCESS;
+    for (size_t b0 = 0; r == VKA_SUCCESS && b0 < BT; b0 += (size_t)h.rows) {
+        vkb_tensor block = gpt->logits[b0 / (size_t)h.rows];
+        size_t rows = VKA_MIN((size_t)h.rows, BT - b0);
+        for (size_t i = 0; r == VKA_SUCCESS && i < rows; i += piece) {
+            size_t n = VKA_MIN(piece, rows - i);
+            float *dst = logits + (b0 + i) * V;
+            r = gpt->be->ops->read(gpt->be, block, i * Vp, buf ? buf : dst, n * Vp);
+            for (size_t k = 0; buf && r == VKA_SUCCESS && k < n; k++)
+                memcpy(dst + k * V, buf + k * Vp, V * sizeof *buf);
+        }
+    }
+    free(buf);
     return r;
 }
 
@@ -175,10 +190,11 @@ vka_result vka_gpt_forward(vka_gpt *gpt, const int32_t *inputs, const int32_t *t
     if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
     vka_result r = check_batch(gpt, "vka_gpt_forward", inputs, targets, false, B, T);
     if (r != VKA_SUCCESS) return r;
-    gpt_shape shape = {.B = B, .T = T};
+    gpt_shape shape = {.B = B, .T = T, .logits = logits || !targets};
     r = vkm_gpt_reserve(gpt, &shape);
     if (r == VKA_SUCCESS) r = write_batch(gpt, inputs, targets, B, T, false);
-    if (r == VKA_SUCCESS) r = vkm_gpt_run(gpt, targets ? G_FORWARD_LOSS : G_FORWARD, B, T, 0, 0);
+    gpt_graph_kind kind = !targets ? G_FORWARD : logits ? G_FORWARD_LOSS_LOGITS : G_FORWARD_LOSS;
+    if (r == VKA_SUCCESS) r = vkm_gpt_run(gpt, kind, B, T, 0, 0);
     if (r == VKA_SUCCESS && targets) r = read_loss(gpt, loss);
     if (r == VKA_SUCCESS && logits) r = read_logits(gpt, logits, (size_t)B * T);
     return r;
