@@ -747,6 +747,20 @@ vka_result vka_gpt_save(vka_gpt *gpt, const char *path);
 void vka_gpt_destroy(vka_gpt *gpt);
 /** The model's configuration (Vp filled in). */
 vka_gpt_config vka_gpt_get_config(const vka_gpt *gpt);
+
+/** How the model computes attention in training, evaluation and generation. */
+typedef enum vka_attention_impl {
+    VKA_ATTENTION_FUSED = 0,    /* vka_attention_forward/backward on the qkv (B, T, 3C) layout:
+                                 * no (B, NH, T, T) matrix, keeps the row lse (default) */
+    VKA_ATTENTION_COMPOSED = 1, /* permute, q.k^T, masked softmax, att.v, unpermute, as llm.c's
+                                 * CUDA code: keeps (B, NH, T, T) per layer; the reference */
+} vka_attention_impl;
+/** Choose the attention of gpt's passes from now on: recorded graphs and activations are
+ * dropped and remade for it; parameters, gradients and AdamW state stay; a session keeps the
+ * choice made when it was created. Both give the same results up to float rounding.
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (not a vka_attention_impl). */
+vka_result vka_gpt_set_attention(vka_gpt *gpt, vka_attention_impl impl);
+vka_attention_impl vka_gpt_get_attention(const vka_gpt *gpt);
 /** Number of parameters (floats) in llm.c order, padded vocabulary rows included. */
 size_t vka_gpt_num_params(const vka_gpt *gpt);
 /** Copy all n = vka_gpt_num_params() parameters out / in, in the checkpoint's order. */

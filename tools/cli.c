@@ -15,6 +15,7 @@
 
 const char *const cli_backend_names[] = {"vulkan", "cpu", NULL};
 const char *const cli_kernel_names[] = {"auto", "gpu", "cpu", NULL};
+const char *const cli_attention_names[] = {"fused", "composed", NULL}; /* vka_attention_impl */
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
     char msg[2048];

@@ -92,10 +92,18 @@ typedef struct cli_backend_opts {
     int threads;          /* CPU backend threads; 0 = OpenMP's default */
     bool verbose;         /* library info messages on stderr */
     bool vulkan_only;     /* the command has no --backend (info, check): hints must not suggest it */
+    int attention;        /* index into cli_attention_names: a vka_attention_impl */
 } cli_backend_opts;
 
 extern const char *const cli_backend_names[];
 extern const char *const cli_kernel_names[];
+extern const char *const cli_attention_names[];
+
+/* --attention, for the commands that run a model (train, eval, generate). */
+#define CLI_ATTENTION_OPT(b)                                                                    \
+    CLI_CHOICE("attention", &(b)->attention, "KIND",                                            \
+               "fused (one op, no T x T matrices; default) or composed (matmul, softmax, "      \
+               "matmul: the reference)", cli_attention_names)
 
 /* The table entries for cli_backend_opts, for a command's option array. */
 #define CLI_BACKEND_OPTS(b)                                                                     \

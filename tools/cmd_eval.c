@@ -87,6 +87,7 @@ static int evaluate(vka_context *ctx, const eval_opts *o) {
     int n_paths = 0;
     int rc = cli_load_model("eval", ctx, o->model, o->tokenizer, &gpt, &tok);
     if (rc != CLI_OK) return rc;
+    vka_gpt_set_attention(gpt, (vka_attention_impl)o->b.attention);
     vka_gpt_config cfg = vka_gpt_get_config(gpt);
     vka_result r;
     if (o->ctx > cfg.max_T) {
@@ -153,6 +154,7 @@ int cmd_eval(int argc, char **argv) {
         CLI_STRING("tokenizer", &o.tokenizer, "FILE", "tokenizer file (default: beside MODEL)"),
         CLI_FLAG("json", &o.json, "print one JSON object"),
         CLI_BACKEND_OPTS(&o.b),
+        CLI_ATTENTION_OPT(&o.b),
     };
     int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int rc = cli_parse(&eval_cmd, argc, argv, opts, n_opts);

@@ -100,6 +100,7 @@ static int generate(vka_context *ctx, const generate_opts *o) {
     size_t n_prompt = 0;
     int rc = cli_load_model("generate", ctx, o->model, o->tokenizer, &gpt, &tok);
     if (rc != CLI_OK) return rc;
+    vka_gpt_set_attention(gpt, (vka_attention_impl)o->b.attention);
     vka_result r = encode_prompt(tok, o->prompt, &prompt, &n_prompt);
     if (r != VKA_SUCCESS) {
         rc = cli_fail("generate", ctx, r, "--prompt");
@@ -147,6 +148,7 @@ int cmd_generate(int argc, char **argv) {
         CLI_FLAG("no-kv-cache", &o.no_kv_cache,
                  "recompute the whole context for every token (no KV cache)"),
         CLI_BACKEND_OPTS(&o.b),
+        CLI_ATTENTION_OPT(&o.b),
     };
     int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int rc = cli_parse(&generate_cmd, argc, argv, opts, n_opts);

@@ -435,6 +435,7 @@ static int setup(train_run *r, cli_opt *opts, int n_opts) {
     if (o->resume && r->st.text_bytes == 0)
         vka_data_text_id(r->data, &r->st.text_bytes, &r->st.text_hash);
     rc = o->resume ? check_vocabulary(r) : new_model(r);
+    if (rc == CLI_OK) vka_gpt_set_attention(r->gpt, (vka_attention_impl)o->b.attention);
     if (rc == CLI_OK) rc = train_check_space(r);
     if (rc != CLI_OK) return rc;
     size_t n_val = vka_data_num_tokens(r->data, VKA_SPLIT_VAL);
@@ -470,6 +471,7 @@ int cmd_train(int argc, char **argv) {
         CLI_INT("vocab-size", &o.vocab_size, "N", "learn a byte-level BPE vocabulary of N tokens "
                 "from the text (default: character level)", 257, VKA_TOKENIZER_MAX_VOCAB),
         CLI_BACKEND_OPTS(&o.b),
+        CLI_ATTENTION_OPT(&o.b),
         /* The library's limits (VKA_GPT_MAX_*), so that a size past them is a usage error. */
         CLI_INT("layers", &o.layers, "L", "transformer blocks (default: 4)", 1, VKA_GPT_MAX_L),
         CLI_INT("heads", &o.heads, "NH", "attention heads; must divide --embd (default: 4)", 1,

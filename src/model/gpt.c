@@ -385,3 +385,22 @@ vka_gpt_config vka_gpt_get_config(const vka_gpt *gpt) {
 size_t vka_gpt_num_params(const vka_gpt *gpt) { return gpt ? gpt->num_params : 0; }
 
 uint64_t vka_gpt_step(const vka_gpt *gpt) { return gpt ? gpt->step : 0; }
+
+vka_result vka_gpt_set_attention(vka_gpt *gpt, vka_attention_impl impl) {
+    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    if (impl != VKA_ATTENTION_FUSED && impl != VKA_ATTENTION_COMPOSED)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_gpt_set_attention: %d is not a vka_attention_impl (0 fused, "
+                             "1 composed)", (int)impl);
+    if (impl == gpt->attention) return VKA_SUCCESS;
+    /* The activations differ (att matrices or lse): remade, at the new sizes, on next use. */
+    vkm_gpt_free_run_arenas(gpt);
+    memset(gpt->acts_cap, 0, GPT_N_ACTS(gpt->cfg.L) * sizeof *gpt->acts_cap);
+    memset(gpt->host_cap, 0, sizeof gpt->host_cap);
+    gpt->attention = impl;
+    return VKA_SUCCESS;
+}
+
+vka_attention_impl vka_gpt_get_attention(const vka_gpt *gpt) {
+    return gpt ? gpt->attention : VKA_ATTENTION_FUSED;
+}

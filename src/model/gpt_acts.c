@@ -9,34 +9,47 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum act_size { S_ONE, S_BT, S_BTC, S_BT3C, S_BT4C, S_ATT } act_size;
+typedef enum act_size { S_ONE, S_BT, S_BTC, S_BT3C, S_BT4C, S_ATT, S_BNHT } act_size;
+
+/* Which attention a tensor serves (1 element for the other). */
+typedef enum act_use { U_BOTH, U_COMPOSED, U_FUSED } act_use;
 
 typedef struct act_desc {
     size_t offset;   /* of the tensor in gpt_acts / gpt_layer_acts */
     const char *name;
     act_size size;
     bool backward;   /* needed only by backward (1 element otherwise) */
+    act_use use;
 } act_desc;
 
-#define GA(field, size, bw) {offsetof(gpt_acts, field), #field, size, bw}
+#define GA(field, size, bw) {offsetof(gpt_acts, field), #field, size, bw, U_BOTH}
+#define GC(field, size, bw) {offsetof(gpt_acts, field), #field, size, bw, U_COMPOSED}
 static const act_desc GLOBAL_ACTS[GPT_GLOBAL_ACTS] = {
     GA(encoded, S_BTC, false),   GA(lnf, S_BTC, false),      GA(lnf_mean, S_BT, false),
     GA(lnf_rstd, S_BT, false),   GA(losses, S_BT, false),
-    GA(loss, S_ONE, false),      GA(qkv, S_BT3C, false),     GA(preatt, S_ATT, false),
-    GA(vaccum, S_BTC, false),    GA(proj, S_BTC, false),     GA(dresidual, S_BTC, true),
-    GA(dln, S_BTC, true),        GA(datty, S_BTC, true),     GA(dvaccum, S_BTC, true),
-    GA(datt, S_ATT, true),       GA(dpreatt, S_ATT, true),   GA(dqkvr, S_BT3C, true),
+    GA(loss, S_ONE, false),      GC(qkv, S_BT3C, false),     GC(preatt, S_ATT, false),
+    GC(vaccum, S_BTC, false),    GA(proj, S_BTC, false),     GA(dresidual, S_BTC, true),
+    GA(dln, S_BTC, true),        GA(datty, S_BTC, true),     GC(dvaccum, S_BTC, true),
+    GC(datt, S_ATT, true),       GC(dpreatt, S_ATT, true),   GC(dqkvr, S_BT3C, true),
     GA(dqkv, S_BT3C, true),      GA(dfch_gelu, S_BT4C, true), GA(dfch, S_BT4C, true),
 };
 #undef GA
-#define LA(field, size) {offsetof(gpt_layer_acts, field), #field, size, false}
+#undef GC
+#define LA(field, size, use) {offsetof(gpt_layer_acts, field), #field, size, false, use}
 static const act_desc LAYER_ACTS[GPT_LAYER_ACTS] = {
-    LA(ln1, S_BTC),       LA(ln1_mean, S_BT),  LA(ln1_rstd, S_BT), LA(qkvr, S_BT3C),
-    LA(att, S_ATT),       LA(atty, S_BTC),     LA(residual2, S_BTC), LA(ln2, S_BTC),
-    LA(ln2_mean, S_BT),   LA(ln2_rstd, S_BT),  LA(fch, S_BT4C),    LA(fch_gelu, S_BT4C),
-    LA(residual3, S_BTC),
+    LA(ln1, S_BTC, U_BOTH),       LA(ln1_mean, S_BT, U_BOTH),  LA(ln1_rstd, S_BT, U_BOTH),
+    LA(qkvr, S_BT3C, U_BOTH),     LA(att, S_ATT, U_COMPOSED),  LA(atty, S_BTC, U_BOTH),
+    LA(residual2, S_BTC, U_BOTH), LA(ln2, S_BTC, U_BOTH),      LA(ln2_mean, S_BT, U_BOTH),
+    LA(ln2_rstd, S_BT, U_BOTH),   LA(fch, S_BT4C, U_BOTH),     LA(fch_gelu, S_BT4C, U_BOTH),
+    LA(residual3, S_BTC, U_BOTH), LA(lse, S_BNHT, U_FUSED),
 };
 #undef LA
+
+/* Whether d is used by the attention gpt records. */
+static bool act_used(const vka_gpt *gpt, const act_desc *d) {
+    return d->use == U_BOTH ||
+           (d->use == U_FUSED) == (gpt->attention == VKA_ATTENTION_FUSED);
+}
 
 static size_t act_elems(const vka_gpt_config *cfg, const gpt_shape *s, act_size size) {
     size_t BT = (size_t)s->B * (size_t)s->T, C = (size_t)cfg->C;
@@ -46,6 +59,7 @@ static size_t act_elems(const vka_gpt_config *cfg, const gpt_shape *s, act_size 
     case S_BT3C: return BT * 3 * C;
     case S_BT4C: return BT * 4 * C;
     case S_ATT: return (size_t)s->B * (size_t)cfg->NH * (size_t)s->T * (size_t)s->T;
+    case S_BNHT: return BT * (size_t)cfg->NH;
     default: return 1;
     }
 }
@@ -57,14 +71,20 @@ static int act_list(vka_gpt *gpt, const gpt_shape *s, size_t *sizes, const char 
     int n = 0;
     for (size_t i = 0; i < GPT_GLOBAL_ACTS; i++, n++) {
         const act_desc *d = &GLOBAL_ACTS[i];
-        if (sizes) sizes[n] = (d->backward && !s->train) ? 1 : act_elems(&gpt->cfg, s, d->size);
+        if (sizes)
+            sizes[n] = ((d->backward && !s->train) || !act_used(gpt, d))
+                           ? 1
+                           : act_elems(&gpt->cfg, s, d->size);
         if (names) names[n] = d->name;
         if (slots) slots[n] = (vkb_tensor *)((char *)&gpt->acts + d->offset);
     }
     for (int l = 0; l < gpt->cfg.L; l++) {
         for (size_t i = 0; i < GPT_LAYER_ACTS; i++, n++) {
             const act_desc *d = &LAYER_ACTS[i];
-            if (sizes) sizes[n] = (l > 0 && !s->train) ? 1 : act_elems(&gpt->cfg, s, d->size);
+            if (sizes)
+                sizes[n] = ((l > 0 && !s->train) || !act_used(gpt, d))
+                               ? 1
+                               : act_elems(&gpt->cfg, s, d->size);
             if (names) {
                 snprintf(name_buf[n], sizeof name_buf[n], "%s (layer %d)", d->name, l);
                 names[n] = name_buf[n];

@@ -57,13 +57,36 @@ static void split_qkv(vkb_tensor qkvr, size_t BTC, vkb_tensor *q, vkb_tensor *k,
     *v = vkb_slice(qkvr, 2 * BTC, BTC);
 }
 
-/* Causal self-attention of one layer: atty (B, T, C) from qkv (B, T, 3C), keeping q, k, v
- * and att for backward. */
+/* The fused op on the (B, T, 3C) qkv of a layer, causal (vka_attention_forward): q, k, v are
+ * strided views of qkv, out is atty (B, T, C); d* name the gradients' tensors (backward). */
+static vkb_attention fused_attention(const vka_gpt *gpt, vkb_tensor qkv, vkb_tensor atty,
+                                     vkb_tensor lse, int B, int T) {
+    int C = gpt->cfg.C, NH = gpt->cfg.NH, HS = C / NH;
+    size_t n = (size_t)B * T * 3 * C;
+    vkb_attn_layout lqkv = vkb_attn_in_qkv(NH, T, HS);
+    return (vkb_attention){.q = vkb_slice(qkv, 0, n), .k = vkb_slice(qkv, C, n - C),
+                           .v = vkb_slice(qkv, 2 * (size_t)C, n - 2 * (size_t)C),
+                           .out = vkb_slice(atty, 0, (size_t)B * T * C),
+                           .lse = vkb_slice(lse, 0, (size_t)B * NH * T),
+                           .lq = lqkv, .lk = lqkv, .lv = lqkv,
+                           .lo = vkb_attn_in_btc(NH, T, HS), .B = B, .NH = NH, .Tq = T, .Tk = T,
+                           .HS = HS, .scale = 1.0f / sqrtf((float)HS),
+                           .causal = VKB_CAUSAL_TOP_LEFT};
+}
+
+/* Causal self-attention of one layer: atty (B, T, C) from its qkv (B, T, 3C). Fused: qkv is
+ * la->qkvr, lse kept for backward. Composed: qkv is the scratch a->qkv; q, k, v and att are
+ * kept. */
 static void attention_forward(vka_gpt *gpt, gpt_layer_acts *la, int B, int T) {
     vkb_backend *be = gpt->be;
     gpt_acts *a = &gpt->acts;
     int NH = gpt->cfg.NH, HS = gpt->cfg.C / NH;
     size_t BTC = (size_t)B * T * gpt->cfg.C;
+    if (gpt->attention == VKA_ATTENTION_FUSED) {
+        vkb_attention at = fused_attention(gpt, la->qkvr, la->atty, la->lse, B, T);
+        be->ops->attention_forward(be, &at);
+        return;
+    }
     vkb_tensor q, k, v;
     split_qkv(la->qkvr, BTC, &q, &k, &v);
     be->ops->permute_forward(be, q, k, v, a->qkv, B, T, NH, HS);
@@ -89,7 +112,8 @@ void vkm_gpt_record_forward(vka_gpt *gpt, int B, int T, bool train) {
         gpt_layer_acts *la = &gpt->layer[train ? l : 0];
         be->ops->layernorm_forward(be, la->ln1, la->ln1_mean, la->ln1_rstd, residual,
                                    param(gpt, p, P_LN1W, l), param(gpt, p, P_LN1B, l), BT, C);
-        linear_forward(be, a->qkv, la->ln1, param(gpt, p, P_QKVW, l), param(gpt, p, P_QKVB, l),
+        vkb_tensor qkv = gpt->attention == VKA_ATTENTION_FUSED ? la->qkvr : a->qkv;
+        linear_forward(be, qkv, la->ln1, param(gpt, p, P_QKVW, l), param(gpt, p, P_QKVB, l),
                        BT, C, 3 * C);
         attention_forward(gpt, la, B, T);
         linear_forward(be, a->proj, la->atty, param(gpt, p, P_ATTPROJW, l),
@@ -156,6 +180,14 @@ static void attention_backward(vka_gpt *gpt, gpt_layer_acts *la, int B, int T) {
     gpt_acts *a = &gpt->acts;
     int NH = gpt->cfg.NH, HS = gpt->cfg.C / NH;
     size_t BTC = (size_t)B * T * gpt->cfg.C, BNHTT = (size_t)B * NH * T * T;
+    if (gpt->attention == VKA_ATTENTION_FUSED) {
+        /* Writes all of dqkv (B, T, 3C): its q, k and v parts. */
+        vkb_attention at = fused_attention(gpt, la->qkvr, la->atty, la->lse, B, T);
+        vkb_attention dd = fused_attention(gpt, a->dqkv, a->datty, la->lse, B, T);
+        at.dq = dd.q, at.dk = dd.k, at.dv = dd.v, at.dout = dd.out;
+        be->ops->attention_backward(be, &at);
+        return;
+    }
     vkb_tensor q, k, v, dq, dk, dv;
     split_qkv(la->qkvr, BTC, &q, &k, &v);
     split_qkv(a->dqkvr, BTC, &dq, &dk, &dv);

@@ -34,8 +34,9 @@ typedef struct gpt_layer_acts {
     vkb_tensor ln1;       /* (B, T, C) */
     vkb_tensor ln1_mean;  /* (B, T) */
     vkb_tensor ln1_rstd;  /* (B, T) */
-    vkb_tensor qkvr;      /* (3, B, NH, T, HS): q, k, v with the heads split out */
-    vkb_tensor att;       /* (B, NH, T, T) softmax output */
+    vkb_tensor qkvr;      /* composed: (3, B, NH, T, HS), q, k, v with the heads split out;
+                           * fused: (B, T, 3C), the qkv projection as it is */
+    vkb_tensor att;       /* (B, NH, T, T) softmax output (composed only) */
     vkb_tensor atty;      /* (B, T, C) attention output, heads side by side */
     vkb_tensor residual2; /* (B, T, C) */
     vkb_tensor ln2;       /* (B, T, C) */
@@ -44,6 +45,7 @@ typedef struct gpt_layer_acts {
     vkb_tensor fch;       /* (B, T, 4C) */
     vkb_tensor fch_gelu;  /* (B, T, 4C) */
     vkb_tensor residual3; /* (B, T, C) */
+    vkb_tensor lse;       /* (B, NH, T) fused attention's row log-sum-exp */
 } gpt_layer_acts;
 
 #define GPT_LAYER_ACTS (sizeof(gpt_layer_acts) / sizeof(vkb_tensor))
@@ -138,6 +140,7 @@ struct vka_gpt {
     vka_context *ctx;
     vkb_backend *be;
     vka_gpt_config cfg;
+    vka_attention_impl attention; /* of the passes recorded from now on */
     size_t num_params;
     uint64_t step; /* AdamW steps taken */
 

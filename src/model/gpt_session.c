@@ -72,6 +72,7 @@ typedef struct session_host {
 struct vka_gpt_session {
     vka_gpt *gpt;
     int max_T, chunk;          /* cache positions; prefill rows per pass */
+    vka_attention_impl attention; /* the model's when the session was created */
     int n;                     /* positions in the cache */
     int32_t *tokens;           /* (max_T) the cached tokens */
     bool have_logits;
@@ -110,6 +111,19 @@ static void attention(vka_gpt_session *ss, int l, int Tq, int Tk) {
     int NH = ss->gpt->cfg.NH, HS = ss->gpt->cfg.C / NH;
     size_t cache_stride = (size_t)ss->max_T * HS;
     be->ops->kv_write(be, ss->kc[l], ss->vc[l], s->qkv, ss->h.kvpos, Tq, NH, HS, ss->max_T);
+    if (ss->attention == VKA_ATTENTION_FUSED) {
+        /* q from the chunk's qkv, k and v the cache's first Tk rows; the mask's first Tq rows
+         * (head 0's) are the (Tq, Tk) mask every head shares. */
+        vkb_attn_layout cache = {(size_t)NH * cache_stride, cache_stride, (size_t)HS};
+        vkb_attention at = {.q = cut(s->qkv, (size_t)Tq * 3 * NH * HS), .k = ss->kc[l],
+                            .v = ss->vc[l], .out = cut(s->atty, (size_t)Tq * NH * HS),
+                            .mask = cut(ss->h.mask, (size_t)Tq * Tk),
+                            .lq = vkb_attn_in_qkv(NH, Tq, HS), .lk = cache, .lv = cache,
+                            .lo = vkb_attn_in_btc(NH, Tq, HS), .B = 1, .NH = NH, .Tq = Tq,
+                            .Tk = Tk, .HS = HS, .scale = 1.0f / sqrtf((float)HS)};
+        be->ops->attention_forward(be, &at);
+        return;
+    }
     be->ops->permute_forward(be, s->q, s->k, s->v, s->qkv, 1, Tq, NH, HS);
     vkb_matmul qk = {.out = s->preatt, .a = s->q, .b = ss->kc[l], .M = Tq, .N = Tk, .K = HS,
                      .batch = NH, .trans_b = true, .stride_a = (size_t)Tq * HS,
@@ -189,7 +203,8 @@ static vka_result run_chunk(vka_gpt_session *ss, const int32_t *tok, int m) {
     if (r == VKA_SUCCESS) r = be->ops->write(be, ss->h.kvpos, 0, kvpos, 2);
     if (r == VKA_SUCCESS) r = be->ops->write(be, ss->h.last, 0, &last, 1);
     if (r == VKA_SUCCESS)
-        r = be->ops->write(be, ss->h.mask, 0, ss->mask_buf, (size_t)NH * Tq * Tk);
+        r = be->ops->write(be, ss->h.mask, 0, ss->mask_buf,
+                           (size_t)(ss->attention == VKA_ATTENTION_FUSED ? 1 : NH) * Tq * Tk);
     if (r != VKA_SUCCESS) return r;
     vkb_graph **g = &ss->graphs[Tq == 1 ? 0 : 1][b];
     if (be->ops->graph_begin(be, g)) {
@@ -355,6 +370,7 @@ vka_result vka_gpt_session_create(vka_gpt *gpt, const vka_gpt_session_desc *desc
     vka_gpt_session *ss = calloc(1, sizeof *ss);
     if (!ss) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", fn);
     ss->gpt = gpt;
+    ss->attention = gpt->attention;
     gpt->n_sessions++;
     vka_context_retain(gpt->ctx, VKA_CHILD_SESSION);
     ss->max_T = d.max_T ? d.max_T : gpt->cfg.max_T;
