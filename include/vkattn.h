@@ -761,6 +761,10 @@ typedef enum vka_attention_impl {
  * Errors: VKA_ERROR_INVALID_ARGUMENT (not a vka_attention_impl). */
 vka_result vka_gpt_set_attention(vka_gpt *gpt, vka_attention_impl impl);
 vka_attention_impl vka_gpt_get_attention(const vka_gpt *gpt);
+/** Bytes of device memory gpt holds now (Vulkan: device-local; CPU: host): its parameters, and
+ * the gradients, AdamW m and v and activations once a pass has needed them (activations are
+ * sized for the largest B and T run so far). Not counted: host-visible staging, sessions. */
+uint64_t vka_gpt_memory_bytes(const vka_gpt *gpt);
 /** Number of parameters (floats) in llm.c order, padded vocabulary rows included. */
 size_t vka_gpt_num_params(const vka_gpt *gpt);
 /** Copy all n = vka_gpt_num_params() parameters out / in, in the checkpoint's order. */

@@ -66,6 +66,7 @@ typedef struct bench_result {
     cli_kind_time prof[CLI_MAX_KINDS]; /* a separate profiled run, per kernel kind */
     int n_prof;
     double prof_ms;                  /* that run's device time (profiling serialises it) */
+    double memory_mb;                /* vka_gpt_memory_bytes after the runs, MiB */
 } bench_result;
 
 /* The GPT configurations of the end-to-end cases (and of the kernel cases' shapes). */

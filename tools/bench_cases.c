@@ -11,7 +11,8 @@
 #include <string.h>
 
 typedef enum kc_op {
-    OP_MATMUL, OP_LINEAR_FWD, OP_LINEAR_BWD, OP_ATTN_FWD, OP_ATTN_BWD, OP_SOFTMAX_FWD,
+    OP_MATMUL, OP_LINEAR_FWD, OP_LINEAR_BWD, OP_ATTN_FWD, OP_ATTN_BWD, OP_FUSED_FWD,
+    OP_FUSED_BWD, OP_SOFTMAX_FWD,
     OP_SOFTMAX_BWD, OP_PERMUTE_FWD, OP_PERMUTE_BWD, OP_UNPERMUTE_FWD, OP_UNPERMUTE_BWD,
     OP_LAYERNORM_FWD, OP_LAYERNORM_BWD, OP_GELU_FWD, OP_GELU_BWD, OP_RESIDUAL_FWD,
     OP_RESIDUAL_BWD, OP_BIAS_BWD, OP_CE_FWD, OP_CE_BWD, OP_ADAMW,
@@ -85,6 +86,23 @@ static vka_result rec_attn_bwd(vka_context *ctx, vka_tensor **t, const kc_case *
     if (r == VKA_SUCCESS) r = vka_fill(ctx, t[0], 0.0f);
     if (r == VKA_SUCCESS) r = vka_permute_backward(ctx, t[0], t[7], t[8], t[9], B, T, NH, HS);
     return r;
+}
+
+/* The fused op as the model calls it: qkv (B,T,3C) in, out (B,T,C), causal. */
+static vka_attention_desc fused_desc(vka_tensor **t, const kc_case *c) {
+    /* t: out (B,T,C), qkv (B,T,3C), lse (B,NH,T) [backward: dqkv (B,T,3C), dout (B,T,C)] */
+    return (vka_attention_desc){.qkv = t[1], .B = c->d[0], .NH = c->d[2], .Tq = c->d[1],
+                                .Tk = c->d[1], .HS = c->d[3], .causal = VKA_CAUSAL_TOP_LEFT,
+                                .out_btc = true, .out = t[0], .lse = t[2]};
+}
+static vka_result rec_fused_fwd(vka_context *ctx, vka_tensor **t, const kc_case *c) {
+    vka_attention_desc d = fused_desc(t, c);
+    return vka_attention_forward(ctx, &d);
+}
+static vka_result rec_fused_bwd(vka_context *ctx, vka_tensor **t, const kc_case *c) {
+    vka_attention_desc d = fused_desc(t, c);
+    vka_attention_grads g = {.dout = t[4], .dqkv = t[3]};
+    return vka_attention_backward(ctx, &d, &g);
 }
 
 /* Softmax rows as the model's attention: (B*NH, T, T), causal, scale 1/sqrt(64). */
@@ -213,6 +231,28 @@ static void describe_attention(kc_case *c, bench_row *row) {
         set_row(row, "attention", "backward", true, 2 * flop, 4 * (7 * BTC + ATT));
     }
     snprintf(row->shape, sizeof row->shape, "B=%d T=%d NH=%d HS=%d", B, T, NH, HS);
+    c->tol = 4e-6 * (T + HS + 8);
+}
+
+/* The fused op: the same work is counted as for the composed path (4 B NH T^2 HS forward,
+ * twice that backward, every key of every row, though causal needs about half), so the two
+ * rates of one shape compare as their times do; bytes are what it must move (no T x T). */
+static void describe_fused(kc_case *c, bench_row *row) {
+    int B = c->d[0], T = c->d[1], NH = c->d[2], HS = c->d[3];
+    size_t btc = (size_t)B * T * NH * HS, bnht = (size_t)B * NH * T;
+    double BTC = (double)btc, flop = 4.0 * B * NH * (double)T * T * HS;
+    if (c->op == OP_FUSED_FWD) {
+        c->record = rec_fused_fwd;
+        OUT(c, btc), IN(c, 3 * btc), OUT(c, bnht);
+        set_row(row, "attention", "forward", true, flop, 4 * (4 * BTC + (double)bnht));
+    } else {
+        c->record = rec_fused_bwd;
+        IN(c, btc), IN(c, 3 * btc), IN(c, bnht), OUT(c, 3 * btc), IN(c, btc);
+        set_row(row, "attention", "backward", true, 2 * flop, 4 * (9 * BTC + (double)bnht));
+    }
+    snprintf(row->shape, sizeof row->shape, "B=%d T=%d NH=%d HS=%d fused", B, T, NH, HS);
+    row->series = c->op == OP_FUSED_FWD ? "attention_fused_forward" : "attention_fused_backward";
+    row->x = T;
     c->tol = 4e-6 * (T + HS + 8);
 }
 
@@ -358,6 +398,7 @@ static void describe(kc_case *c, bench_row *row) {
     case OP_MATMUL: case OP_LINEAR_FWD: case OP_LINEAR_BWD: describe_matmul(c, row); break;
     case OP_ATTN_FWD: case OP_ATTN_BWD: describe_attention(c, row); break;
     case OP_SOFTMAX_FWD: case OP_SOFTMAX_BWD: describe_softmax(c, row); break;
+    case OP_FUSED_FWD: case OP_FUSED_BWD: describe_fused(c, row); break;
     case OP_PERMUTE_FWD: case OP_PERMUTE_BWD: case OP_UNPERMUTE_FWD: case OP_UNPERMUTE_BWD:
         describe_permute(c, row);
         break;
@@ -391,6 +432,11 @@ static const struct {
     bool quick;
 } softmax_lengths[] = {{64, true}, {128, false}, {256, true}, {512, false}, {1024, true},
                        {2048, false}};
+/* Attention lengths, fused next to composed, at B*T = 4096, NH 4, HS 64. */
+static const struct {
+    int T;
+    bool quick;
+} attention_lengths[] = {{64, true}, {256, true}, {1024, false}, {4096, false}};
 /* Softmax rows: B*NH = 2^22 / T^2 matrices (at most 48), so every case moves about as much. */
 static int softmax_bnh(int T) {
     int bnh = (1 << 22) / (T * T);
@@ -480,6 +526,23 @@ int kc_enumerate(bool quick, kc_case *cases, bench_row *rows, int cap) {
     emit_matmuls(&e);
     emit_layers(&e, OP_ATTN_FWD, OP_ATTN_BWD);
     char name[48];
+    for (size_t i = 0; i < sizeof attention_lengths / sizeof attention_lengths[0]; i++) {
+        int T = attention_lengths[i].T, B = 4096 / T;
+        bool q = attention_lengths[i].quick;
+        snprintf(name, sizeof name, "fused.T%d", T);
+        emit(&e, OP_FUSED_FWD, q, name, B, T, 4, 64);
+        emit(&e, OP_FUSED_BWD, q, name, B, T, 4, 64);
+        snprintf(name, sizeof name, "composed.T%d", T);
+        for (int op = OP_ATTN_FWD; op <= OP_ATTN_BWD; op++) {
+            int n = e.n;
+            emit(&e, op, q, name, B, T, 4, 64);
+            if (e.n > n) {
+                e.rows[n].series = op == OP_ATTN_FWD ? "attention_composed_forward"
+                                                     : "attention_composed_backward";
+                e.rows[n].x = T;
+            }
+        }
+    }
     for (size_t i = 0; i < sizeof softmax_lengths / sizeof softmax_lengths[0]; i++) {
         int T = softmax_lengths[i].T;
         snprintf(name, sizeof name, "T%d", T);

@@ -44,6 +44,8 @@ static const struct {
     {BM_GPT2S, 1, 64, true, false},
     {BM_GPT2S, 4, 256, false, false},
     {BM_GPT2S, 8, 1024, false, false},
+    {BM_DEFAULT, 1, 1024, false, false}, /* long context: fused attention keeps no T x T */
+    {BM_GPT2S, 1, 1024, false, false},
     {BM_GPT2S_V50257, 4, 256, false, false},
 };
 #define N_MODEL_CASES (int)(sizeof model_cases / sizeof model_cases[0])
@@ -161,6 +163,7 @@ static vka_result one_pass(bench *b, vka_context *ctx, int dev, bool timed, mode
     if (r == VKA_SUCCESS) {
         res->ran = true;
         res->ceiling = b->dev[dev].peak.gflops;
+        res->memory_mb = (double)vka_gpt_memory_bytes(m->gpt) / (1 << 20);
     }
     return r;
 }

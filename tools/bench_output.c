@@ -115,8 +115,9 @@ static void print_model_detail(const bench *b, const bench_row *row, FILE *f) {
     for (int dev = 0; dev < BENCH_NB; dev++) {
         const bench_result *res = &row->r[dev];
         if (b->dev[dev].on && res->ran)
-            fprintf(f, " %s %.0f (%.1f ms/step)", bench_backend_names[dev],
-                    (double)row->B * row->T / (res->t.host_med * 1e-3), res->t.host_med);
+            fprintf(f, " %s %.0f (%.1f ms/step, model memory %.0f MiB)",
+                    bench_backend_names[dev], (double)row->B * row->T / (res->t.host_med * 1e-3),
+                    res->t.host_med, res->memory_mb);
     }
     fputc('\n', f);
     /* the kinds: the first backend's order (slowest first), then any the other adds */
@@ -278,6 +279,7 @@ static void json_result(const bench_row *row, const bench_result *res, FILE *f) 
     if (row->model) {
         cli_json_num(f, "tokens_per_s", (double)row->B * row->T / (t->host_med * 1e-3));
         cli_json_num(f, "loss", res->loss);
+        cli_json_num(f, "memory_mb", res->memory_mb);
         if (!isnan(res->grad_norm)) cli_json_num(f, "grad_norm", res->grad_norm);
         fprintf(f, ",\"profile\":{\"ms\":");
         cli_json_number(f, res->prof_ms);

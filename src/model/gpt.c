@@ -404,3 +404,5 @@ vka_result vka_gpt_set_attention(vka_gpt *gpt, vka_attention_impl impl) {
 vka_attention_impl vka_gpt_get_attention(const vka_gpt *gpt) {
     return gpt ? gpt->attention : VKA_ATTENTION_FUSED;
 }
+
+uint64_t vka_gpt_memory_bytes(const vka_gpt *gpt) { return gpt ? gpt->arena_bytes : 0; }
