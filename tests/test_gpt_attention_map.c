@@ -232,7 +232,7 @@ static void test_attention_weights_rejects_bad_arguments(void **state) {
     expect_error(ctx, vka_gpt_attention_weights(gpt, tok, 4, 3, w), "layer = 3");
     expect_error(ctx, vka_gpt_attention_weights(gpt, tok, 4, -1, w), "layer = -1");
     expect_error(ctx, vka_gpt_attention_weights(gpt, tok, 17, 0, w), "max_T = 16");
-    expect_error(ctx, vka_gpt_attention_weights(gpt, tok, 0, 0, w), "T = 0");
+    expect_error(ctx, vka_gpt_attention_weights(gpt, tok, 0, 0, w), "T = 0 tokens is not in 1 .. the model's max_T = 16");
     expect_error(ctx, vka_gpt_attention_weights(gpt, NULL, 4, 0, w), "tokens is NULL");
     expect_error(ctx, vka_gpt_attention_weights(gpt, tok, 4, 0, NULL), "out is NULL");
     tok[2] = 13;

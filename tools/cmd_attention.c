@@ -28,6 +28,9 @@ static const cli_command attention_cmd = {
              "masked softmax) after a forward pass.",
 };
 
+/* A step that ran out of host memory (said once, by attention()). */
+#define ATTN_NO_MEMORY (-1)
+
 typedef struct attention_opts {
     const char *model, *tokenizer, *prompt, *layer, *svg;
     int head;
@@ -81,7 +84,7 @@ static int choose(const attention_opts *o, shown *s) {
     s->n_heads = o->head >= 0 ? 1 : s->NH;
     s->layers = malloc((size_t)count * sizeof *s->layers);
     s->heads = malloc((size_t)s->n_heads * sizeof *s->heads);
-    if (!s->layers || !s->heads) return CLI_ERROR;
+    if (!s->layers || !s->heads) return ATTN_NO_MEMORY;
     for (int i = 0; i < count; i++) s->layers[i] = first + i;
     for (int i = 0; i < s->n_heads; i++) s->heads[i] = o->head >= 0 ? o->head : i;
     return CLI_OK;
@@ -91,7 +94,7 @@ static int encode(vka_context *ctx, const vka_tokenizer *tok, const char *prompt
                   shown *s) {
     size_t len = strlen(prompt), n = 0;
     s->ids = malloc(len * sizeof *s->ids);
-    if (!s->ids) return CLI_ERROR;
+    if (!s->ids) return ATTN_NO_MEMORY;
     vka_result r = vka_tokenizer_encode(tok, prompt, len, s->ids, &n);
     if (r != VKA_SUCCESS) return cli_fail("attention", ctx, r, "--prompt");
     if (n > (size_t)max_T)
@@ -101,7 +104,7 @@ static int encode(vka_context *ctx, const vka_tokenizer *tok, const char *prompt
     s->labels = malloc(n * sizeof *s->labels);
     s->label_ptrs = malloc(n * sizeof *s->label_ptrs);
     s->label_chars = malloc(n * sizeof *s->label_chars);
-    if (!s->labels || !s->label_ptrs || !s->label_chars) return CLI_ERROR;
+    if (!s->labels || !s->label_ptrs || !s->label_chars) return ATTN_NO_MEMORY;
     for (size_t t = 0; t < n; t++) {
         size_t blen = 0;
         const char *bytes = vka_tokenizer_decode(tok, s->ids[t], &blen);
@@ -116,7 +119,7 @@ static int compute(vka_context *ctx, vka_gpt *gpt, shown *s) {
     size_t TT = (size_t)s->T * s->T;
     float *all = malloc((size_t)s->NH * TT * sizeof *all);
     s->weights = malloc((size_t)s->n_layers * s->n_heads * TT * sizeof *s->weights);
-    int rc = all && s->weights ? CLI_OK : CLI_ERROR;
+    int rc = all && s->weights ? CLI_OK : ATTN_NO_MEMORY;
     for (int li = 0; li < s->n_layers && rc == CLI_OK; li++) {
         vka_result r = vka_gpt_attention_weights(gpt, s->ids, s->T, s->layers[li], all);
         if (r != VKA_SUCCESS) {
@@ -180,7 +183,7 @@ static int write_svg(const attention_opts *o, const shown *s) {
     /* The prompt as its labels, cut to fit the picture's width. */
     size_t cap = (size_t)s->T * (ATTN_LABEL_BYTES + 1) + 16, used = 0;
     char *prompt = malloc(cap);
-    if (!prompt) return CLI_ERROR;
+    if (!prompt) return ATTN_NO_MEMORY;
     int chars = 0;
     prompt[0] = '\0';
     for (int t = 0; t < s->T && chars < 160; t++) {
@@ -193,7 +196,7 @@ static int write_svg(const attention_opts *o, const shown *s) {
     char *line = malloc(strlen(head) + used + 8);
     if (!line) {
         free(prompt);
-        return CLI_ERROR;
+        return ATTN_NO_MEMORY;
     }
     sprintf(line, "%s%s%s", head, prompt, chars >= 160 ? "\xE2\x80\xA6" : "");
     attn_picture pic = {.title = title, .prompt = line, .T = s->T, .labels = s->label_ptrs,
@@ -202,8 +205,7 @@ static int write_svg(const attention_opts *o, const shown *s) {
                         .weights = s->weights};
     size_t len = 0;
     char *svg = attn_svg(&pic, &len);
-    int rc = svg ? cli_write_file_atomic("attention", o->svg, svg, len) : CLI_ERROR;
-    if (!svg) fprintf(stderr, "vkattn attention: out of memory\n");
+    int rc = svg ? cli_write_file_atomic("attention", o->svg, svg, len) : ATTN_NO_MEMORY;
     if (rc == CLI_OK)
         fprintf(o->json ? stderr : stdout, "vkattn attention: wrote %s: %s, %s, %d tokens\n",
                 o->svg, which, s->n_heads > 1 ? "every head" : "one head", s->T);
@@ -232,6 +234,10 @@ static int attention(vka_context *ctx, const attention_opts *o) {
             fprintf(stderr, "vkattn attention: cannot write to standard output\n");
             rc = CLI_ERROR;
         }
+    }
+    if (rc == ATTN_NO_MEMORY) {
+        fprintf(stderr, "vkattn attention: out of memory\n");
+        rc = CLI_ERROR;
     }
     shown_free(&s);
     vka_gpt_destroy(gpt);

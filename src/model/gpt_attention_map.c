@@ -58,6 +58,10 @@ static vka_result check_args(vka_gpt *gpt, const char *fn, const int32_t *tokens
         return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "%s: layer = %d is not a layer of this model (0 to L-1 = %d)", fn,
                              layer, gpt->cfg.L - 1);
+    if (T < 1 || T > gpt->cfg.max_T)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: T = %d tokens is not in 1 .. the model's max_T = %d", fn, T,
+                             gpt->cfg.max_T);
     r = vkm_gpt_check_shape(gpt, fn, 1, T);
     if (r == VKA_SUCCESS) r = vkm_gpt_check_ids(gpt, fn, "tokens", tokens, (size_t)T, 0);
     return r;
