@@ -30,8 +30,8 @@ size_t attn_utf8_char(const unsigned char *p, size_t n);
 /* What the picture shows: n_layers x n_heads panels of (T, T) weights, one row of panels per
  * layer (wrapped after 4 panels). */
 typedef struct attn_picture {
-    const char *title;           /* first line, e.g. "model.bin: attention weights" */
-    const char *prompt;          /* second line: the prompt's labels joined (UTF-8) */
+    const char *title;           /* first line, e.g. "model.bin: attention weights"; the second
+                                    is the prompt, its labels joined */
     int T;
     const char *const *labels;   /* (T) token labels (attn_label) */
     const int *label_chars;      /* (T) their lengths in characters */

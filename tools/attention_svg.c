@@ -96,10 +96,13 @@ typedef struct layout {
 static layout make_layout(const attn_picture *p) {
     layout l;
     int T = p->T;
-    l.cell = T <= 0 ? 30 : 600 / T;
+    /* Cells of 12 px or more (labels of 8.4 px) up to 128 tokens; past that the grid keeps to
+     * about 1536 px and the labels shrink with the cells. */
+    l.cell = T <= 0 ? 30 : T <= 128 ? 600 / T : 1536 / T;
     if (l.cell > 30) l.cell = 30;
+    if (T <= 128 && l.cell < 12) l.cell = 12;
     if (l.cell < 4) l.cell = 4;
-    l.font = l.cell * 0.55;
+    l.font = l.cell * 0.7;
     if (l.font > 12.0) l.font = 12.0;
     if (l.font < 4.0) l.font = 4.0;
     int chars = 1;
@@ -205,6 +208,22 @@ static void draw_legend(sbuf *b, int x, int y, int h) {
     sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"10\">masked</text>\n", x + 21, y + h + 23);
 }
 
+/* "prompt (T tokens, · between them): " and the labels joined by U+00B7, cut with an ellipsis
+after about max_chars characters. */
+static void draw_prompt(sbuf *b, const attn_picture *p, int max_chars) {
+    sb_printf(b, "prompt (%d token%s, \xC2\xB7 between them): ", p->T, p->T == 1 ? "" : "s");
+    int chars = 36;
+    for (int t = 0; t < p->T; t++) {
+        if (chars + p->label_chars[t] + 1 > max_chars) {
+            sb_printf(b, "\xE2\x80\xA6");
+            break;
+        }
+        if (t) sb_printf(b, "\xC2\xB7");
+        sb_xml(b, p->labels[t]);
+        chars += p->label_chars[t] + 1;
+    }
+}
+
 char *attn_svg(const attn_picture *p, size_t *len) {
     layout l = make_layout(p);
     int header = 56, pad = 16, legend_w = 90;
@@ -223,7 +242,7 @@ char *attn_svg(const attn_picture *p, size_t *len) {
     sb_printf(&b, "<text x=\"%d\" y=\"24\" font-size=\"16\" font-weight=\"bold\">", pad);
     sb_xml(&b, p->title);
     sb_printf(&b, "</text>\n<text x=\"%d\" y=\"44\" font-size=\"12\" fill=\"#333\">", pad);
-    sb_xml(&b, p->prompt);
+    draw_prompt(&b, p, (width - 2 * pad) / 7);
     sb_printf(&b, "</text>\n");
     int per_layer_rows = (p->n_heads + l.per_row - 1) / l.per_row;
     for (int li = 0; li < p->n_layers; li++)

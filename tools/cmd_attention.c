@@ -180,26 +180,7 @@ static int write_svg(const attention_opts *o, const shown *s) {
     char which[64], title[1024];
     layers_text(s, which, sizeof which);
     snprintf(title, sizeof title, "Attention weights of %s, %s", o->model, which);
-    /* The prompt as its labels, cut to fit the picture's width. */
-    size_t cap = (size_t)s->T * (ATTN_LABEL_BYTES + 1) + 16, used = 0;
-    char *prompt = malloc(cap);
-    if (!prompt) return ATTN_NO_MEMORY;
-    int chars = 0;
-    prompt[0] = '\0';
-    for (int t = 0; t < s->T && chars < 160; t++) {
-        used += (size_t)snprintf(prompt + used, cap - used, "%s%s", t ? "\xC2\xB7" : "",
-                                 s->labels[t]); /* U+00B7 between tokens */
-        chars += s->label_chars[t] + 1;
-    }
-    char head[96];
-    snprintf(head, sizeof head, "prompt (%d tokens, \xC2\xB7 between them): ", s->T);
-    char *line = malloc(strlen(head) + used + 8);
-    if (!line) {
-        free(prompt);
-        return ATTN_NO_MEMORY;
-    }
-    sprintf(line, "%s%s%s", head, prompt, chars >= 160 ? "\xE2\x80\xA6" : "");
-    attn_picture pic = {.title = title, .prompt = line, .T = s->T, .labels = s->label_ptrs,
+    attn_picture pic = {.title = title, .T = s->T, .labels = s->label_ptrs,
                         .label_chars = s->label_chars, .n_layers = s->n_layers,
                         .n_heads = s->n_heads, .layers = s->layers, .heads = s->heads,
                         .weights = s->weights};
@@ -210,8 +191,6 @@ static int write_svg(const attention_opts *o, const shown *s) {
         fprintf(o->json ? stderr : stdout, "vkattn attention: wrote %s: %s, %s, %d tokens\n",
                 o->svg, which, s->n_heads > 1 ? "every head" : "one head", s->T);
     free(svg);
-    free(line);
-    free(prompt);
     return rc;
 }
 
