@@ -312,6 +312,18 @@ static void test_cli_attention_svg_is_well_formed_with_labels(void **state) {
     assert_non_null(strstr(r.out, "\xEF\xBF\xBD"));
     free(svg);
     cu_free(&r);
+    /* --layer all: a row of panels per layer. */
+    r = cu_run(&d, "attention", "--backend", "cpu", "--model", model_path(), "--prompt", prompt,
+               "--layer", "all", "--svg", "all.svg");
+    cu_expect(&r, 0, NULL, "attention --layer all --svg");
+    assert_non_null(strstr(r.out, "wrote all.svg: layers 0-1, every head")); /* stdout without --json */
+    cu_free(&r);
+    svg = cu_slurp(tf_path(&d, "all.svg"), &len);
+    check_xml(svg);
+    assert_non_null(strstr(svg, "layer 0, head 0"));
+    assert_non_null(strstr(svg, "layer 0, head 1"));
+    assert_non_null(strstr(svg, "layer 1, head 1"));
+    free(svg);
     /* No temporary file is left. */
     char cmd[512];
     snprintf(cmd, sizeof cmd, "ls %s | grep -q tmp", d.path);
@@ -352,6 +364,7 @@ static void test_cli_attention_bad_input(void **state) {
          {"--model", m, "--prompt", LONG_PROMPT,
           "--svg", "old.svg"}},
         {1, "is a directory", {"--model", m, "--prompt", "x", "--svg", "."}},
+        {1, "the directory nodir does not exist", {"--model", m, "--prompt", "x", "--svg", "nodir/a.svg"}},
         {1, "not a model", {"--model", "old.svg", "--prompt", "x", "--json"}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
