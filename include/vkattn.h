@@ -828,6 +828,20 @@ uint64_t vka_gpt_step(const vka_gpt *gpt);
 vka_result vka_gpt_eval(vka_gpt *gpt, const int32_t *tokens, size_t n, int T, double *loss,
                         size_t *windows);
 
+/**
+ * The attention weights of layer (0 .. L-1) for one sequence of T token ids (B = 1, T <= max_T),
+ * for pictures of what the model attends to: out (NH, T, T), out[h][t][j] = the weight query t
+ * of head h gives key j, softmax over j <= t of q_t . k_j / sqrt(HS); 0 for the masked keys
+ * j > t (causal), so each row sums to 1 over j <= t. Computed by the composed attention path
+ * (q . k^T, masked softmax) in a graph of its own after a forward pass, on either backend; it
+ * allocates (and frees) scratch of about 2 NH T^2 + 6 T C floats per call, and runs the
+ * activations in their training layout (all layers kept).
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (NULL tokens or out, layer out of range, T not in
+ * 1 .. max_T, an id outside [0, V): the message names it), VKA_ERROR_DEVICE_LIMIT.
+ */
+vka_result vka_gpt_attention_weights(vka_gpt *gpt, const int32_t *tokens, int T, int layer,
+                                     float *out);
+
 typedef struct vka_sample_desc {
     float temperature; /* softmax temperature; 0 = greedy (argmax) */
     int top_k;         /* sample from the k most likely tokens; 0 = all */

@@ -14,6 +14,7 @@ int cmd_eval(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_attention(int argc, char **argv);
 
 static const struct {
     const char *name, *summary;
@@ -23,6 +24,7 @@ static const struct {
     {"train", "train a GPT-2 on a text file (or the built-in corpus)", cmd_train},
     {"generate", "sample text from a trained model", cmd_generate},
     {"eval", "loss, perplexity and bits per byte of a model on text or token files", cmd_eval},
+    {"attention", "draw a prompt's attention weights (SVG) or print them (JSON)", cmd_attention},
     {"tokenize", "encode a text (or stdin) into an llm.c token file", cmd_tokenize},
     {"check", "compare every Vulkan kernel with the CPU reference", cmd_check},
     {"bench", "measure kernels and training steps on Vulkan and the CPU backend", cmd_bench},
