@@ -44,8 +44,8 @@ enum {
 };
 
 /* exp(x) for x <= 88 (Cephes expf: x = n ln2 + r, a degree-7 polynomial in r, 2^n from the
- * exponent bits; within 1 ulp of exp over every float in [-87, 1]), 0 below -87 (and for -inf: masked keys), written so
- * that a loop of it vectorises. */
+ * exponent bits; within 1 ulp of exp for every float in [-87, 1], measured), 0 below -87 (and
+ * for -inf: masked keys), written so that a loop of it vectorises. */
 static inline float at_exp(float x) {
     float xc = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
     float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f; /* round to nearest */
