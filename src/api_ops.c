@@ -683,6 +683,19 @@ vka_result vka_attention_backward(vka_context *ctx, const vka_attention_desc *de
             chk_holds(&c, grads->dv, "dv", need_attn(d, ATT_KV));
         }
     }
+    if (c.r == VKA_SUCCESS) { /* the op reads these while it writes the gradients */
+        const vka_tensor *in[] = {desc->q, desc->k, desc->v, desc->qkv, desc->out, desc->lse,
+                                  desc->mask, desc->key_lens, grads->dout};
+        const vka_tensor *out[] = {grads->dq, grads->dk, grads->dv, grads->dqkv};
+        for (size_t i = 0; i < sizeof out / sizeof *out; i++)
+            for (size_t j = 0; out[i] && j < sizeof in / sizeof *in; j++)
+                if (out[i] == in[j])
+                    chk_fail(&c, VKA_ERROR_INVALID_ARGUMENT, "the gradients must be tensors "
+                             "other than the inputs (q, k, v, qkv, out, lse, mask, key_lens, dout)");
+        if ((grads->dq && (grads->dq == grads->dk || grads->dq == grads->dv)) ||
+            (grads->dk && grads->dk == grads->dv))
+            chk_fail(&c, VKA_ERROR_INVALID_ARGUMENT, "dq, dk and dv must be different tensors");
+    }
     if (!chk_ok(&c)) return c.r;
     at.dout = grads->dout->t;
     if (desc->qkv) {

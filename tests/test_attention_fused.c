@@ -625,6 +625,11 @@ static void test_attention_fused_argument_errors(void **state) {
     tu_begin(ctx);
     assert_int_equal(vka_attention_backward(ctx, &d, &gr), VKA_ERROR_INVALID_ARGUMENT);
     tu_end_expect(ctx, VKA_ERROR_INVALID_ARGUMENT, "give dq, dk, dv, not dqkv");
+    vka_tensor *g1 = tu_tensor(ctx, 120, NULL), *g2 = tu_tensor(ctx, 120, NULL);
+    gr = (vka_attention_grads){.dout = out, .dq = q, .dk = g1, .dv = g2};
+    tu_begin(ctx);
+    assert_int_equal(vka_attention_backward(ctx, &d, &gr), VKA_ERROR_INVALID_ARGUMENT);
+    tu_end_expect(ctx, VKA_ERROR_INVALID_ARGUMENT, "gradients must be tensors other than");
     /* key_lens are read when the graph runs: one beyond Tk fails the run, naming it */
     int32_t lens[2] = {5, 6};
     vka_tensor *kl = tu_tensor(ctx, 2, lens);
@@ -638,7 +643,7 @@ static void test_attention_fused_argument_errors(void **state) {
     vka_graph_destroy(g);
     if (!strstr(vka_last_error(ctx), "key_lens[1] = 6 is outside [0, Tk = 5]"))
         fail_msg("message: %s", vka_last_error(ctx));
-    vka_tensor *all[] = {q, k, v, out, small, qkv, lse, kl};
+    vka_tensor *all[] = {q, k, v, out, small, qkv, lse, kl, g1, g2};
     for (size_t i = 0; i < TU_LEN(all); i++) vka_tensor_destroy(all[i]);
     tu_done(ctx);
 }

@@ -11,16 +11,58 @@
  *
  * The inner loops run over a tile of keys (scores, from k packed transposed) or over d (the
  * rows of v, dout, q, k are contiguous), so the compiler vectorises them without reassociating
- * a sum. Scratch lives on the stack (< 100 KiB), nothing is allocated per run. */
+ * a sum. Scratch lives on the stack (forward ~90 KiB, backward ~140 KiB at the largest HS),
+ * nothing is allocated per run. */
 #include "cpu/cpu_ops.h"
 
 #include <math.h>
 #include <string.h>
 
+/* The loops over a key tile or over d are independent per element (no sums across them), so
+ * "omp simd" vectorises them without changing any result (gcc -O2 alone leaves them scalar). */
+#ifdef VKA_HAVE_OPENMP
+#define AT_SIMD _Pragma("omp simd")
+#define AT_SIMD_MAX(x) VKA_PRAGMA(omp simd reduction(max : x))
+#else
+#define AT_SIMD
+#define AT_SIMD_MAX(x)
+#endif
+
+/* Fully unrolled 8-wide loops keep their accumulators in registers (as in matmul.c). */
+#if defined(__clang__)
+#define AT_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define AT_UNROLL _Pragma("GCC unroll 8")
+#else
+#define AT_UNROLL
+#endif
+
 enum {
+    AT_DC = 8,  /* d per register accumulator chunk */
     AT_BQ = 16, /* query rows per block */
     AT_BK = 64, /* keys per tile */
 };
+
+/* exp(x) for x <= 88 (Cephes expf: x = n ln2 + r, a degree-7 polynomial in r, 2^n from the
+ * exponent bits; within 1 ulp of exp for every float in [-87, 1], measured), 0 below -87 (and
+ * for -inf: masked keys), written so that a loop of it vectorises. */
+static inline float at_exp(float x) {
+    float xc = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
+    float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f; /* round to nearest */
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float y = 1.9875691500e-4f;
+    y = y * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * r * r + r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float pow2n;
+    memcpy(&pow2n, &bits, sizeof pow2n);
+    return x < -87.0f ? 0.0f : y * pow2n;
+}
 
 static inline size_t at_off(vkc_attn_strides s, int b, int h, int t) {
     return (size_t)b * s.sb + (size_t)h * s.sh + (size_t)t * s.st;
@@ -35,6 +77,48 @@ static int at_last_key(const vkc_attention *a, int L, int t) {
 }
 
 static int at_len(const vkc_attention *a, int b) { return a->key_lens ? a->key_lens[b] : a->Tk; }
+
+/* y (HS) += sum_r c[r] * x[r] (HS) over r = 0 .. n in order, skipping c[r] = 0: in chunks of
+ * AT_DC elements of y held in registers across the rows. */
+static void at_axpy_rows(float *y, const float *c, const float *const *x, int n, int HS) {
+    int d0 = 0;
+    for (; d0 + 2 * AT_DC <= HS; d0 += 2 * AT_DC) { /* two groups: half the loop overhead */
+        float a0[AT_DC], a1[AT_DC];
+        memcpy(a0, y + d0, sizeof a0);
+        memcpy(a1, y + d0 + AT_DC, sizeof a1);
+        for (int r = 0; r < n; r++) {
+            float cr = c[r];
+            if (cr == 0.0f) continue;
+            const float *xr = x[r] + d0;
+            AT_UNROLL
+            for (int e = 0; e < AT_DC; e++) {
+                a0[e] += cr * xr[e];
+                a1[e] += cr * xr[AT_DC + e];
+            }
+        }
+        memcpy(y + d0, a0, sizeof a0);
+        memcpy(y + d0 + AT_DC, a1, sizeof a1);
+    }
+    for (; d0 + AT_DC <= HS; d0 += AT_DC) {
+        float acc[AT_DC];
+        memcpy(acc, y + d0, sizeof acc);
+        for (int r = 0; r < n; r++) {
+            float cr = c[r];
+            if (cr == 0.0f) continue;
+            const float *xr = x[r] + d0;
+            AT_UNROLL
+            for (int e = 0; e < AT_DC; e++) acc[e] += cr * xr[e];
+        }
+        memcpy(y + d0, acc, sizeof acc);
+    }
+    if (d0 == HS) return;
+    for (int r = 0; r < n; r++) {
+        float cr = c[r];
+        if (cr == 0.0f) continue;
+        const float *xr = x[r];
+        for (int d = d0; d < HS; d++) y[d] += cr * xr[d];
+    }
+}
 
 /* kt (HS, AT_BK) = rows j0 .. j0+bk of the (b, h) view x, transposed, zeros past bk. */
 static void at_pack_t(float *kt, const float *x, vkc_attn_strides s, int b, int h, int j0, int bk,
@@ -51,11 +135,25 @@ static void at_pack_t(float *kt, const float *x, vkc_attn_strides s, int b, int 
 
 /* acc (AT_BK) = row . columns of kt (HS, AT_BK), summed over d in order. */
 static void at_dots(float *acc, const float *row, const float *kt, int HS) {
-    for (int jj = 0; jj < AT_BK; jj++) acc[jj] = 0.0f;
-    for (int d = 0; d < HS; d++) {
-        float x = row[d];
-        const float *kd = kt + (size_t)d * AT_BK;
-        for (int jj = 0; jj < AT_BK; jj++) acc[jj] += x * kd[jj];
+    for (int j0 = 0; j0 < AT_BK; j0 += 4 * AT_DC) {
+        /* 32 accumulators in registers: four 8-wide groups, the pattern of matmul.c's 4x8
+         * kernel that gcc keeps in SIMD registers (an array of 32 stays in memory). */
+        float c0[AT_DC] = {0}, c1[AT_DC] = {0}, c2[AT_DC] = {0}, c3[AT_DC] = {0};
+        for (int d = 0; d < HS; d++) {
+            float x = row[d];
+            const float *kd = kt + (size_t)d * AT_BK + j0;
+            AT_UNROLL
+            for (int e = 0; e < AT_DC; e++) {
+                c0[e] += x * kd[e];
+                c1[e] += x * kd[AT_DC + e];
+                c2[e] += x * kd[2 * AT_DC + e];
+                c3[e] += x * kd[3 * AT_DC + e];
+            }
+        }
+        memcpy(acc + j0, c0, sizeof c0);
+        memcpy(acc + j0 + AT_DC, c1, sizeof c1);
+        memcpy(acc + j0 + 2 * AT_DC, c2, sizeof c2);
+        memcpy(acc + j0 + 3 * AT_DC, c3, sizeof c3);
     }
 }
 
@@ -64,10 +162,16 @@ static void at_scores(float *s, const float *q, const float *kt, const float *mr
                       int bk, int last, int HS, float scale) {
     float acc[AT_BK];
     at_dots(acc, q, kt, HS);
-    for (int jj = 0; jj < bk; jj++) {
-        int j = j0 + jj;
-        s[jj] = j <= last ? scale * acc[jj] + (mrow ? mrow[j] : 0.0f) : -INFINITY;
+    int n = last - j0 + 1 < bk ? last - j0 + 1 : bk; /* keys up to last */
+    if (mrow) {
+        const float *mj = mrow + j0;
+        AT_SIMD
+        for (int jj = 0; jj < n; jj++) s[jj] = scale * acc[jj] + mj[jj];
+    } else {
+        AT_SIMD
+        for (int jj = 0; jj < n; jj++) s[jj] = scale * acc[jj];
     }
+    for (int jj = n < 0 ? 0 : n; jj < bk; jj++) s[jj] = -INFINITY;
 }
 
 static const float *at_mask_row(const vkc_attention *a, int b, int t) {
@@ -95,31 +199,30 @@ static void at_forward_block(const vkc_attention *a, int b, int h, int i0, int n
     for (int j0 = 0; j0 <= max_last; j0 += AT_BK) {
         int bk = max_last + 1 - j0 < AT_BK ? max_last + 1 - j0 : AT_BK;
         at_pack_t(kt, a->k, a->sk, b, h, j0, bk, HS);
+        const float *vrows[AT_BK];
+        for (int jj = 0; jj < bk; jj++) vrows[jj] = a->v + at_off(a->sv, b, h, j0 + jj);
         for (int i = 0; i < nq; i++) {
             if (last[i] < j0) continue;
             int t = i0 + i;
             at_scores(s[i], a->q + at_off(a->sq, b, h, t), kt, at_mask_row(a, b, t), j0, bk,
                       last[i], HS, a->scale);
-            float mx = m[i];
-            for (int jj = 0; jj < bk; jj++) mx = s[i][jj] > mx ? s[i][jj] : mx;
+            float mx = m[i], *si = s[i];
+            AT_SIMD_MAX(mx)
+            for (int jj = 0; jj < bk; jj++) mx = si[jj] > mx ? si[jj] : mx;
             if (mx == -INFINITY) continue; /* every key so far masked: nothing to add */
-            float alpha = expf(m[i] - mx); /* 0 when m[i] = -inf (o and l are 0 then) */
+            float alpha = at_exp(m[i] - mx); /* 0 when m[i] = -inf (o and l are 0 then) */
+            AT_SIMD
+            for (int jj = 0; jj < bk; jj++) si[jj] = at_exp(si[jj] - mx); /* masked: 0 */
             float sum = 0.0f;
-            for (int jj = 0; jj < bk; jj++) {
-                float p = expf(s[i][jj] - mx); /* masked: exp(-inf) = 0 */
-                s[i][jj] = p;
-                sum += p;
-            }
+            for (int jj = 0; jj < bk; jj++) sum += si[jj];
             l[i] = l[i] * alpha + sum;
             m[i] = mx;
             float *oi = o[i];
-            for (int d = 0; d < HS; d++) oi[d] *= alpha;
-            for (int jj = 0; jj < bk; jj++) {
-                float p = s[i][jj];
-                if (p == 0.0f) continue;
-                const float *vr = a->v + at_off(a->sv, b, h, j0 + jj);
-                for (int d = 0; d < HS; d++) oi[d] += p * vr[d];
+            if (alpha != 1.0f) {
+                AT_SIMD
+                for (int d = 0; d < HS; d++) oi[d] *= alpha;
             }
+            at_axpy_rows(oi, si, vrows, bk, HS);
         }
     }
     for (int i = 0; i < nq; i++) {
@@ -154,9 +257,11 @@ static void at_zero_rows(float *x, vkc_attn_strides s, int b, int h, int T, int 
 }
 
 /* Backward of key tile j0 .. j0+bk of head (b, h) against query rows i0 .. i0+nq: adds to dv
- * and dk rows of the tile and to dq rows of the block. kt, vt: the tile's k and v transposed. */
+ * and dk rows of the tile and to dq rows of the block. kt, vt: the tile's k and v transposed;
+ * krows: its k rows. */
 static void at_backward_block(const vkc_attention *a, int b, int h, int L, int j0, int bk,
-                              const float *kt, const float *vt, int i0, int nq) {
+                              const float *kt, const float *vt, const float *const *krows,
+                              int i0, int nq) {
     float p[AT_BQ][AT_BK], ds[AT_BQ][AT_BK];
     const float *qr[AT_BQ], *dor[AT_BQ];
     const int HS = a->HS;
@@ -178,33 +283,29 @@ static void at_backward_block(const vkc_attention *a, int b, int h, int L, int j
         float dp[AT_BK];
         at_scores(p[i], qr[i], kt, at_mask_row(a, b, t), j0, bk, last, HS, scale);
         at_dots(dp, dor[i], vt, HS);
+        float *pi = p[i], *dsi = ds[i], fdelta = (float)delta;
+        for (int jj = bk; jj < AT_BK; jj++) pi[jj] = -INFINITY;
+        AT_SIMD
         for (int jj = 0; jj < AT_BK; jj++) {
-            float pj = jj < bk ? expf(p[i][jj] - lse) : 0.0f; /* masked: 0 */
-            p[i][jj] = pj;
-            ds[i][jj] = pj == 0.0f ? 0.0f : scale * (pj * (float)(dp[jj] - delta));
+            float pj = at_exp(pi[jj] - lse); /* masked: 0 */
+            pi[jj] = pj;
+            dsi[jj] = scale * (pj * (dp[jj] - fdelta)); /* 0 where pj is */
         }
     }
     if (!any) return;
+    /* dv_j += sum_i P[i][j] dout_i, dk_j += sum_i dS[i][j] q_i (scale in dS) */
     for (int jj = 0; jj < bk; jj++) {
-        float *dvr = a->dv + at_off(a->sv, b, h, j0 + jj);
-        float *dkr = a->dk + at_off(a->sk, b, h, j0 + jj);
+        float pc[AT_BQ], dc[AT_BQ];
         for (int i = 0; i < nq; i++) {
-            float pj = p[i][jj], dsj = ds[i][jj];
-            if (pj == 0.0f) continue; /* then dsj is 0 too */
-            const float *dr = dor[i], *qi = qr[i];
-            for (int d = 0; d < HS; d++) dvr[d] += pj * dr[d];
-            for (int d = 0; d < HS; d++) dkr[d] += dsj * qi[d];
+            pc[i] = p[i][jj];
+            dc[i] = ds[i][jj];
         }
+        at_axpy_rows(a->dv + at_off(a->sv, b, h, j0 + jj), pc, dor, nq, HS);
+        at_axpy_rows(a->dk + at_off(a->sk, b, h, j0 + jj), dc, qr, nq, HS);
     }
-    for (int i = 0; i < nq; i++) {
-        float *dqr = a->dq + at_off(a->sq, b, h, i0 + i);
-        for (int jj = 0; jj < bk; jj++) {
-            float dsj = ds[i][jj];
-            if (dsj == 0.0f) continue;
-            const float *kr = a->k + at_off(a->sk, b, h, j0 + jj);
-            for (int d = 0; d < HS; d++) dqr[d] += dsj * kr[d];
-        }
-    }
+    /* dq_i += sum_j dS[i][j] k_j */
+    for (int i = 0; i < nq; i++)
+        at_axpy_rows(a->dq + at_off(a->sq, b, h, i0 + i), ds[i], krows, bk, HS);
 }
 
 static void at_backward_head(const vkc_attention *a, int b, int h) {
@@ -217,9 +318,11 @@ static void at_backward_head(const vkc_attention *a, int b, int h) {
         int bk = L - j0 < AT_BK ? L - j0 : AT_BK;
         at_pack_t(kt, a->k, a->sk, b, h, j0, bk, HS);
         at_pack_t(vt, a->v, a->sv, b, h, j0, bk, HS);
+        const float *krows[AT_BK];
+        for (int jj = 0; jj < bk; jj++) krows[jj] = a->k + at_off(a->sk, b, h, j0 + jj);
         for (int i0 = 0; i0 < a->Tq; i0 += AT_BQ) {
             int nq = a->Tq - i0 < AT_BQ ? a->Tq - i0 : AT_BQ;
-            at_backward_block(a, b, h, L, j0, bk, kt, vt, i0, nq);
+            at_backward_block(a, b, h, L, j0, bk, kt, vt, krows, i0, nq);
         }
     }
 }
