@@ -392,7 +392,9 @@ typedef enum vka_causal {
  * all masked gives out = 0 and lse = -INFINITY, never NaN. Deterministic: bitwise the same run
  * to run. Any HS from 1 to VKA_ATTENTION_MAX_HS.
  * Errors: VKA_ERROR_INVALID_ARGUMENT (missing or too small tensor, both or neither of q/k/v and
- * qkv, Tq != Tk with qkv, HS out of range, bad causal value), VKA_ERROR_DEVICE_LIMIT.
+ * qkv, Tq != Tk with qkv, HS out of range, bad causal value), VKA_ERROR_DEVICE_LIMIT,
+ * VKA_ERROR_UNSUPPORTED (the context's backend lacks the op). key_lens are read when the graph
+ * runs: on the CPU backend one outside [0, Tk] fails vka_graph_run, naming it.
  */
 #define VKA_ATTENTION_MAX_HS 256
 typedef struct vka_attention_desc {

@@ -5,6 +5,7 @@
  *   "vka_softmax_forward: inp holds 100 elements but R*Tk = 6*20 = 120 are needed" */
 #include "api.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -563,4 +564,150 @@ vka_result vka_adamw(vka_context *ctx, vka_tensor *param, const vka_tensor *grad
     if (!chk_ok(&c)) return c.r;
     RUN(c, BE(c)->ops->adamw(BE(c), param->t, grad->t, m->t, v->t, hyper->t, bt(gscale), N,
                              weight_decay));
+}
+
+/* --- attention -------------------------------------------------------------------------------- */
+
+/* Elements of an attention tensor: q/dq (B, NH, Tq, HS), k, v (B, NH, Tk, HS), out/dout
+ * (B, NH, Tq, HS) or (B, Tq, C) with out_btc, qkv/dqkv (B, T, 3C). */
+typedef enum { ATT_Q, ATT_KV, ATT_OUT, ATT_QKV } att_kind;
+static need_t need_attn(const vka_attention_desc *d, att_kind kind) {
+    switch (kind) {
+    case ATT_Q: return NEED("B*NH*Tq*HS", d->B, d->NH, d->Tq, d->HS);
+    case ATT_KV: return NEED("B*NH*Tk*HS", d->B, d->NH, d->Tk, d->HS);
+    case ATT_OUT:
+        return d->out_btc ? NEED("B*Tq*NH*HS (out_btc)", d->B, d->Tq, d->NH, d->HS)
+                          : NEED("B*NH*Tq*HS", d->B, d->NH, d->Tq, d->HS);
+    default: return NEED("B*T*3*NH*HS", d->B, d->Tq, 3, d->NH, d->HS);
+    }
+}
+
+/* The checks both directions share; fills *at (views, layouts, resolved scale). */
+static void chk_attention(chk *c, const vka_attention_desc *d, bool backward, vkb_attention *at) {
+    if (c->r == VKA_SUCCESS && !d) chk_fail(c, VKA_ERROR_INVALID_ARGUMENT, "desc is NULL");
+    if (c->r != VKA_SUCCESS) return;
+    chk_positive(c, "B", d->B);
+    chk_positive(c, "NH", d->NH);
+    chk_positive(c, "Tq", d->Tq);
+    chk_positive(c, "Tk", d->Tk);
+    chk_positive(c, "HS", d->HS);
+    if (c->r == VKA_SUCCESS && d->HS > VKA_ATTENTION_MAX_HS)
+        chk_fail(c, VKA_ERROR_INVALID_ARGUMENT, "HS = %d exceeds VKA_ATTENTION_MAX_HS = %d",
+                 d->HS, VKA_ATTENTION_MAX_HS);
+    if (c->r == VKA_SUCCESS && (d->causal < VKA_CAUSAL_NONE || d->causal > VKA_CAUSAL_BOTTOM_RIGHT))
+        chk_fail(c, VKA_ERROR_INVALID_ARGUMENT, "causal = %d is not a vka_causal value",
+                 (int)d->causal);
+    if (c->r == VKA_SUCCESS && !isfinite(d->scale))
+        chk_fail(c, VKA_ERROR_INVALID_ARGUMENT, "scale = %g is not finite", (double)d->scale);
+    if (c->r != VKA_SUCCESS) return;
+    if (d->qkv) {
+        if (d->q || d->k || d->v)
+            chk_fail(c, VKA_ERROR_INVALID_ARGUMENT, "give either q, k and v or qkv, not both");
+        else if (d->Tq != d->Tk)
+            chk_fail(c, VKA_ERROR_INVALID_ARGUMENT, "qkv needs Tq = Tk (got Tq = %d, Tk = %d)",
+                     d->Tq, d->Tk);
+        chk_holds(c, d->qkv, "qkv", need_attn(d, ATT_QKV));
+    } else {
+        if (!d->q && !d->k && !d->v)
+            chk_fail(c, VKA_ERROR_INVALID_ARGUMENT, "q, k and v (or qkv) are NULL");
+        chk_holds(c, d->q, "q", need_attn(d, ATT_Q));
+        chk_holds(c, d->k, "k", need_attn(d, ATT_KV));
+        chk_holds(c, d->v, "v", need_attn(d, ATT_KV));
+    }
+    chk_holds(c, d->out, "out", need_attn(d, ATT_OUT));
+    need_t lse_n = NEED("B*NH*Tq", d->B, d->NH, d->Tq);
+    if (backward) chk_holds(c, d->lse, "lse", lse_n);
+    else chk_holds_opt(c, d->lse, "lse", lse_n);
+    if (d->mask_per_batch)
+        chk_holds_opt(c, d->mask, "mask", NEED("B*Tq*Tk (mask_per_batch)", d->B, d->Tq, d->Tk));
+    else chk_holds_opt(c, d->mask, "mask", NEED("Tq*Tk", d->Tq, d->Tk));
+    chk_holds_opt(c, d->key_lens, "key_lens", need_n("B", (uint64_t)d->B));
+    if (c->r == VKA_SUCCESS && d->out && (d->out == d->q || d->out == d->k || d->out == d->v ||
+                                          d->out == d->qkv || d->out == d->lse))
+        chk_fail(c, VKA_ERROR_INVALID_ARGUMENT,
+                 "out must be a different tensor from q, k, v, qkv and lse");
+    if (c->r != VKA_SUCCESS) return;
+
+    int NH = d->NH, HS = d->HS, Tq = d->Tq, Tk = d->Tk;
+    size_t C = (size_t)NH * HS;
+    *at = (vkb_attention){
+        .out = d->out->t, .lse = bt(d->lse), .mask = bt(d->mask), .key_lens = bt(d->key_lens),
+        .lo = d->out_btc ? vkb_attn_in_btc(NH, Tq, HS) : vkb_attn_packed(NH, Tq, HS),
+        .B = d->B, .NH = NH, .Tq = Tq, .Tk = Tk, .HS = HS,
+        .scale = d->scale != 0.0f ? d->scale : 1.0f / sqrtf((float)HS),
+        .causal = (vkb_causal)d->causal, .mask_per_batch = d->mask_per_batch,
+    };
+    if (d->qkv) { /* q, k, v start at elements 0, C, 2C of each position's 3C */
+        vkb_tensor x = d->qkv->t;
+        at->q = x;
+        at->k = vkb_slice(x, C, x.n - C);
+        at->v = vkb_slice(x, 2 * C, x.n - 2 * C);
+        at->lq = at->lk = at->lv = vkb_attn_in_qkv(NH, Tq, HS);
+    } else {
+        at->q = d->q->t;
+        at->k = d->k->t;
+        at->v = d->v->t;
+        at->lq = vkb_attn_packed(NH, Tq, HS);
+        at->lk = at->lv = vkb_attn_packed(NH, Tk, HS);
+    }
+}
+
+vka_result vka_attention_forward(vka_context *ctx, const vka_attention_desc *desc) {
+    chk c = chk_start(ctx, "vka_attention_forward");
+    vkb_attention at = {0};
+    chk_attention(&c, desc, false, &at);
+    if (!chk_ok(&c)) return c.r;
+    RUN(c, BE(c)->ops->attention_forward(BE(c), &at));
+}
+
+vka_result vka_attention_backward(vka_context *ctx, const vka_attention_desc *desc,
+                                  const vka_attention_grads *grads) {
+    chk c = chk_start(ctx, "vka_attention_backward");
+    vkb_attention at = {0};
+    chk_attention(&c, desc, true, &at);
+    if (c.r == VKA_SUCCESS && !grads) chk_fail(&c, VKA_ERROR_INVALID_ARGUMENT, "grads is NULL");
+    if (c.r == VKA_SUCCESS) {
+        const vka_attention_desc *d = desc;
+        chk_holds(&c, grads->dout, "dout", need_attn(d, ATT_OUT));
+        if (d->qkv) {
+            if (grads->dq || grads->dk || grads->dv)
+                chk_fail(&c, VKA_ERROR_INVALID_ARGUMENT,
+                         "the forward read qkv: give dqkv, not dq, dk, dv");
+            chk_holds(&c, grads->dqkv, "dqkv", need_attn(d, ATT_QKV));
+        } else {
+            if (grads->dqkv)
+                chk_fail(&c, VKA_ERROR_INVALID_ARGUMENT,
+                         "the forward read q, k, v: give dq, dk, dv, not dqkv");
+            chk_holds(&c, grads->dq, "dq", need_attn(d, ATT_Q));
+            chk_holds(&c, grads->dk, "dk", need_attn(d, ATT_KV));
+            chk_holds(&c, grads->dv, "dv", need_attn(d, ATT_KV));
+        }
+    }
+    if (c.r == VKA_SUCCESS) { /* the op reads these while it writes the gradients */
+        const vka_tensor *in[] = {desc->q, desc->k, desc->v, desc->qkv, desc->out, desc->lse,
+                                  desc->mask, desc->key_lens, grads->dout};
+        const vka_tensor *out[] = {grads->dq, grads->dk, grads->dv, grads->dqkv};
+        for (size_t i = 0; i < sizeof out / sizeof *out; i++)
+            for (size_t j = 0; out[i] && j < sizeof in / sizeof *in; j++)
+                if (out[i] == in[j])
+                    chk_fail(&c, VKA_ERROR_INVALID_ARGUMENT, "the gradients must be tensors "
+                             "other than the inputs (q, k, v, qkv, out, lse, mask, key_lens, dout)");
+        if ((grads->dq && (grads->dq == grads->dk || grads->dq == grads->dv)) ||
+            (grads->dk && grads->dk == grads->dv))
+            chk_fail(&c, VKA_ERROR_INVALID_ARGUMENT, "dq, dk and dv must be different tensors");
+    }
+    if (!chk_ok(&c)) return c.r;
+    at.dout = grads->dout->t;
+    if (desc->qkv) {
+        vkb_tensor x = grads->dqkv->t;
+        size_t C = (size_t)desc->NH * desc->HS;
+        at.dq = x;
+        at.dk = vkb_slice(x, C, x.n - C);
+        at.dv = vkb_slice(x, 2 * C, x.n - 2 * C);
+    } else {
+        at.dq = grads->dq->t;
+        at.dk = grads->dk->t;
+        at.dv = grads->dv->t;
+    }
+    RUN(c, BE(c)->ops->attention_backward(BE(c), &at));
 }

@@ -457,6 +457,69 @@ static void ck_kv_write(vkb_backend *be, vkb_tensor kcache, vkb_tensor vcache, v
     be->impl->kv_write(be, kcache, vcache, qkv, pos, T, NH, HS, max_T);
 }
 
+/* Elements an attention view (vkb_attn_layout) spans for T rows: (B-1)*sb + (NH-1)*sh +
+ * (T-1)*st + HS, checked against view n. */
+static bool attn_view_ok(vkb_backend *be, const char *op, const char *name, vkb_tensor t,
+                         vkb_attn_layout l, const vkb_attention *at, int T) {
+    size_t span = (size_t)(at->B - 1) * l.sb + (size_t)(at->NH - 1) * l.sh +
+                  (size_t)(T - 1) * l.st + (size_t)at->HS;
+    return vkb_need(be, op, name, t, span);
+}
+
+/* Both attention ops: dims, causal kind, every view inside its tensor; the backward needs lse,
+ * dout and the gradients too. A backend without the op fails the graph (never a crash). */
+static bool attention_ok(vkb_backend *be, const char *op, const vkb_attention *at, bool backward,
+                         bool implemented) {
+    if (!ok(be) || !positive(be, op, "B", at->B) || !positive(be, op, "NH", at->NH) ||
+        !positive(be, op, "Tq", at->Tq) || !positive(be, op, "Tk", at->Tk) ||
+        !positive(be, op, "HS", at->HS))
+        return false;
+    if (at->HS > VKA_ATTENTION_MAX_HS) {
+        vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "%s: HS = %d exceeds VKA_ATTENTION_MAX_HS = %d",
+                 op, at->HS, VKA_ATTENTION_MAX_HS);
+        return false;
+    }
+    if (at->causal < VKB_CAUSAL_NONE || at->causal > VKB_CAUSAL_BOTTOM_RIGHT) {
+        vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "%s: causal = %d is not a vkb_causal", op,
+                 (int)at->causal);
+        return false;
+    }
+    size_t lse_n = (size_t)at->B * at->NH * at->Tq;
+    size_t mask_n = (at->mask_per_batch ? (size_t)at->B : 1) * at->Tq * at->Tk;
+    if (!attn_view_ok(be, op, "q", at->q, at->lq, at, at->Tq) ||
+        !attn_view_ok(be, op, "k", at->k, at->lk, at, at->Tk) ||
+        !attn_view_ok(be, op, "v", at->v, at->lv, at, at->Tk) ||
+        !attn_view_ok(be, op, "out", at->out, at->lo, at, at->Tq) ||
+        ((backward || vkb_present(at->lse)) && !vkb_need(be, op, "lse", at->lse, lse_n)) ||
+        (vkb_present(at->mask) && !vkb_need(be, op, "mask", at->mask, mask_n)) ||
+        (vkb_present(at->key_lens) && !vkb_need(be, op, "key_lens", at->key_lens, at->B)))
+        return false;
+    if (backward &&
+        (!attn_view_ok(be, op, "dout", at->dout, at->lo, at, at->Tq) ||
+         !attn_view_ok(be, op, "dq", at->dq, at->lq, at, at->Tq) ||
+         !attn_view_ok(be, op, "dk", at->dk, at->lk, at, at->Tk) ||
+         !attn_view_ok(be, op, "dv", at->dv, at->lv, at, at->Tk)))
+        return false;
+    if (!implemented) {
+        vkb_fail(be, VKA_ERROR_UNSUPPORTED, "%s: not implemented by the %s backend", op,
+                 be->name ? be->name : "this");
+        return false;
+    }
+    return true;
+}
+
+static void ck_attention_forward(vkb_backend *be, const vkb_attention *at) {
+    if (!attention_ok(be, "attention_forward", at, false, be->impl->attention_forward != NULL))
+        return;
+    be->impl->attention_forward(be, at);
+}
+
+static void ck_attention_backward(vkb_backend *be, const vkb_attention *at) {
+    if (!attention_ok(be, "attention_backward", at, true, be->impl->attention_backward != NULL))
+        return;
+    be->impl->attention_backward(be, at);
+}
+
 const vkb_ops vkb_checked_ops = {
     .destroy = ck_destroy,
     .arena_create = ck_arena_create,
@@ -494,4 +557,6 @@ const vkb_ops vkb_checked_ops = {
     .adamw = ck_adamw,
     .peak_fma = ck_peak_fma,
     .kv_write = ck_kv_write,
+    .attention_forward = ck_attention_forward,
+    .attention_backward = ck_attention_backward,
 };

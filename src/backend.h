@@ -137,7 +137,10 @@ typedef struct vkb_limits {
  * layout and heads-side-by-side out (B, T, C) need no permute. No Tq x Tk matrix is stored;
  * deterministic (no float atomics, fixed summation order).
  * Backward WRITES dq, dk, dv (the probabilities recomputed from lse; delta = rowsum(dout * out)
- * computed by the op itself). mask is (Tq, Tk), or (B, Tq, Tk) with mask_per_batch. */
+ * computed by the op itself). mask is (Tq, Tk), or (B, Tq, Tk) with mask_per_batch.
+ * key_lens are read when the graph runs: on the CPU backend a value outside [0, Tk] fails the
+ * run, naming it (never clamped). A backend whose table lacks the op fails the graph with
+ * VKA_ERROR_UNSUPPORTED ("attention_forward: not implemented by the vulkan backend"). */
 typedef enum vkb_causal {
     VKB_CAUSAL_NONE = 0,
     VKB_CAUSAL_TOP_LEFT = 1,     /* key j masked when j > t (PyTorch is_causal) */
@@ -154,7 +157,8 @@ typedef struct vkb_attn_layout {
 typedef struct vkb_attention {
     vkb_tensor q, k, v;   /* (B, NH, Tq | Tk, HS) views, laid out by lq, lk, lv */
     vkb_tensor out;       /* (B, NH, Tq, HS) view laid out by lo: forward writes, backward reads */
-    vkb_tensor lse;       /* (B, NH, Tq) packed: forward writes, backward reads */
+    vkb_tensor lse;       /* (B, NH, Tq) packed: forward writes (VKB_NONE: not written, the
+                           * caller keeps no backward), backward reads (required) */
     vkb_tensor mask;      /* (Tq, Tk) or (B, Tq, Tk) additive, -INFINITY = masked; or VKB_NONE */
     vkb_tensor key_lens;  /* (B) int32 in [0, Tk], read when the graph runs; or VKB_NONE */
     /* backward only: */

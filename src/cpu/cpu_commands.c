@@ -416,6 +416,53 @@ static void op_kv_write(vkb_backend *be, vkb_tensor kcache, vkb_tensor vcache, v
     vkc_record((cpu_backend *)be, "kv_write", run_kv_write, &a, sizeof a, 0);
 }
 
+/* --- attention ----------------------------------------------------------------------------- */
+typedef struct { vkc_attention a; } attention_args;
+/* key_lens are written between runs: each must be in [0, Tk], else the run fails naming it. */
+static vka_result check_key_lens(cpu_backend *cb, const char *op, const vkc_attention *a) {
+    if (!a->key_lens) return VKA_SUCCESS;
+    for (int b = 0; b < a->B; b++)
+        if (a->key_lens[b] < 0 || a->key_lens[b] > a->Tk)
+            return vka_set_error(cb->base.ctx, VKA_ERROR_INVALID_ARGUMENT,
+                                 "%s: key_lens[%d] = %d is outside [0, Tk = %d]", op, b,
+                                 (int)a->key_lens[b], a->Tk);
+    return VKA_SUCCESS;
+}
+static vka_result run_attention_forward(cpu_backend *cb, const void *p) {
+    const attention_args *x = p;
+    vka_result r = check_key_lens(cb, "attention_forward", &x->a);
+    if (r == VKA_SUCCESS) vkc_attention_forward(&x->a, cb->nt);
+    return r;
+}
+static vka_result run_attention_backward(cpu_backend *cb, const void *p) {
+    const attention_args *x = p;
+    vka_result r = check_key_lens(cb, "attention_backward", &x->a);
+    if (r == VKA_SUCCESS) vkc_attention_backward(&x->a, cb->nt);
+    return r;
+}
+static vkc_attn_strides strides(vkb_attn_layout l) { return (vkc_attn_strides){l.sb, l.sh, l.st}; }
+static attention_args attention_resolve(const vkb_attention *at) {
+    attention_args x = {{
+        .out = cpu_ptr(at->out), .lse = cpu_ptr(at->lse), .dq = cpu_ptr(at->dq),
+        .dk = cpu_ptr(at->dk), .dv = cpu_ptr(at->dv), .q = cpu_ptr(at->q), .k = cpu_ptr(at->k),
+        .v = cpu_ptr(at->v), .dout = cpu_ptr(at->dout), .mask = cpu_ptr(at->mask),
+        .key_lens = vkb_present(at->key_lens) ? ids(at->key_lens) : NULL,
+        .sq = strides(at->lq), .sk = strides(at->lk), .sv = strides(at->lv),
+        .so = strides(at->lo), .B = at->B, .NH = at->NH, .Tq = at->Tq, .Tk = at->Tk,
+        .HS = at->HS, .scale = at->scale, .causal = (int)at->causal,
+        .mask_per_batch = at->mask_per_batch,
+    }};
+    return x;
+}
+static void op_attention_forward(vkb_backend *be, const vkb_attention *at) {
+    attention_args x = attention_resolve(at);
+    vkc_record((cpu_backend *)be, "attention_forward", run_attention_forward, &x, sizeof x, 0);
+}
+static void op_attention_backward(vkb_backend *be, const vkb_attention *at) {
+    attention_args x = attention_resolve(at);
+    vkc_record((cpu_backend *)be, "attention_backward", run_attention_backward, &x, sizeof x, 0);
+}
+
 void vkc_fill_op_table(vkb_ops *ops) {
     ops->fill = op_fill;
     ops->copy = op_copy;
@@ -442,4 +489,6 @@ void vkc_fill_op_table(vkb_ops *ops) {
     ops->adamw = op_adamw;
     ops->peak_fma = op_peak_fma;
     ops->kv_write = op_kv_write;
+    ops->attention_forward = op_attention_forward;
+    ops->attention_backward = op_attention_backward;
 }

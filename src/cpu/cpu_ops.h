@@ -133,4 +133,32 @@ void vkc_crossentropy_backward(float *dlogits, const float *logits, const int32_
 void vkc_adamw(float *param, const float *grad, float *m, float *v, const float *hyper,
                float gscale, size_t N, float weight_decay, int nt);
 
+/* --- attention.c ---------------------------------------------------------------------------- */
+/* Element (b, h, t, d) of an attention view is p[b*sb + h*sh + t*st + d] (vkb_attn_layout). */
+typedef struct vkc_attn_strides {
+    size_t sb, sh, st;
+} vkc_attn_strides;
+
+/* Fused attention (vkb_attention in src/backend.h, whose semantics these follow). */
+typedef struct vkc_attention {
+    float *out;               /* (B, NH, Tq, HS) view by so: forward writes, backward reads */
+    float *lse;               /* (B, NH, Tq): forward writes (NULL: not kept), backward reads */
+    float *dq, *dk, *dv;      /* backward: WRITTEN, views by sq, sk, sv */
+    const float *q, *k, *v;   /* (B, NH, Tq | Tk, HS) views by sq, sk, sv */
+    const float *dout;        /* backward: view by so */
+    const float *mask;        /* additive (Tq, Tk), or (B, Tq, Tk) with mask_per_batch; NULL */
+    const int32_t *key_lens;  /* (B), each in [0, Tk] (checked by the caller); NULL = Tk */
+    vkc_attn_strides sq, sk, sv, so;
+    int B, NH, Tq, Tk, HS;    /* HS <= VKC_ATTN_MAX_HS */
+    float scale;
+    int causal;               /* 0 none, 1 top-left (j > t masked), 2 bottom-right */
+    bool mask_per_batch;
+} vkc_attention;
+#define VKC_ATTN_MAX_HS 256
+/* Forward (FlashAttention-2: key tiles, online softmax), threads over (b, h, query block). */
+void vkc_attention_forward(const vkc_attention *a, int nt);
+/* Backward (probabilities recomputed from lse), threads over (b, h): each head's dq, dk, dv
+ * are summed by one thread in a fixed order. */
+void vkc_attention_backward(const vkc_attention *a, int nt);
+
 #endif

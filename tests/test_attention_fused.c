@@ -1,0 +1,717 @@
+/* vka_attention_forward / vka_attention_backward: the fused (FlashAttention-2) op, against a
+ * double-precision reference on awkward shapes, finite differences, the composed path (matmul +
+ * softmax ops) and the textbook example; masks, causal kinds, key lengths, packed qkv and
+ * (B, T, C) output; fully masked rows; determinism; argument errors.
+ *
+ * Until the Vulkan backend implements the op, its cases skip: att_require_op() turns the
+ * VKA_ERROR_UNSUPPORTED the op answers there (and only that) into a cmocka skip. */
+#include "op_util.h"
+
+typedef struct att_case {
+    int B, NH, Tq, Tk, HS;
+    vka_causal causal;
+    float scale;       /* 0 = 1/sqrt(HS) */
+    int mask;          /* 0 none, 1 (Tq, Tk) broadcast, 2 (B, Tq, Tk) per batch */
+    int mask_style;    /* 0 random with -inf sprinkled; 1 also a fully masked row and rows with
+                        * keys 0..63 masked (a whole key tile) */
+    const int *key_lens; /* (B) or NULL */
+    bool qkv, out_btc;
+} att_case;
+
+static size_t att_nq(const att_case *s) { return (size_t)s->B * s->NH * s->Tq * s->HS; }
+static size_t att_nk(const att_case *s) { return (size_t)s->B * s->NH * s->Tk * s->HS; }
+static size_t att_nlse(const att_case *s) { return (size_t)s->B * s->NH * s->Tq; }
+static size_t att_nmask(const att_case *s) {
+    return (s->mask == 2 ? (size_t)s->B : 1) * s->Tq * s->Tk;
+}
+static double att_scale(const att_case *s) {
+    return s->scale != 0.0f ? s->scale : 1.0f / sqrtf((float)s->HS);
+}
+/* Element (b, h, t, d) of a packed (B, NH, T, HS) tensor. */
+static size_t pk(const att_case *s, int T, int b, int h, int t, int d) {
+    return (((size_t)b * s->NH + h) * T + t) * s->HS + d;
+}
+
+static float *att_make_mask(const att_case *s, uint64_t seed) {
+    if (!s->mask) return NULL;
+    size_t n = att_nmask(s);
+    float *m = malloc(n * sizeof *m);
+    tu_random(m, n, seed, 1.0f);
+    for (size_t i = 0; i < n; i++)
+        if (m[i] > 0.6f) m[i] = -INFINITY;
+    if (s->mask_style == 1) {
+        int rows = (int)(n / (size_t)s->Tk);
+        for (int r = 0; r < rows; r++) {
+            int t = r % s->Tq;
+            float *row = m + (size_t)r * s->Tk;
+            if (t == 1 % s->Tq)
+                for (int j = 0; j < s->Tk; j++) row[j] = -INFINITY;
+            else if (t % 3 == 0)
+                for (int j = 0; j < s->Tk && j < 64; j++) row[j] = -INFINITY;
+        }
+    }
+    return m;
+}
+
+/* The last key query t may see with L valid keys (vka_causal). */
+static int ref_last(const att_case *s, int L, int t) {
+    int last = L - 1;
+    if (s->causal == VKA_CAUSAL_TOP_LEFT && t < last) last = t;
+    if (s->causal == VKA_CAUSAL_BOTTOM_RIGHT && t + L - s->Tq < last) last = t + L - s->Tq;
+    return last;
+}
+
+/* Scores of row (b, h, t) in double: sc (Tk), -inf where masked. */
+static void ref_scores(const att_case *s, const double *q, const double *k, const float *mask,
+                       int b, int h, int t, double *sc) {
+    int L = s->key_lens ? s->key_lens[b] : s->Tk, last = ref_last(s, L, t);
+    for (int j = 0; j < s->Tk; j++) {
+        sc[j] = -INFINITY;
+        if (j > last) continue;
+        double dot = 0.0;
+        for (int d = 0; d < s->HS; d++)
+            dot += q[pk(s, s->Tq, b, h, t, d)] * k[pk(s, s->Tk, b, h, j, d)];
+        double mv = 0.0;
+        if (mask) mv = mask[(s->mask == 2 ? (size_t)b * s->Tq * s->Tk : 0) + (size_t)t * s->Tk + j];
+        sc[j] = att_scale(s) * dot + mv;
+    }
+}
+
+typedef struct ref_ctx {
+    const att_case *s;
+    const float *mask;
+} ref_ctx;
+
+/* The double reference forward: x = q | k | v packed; y = out packed (n_q); lse (n_lse) if not
+ * NULL. */
+static void ref_forward(const att_case *s, const float *mask, const double *x, double *out,
+                        double *lse) {
+    const double *q = x, *k = x + att_nq(s), *v = k + att_nk(s);
+    double *sc = malloc((size_t)s->Tk * sizeof *sc);
+    for (int b = 0; b < s->B; b++)
+        for (int h = 0; h < s->NH; h++)
+            for (int t = 0; t < s->Tq; t++) {
+                ref_scores(s, q, k, mask, b, h, t, sc);
+                double m = -INFINITY, sum = 0.0;
+                for (int j = 0; j < s->Tk; j++) m = sc[j] > m ? sc[j] : m;
+                for (int d = 0; d < s->HS; d++) out[pk(s, s->Tq, b, h, t, d)] = 0.0;
+                if (lse) lse[((size_t)b * s->NH + h) * s->Tq + t] = -INFINITY;
+                if (m == -INFINITY) continue;
+                for (int j = 0; j < s->Tk; j++) sum += sc[j] = exp(sc[j] - m);
+                for (int j = 0; j < s->Tk; j++)
+                    for (int d = 0; d < s->HS; d++)
+                        out[pk(s, s->Tq, b, h, t, d)] += sc[j] / sum * v[pk(s, s->Tk, b, h, j, d)];
+                if (lse) lse[((size_t)b * s->NH + h) * s->Tq + t] = m + log(sum);
+            }
+    free(sc);
+}
+
+static void ref_forward_fn(void *user, const double *x, double *y) {
+    const ref_ctx *r = user;
+    ref_forward(r->s, r->mask, x, y, NULL);
+}
+
+/* The double reference backward: g = dq | dk | dv packed from dout (packed). */
+static void ref_backward(const att_case *s, const float *mask, const double *x,
+                         const float *dout, double *g) {
+    const double *q = x, *k = x + att_nq(s), *v = k + att_nk(s);
+    double *dq = g, *dk = g + att_nq(s), *dv = dk + att_nk(s);
+    size_t n_in = att_nq(s) + 2 * att_nk(s);
+    for (size_t i = 0; i < n_in; i++) g[i] = 0.0;
+    double *sc = malloc((size_t)s->Tk * sizeof *sc), *dp = malloc((size_t)s->Tk * sizeof *dp);
+    double sl = att_scale(s);
+    for (int b = 0; b < s->B; b++)
+        for (int h = 0; h < s->NH; h++)
+            for (int t = 0; t < s->Tq; t++) {
+                ref_scores(s, q, k, mask, b, h, t, sc);
+                double m = -INFINITY, sum = 0.0, delta = 0.0;
+                for (int j = 0; j < s->Tk; j++) m = sc[j] > m ? sc[j] : m;
+                if (m == -INFINITY) continue;
+                for (int j = 0; j < s->Tk; j++) sum += sc[j] = exp(sc[j] - m);
+                for (int j = 0; j < s->Tk; j++) {
+                    sc[j] /= sum;
+                    dp[j] = 0.0;
+                    for (int d = 0; d < s->HS; d++)
+                        dp[j] += (double)dout[pk(s, s->Tq, b, h, t, d)] * v[pk(s, s->Tk, b, h, j, d)];
+                    delta += sc[j] * dp[j];
+                }
+                for (int j = 0; j < s->Tk; j++) {
+                    double ds = sc[j] * (dp[j] - delta) * sl;
+                    for (int d = 0; d < s->HS; d++) {
+                        size_t iq = pk(s, s->Tq, b, h, t, d), ik = pk(s, s->Tk, b, h, j, d);
+                        dq[iq] += ds * k[ik];
+                        dk[ik] += ds * q[iq];
+                        dv[ik] += sc[j] * dout[iq];
+                    }
+                }
+            }
+    free(sc);
+    free(dp);
+}
+
+/* packed (B, NH, T, HS) <-> part `part` of (B, T, mul*C) */
+static void to_wide(const att_case *s, int T, const float *packed, float *wide, int mul, int part) {
+    int C = s->NH * s->HS;
+    for (int b = 0; b < s->B; b++)
+        for (int h = 0; h < s->NH; h++)
+            for (int t = 0; t < T; t++)
+                for (int d = 0; d < s->HS; d++)
+                    wide[((size_t)b * T + t) * mul * C + (size_t)part * C + h * s->HS + d] =
+                        packed[pk(s, T, b, h, t, d)];
+}
+static void from_wide(const att_case *s, int T, const float *wide, float *packed, int mul,
+                      int part) {
+    int C = s->NH * s->HS;
+    for (int b = 0; b < s->B; b++)
+        for (int h = 0; h < s->NH; h++)
+            for (int t = 0; t < T; t++)
+                for (int d = 0; d < s->HS; d++)
+                    packed[pk(s, T, b, h, t, d)] =
+                        wide[((size_t)b * T + t) * mul * C + (size_t)part * C + h * s->HS + d];
+}
+
+/* Skip the calling test when ctx's backend lacks the op: a one-element forward answering
+ * VKA_ERROR_UNSUPPORTED (on a Vulkan context only; nothing else is skipped). Every case
+ * function starts with it; remove it once every backend has the op. */
+static void att_require_op(vka_context *ctx) {
+    if (tu_is_cpu(ctx)) return;
+    vka_tensor *x = tu_tensor(ctx, 1, NULL), *o = tu_tensor(ctx, 1, NULL);
+    vka_attention_desc d = {.q = x, .k = x, .v = x, .out = o, .B = 1, .NH = 1, .Tq = 1,
+                            .Tk = 1, .HS = 1};
+    tu_begin(ctx);
+    vka_result r = vka_attention_forward(ctx, &d);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", vka_last_error(ctx));
+    vka_graph *g = NULL;
+    vka_graph_end(ctx, &g);
+    vka_graph_destroy(g);
+    vka_tensor_destroy(x);
+    vka_tensor_destroy(o);
+    if (r != VKA_ERROR_UNSUPPORTED) return;
+    print_message("skipping: %s\n", msg);
+    tu_done(ctx);
+    skip();
+}
+
+/* What a run gives, all in packed (B, NH, T, HS) layouts. */
+typedef struct att_result {
+    float *out, *lse, *dq, *dk, *dv;
+} att_result;
+
+static void att_result_free(att_result *r) {
+    free(r->out);
+    free(r->lse);
+    free(r->dq);
+    free(r->dk);
+    free(r->dv);
+}
+
+/* Forward (and backward with dout, packed) of case s on ctx, inputs x = q | k | v packed. */
+static att_result att_run(vka_context *ctx, const att_case *s, const float *x, const float *mask,
+                          const float *dout) {
+    size_t nq = att_nq(s), nk = att_nk(s), nl = att_nlse(s);
+    size_t nqkv = (size_t)s->B * s->Tq * 3 * s->NH * s->HS;
+    vka_tensor *q = NULL, *k = NULL, *v = NULL, *qkv = NULL;
+    if (s->qkv) {
+        float *w = malloc(nqkv * sizeof *w);
+        to_wide(s, s->Tq, x, w, 3, 0);
+        to_wide(s, s->Tk, x + nq, w, 3, 1);
+        to_wide(s, s->Tk, x + nq + nk, w, 3, 2);
+        qkv = tu_tensor(ctx, nqkv, w);
+        free(w);
+    } else {
+        q = tu_tensor(ctx, nq, x);
+        k = tu_tensor(ctx, nk, x + nq);
+        v = tu_tensor(ctx, nk, x + nq + nk);
+    }
+    vka_tensor *out = tu_tensor_nan(ctx, nq), *lse = tu_tensor_nan(ctx, nl);
+    vka_tensor *mask_t = mask ? tu_tensor(ctx, att_nmask(s), mask) : NULL;
+    vka_tensor *kl = s->key_lens ? tu_tensor(ctx, (size_t)s->B, s->key_lens) : NULL;
+    vka_attention_desc d = {.q = q, .k = k, .v = v, .qkv = qkv, .mask = mask_t,
+                            .mask_per_batch = s->mask == 2, .key_lens = kl, .B = s->B,
+                            .NH = s->NH, .Tq = s->Tq, .Tk = s->Tk, .HS = s->HS,
+                            .scale = s->scale, .causal = s->causal, .out_btc = s->out_btc,
+                            .out = out, .lse = lse};
+    vka_tensor *dout_t = NULL, *dq = NULL, *dk = NULL, *dv = NULL, *dqkv = NULL;
+    tu_begin(ctx);
+    vka_result r = vka_attention_forward(ctx, &d);
+    assert_int_equal(r, VKA_SUCCESS);
+    if (dout) {
+        float *w = NULL;
+        if (s->out_btc) {
+            w = malloc(nq * sizeof *w);
+            to_wide(s, s->Tq, dout, w, 1, 0);
+        }
+        dout_t = tu_tensor(ctx, nq, w ? w : dout);
+        free(w);
+        if (s->qkv) dqkv = tu_tensor_nan(ctx, nqkv);
+        else {
+            dq = tu_tensor_nan(ctx, nq);
+            dk = tu_tensor_nan(ctx, nk);
+            dv = tu_tensor_nan(ctx, nk);
+        }
+        vka_attention_grads gr = {.dout = dout_t, .dq = dq, .dk = dk, .dv = dv, .dqkv = dqkv};
+        r = vka_attention_backward(ctx, &d, &gr);
+            assert_int_equal(r, VKA_SUCCESS);
+    }
+    tu_run(ctx);
+    att_result res = {0};
+    res.out = tu_read(out, nq);
+    if (s->out_btc) {
+        float *p = malloc(nq * sizeof *p);
+        from_wide(s, s->Tq, res.out, p, 1, 0);
+        free(res.out);
+        res.out = p;
+    }
+    res.lse = tu_read(lse, nl);
+    if (dout) {
+        if (s->qkv) {
+            float *w = tu_read(dqkv, nqkv);
+            res.dq = malloc(nq * sizeof(float));
+            res.dk = malloc(nk * sizeof(float));
+            res.dv = malloc(nk * sizeof(float));
+            from_wide(s, s->Tq, w, res.dq, 3, 0);
+            from_wide(s, s->Tk, w, res.dk, 3, 1);
+            from_wide(s, s->Tk, w, res.dv, 3, 2);
+            free(w);
+        } else {
+            res.dq = tu_read(dq, nq);
+            res.dk = tu_read(dk, nk);
+            res.dv = tu_read(dv, nk);
+        }
+    }
+    vka_tensor *all[] = {q, k, v, qkv, out, lse, mask_t, kl, dout_t, dq, dk, dv, dqkv};
+    for (size_t i = 0; i < TU_LEN(all); i++) vka_tensor_destroy(all[i]);
+    return res;
+}
+
+/* lse: -inf exactly where the reference's is, else close. */
+static void check_lse(const char *what, const float *got, const double *want, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (want[i] == -INFINITY) {
+            if (got[i] != -INFINITY) fail_msg("%s: lse[%zu] = %g, expected -inf", what, i, got[i]);
+        } else if (!(fabs(got[i] - want[i]) <= 2e-5 + 2e-5 * fabs(want[i]))) {
+            fail_msg("%s: lse[%zu] = %.9g, expected %.9g", what, i, got[i], want[i]);
+        }
+    }
+}
+
+/* Forward and backward of s on ctx against the double reference and the CPU backend. */
+static void att_case_run(vka_context *ctx, att_case s, uint64_t seed) {
+    size_t nq = att_nq(&s), nk = att_nk(&s), n_in = nq + 2 * nk, nl = att_nlse(&s);
+    float *x = malloc(n_in * sizeof *x), *dout = malloc(nq * sizeof *dout);
+    tu_random(x, n_in, seed, 1.5f);
+    tu_random(dout, nq, seed + 1, 1.0f);
+    float *mask = att_make_mask(&s, seed + 2);
+    char what[160];
+    snprintf(what, sizeof what, "B=%d NH=%d Tq=%d Tk=%d HS=%d causal=%d mask=%d/%d%s%s%s", s.B,
+             s.NH, s.Tq, s.Tk, s.HS, (int)s.causal, s.mask, s.mask_style,
+             s.key_lens ? " key_lens" : "", s.qkv ? " qkv" : "", s.out_btc ? " out_btc" : "");
+
+    att_result got = att_run(ctx, &s, x, mask, dout);
+    double *xd = tu_to_double(x, n_in), *want = malloc(nq * sizeof *want);
+    double *lse = malloc(nl * sizeof *lse), *g = malloc(n_in * sizeof *g);
+    ref_forward(&s, mask, xd, want, lse);
+    ref_backward(&s, mask, xd, dout, g);
+    print_message("%s\n", what);
+    tu_assert_close_d("attention_forward out", got.out, want, nq, 2e-5, 1e-4);
+    check_lse("attention_forward", got.lse, lse, nl);
+    tu_assert_close_d("attention_backward dq", got.dq, g, nq, 5e-5, 2e-4);
+    tu_assert_close_d("attention_backward dk", got.dk, g + nq, nk, 5e-5, 2e-4);
+    tu_assert_close_d("attention_backward dv", got.dv, g + nq + nk, nk, 5e-5, 2e-4);
+    if (!tu_is_cpu(ctx)) {
+        vka_context *cpu = tu_cpu();
+        att_result ref = att_run(cpu, &s, x, mask, dout);
+        tu_done(cpu);
+        tu_vs_cpu(ctx, "attention_forward vs cpu", got.out, ref.out, nq, 2e-5, 1e-4);
+        tu_vs_cpu(ctx, "attention_backward dq vs cpu", got.dq, ref.dq, nq, 5e-5, 2e-4);
+        tu_vs_cpu(ctx, "attention_backward dk vs cpu", got.dk, ref.dk, nk, 5e-5, 2e-4);
+        tu_vs_cpu(ctx, "attention_backward dv vs cpu", got.dv, ref.dv, nk, 5e-5, 2e-4);
+        att_result_free(&ref);
+    }
+    att_result_free(&got);
+    free(x);
+    free(dout);
+    free(mask);
+    free(xd);
+    free(want);
+    free(lse);
+    free(g);
+}
+
+/* --- the cases ------------------------------------------------------------------------------ */
+
+static const int lens_0_T[2] = {0, 130};
+static const int lens_7_20[2] = {7, 20};
+static const int lens_cross[3] = {70, 1, 33};
+
+static void shape_cases(vka_context *ctx) {
+    att_require_op(ctx);
+    const att_case cases[] = {
+        {.B = 1, .NH = 1, .Tq = 1, .Tk = 1, .HS = 1},
+        {.B = 1, .NH = 1, .Tq = 1, .Tk = 1, .HS = 1, .causal = VKA_CAUSAL_TOP_LEFT, .qkv = true},
+        {.B = 2, .NH = 3, .Tq = 37, .Tk = 37, .HS = 24, .causal = VKA_CAUSAL_TOP_LEFT},
+        {.B = 1, .NH = 2, .Tq = 65, .Tk = 65, .HS = 72, .causal = VKA_CAUSAL_BOTTOM_RIGHT,
+         .mask = 1},
+        {.B = 2, .NH = 1, .Tq = 130, .Tk = 130, .HS = 5, .mask = 2, .key_lens = lens_0_T},
+        {.B = 2, .NH = 2, .Tq = 5, .Tk = 70, .HS = 8, .causal = VKA_CAUSAL_BOTTOM_RIGHT},
+        {.B = 1, .NH = 2, .Tq = 70, .Tk = 5, .HS = 8, .causal = VKA_CAUSAL_TOP_LEFT},
+        {.B = 2, .NH = 1, .Tq = 3, .Tk = 20, .HS = 4, .causal = VKA_CAUSAL_BOTTOM_RIGHT,
+         .key_lens = lens_7_20, .mask = 1},
+        {.B = 3, .NH = 1, .Tq = 9, .Tk = 70, .HS = 3, .key_lens = lens_cross, .mask = 2,
+         .scale = 0.3f},
+        {.B = 1, .NH = 1, .Tq = 20, .Tk = 20, .HS = 128, .causal = VKA_CAUSAL_TOP_LEFT},
+        {.B = 1, .NH = 1, .Tq = 3, .Tk = 4, .HS = 256},
+        {.B = 2, .NH = 2, .Tq = 33, .Tk = 33, .HS = 8, .causal = VKA_CAUSAL_TOP_LEFT,
+         .qkv = true, .out_btc = true},
+        {.B = 1, .NH = 3, .Tq = 17, .Tk = 17, .HS = 7, .qkv = true, .mask = 1},
+        {.B = 1, .NH = 1, .Tq = 12, .Tk = 100, .HS = 4, .mask = 1, .mask_style = 1,
+         .out_btc = true},
+        {.B = 2, .NH = 1, .Tq = 100, .Tk = 100, .HS = 4, .causal = VKA_CAUSAL_TOP_LEFT,
+         .mask = 2, .mask_style = 1},
+    };
+    for (size_t i = 0; i < TU_LEN(cases); i++) att_case_run(ctx, cases[i], 10 + i);
+}
+
+/* "Your journey starts with one step" (S. Raschka, Build a Large Language Model from Scratch,
+ * ch. 3): q = x Wq etc. on the host, scale 1/sqrt(2), no mask; context vectors to 4 decimals. */
+static void journey_cases(vka_context *ctx) {
+    att_require_op(ctx);
+    const float X[6][3] = {{0.43f, 0.15f, 0.89f}, {0.55f, 0.87f, 0.66f}, {0.57f, 0.85f, 0.64f},
+                           {0.22f, 0.58f, 0.33f}, {0.77f, 0.25f, 0.10f}, {0.05f, 0.80f, 0.55f}};
+    const float W[3][3][2] = {{{0.2961f, 0.5166f}, {0.2517f, 0.6886f}, {0.0740f, 0.8665f}},
+                              {{0.1366f, 0.1025f}, {0.1841f, 0.7264f}, {0.3153f, 0.6871f}},
+                              {{0.0756f, 0.1966f}, {0.3164f, 0.4017f}, {0.1186f, 0.8274f}}};
+    const float want[6 * 2] = {0.2996f, 0.8053f, 0.3061f, 0.8210f, 0.3058f, 0.8203f,
+                               0.2948f, 0.7939f, 0.2927f, 0.7891f, 0.2990f, 0.8040f};
+    float qkv[3][12]; /* q, k, v (1, 1, 6, 2) */
+    for (int m = 0; m < 3; m++)
+        for (int t = 0; t < 6; t++)
+            for (int d = 0; d < 2; d++) {
+                float acc = 0.0f;
+                for (int i = 0; i < 3; i++) acc += X[t][i] * W[m][i][d];
+                qkv[m][t * 2 + d] = acc;
+            }
+    vka_tensor *q = tu_tensor(ctx, 12, qkv[0]), *k = tu_tensor(ctx, 12, qkv[1]);
+    vka_tensor *v = tu_tensor(ctx, 12, qkv[2]), *out = tu_tensor_nan(ctx, 12);
+    vka_attention_desc d = {.q = q, .k = k, .v = v, .out = out, .B = 1, .NH = 1, .Tq = 6,
+                            .Tk = 6, .HS = 2, .scale = 1.0f / sqrtf(2.0f)};
+    tu_begin(ctx);
+    vka_result r = vka_attention_forward(ctx, &d);
+    assert_int_equal(r, VKA_SUCCESS);
+    tu_run(ctx);
+    float *got = tu_read(out, 12);
+    tu_assert_close("fused self-attention context vectors", got, want, 12, 1e-4, 0.0);
+    free(got);
+    vka_tensor *all[] = {q, k, v, out};
+    for (size_t i = 0; i < TU_LEN(all); i++) vka_tensor_destroy(all[i]);
+}
+
+/* Gradients against central finite differences of sum(out * w) in double (tiny shapes). */
+static void finite_difference_cases(vka_context *ctx) {
+    att_require_op(ctx);
+    const att_case cases[] = {
+        {.B = 1, .NH = 2, .Tq = 3, .Tk = 4, .HS = 3, .causal = VKA_CAUSAL_BOTTOM_RIGHT,
+         .mask = 1},
+        {.B = 2, .NH = 1, .Tq = 5, .Tk = 5, .HS = 2, .causal = VKA_CAUSAL_TOP_LEFT,
+         .qkv = true, .out_btc = true},
+    };
+    for (size_t c = 0; c < TU_LEN(cases); c++) {
+        const att_case *s = &cases[c];
+        size_t nq = att_nq(s), n_in = nq + 2 * att_nk(s);
+        float *x = malloc(n_in * sizeof *x), *w = malloc(nq * sizeof *w);
+        tu_random(x, n_in, 40 + c, 1.5f);
+        tu_random(w, nq, 50 + c, 1.0f);
+        float *mask = att_make_mask(s, 60 + c);
+        att_result got = att_run(ctx, s, x, mask, w);
+        ref_ctx rc = {s, mask};
+        double *fd = malloc(n_in * sizeof *fd);
+        tu_fd_grad(ref_forward_fn, &rc, x, n_in, w, nq, fd);
+        tu_assert_close_d("dq vs finite differences", got.dq, fd, nq, 1e-4, 1e-3);
+        tu_assert_close_d("dk vs finite differences", got.dk, fd + nq, att_nk(s), 1e-4, 1e-3);
+        tu_assert_close_d("dv vs finite differences", got.dv, fd + nq + att_nk(s), att_nk(s),
+                          1e-4, 1e-3);
+        att_result_free(&got);
+        free(x);
+        free(w);
+        free(mask);
+        free(fd);
+    }
+}
+
+/* Rows whose keys are all masked (a -inf mask row, key_lens 0, bottom-right causal with fewer
+ * keys than queries): out 0, lse -inf, zero gradients, no NaN anywhere. */
+static void fully_masked_cases(vka_context *ctx) {
+    att_require_op(ctx);
+    static const int lens[2] = {0, 2};
+    const att_case s = {.B = 2, .NH = 2, .Tq = 6, .Tk = 70, .HS = 5, .mask = 1,
+                        .mask_style = 1, .key_lens = lens,
+                        .causal = VKA_CAUSAL_BOTTOM_RIGHT};
+    size_t nq = att_nq(&s), nk = att_nk(&s), n_in = nq + 2 * nk;
+    float *x = malloc(n_in * sizeof *x), *dout = malloc(nq * sizeof *dout);
+    tu_random(x, n_in, 70, 1.5f);
+    tu_random(dout, nq, 71, 1.0f);
+    float *mask = att_make_mask(&s, 72);
+    att_result got = att_run(ctx, &s, x, mask, dout);
+    tu_assert_finite("out", got.out, nq);
+    tu_assert_finite("dq", got.dq, nq);
+    tu_assert_finite("dk", got.dk, nk);
+    tu_assert_finite("dv", got.dv, nk);
+    for (int h = 0; h < s.NH; h++)
+        for (int t = 0; t < s.Tq; t++) {
+            /* batch 0: no keys; batch 1: 2 keys, bottom-right, so queries 0..3 see none */
+            for (int b = 0; b < 2; b++) {
+                if (b == 1 && t >= 4) continue;
+                size_t r = ((size_t)b * s.NH + h) * s.Tq + t;
+                if (got.lse[r] != -INFINITY) fail_msg("lse[%zu] = %g, expected -inf", r, got.lse[r]);
+                for (int d = 0; d < s.HS; d++) {
+                    size_t i = pk(&s, s.Tq, b, h, t, d);
+                    if (got.out[i] != 0.0f || got.dq[i] != 0.0f)
+                        fail_msg("masked row b=%d h=%d t=%d: out %g dq %g, expected 0", b, h, t,
+                                 got.out[i], got.dq[i]);
+                }
+            }
+        }
+    for (size_t i = 0; i < nk / 2; i++) /* batch 0's keys are all padding */
+        if (got.dk[i] != 0.0f || got.dv[i] != 0.0f)
+            fail_msg("padding key gradient %zu: dk %g dv %g", i, got.dk[i], got.dv[i]);
+    att_result_free(&got);
+    free(x);
+    free(dout);
+    free(mask);
+}
+
+/* Two runs give bitwise the same out, lse and gradients. */
+static void deterministic_cases(vka_context *ctx) {
+    att_require_op(ctx);
+    const att_case s = {.B = 2, .NH = 2, .Tq = 70, .Tk = 70, .HS = 16,
+                        .causal = VKA_CAUSAL_TOP_LEFT, .qkv = true, .mask = 1};
+    size_t nq = att_nq(&s), nk = att_nk(&s), n_in = nq + 2 * nk;
+    float *x = malloc(n_in * sizeof *x), *dout = malloc(nq * sizeof *dout);
+    tu_random(x, n_in, 80, 1.5f);
+    tu_random(dout, nq, 81, 1.0f);
+    float *mask = att_make_mask(&s, 82);
+    att_result a = att_run(ctx, &s, x, mask, dout), b = att_run(ctx, &s, x, mask, dout);
+    const float *pa[] = {a.out, a.lse, a.dq, a.dk, a.dv}, *pb[] = {b.out, b.lse, b.dq, b.dk, b.dv};
+    size_t n[] = {nq, att_nlse(&s), nq, nk, nk};
+    for (int i = 0; i < 5; i++)
+        if (memcmp(pa[i], pb[i], n[i] * sizeof(float)) != 0)
+            fail_msg("tensor %d differs between two runs", i);
+    att_result_free(&a);
+    att_result_free(&b);
+    free(x);
+    free(dout);
+    free(mask);
+}
+
+/* One matmul into the graph being recorded (alpha 1, packed). */
+static void mm(vka_context *ctx, vka_tensor *out, const vka_tensor *a, const vka_tensor *b,
+               int M, int N, int K, int batch, bool ta, bool tb) {
+    vka_matmul_desc d = {.out = out, .a = a, .b = b, .M = M, .N = N, .K = K, .batch = batch,
+                         .trans_a = ta, .trans_b = tb};
+    assert_int_equal(vka_matmul(ctx, &d), VKA_SUCCESS);
+}
+
+/* The model's use: qkv (B, T, 3C) -> out (B, T, C), causal, forward and backward, fused vs the
+ * composed ops (permute, q k^T, masked softmax, att v, unpermute) on the same context. */
+static void composed_cases(vka_context *ctx) {
+    att_require_op(ctx);
+    enum { B = 2, T = 64, NH = 4, HS = 16, C = NH * HS, BNH = B * NH };
+    size_t n_in = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C, n_att = (size_t)BNH * T * T;
+    float *inp_h, *dout_h;
+    vka_tensor *inp = tu_tensor_random(ctx, n_in, 90, 1.5f, &inp_h);
+    vka_tensor *dout = tu_tensor_random(ctx, n_out, 91, 1.0f, &dout_h);
+    vka_tensor *q = tu_tensor_nan(ctx, n_out), *k = tu_tensor_nan(ctx, n_out);
+    vka_tensor *v = tu_tensor_nan(ctx, n_out), *preatt = tu_tensor_nan(ctx, n_att);
+    vka_tensor *att = tu_tensor_nan(ctx, n_att), *y = tu_tensor_nan(ctx, n_out);
+    vka_tensor *out = tu_tensor_nan(ctx, n_out), *dy = tu_tensor(ctx, n_out, NULL);
+    vka_tensor *datt = tu_tensor_nan(ctx, n_att), *dpreatt = tu_tensor(ctx, n_att, NULL);
+    vka_tensor *dq = tu_tensor_nan(ctx, n_out), *dk = tu_tensor_nan(ctx, n_out);
+    vka_tensor *dv = tu_tensor_nan(ctx, n_out), *dinp = tu_tensor(ctx, n_in, NULL);
+    vka_tensor *fout = tu_tensor_nan(ctx, n_out), *lse = tu_tensor_nan(ctx, (size_t)BNH * T);
+    vka_tensor *fdinp = tu_tensor_nan(ctx, n_in);
+    float scale = 1.0f / sqrtf((float)HS);
+    tu_begin(ctx);
+    vka_attention_desc d = {.qkv = inp, .B = B, .NH = NH, .Tq = T, .Tk = T, .HS = HS,
+                            .causal = VKA_CAUSAL_TOP_LEFT, .out_btc = true, .out = fout,
+                            .lse = lse};
+    vka_result r = vka_attention_forward(ctx, &d);
+    assert_int_equal(r, VKA_SUCCESS);
+    vka_attention_grads g = {.dout = dout, .dqkv = fdinp};
+    assert_int_equal(vka_attention_backward(ctx, &d, &g), VKA_SUCCESS);
+    assert_int_equal(vka_permute_forward(ctx, q, k, v, inp, B, T, NH, HS), VKA_SUCCESS);
+    mm(ctx, preatt, q, k, T, T, HS, BNH, false, true);
+    vka_softmax_desc sd = {.out = att, .inp = preatt, .R = BNH * T, .Tq = T, .Tk = T,
+                           .scale = scale, .causal = true};
+    assert_int_equal(vka_softmax_forward(ctx, &sd), VKA_SUCCESS);
+    mm(ctx, y, att, v, T, HS, T, BNH, false, false);
+    assert_int_equal(vka_unpermute_forward(ctx, out, y, B, T, NH, HS), VKA_SUCCESS);
+    assert_int_equal(vka_unpermute_backward(ctx, dy, dout, B, T, NH, HS), VKA_SUCCESS);
+    mm(ctx, datt, dy, v, T, T, HS, BNH, false, true);
+    mm(ctx, dv, att, dy, T, HS, T, BNH, true, false);
+    assert_int_equal(vka_softmax_backward(ctx, dpreatt, datt, att, BNH * T, T, scale),
+                     VKA_SUCCESS);
+    mm(ctx, dq, dpreatt, k, T, HS, T, BNH, false, false);
+    mm(ctx, dk, dpreatt, q, T, HS, T, BNH, true, false);
+    assert_int_equal(vka_permute_backward(ctx, dinp, dq, dk, dv, B, T, NH, HS), VKA_SUCCESS);
+    tu_run(ctx);
+    float *a = tu_read(fout, n_out), *b = tu_read(out, n_out);
+    float *da = tu_read(fdinp, n_in), *db = tu_read(dinp, n_in);
+    tu_assert_close("fused vs composed out", a, b, n_out, 1e-5, 1e-4);
+    tu_assert_close("fused vs composed dqkv", da, db, n_in, 5e-5, 2e-4);
+    free(a);
+    free(b);
+    free(da);
+    free(db);
+    free(inp_h);
+    free(dout_h);
+    vka_tensor *all[] = {inp, dout, q, k, v, preatt, att, y, out, dy, datt, dpreatt, dq, dk, dv,
+                         dinp, fout, lse, fdinp};
+    for (size_t i = 0; i < TU_LEN(all); i++) vka_tensor_destroy(all[i]);
+}
+
+/* --- argument errors (CPU: the checks are the same for every backend) ----------------------- */
+
+static void expect_forward_error(vka_context *ctx, const vka_attention_desc *d, const char *text) {
+    tu_begin(ctx);
+    vka_result r = vka_attention_forward(ctx, d);
+    if (r != VKA_ERROR_INVALID_ARGUMENT)
+        fail_msg("expected invalid argument (%s), got %s", text, vka_result_string(r));
+    tu_end_expect(ctx, VKA_ERROR_INVALID_ARGUMENT, text);
+}
+
+static void test_attention_fused_argument_errors(void **state) {
+    (void)state;
+    vka_context *ctx = tu_cpu();
+    vka_tensor *q = tu_tensor(ctx, 2 * 3 * 5 * 4, NULL), *k = tu_tensor(ctx, 2 * 3 * 5 * 4, NULL);
+    vka_tensor *v = tu_tensor(ctx, 2 * 3 * 5 * 4, NULL), *out = tu_tensor(ctx, 120, NULL);
+    vka_tensor *small = tu_tensor(ctx, 119, NULL), *qkv = tu_tensor(ctx, 360, NULL);
+    vka_tensor *lse = tu_tensor(ctx, 30, NULL);
+    const vka_attention_desc good = {.q = q, .k = k, .v = v, .out = out, .B = 2, .NH = 3,
+                                     .Tq = 5, .Tk = 5, .HS = 4};
+    vka_attention_desc d = good;
+    d.k = small;
+    expect_forward_error(ctx, &d, "k holds 119 elements but B*NH*Tk*HS = 2*3*5*4 = 120");
+    d = good;
+    d.qkv = qkv;
+    expect_forward_error(ctx, &d, "either q, k and v or qkv");
+    d = good;
+    d.HS = VKA_ATTENTION_MAX_HS + 1;
+    expect_forward_error(ctx, &d, "exceeds VKA_ATTENTION_MAX_HS");
+    d = good;
+    d.causal = (vka_causal)3;
+    expect_forward_error(ctx, &d, "causal = 3");
+    d = good;
+    d.q = d.k = d.v = NULL;
+    d.qkv = qkv;
+    d.Tk = 4;
+    expect_forward_error(ctx, &d, "qkv needs Tq = Tk");
+    d = good;
+    d.mask = small;
+    d.mask_per_batch = true;
+    d.mask = lse; /* 30 < B*Tq*Tk = 50 */
+    expect_forward_error(ctx, &d, "mask holds 30 elements");
+    d = good;
+    d.out = q;
+    expect_forward_error(ctx, &d, "out must be a different tensor");
+    /* backward: lse required, the gradients in the forward's form */
+    vka_attention_grads gr = {.dout = out, .dq = q, .dk = k, .dv = v};
+    tu_begin(ctx);
+    assert_int_equal(vka_attention_backward(ctx, &good, &gr), VKA_ERROR_INVALID_ARGUMENT);
+    tu_end_expect(ctx, VKA_ERROR_INVALID_ARGUMENT, "lse is NULL");
+    d = good;
+    d.lse = lse;
+    gr = (vka_attention_grads){.dout = out, .dqkv = qkv};
+    tu_begin(ctx);
+    assert_int_equal(vka_attention_backward(ctx, &d, &gr), VKA_ERROR_INVALID_ARGUMENT);
+    tu_end_expect(ctx, VKA_ERROR_INVALID_ARGUMENT, "give dq, dk, dv, not dqkv");
+    vka_tensor *g1 = tu_tensor(ctx, 120, NULL), *g2 = tu_tensor(ctx, 120, NULL);
+    gr = (vka_attention_grads){.dout = out, .dq = q, .dk = g1, .dv = g2};
+    tu_begin(ctx);
+    assert_int_equal(vka_attention_backward(ctx, &d, &gr), VKA_ERROR_INVALID_ARGUMENT);
+    tu_end_expect(ctx, VKA_ERROR_INVALID_ARGUMENT, "gradients must be tensors other than");
+    /* key_lens are read when the graph runs: one beyond Tk fails the run, naming it */
+    int32_t lens[2] = {5, 6};
+    vka_tensor *kl = tu_tensor(ctx, 2, lens);
+    d = good;
+    d.key_lens = kl;
+    tu_begin(ctx);
+    assert_int_equal(vka_attention_forward(ctx, &d), VKA_SUCCESS);
+    vka_graph *g = NULL;
+    assert_int_equal(vka_graph_end(ctx, &g), VKA_SUCCESS);
+    assert_int_equal(vka_graph_run(g), VKA_ERROR_INVALID_ARGUMENT);
+    vka_graph_destroy(g);
+    if (!strstr(vka_last_error(ctx), "key_lens[1] = 6 is outside [0, Tk = 5]"))
+        fail_msg("message: %s", vka_last_error(ctx));
+    vka_tensor *all[] = {q, k, v, out, small, qkv, lse, kl, g1, g2};
+    for (size_t i = 0; i < TU_LEN(all); i++) vka_tensor_destroy(all[i]);
+    tu_done(ctx);
+}
+
+/* --- cmocka --------------------------------------------------------------------------------- */
+
+#define CPU_TEST(name, cases)                                                                  \
+    static void name(void **state) {                                                           \
+        (void)state;                                                                           \
+        vka_context *ctx = tu_cpu();                                                           \
+        cases(ctx);                                                                            \
+        tu_done(ctx);                                                                          \
+    }
+CPU_TEST(test_attention_fused_journey_known_values, journey_cases)
+CPU_TEST(test_attention_fused_matches_reference, shape_cases)
+CPU_TEST(test_attention_fused_backward_finite_difference, finite_difference_cases)
+CPU_TEST(test_attention_fused_fully_masked_row_is_zero, fully_masked_cases)
+CPU_TEST(test_attention_fused_deterministic, deterministic_cases)
+CPU_TEST(test_attention_fused_matches_composed, composed_cases)
+
+/* The same on two threads: the result does not depend on the thread count. */
+static void test_attention_fused_threads_agree(void **state) {
+    (void)state;
+    const att_case s = {.B = 2, .NH = 3, .Tq = 70, .Tk = 90, .HS = 24,
+                        .causal = VKA_CAUSAL_BOTTOM_RIGHT, .mask = 1};
+    size_t nq = att_nq(&s), nk = att_nk(&s), n_in = nq + 2 * nk;
+    float *x = malloc(n_in * sizeof *x), *dout = malloc(nq * sizeof *dout);
+    tu_random(x, n_in, 100, 1.5f);
+    tu_random(dout, nq, 101, 1.0f);
+    float *mask = att_make_mask(&s, 102);
+    vka_context *c1 = tu_cpu_threads(1), *c2 = tu_cpu_threads(2);
+    att_result a = att_run(c1, &s, x, mask, dout), b = att_run(c2, &s, x, mask, dout);
+    tu_vs_cpu(c1, "out 1 vs 2 threads", a.out, b.out, nq, 0, 0);
+    tu_vs_cpu(c1, "dq 1 vs 2 threads", a.dq, b.dq, nq, 0, 0);
+    tu_vs_cpu(c1, "dk 1 vs 2 threads", a.dk, b.dk, nk, 0, 0);
+    tu_vs_cpu(c1, "dv 1 vs 2 threads", a.dv, b.dv, nk, 0, 0);
+    att_result_free(&a);
+    att_result_free(&b);
+    tu_done(c1);
+    tu_done(c2);
+    free(x);
+    free(dout);
+    free(mask);
+}
+
+TU_VULKAN_TESTS(test_attention_fused_vulkan_journey_known_values, journey_cases)
+TU_VULKAN_TESTS(test_attention_fused_vulkan_matches_cpu, shape_cases)
+TU_VULKAN_TESTS(test_attention_fused_vulkan_backward_finite_difference, finite_difference_cases)
+TU_VULKAN_TESTS(test_attention_fused_vulkan_fully_masked_row_is_zero, fully_masked_cases)
+TU_VULKAN_TESTS(test_attention_fused_vulkan_deterministic, deterministic_cases)
+TU_VULKAN_TESTS(test_attention_fused_vulkan_matches_composed, composed_cases)
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_attention_fused_journey_known_values),
+        cmocka_unit_test(test_attention_fused_matches_reference),
+        cmocka_unit_test(test_attention_fused_backward_finite_difference),
+        cmocka_unit_test(test_attention_fused_fully_masked_row_is_zero),
+        cmocka_unit_test(test_attention_fused_deterministic),
+        cmocka_unit_test(test_attention_fused_matches_composed),
+        cmocka_unit_test(test_attention_fused_threads_agree),
+        cmocka_unit_test(test_attention_fused_argument_errors),
+        TU_VULKAN_TEST_ENTRIES(test_attention_fused_vulkan_journey_known_values),
+        TU_VULKAN_TEST_ENTRIES(test_attention_fused_vulkan_matches_cpu),
+        TU_VULKAN_TEST_ENTRIES(test_attention_fused_vulkan_backward_finite_difference),
+        TU_VULKAN_TEST_ENTRIES(test_attention_fused_vulkan_fully_masked_row_is_zero),
+        TU_VULKAN_TEST_ENTRIES(test_attention_fused_vulkan_deterministic),
+        TU_VULKAN_TEST_ENTRIES(test_attention_fused_vulkan_matches_composed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
