@@ -62,6 +62,8 @@ static const vkb_ops vkv_ops = {
     .adamw = vkv_adamw,
     .peak_fma = vkv_peak_fma,
     .kv_write = vkv_kv_write,
+    .attention_forward = vkv_attention_forward,
+    .attention_backward = vkv_attention_backward,
 };
 
 /* Physical memory of the host (0 if unknown). */
