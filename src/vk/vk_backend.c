@@ -89,6 +89,7 @@ vka_result vkb_vulkan_create(vka_context *ctx, vkb_backend **out) {
     uint64_t chunk = info->max_memory_allocation_size / 256 * 256;
     vb->base.limits.max_tensor_bytes = chunk;
     vb->base.limits.max_chunk_bytes = chunk;
+    vb->base.limits.max_binding_bytes = dev->max_binding_bytes;
     /* All arenas together are bounded, so that a model too big for the device is refused up
      * front with the sizes: by the device-local heap, except on a CPU-type device (lavapipe),
      * whose "device memory" is the process's host memory and whose heap size is a nominal
