@@ -11,7 +11,8 @@
  *
  * The inner loops run over a tile of keys (scores, from k packed transposed) or over d (the
  * rows of v, dout, q, k are contiguous), so the compiler vectorises them without reassociating
- * a sum. Scratch lives on the stack (< 100 KiB), nothing is allocated per run. */
+ * a sum. Scratch lives on the stack (forward ~90 KiB, backward ~140 KiB at the largest HS),
+ * nothing is allocated per run. */
 #include "cpu/cpu_ops.h"
 
 #include <math.h>
@@ -42,11 +43,11 @@ enum {
     AT_BK = 64, /* keys per tile */
 };
 
-/* exp(x) for x <= ~0 (Cephes expf: x = n ln2 + r, a degree-7 polynomial in r, 2^n from the
- * exponent bits; within 2 ulp of expf), 0 below -87 (and for -inf: masked keys), written so
- * that a loop of it vectorises. */
+/* exp(x) for x <= 88 (Cephes expf: x = n ln2 + r, a degree-7 polynomial in r, 2^n from the
+ * exponent bits; within 1 ulp of exp for every float in [-87, 1], measured), 0 below -87 (and
+ * for -inf: masked keys), written so that a loop of it vectorises. */
 static inline float at_exp(float x) {
-    float xc = x < -87.0f ? -87.0f : x;
+    float xc = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
     float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f; /* round to nearest */
     float r = xc - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
