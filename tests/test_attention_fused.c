@@ -2,9 +2,7 @@
  * double-precision reference on awkward shapes, finite differences, the composed path (matmul +
  * softmax ops) and the textbook example; masks, causal kinds, key lengths, packed qkv and
  * (B, T, C) output; fully masked rows; determinism; argument errors.
- *
- * Until the Vulkan backend implements the op, its cases skip: att_require_op() turns the
- * VKA_ERROR_UNSUPPORTED the op answers there (and only that) into a cmocka skip. */
+ */
 #include "op_util.h"
 
 typedef struct att_case {
@@ -173,26 +171,6 @@ static void from_wide(const att_case *s, int T, const float *wide, float *packed
 /* Skip the calling test when ctx's backend lacks the op: a one-element forward answering
  * VKA_ERROR_UNSUPPORTED (on a Vulkan context only; nothing else is skipped). Every case
  * function starts with it; remove it once every backend has the op. */
-static void att_require_op(vka_context *ctx) {
-    if (tu_is_cpu(ctx)) return;
-    vka_tensor *x = tu_tensor(ctx, 1, NULL), *o = tu_tensor(ctx, 1, NULL);
-    vka_attention_desc d = {.q = x, .k = x, .v = x, .out = o, .B = 1, .NH = 1, .Tq = 1,
-                            .Tk = 1, .HS = 1};
-    tu_begin(ctx);
-    vka_result r = vka_attention_forward(ctx, &d);
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", vka_last_error(ctx));
-    vka_graph *g = NULL;
-    vka_graph_end(ctx, &g);
-    vka_graph_destroy(g);
-    vka_tensor_destroy(x);
-    vka_tensor_destroy(o);
-    if (r != VKA_ERROR_UNSUPPORTED) return;
-    print_message("skipping: %s\n", msg);
-    tu_done(ctx);
-    skip();
-}
-
 /* What a run gives, all in packed (B, NH, T, HS) layouts. */
 typedef struct att_result {
     float *out, *lse, *dq, *dk, *dv;
@@ -346,7 +324,6 @@ static const int lens_7_20[2] = {7, 20};
 static const int lens_cross[3] = {70, 1, 33};
 
 static void shape_cases(vka_context *ctx) {
-    att_require_op(ctx);
     const att_case cases[] = {
         {.B = 1, .NH = 1, .Tq = 1, .Tk = 1, .HS = 1},
         {.B = 1, .NH = 1, .Tq = 1, .Tk = 1, .HS = 1, .causal = VKA_CAUSAL_TOP_LEFT, .qkv = true},
@@ -376,7 +353,6 @@ static void shape_cases(vka_context *ctx) {
 /* "Your journey starts with one step" (S. Raschka, Build a Large Language Model from Scratch,
  * ch. 3): q = x Wq etc. on the host, scale 1/sqrt(2), no mask; context vectors to 4 decimals. */
 static void journey_cases(vka_context *ctx) {
-    att_require_op(ctx);
     const float X[6][3] = {{0.43f, 0.15f, 0.89f}, {0.55f, 0.87f, 0.66f}, {0.57f, 0.85f, 0.64f},
                            {0.22f, 0.58f, 0.33f}, {0.77f, 0.25f, 0.10f}, {0.05f, 0.80f, 0.55f}};
     const float W[3][3][2] = {{{0.2961f, 0.5166f}, {0.2517f, 0.6886f}, {0.0740f, 0.8665f}},
@@ -409,7 +385,6 @@ static void journey_cases(vka_context *ctx) {
 
 /* Gradients against central finite differences of sum(out * w) in double (tiny shapes). */
 static void finite_difference_cases(vka_context *ctx) {
-    att_require_op(ctx);
     const att_case cases[] = {
         {.B = 1, .NH = 2, .Tq = 3, .Tk = 4, .HS = 3, .causal = VKA_CAUSAL_BOTTOM_RIGHT,
          .mask = 1},
@@ -442,7 +417,6 @@ static void finite_difference_cases(vka_context *ctx) {
 /* Rows whose keys are all masked (a -inf mask row, key_lens 0, bottom-right causal with fewer
  * keys than queries): out 0, lse -inf, zero gradients, no NaN anywhere. */
 static void fully_masked_cases(vka_context *ctx) {
-    att_require_op(ctx);
     static const int lens[2] = {0, 2};
     const att_case s = {.B = 2, .NH = 2, .Tq = 6, .Tk = 70, .HS = 5, .mask = 1,
                         .mask_style = 1, .key_lens = lens,
@@ -483,7 +457,6 @@ static void fully_masked_cases(vka_context *ctx) {
 
 /* Two runs give bitwise the same out, lse and gradients. */
 static void deterministic_cases(vka_context *ctx) {
-    att_require_op(ctx);
     const att_case s = {.B = 2, .NH = 2, .Tq = 70, .Tk = 70, .HS = 16,
                         .causal = VKA_CAUSAL_TOP_LEFT, .qkv = true, .mask = 1};
     size_t nq = att_nq(&s), nk = att_nk(&s), n_in = nq + 2 * nk;
@@ -515,7 +488,6 @@ static void mm(vka_context *ctx, vka_tensor *out, const vka_tensor *a, const vka
 /* The model's use: qkv (B, T, 3C) -> out (B, T, C), causal, forward and backward, fused vs the
  * composed ops (permute, q k^T, masked softmax, att v, unpermute) on the same context. */
 static void composed_cases(vka_context *ctx) {
-    att_require_op(ctx);
     enum { B = 2, T = 64, NH = 4, HS = 16, C = NH * HS, BNH = B * NH };
     size_t n_in = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C, n_att = (size_t)BNH * T * T;
     float *inp_h, *dout_h;
