@@ -496,8 +496,10 @@ vka_result vka_crossentropy_backward(vka_context *ctx, vka_tensor *dlogits,
 /** WRITES out[0] = mean of inp[0:N], summed in a fixed order (deterministic). */
 vka_result vka_mean(vka_context *ctx, vka_tensor *out, const vka_tensor *inp, size_t N);
 /** WRITES out[0] = the L2 norm of all count tensors together and out[1] = the clip scale
- * min(1, max_norm / (norm + 1e-6)) (1 when max_norm <= 0). partials is scratch of
- * count * VKA_NORM_PARTIALS elements. Deterministic (fixed reduction order). */
+ * min(1, max_norm / (norm + 1e-6)) (1 when max_norm <= 0). No overflow or underflow for any
+ * finite gradients (scaled sums of squares); a NaN gradient gives norm NaN, an inf one (and no
+ * NaN) norm inf, and either gives clip scale 0, which vka_adamw takes as "no step". partials is
+ * scratch of count * VKA_NORM_PARTIALS elements. Deterministic (fixed reduction order). */
 #define VKA_NORM_PARTIALS 64
 vka_result vka_grad_norm(vka_context *ctx, vka_tensor *out, vka_tensor *partials,
                          const vka_tensor *const *grads, int count, float max_norm);
@@ -506,7 +508,8 @@ vka_result vka_grad_norm(vka_context *ctx, vka_tensor *out, vka_tensor *partials
  *   g = grad * gscale[1]; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
  *   param -= lr * ((m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + weight_decay * param)
  * hyper (VKA_HYPER_COUNT) holds the step's scalars (written by the host before each run so a
- * recorded graph can be replayed); gscale, optional, is grad_norm's out (NULL = no scaling). */
+ * recorded graph can be replayed); gscale, optional, is grad_norm's out (NULL = no scaling);
+ * gscale[1] = 0 (non-finite gradients) changes nothing: no step, no weight decay. */
 enum {
     VKA_HYPER_LR = 0,
     VKA_HYPER_BETA1 = 1,

@@ -287,12 +287,13 @@ typedef struct vkb_ops {
     /* WRITES out[0] = sum(inp[0:N]) / N, summed in a fixed order (deterministic) */
     void (*mean)(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N);
     /* WRITES out[0] = global L2 norm of all count tensors, out[1] = clip scale =
-     * min(1, max_norm / (norm + 1e-6)) (1 if max_norm <= 0); partials: scratch of
-     * count * VKA_NORM_PARTIALS elements. Deterministic. */
+     * min(1, max_norm / (norm + 1e-6)) (1 if max_norm <= 0), 0 if the norm is NaN (a NaN
+     * gradient) or inf (an inf one); no overflow for finite inputs (Blue's scaled sums);
+     * partials: scratch of count * VKA_NORM_PARTIALS elements (partial norms). Deterministic. */
     void (*grad_norm)(vkb_backend *be, vkb_tensor out, vkb_tensor partials,
                       const vkb_tensor *grads, int count, float max_norm);
     /* AdamW on N elements (PyTorch semantics), hyper = VKA_HYPER_* scalars, gscale[1] = clip
-     * scale from grad_norm (VKB_NONE = 1): g = grad * gscale[1]; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+     * scale from grad_norm (VKB_NONE = 1; 0 = no step: nothing changes): g = grad * gscale[1]; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
      * param -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + weight_decay * param) */
     void (*adamw)(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m, vkb_tensor v,
                   vkb_tensor hyper, vkb_tensor gscale, size_t N, float weight_decay);
