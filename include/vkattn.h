@@ -72,7 +72,8 @@ const char *vka_version_string(void);
     X(VKA_ERROR_FORMAT, -10, "malformed file")                                                  \
     X(VKA_ERROR_VOCABULARY, -11, "text outside the vocabulary")                                 \
     X(VKA_ERROR_MISMATCH, -12, "results differ beyond tolerance")                               \
-    X(VKA_ERROR_UNSUPPORTED, -13, "unsupported on this device or build")
+    X(VKA_ERROR_UNSUPPORTED, -13, "unsupported on this device or build")                        \
+    X(VKA_ERROR_NOT_FINITE, -14, "a result is NaN or infinite")
 
 typedef enum vka_result {
 #define VKA_X_ENUM(name, value, text) name = value,
@@ -916,7 +917,9 @@ vka_result vka_gpt_session_append(vka_gpt_session *sess, const int32_t *tokens, 
 vka_result vka_gpt_session_logits(vka_gpt_session *sess, float *out, size_t V);
 /** Draw the next token from the logits as vka_gpt_generate does (sample NULL = greedy), with
  * *rng_state (advanced), or the session's own RNG (desc.seed) when rng_state is NULL. The token
- * is not appended. Errors: as vka_gpt_session_logits, and a bad temperature or top_k. */
+ * is not appended. Errors: as vka_gpt_session_logits, a bad temperature or top_k, and
+ * VKA_ERROR_NOT_FINITE when a logit is NaN or infinite (the message names the position and the
+ * token). */
 vka_result vka_gpt_session_sample(vka_gpt_session *sess, const vka_sample_desc *sample,
                                   uint64_t *rng_state, int32_t *token);
 /** Empty the cache (the next append starts at position 0). */

@@ -260,5 +260,9 @@ void vkm_gpt_session_released(vka_gpt *gpt);
  * cand: scratch of 2*V floats' worth (V entries of (float, int32)). (gpt_generate.c) */
 int32_t vkm_sample_token(const float *logits, int V, const vka_sample_desc *s, uint64_t *rng,
                          void *cand);
+/* VKA_ERROR_NOT_FINITE, naming fn, the generation step (if >= 0), the position pos and the
+ * first bad token, when a logit of logits (V) is NaN or infinite. (gpt_generate.c) */
+vka_result vkm_check_logits(vka_gpt *gpt, const char *fn, const float *logits, int V, int step,
+                            size_t pos);
 
 #endif
