@@ -105,6 +105,7 @@ typedef struct gpt_host {
     vkb_tensor losses;  /* (B, T) */
     vkb_tensor norm;    /* (2) grad norm, clip scale */
     vkb_tensor logits;  /* (T, Vp) of batch row 0, for sampling; 1 element until needed */
+    vkb_tensor dloss;   /* (1) 1 / the batch's counted targets (not -1): crossentropy_backward */
 } gpt_host;
 
 #define GPT_HOST_TENSORS (sizeof(gpt_host) / sizeof(vkb_tensor))
@@ -162,6 +163,7 @@ struct vka_gpt {
     vkb_arena *acts_arena, *host_arena;
     size_t *acts_cap;      /* capacity of each activation tensor (elements) */
     size_t host_cap[GPT_HOST_TENSORS];
+    size_t counted;        /* targets of the last batch written that are not -1 */
     gpt_shape fits;        /* the last shape vkm_gpt_reserve found room for (B = 0: none) */
     int32_t *bucket_buf;   /* host scratch for vka_encoder_buckets, host_cap[2] elements */
 
