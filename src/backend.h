@@ -131,6 +131,8 @@ typedef struct vkb_limits {
     uint64_t max_tensor_bytes;  /* one tensor (Vulkan: one buffer, maxMemoryAllocationSize) */
     uint64_t max_chunk_bytes;   /* one buffer of an arena */
     uint64_t memory_bytes;      /* all arenas together (device-local heap); 0 = unknown */
+    uint64_t max_binding_bytes; /* one view an op binds whole (Vulkan: maxStorageBufferRange or
+                                 * the lowered test limit; ops split larger tensors) */
 } vkb_limits;
 
 /* Fused scaled-dot-product attention (FlashAttention-2, Dao 2023): for each batch b, head h and

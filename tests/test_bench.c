@@ -17,8 +17,8 @@
 
 /* The kinds bench and train --profile report (tools/profile.c). */
 static const char *const kinds[] = {"encoder", "layernorm", "matmul", "bias_backward", "permute",
-                                    "softmax", "gelu", "residual", "crossentropy", "adamw",
-                                    "fill_copy"};
+                                    "attention", "softmax", "gelu", "residual", "crossentropy",
+                                    "adamw", "fill_copy"};
 
 static bool known_kind(const char *k) {
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)

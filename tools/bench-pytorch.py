@@ -46,6 +46,7 @@ SHAPES = [("default", 12, 64, True), ("gpt2-small", 4, 256, False)]  # (model, B
 LINEARS = [("qkv", 3, 1), ("attproj", 1, 1), ("fc", 4, 1), ("fcproj", 1, 4)]  # OC, IC in C
 SQUARES = [(256, True), (512, True), (1024, True), (2048, False), (4096, False)]
 SOFTMAX_T = [(64, True), (128, False), (256, True), (512, False), (1024, True), (2048, False)]
+ATTENTION_T = [(64, True), (256, True), (1024, False), (4096, False)]  # B*T 4096, NH 4, HS 64
 MODEL_CASES = [  # (model, B, T, quick forward, quick train step)
     ("default", 12, 64, True, True), ("default", 48, 64, False, False),
     ("default", 12, 256, False, False), ("gpt2-small", 1, 64, True, False),
@@ -141,6 +142,48 @@ def softmax_cases(torch, t):
     shape = f"B*NH={bnh} T={t} causal"
     return [case("softmax", f"T{t}", "forward", shape, "memory", 0, 4 * (half + rows * t), fwd),
             case("softmax", f"T{t}", "backward", shape, "memory", 0, 16 * rows * t, bwd)]
+
+
+def attention_cases(torch, F, t):
+    """vkattn's fused attention rows (attention/fused.T*/...): causal self-attention of
+    B = 4096 / t sequences, NH 4, HS 64, as PyTorch users write it: q, k, v split from one
+    (B, T, 3C) projection and viewed as (B, NH, T, HS), F.scaled_dot_product_attention with
+    is_causal=True (PyTorch's fused kernel), out back to (B, T, C). Work counted as vkattn
+    counts it (4 B NH T^2 HS forward, twice that backward)."""
+    B, NH, HS = 4096 // t, 4, 64
+    C = NH * HS
+
+    def heads(x):
+        return x.view(B, t, NH, HS).transpose(1, 2)
+
+    def fwd():
+        qkv = rand(torch, B, t, 3 * C)
+
+        def run():
+            with torch.no_grad():
+                q, k, v = qkv.split(C, dim=2)
+                out = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
+                out.transpose(1, 2).reshape(B, t, C)
+        return run, {}
+
+    def bwd():
+        qkv = rand(torch, B, t, 3 * C).requires_grad_(True)
+        q, k, v = qkv.split(C, dim=2)
+        out = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
+        out = out.transpose(1, 2).reshape(B, t, C)
+        dout = rand(torch, B, t, C)
+
+        def run():
+            qkv.grad = None
+            torch.autograd.backward(out, dout, retain_graph=True)
+        return run, {}
+    flop = 4.0 * B * NH * t * t * HS
+    btc, bnht = float(B) * t * C, float(B) * NH * t
+    shape = f"B={B} T={t} NH={NH} HS={HS} fused"
+    return [case("attention", f"fused.T{t}", "forward", shape, "compute", flop,
+                 4 * (4 * btc + bnht), fwd),
+            case("attention", f"fused.T{t}", "backward", shape, "compute", 2 * flop,
+                 4 * (9 * btc + bnht), bwd)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -246,6 +289,9 @@ def all_cases(torch, F, quick):
     for t, q in SOFTMAX_T:
         if q or not quick:
             cases += softmax_cases(torch, t)
+    for t, q in ATTENTION_T:
+        if q or not quick:
+            cases += attention_cases(torch, F, t)
     for model, B, T, qf, qt in MODEL_CASES:
         for train, q in ((False, qf), (True, qt)):
             if q or not quick:

@@ -16,6 +16,7 @@ static const struct {
     {"matmul", {"matmul"}},
     {"bias_backward", {"bias_backward"}},
     {"permute", {"permute_forward", "permute_backward", "unpermute_forward", "unpermute_backward"}},
+    {"attention", {"attention_forward", "attention_backward", "kv_write"}},
     {"softmax", {"softmax_forward", "softmax_backward"}},
     {"gelu", {"gelu_forward", "gelu_backward"}},
     {"residual", {"residual_forward", "add_inplace"}},

@@ -244,6 +244,7 @@ vka_result vkb_cpu_create(vka_context *ctx, int threads, vkb_backend **out) {
     /* Host memory: no per-buffer limit worth stating; a tensor may be as large as malloc allows. */
     cb->base.limits.max_tensor_bytes = (uint64_t)1 << 40;
     cb->base.limits.max_chunk_bytes = (uint64_t)1 << 40;
+    cb->base.limits.max_binding_bytes = (uint64_t)1 << 40;
     cb->base.limits.memory_bytes = 0;
 #ifdef VKA_HAVE_OPENMP
     cb->nt = threads > 0 ? threads : omp_get_max_threads();

@@ -45,10 +45,9 @@ static const act_desc LAYER_ACTS[GPT_LAYER_ACTS] = {
 };
 #undef LA
 
-/* Whether d is used by the attention gpt records. */
-static bool act_used(const vka_gpt *gpt, const act_desc *d) {
-    return d->use == U_BOTH ||
-           (d->use == U_FUSED) == (gpt->attention == VKA_ATTENTION_FUSED);
+/* Whether d is used by the attention gpt records for shape s. */
+static bool act_used(const vka_gpt *gpt, const act_desc *d, const gpt_shape *s) {
+    return d->use == U_BOTH || (d->use == U_FUSED) == vkm_gpt_fused(gpt, s->T);
 }
 
 static size_t act_elems(const vka_gpt_config *cfg, const gpt_shape *s, act_size size) {
@@ -72,7 +71,7 @@ static int act_list(vka_gpt *gpt, const gpt_shape *s, size_t *sizes, const char 
     for (size_t i = 0; i < GPT_GLOBAL_ACTS; i++, n++) {
         const act_desc *d = &GLOBAL_ACTS[i];
         if (sizes)
-            sizes[n] = ((d->backward && !s->train) || !act_used(gpt, d))
+            sizes[n] = ((d->backward && !s->train) || !act_used(gpt, d, s))
                            ? 1
                            : act_elems(&gpt->cfg, s, d->size);
         if (names) names[n] = d->name;
@@ -82,7 +81,7 @@ static int act_list(vka_gpt *gpt, const gpt_shape *s, size_t *sizes, const char 
         for (size_t i = 0; i < GPT_LAYER_ACTS; i++, n++) {
             const act_desc *d = &LAYER_ACTS[i];
             if (sizes)
-                sizes[n] = ((l > 0 && !s->train) || !act_used(gpt, d))
+                sizes[n] = ((l > 0 && !s->train) || !act_used(gpt, d, s))
                                ? 1
                                : act_elems(&gpt->cfg, s, d->size);
             if (names) {

@@ -82,7 +82,7 @@ static void attention_forward(vka_gpt *gpt, gpt_layer_acts *la, int B, int T) {
     gpt_acts *a = &gpt->acts;
     int NH = gpt->cfg.NH, HS = gpt->cfg.C / NH;
     size_t BTC = (size_t)B * T * gpt->cfg.C;
-    if (gpt->attention == VKA_ATTENTION_FUSED) {
+    if (vkm_gpt_fused(gpt, T)) {
         vkb_attention at = fused_attention(gpt, la->qkvr, la->atty, la->lse, B, T);
         be->ops->attention_forward(be, &at);
         return;
@@ -112,7 +112,7 @@ void vkm_gpt_record_forward(vka_gpt *gpt, int B, int T, bool train) {
         gpt_layer_acts *la = &gpt->layer[train ? l : 0];
         be->ops->layernorm_forward(be, la->ln1, la->ln1_mean, la->ln1_rstd, residual,
                                    param(gpt, p, P_LN1W, l), param(gpt, p, P_LN1B, l), BT, C);
-        vkb_tensor qkv = gpt->attention == VKA_ATTENTION_FUSED ? la->qkvr : a->qkv;
+        vkb_tensor qkv = vkm_gpt_fused(gpt, T) ? la->qkvr : a->qkv;
         linear_forward(be, qkv, la->ln1, param(gpt, p, P_QKVW, l), param(gpt, p, P_QKVB, l),
                        BT, C, 3 * C);
         attention_forward(gpt, la, B, T);
@@ -182,7 +182,7 @@ static void attention_backward(vka_gpt *gpt, gpt_layer_acts *la, int B, int T) {
     gpt_acts *a = &gpt->acts;
     int NH = gpt->cfg.NH, HS = gpt->cfg.C / NH;
     size_t BTC = (size_t)B * T * gpt->cfg.C, BNHTT = (size_t)B * NH * T * T;
-    if (gpt->attention == VKA_ATTENTION_FUSED) {
+    if (vkm_gpt_fused(gpt, T)) {
         /* Writes all of dqkv (B, T, 3C): its q, k and v parts. */
         vkb_attention at = fused_attention(gpt, la->qkvr, la->atty, la->lse, B, T);
         vkb_attention dd = fused_attention(gpt, a->dqkv, a->datty, la->lse, B, T);

@@ -373,11 +373,18 @@ vka_result vka_gpt_session_create(vka_gpt *gpt, const vka_gpt_session_desc *desc
     vka_gpt_session *ss = calloc(1, sizeof *ss);
     if (!ss) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", fn);
     ss->gpt = gpt;
-    ss->attention = gpt->attention;
     gpt->n_sessions++;
     vka_context_retain(gpt->ctx, VKA_CHILD_SESSION);
     ss->max_T = d.max_T ? d.max_T : gpt->cfg.max_T;
     ss->chunk = VKA_MIN(d.prefill_chunk ? d.prefill_chunk : DEFAULT_CHUNK, ss->max_T);
+    /* The fused op binds a layer's whole cache (NH, max_T, HS) and a chunk's qkv (Tq, 3C): on
+     * any device (>= 128 MiB per binding) up to C * max_T = 32 M; else (a test's lowered
+     * binding limit) the composed ops, which split further. */
+    uint64_t most = VKA_MAX((uint64_t)gpt->cfg.C * (uint64_t)ss->max_T,
+                            (uint64_t)ss->chunk * 3 * (uint64_t)gpt->cfg.C);
+    ss->attention = (most + 2 * VKB_TENSOR_ALIGN) * 4 <= gpt->be->limits.max_binding_bytes
+                        ? gpt->attention
+                        : VKA_ATTENTION_COMPOSED;
     ss->rng = d.seed;
     for (int tk = MIN_BUCKET;; tk *= 2) {
         ss->bucket_tk[ss->n_buckets++] = VKA_MIN(tk, ss->max_T);

@@ -62,6 +62,8 @@ static const vkb_ops vkv_ops = {
     .adamw = vkv_adamw,
     .peak_fma = vkv_peak_fma,
     .kv_write = vkv_kv_write,
+    .attention_forward = vkv_attention_forward,
+    .attention_backward = vkv_attention_backward,
 };
 
 /* Physical memory of the host (0 if unknown). */
@@ -87,6 +89,7 @@ vka_result vkb_vulkan_create(vka_context *ctx, vkb_backend **out) {
     uint64_t chunk = info->max_memory_allocation_size / 256 * 256;
     vb->base.limits.max_tensor_bytes = chunk;
     vb->base.limits.max_chunk_bytes = chunk;
+    vb->base.limits.max_binding_bytes = dev->max_binding_bytes;
     /* All arenas together are bounded, so that a model too big for the device is refused up
      * front with the sizes: by the device-local heap, except on a CPU-type device (lavapipe),
      * whose "device memory" is the process's host memory and whose heap size is a nominal

@@ -36,7 +36,7 @@
 
 #include <volk.h>
 
-#define VKV_MAX_BINDINGS 8
+#define VKV_MAX_BINDINGS 12 /* fused attention's backward binds 10 tensors */
 #define VKV_MAX_SPEC 8
 #define VKV_PUSH_CONSTANT_BYTES 128
 
@@ -201,5 +201,7 @@ void vkv_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m,
 void vkv_kv_write(vkb_backend *be, vkb_tensor kcache, vkb_tensor vcache, vkb_tensor qkv,
                   vkb_tensor pos, int T, int NH, int HS, int max_T);
 void vkv_peak_fma(vkb_backend *be, vkb_tensor out, size_t n, uint32_t iters);
+void vkv_attention_forward(vkb_backend *be, const vkb_attention *at);
+void vkv_attention_backward(vkb_backend *be, const vkb_attention *at);
 
 #endif

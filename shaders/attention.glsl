@@ -1,0 +1,139 @@
+// Shared part of the fused attention shaders (src/backend.h, vkb_attention; host side
+// src/vk/vk_ops_attention.c): bindings, push constants, views, masks and row loads.
+//
+// Every attention shader sees the same 11 bindings (unused ones hold the backend's dummy
+// buffer) and the same push constants, so the helpers below serve the forward and the three
+// backward passes alike. A dispatch covers a block of B batches (the host splits larger ones at
+// the binding limit); b below is the batch within the block.
+//
+// Variants (specialization constants, chosen per device by the host):
+//  - GPU (VKA_CPU false): a workgroup of WG invocations, one query (or key) row each, stages
+//    tiles of TK keys (or queries) of HS in shared memory, read by all its rows.
+//  - CPU-type (VKA_CPU true, lavapipe): no shared memory, no barrier. llvmpipe runs a workgroup's
+//    invocations as SIMD lanes and pays for each buffer load whose address varies by lane (a
+//    loop over the lanes), so each invocation keeps TQ rows in registers and reuses every key
+//    (or query) row it loads for all of them.
+// Rows are HS floats, walked as DV = ceil(HS / 4) vec4s (fully unrolled: DV is a constant);
+// with VEC every row start is a multiple of 4 elements and rows are read as vec4.
+#ifndef VKA_ATTENTION_GLSL
+#define VKA_ATTENTION_GLSL
+
+#extension GL_EXT_control_flow_attributes : require
+
+layout(constant_id = 1) const bool VKA_CPU = false;
+layout(constant_id = 2) const uint DV = 8;   // vec4s per row: ceil(HS / 4)
+layout(constant_id = 3) const uint TQ = 1;   // CPU: rows per invocation
+layout(constant_id = 4) const uint TK = 4;   // CPU: rows per unrolled step; GPU: rows per tile
+layout(constant_id = 5) const bool VEC = false; // rows may be read and written as vec4
+
+const uint WG = gl_WorkGroupSize.x;
+
+layout(set = 0, binding = 0) buffer Q { float q_[]; };
+layout(set = 0, binding = 1) buffer K { float k_[]; };
+layout(set = 0, binding = 2) buffer V { float v_[]; };
+layout(set = 0, binding = 3) buffer O { float o_[]; };
+layout(set = 0, binding = 4) buffer Lse { float lse_[]; };
+layout(set = 0, binding = 5) buffer Mask { float mask_[]; };
+layout(set = 0, binding = 6) buffer KeyLens { int key_lens_[]; };
+layout(set = 0, binding = 7) buffer DO { float do_[]; };
+layout(set = 0, binding = 8) buffer DQ { float dq_[]; };
+layout(set = 0, binding = 9) buffer DK { float dk_[]; };
+layout(set = 0, binding = 10) buffer DVb { float dv_[]; };
+layout(set = 0, binding = 0) buffer Q4 { vec4 q4[]; };
+layout(set = 0, binding = 1) buffer K4 { vec4 k4[]; };
+layout(set = 0, binding = 2) buffer V4 { vec4 v4[]; };
+layout(set = 0, binding = 3) buffer O4 { vec4 o4[]; };
+layout(set = 0, binding = 7) buffer DO4 { vec4 do4[]; };
+layout(set = 0, binding = 8) buffer DQ4 { vec4 dq4[]; };
+layout(set = 0, binding = 9) buffer DK4 { vec4 dk4[]; };
+layout(set = 0, binding = 10) buffer DV4 { vec4 dv4[]; };
+
+// pc_attention in src/vk/vk_ops_attention.c
+layout(push_constant) uniform PC {
+    uint offs[3];          // element offset of binding i in its range: byte i % 4 of offs[i / 4]
+    uint B, NH, Tq, Tk, HS; // B: batches of this dispatch
+    uint q_sb, q_sh, q_st; // element (b, h, t, d) of q, dq at b*sb + h*sh + t*st + d
+    uint k_sb, k_sh, k_st; // k, dk
+    uint v_sb, v_sh, v_st; // v, dv
+    uint o_sb, o_sh, o_st; // out, dout
+    float scale;
+    uint causal;           // vkb_causal
+    uint flags;            // bit 0: mask; 1: mask per batch; 2: key_lens; 3: no lse (forward)
+} pc;
+
+uint boff(uint i) { return (pc.offs[i / 4u] >> (8u * (i % 4u))) & 255u; }
+
+const uint F_MASK = 1u, F_MASK_PER_BATCH = 2u, F_KEY_LENS = 4u, F_NO_LSE = 8u;
+
+// Valid keys of batch b: key_lens[b] clamped to [0, Tk], or Tk.
+uint valid_keys(uint b) {
+    if ((pc.flags & F_KEY_LENS) == 0u) return pc.Tk;
+    return uint(clamp(key_lens_[boff(6u) + b], 0, int(pc.Tk)));
+}
+
+// Query t sees keys [0, visible_end(t, L)).
+uint visible_end(uint t, uint L) {
+    if (pc.causal == 1u) return min(L, t + 1u);
+    if (pc.causal == 2u) return uint(clamp(int(t) + int(L) - int(pc.Tq) + 1, 0, int(L)));
+    return L;
+}
+
+// Key j is seen by queries [first_query(j, L), Tq) (none when j >= L: Tq).
+uint first_query(uint j, uint L) {
+    if (j >= L) return pc.Tq;
+    if (pc.causal == 1u) return min(j, pc.Tq);
+    if (pc.causal == 2u) return uint(clamp(int(j) - int(L) + int(pc.Tq), 0, int(pc.Tq)));
+    return 0u;
+}
+
+// The additive mask at (b, t, j), 0 without one.
+float mask_at(uint b, uint t, uint j) {
+    if ((pc.flags & F_MASK) == 0u) return 0.0;
+    uint mb = (pc.flags & F_MASK_PER_BATCH) != 0u ? b : 0u;
+    return mask_[boff(5u) + (mb * pc.Tq + t) * pc.Tk + j];
+}
+
+// Row starts (elements, within the bound ranges).
+uint q_row(uint b, uint h, uint t) { return boff(0u) + b * pc.q_sb + h * pc.q_sh + t * pc.q_st; }
+uint k_row(uint b, uint h, uint j) { return boff(1u) + b * pc.k_sb + h * pc.k_sh + j * pc.k_st; }
+uint v_row(uint b, uint h, uint j) { return boff(2u) + b * pc.v_sb + h * pc.v_sh + j * pc.v_st; }
+uint o_row(uint b, uint h, uint t) { return boff(3u) + b * pc.o_sb + h * pc.o_sh + t * pc.o_st; }
+uint do_row(uint b, uint h, uint t) { return boff(7u) + b * pc.o_sb + h * pc.o_sh + t * pc.o_st; }
+uint dq_row(uint b, uint h, uint t) { return boff(8u) + b * pc.q_sb + h * pc.q_sh + t * pc.q_st; }
+uint dk_row(uint b, uint h, uint j) { return boff(9u) + b * pc.k_sb + h * pc.k_sh + j * pc.k_st; }
+uint dv_row(uint b, uint h, uint j) { return boff(10u) + b * pc.v_sb + h * pc.v_sh + j * pc.v_st; }
+uint lse_at(uint b, uint h, uint t) { return boff(4u) + (b * pc.NH + h) * pc.Tq + t; }
+
+// vec4 number c of the row starting at element `row` of buffer X (elements past HS read as 0).
+#define VKA_LOAD4(NAME, X, X4)                                                                 \
+    vec4 NAME(uint row, uint c) {                                                             \
+        if (VEC) return X4[(row >> 2) + c];                                                   \
+        vec4 r = vec4(0.0);                                                                   \
+        [[unroll]] for (uint e_ = 0u; e_ < 4u; e_++)                                          \
+            if (4u * c + e_ < pc.HS) r[e_] = X[row + 4u * c + e_];                            \
+        return r;                                                                             \
+    }
+VKA_LOAD4(ld_q, q_, q4)
+VKA_LOAD4(ld_k, k_, k4)
+VKA_LOAD4(ld_v, v_, v4)
+VKA_LOAD4(ld_o, o_, o4)
+VKA_LOAD4(ld_do, do_, do4)
+
+// Store vec4 c of a row (only its first HS elements).
+#define VKA_STORE4(X, X4, row, c, val)                                                         \
+    if (VEC) {                                                                                \
+        X4[((row) >> 2) + (c)] = (val);                                                       \
+    } else {                                                                                  \
+        [[unroll]] for (uint e_ = 0u; e_ < 4u; e_++)                                          \
+            if (4u * (c) + e_ < pc.HS) X[(row) + 4u * (c) + e_] = (val)[e_];                  \
+    }
+
+void st_o(uint row, uint c, vec4 x) { VKA_STORE4(o_, o4, row, c, x) }
+void st_dq(uint row, uint c, vec4 x) { VKA_STORE4(dq_, dq4, row, c, x) }
+void st_dk(uint row, uint c, vec4 x) { VKA_STORE4(dk_, dk4, row, c, x) }
+void st_dv(uint row, uint c, vec4 x) { VKA_STORE4(dv_, dv4, row, c, x) }
+
+// exp(s - lse) for a visible key, 0 for a masked one or a row with no visible key (lse = -inf).
+float prob(float s, float lse) { return s == VKA_NEG_INF || lse == VKA_NEG_INF ? 0.0 : exp(s - lse); }
+
+#endif
