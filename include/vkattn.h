@@ -485,7 +485,9 @@ vka_result vka_encoder_backward(vka_context *ctx, vka_tensor *dwte, vka_tensor *
 void vka_encoder_buckets(const int32_t *tokens, int BT, int32_t *buckets);
 
 /** Cross-entropy of softmax(logits): losses (N) = logsumexp(logits[i,:V]) -
- * logits[i, targets[i]] (nats); logits (N,Vp) with V real columns, targets (N) int32 < V. */
+ * logits[i, targets[i]] (nats); logits (N,Vp) with V real columns, targets (N) int32 in [0, V),
+ * or -1: ignored (loss 0; the backward's row is 0). Any other target fails the graph's run with
+ * VKA_ERROR_INVALID_ARGUMENT naming it, on every backend. */
 vka_result vka_crossentropy_forward(vka_context *ctx, vka_tensor *losses,
                                     const vka_tensor *logits, const vka_tensor *targets, int N,
                                     int V, int Vp);
@@ -781,7 +783,9 @@ vka_result vka_gpt_get_grads(vka_gpt *gpt, float *out, size_t n);
 
 /**
  * Forward pass on inputs (B, T) of token ids in [0, V). With targets (B, T) it sets *loss to the
- * mean cross-entropy over the B*T positions (nats). With logits non-NULL it copies the logits
+ * mean cross-entropy over the B*T positions (nats); a target of -1 counts for nothing (padding:
+ * the mean, here and in the gradients of _forward_backward and _train_step, is over the other
+ * positions, of which there must be one). With logits non-NULL it copies the logits
  * (B, T, V) out (padding columns dropped). B*T and T <= max_T are fixed per call; activations
  * are (re)allocated when B or T grow.
  * Errors: VKA_ERROR_INVALID_ARGUMENT (T > max_T, id out of range), VKA_ERROR_DEVICE_LIMIT.
