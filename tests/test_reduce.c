@@ -83,6 +83,10 @@ static void grad_norm_extreme_cases(vka_context *ctx) {
     g[17] = 3e38f;
     grad_norm_run(ctx, g, s100, 3, 1.0f, out);
     if (!(fabs(out[0] - 3e38) <= 1e-6 * 3e38)) fail_msg("norm with 3e38: %.9g", out[0]);
+    for (int i = 0; i < 100; i++) g[i] = 3e38f; /* finite, but the norm is past FLT_MAX */
+    grad_norm_run(ctx, g, s100, 2, 1.0f, out);
+    if (!(out[0] == INFINITY && out[1] == 0.0f))
+        fail_msg("norm of 100 x 3e38: %g, scale %g (want inf, 0)", out[0], out[1]);
     const float bad[3] = {NAN, INFINITY, -INFINITY};
     for (int b = 0; b < 3; b++)
         for (int at = 0; at < 300; at += 149) {

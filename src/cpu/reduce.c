@@ -72,8 +72,8 @@ void vkc_grad_norm(float *out, float *partials, const float *const *grads, const
     for (long it = 0; it < items; it++) total += (double)partials[it] * partials[it];
     double norm = sqrt(total);
     double clip = 1.0;
-    if (!isfinite(norm))
-        clip = 0.0; /* NaN or inf gradients: adamw leaves everything alone */
+    if (!isfinite((float)norm))
+        clip = 0.0; /* NaN or inf gradients, or a norm past FLT_MAX: adamw leaves all alone */
     else if (max_norm > 0.0f) {
         clip = (double)max_norm / (norm + 1e-6);
         if (clip > 1.0) clip = 1.0;
