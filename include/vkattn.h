@@ -72,7 +72,8 @@ const char *vka_version_string(void);
     X(VKA_ERROR_FORMAT, -10, "malformed file")                                                  \
     X(VKA_ERROR_VOCABULARY, -11, "text outside the vocabulary")                                 \
     X(VKA_ERROR_MISMATCH, -12, "results differ beyond tolerance")                               \
-    X(VKA_ERROR_UNSUPPORTED, -13, "unsupported on this device or build")
+    X(VKA_ERROR_UNSUPPORTED, -13, "unsupported on this device or build")                        \
+    X(VKA_ERROR_NOT_FINITE, -14, "a result is NaN or infinite")
 
 typedef enum vka_result {
 #define VKA_X_ENUM(name, value, text) name = value,
@@ -484,7 +485,9 @@ vka_result vka_encoder_backward(vka_context *ctx, vka_tensor *dwte, vka_tensor *
 void vka_encoder_buckets(const int32_t *tokens, int BT, int32_t *buckets);
 
 /** Cross-entropy of softmax(logits): losses (N) = logsumexp(logits[i,:V]) -
- * logits[i, targets[i]] (nats); logits (N,Vp) with V real columns, targets (N) int32 < V. */
+ * logits[i, targets[i]] (nats); logits (N,Vp) with V real columns, targets (N) int32 in [0, V),
+ * or -1: ignored (loss 0; the backward's row is 0). Any other target fails the graph's run with
+ * VKA_ERROR_INVALID_ARGUMENT naming it, on every backend. */
 vka_result vka_crossentropy_forward(vka_context *ctx, vka_tensor *losses,
                                     const vka_tensor *logits, const vka_tensor *targets, int N,
                                     int V, int Vp);
@@ -496,8 +499,10 @@ vka_result vka_crossentropy_backward(vka_context *ctx, vka_tensor *dlogits,
 /** WRITES out[0] = mean of inp[0:N], summed in a fixed order (deterministic). */
 vka_result vka_mean(vka_context *ctx, vka_tensor *out, const vka_tensor *inp, size_t N);
 /** WRITES out[0] = the L2 norm of all count tensors together and out[1] = the clip scale
- * min(1, max_norm / (norm + 1e-6)) (1 when max_norm <= 0). partials is scratch of
- * count * VKA_NORM_PARTIALS elements. Deterministic (fixed reduction order). */
+ * min(1, max_norm / (norm + 1e-6)) (1 when max_norm <= 0). No overflow or underflow for any
+ * finite gradients (scaled sums of squares); a NaN gradient gives norm NaN, an inf one (and no
+ * NaN) norm inf, and either gives clip scale 0, which vka_adamw takes as "no step". partials is
+ * scratch of count * VKA_NORM_PARTIALS elements. Deterministic (fixed reduction order). */
 #define VKA_NORM_PARTIALS 64
 vka_result vka_grad_norm(vka_context *ctx, vka_tensor *out, vka_tensor *partials,
                          const vka_tensor *const *grads, int count, float max_norm);
@@ -506,7 +511,8 @@ vka_result vka_grad_norm(vka_context *ctx, vka_tensor *out, vka_tensor *partials
  *   g = grad * gscale[1]; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
  *   param -= lr * ((m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + weight_decay * param)
  * hyper (VKA_HYPER_COUNT) holds the step's scalars (written by the host before each run so a
- * recorded graph can be replayed); gscale, optional, is grad_norm's out (NULL = no scaling). */
+ * recorded graph can be replayed); gscale, optional, is grad_norm's out (NULL = no scaling);
+ * gscale[1] = 0 (non-finite gradients) changes nothing: no step, no weight decay. */
 enum {
     VKA_HYPER_LR = 0,
     VKA_HYPER_BETA1 = 1,
@@ -777,7 +783,9 @@ vka_result vka_gpt_get_grads(vka_gpt *gpt, float *out, size_t n);
 
 /**
  * Forward pass on inputs (B, T) of token ids in [0, V). With targets (B, T) it sets *loss to the
- * mean cross-entropy over the B*T positions (nats). With logits non-NULL it copies the logits
+ * mean cross-entropy over the B*T positions (nats); a target of -1 counts for nothing (padding:
+ * the mean, here and in the gradients of _forward_backward and _train_step, is over the other
+ * positions, of which there must be one). With logits non-NULL it copies the logits
  * (B, T, V) out (padding columns dropped). B*T and T <= max_T are fixed per call; activations
  * are (re)allocated when B or T grow.
  * Errors: VKA_ERROR_INVALID_ARGUMENT (T > max_T, id out of range), VKA_ERROR_DEVICE_LIMIT.
@@ -913,7 +921,9 @@ vka_result vka_gpt_session_append(vka_gpt_session *sess, const int32_t *tokens, 
 vka_result vka_gpt_session_logits(vka_gpt_session *sess, float *out, size_t V);
 /** Draw the next token from the logits as vka_gpt_generate does (sample NULL = greedy), with
  * *rng_state (advanced), or the session's own RNG (desc.seed) when rng_state is NULL. The token
- * is not appended. Errors: as vka_gpt_session_logits, and a bad temperature or top_k. */
+ * is not appended. Errors: as vka_gpt_session_logits, a bad temperature or top_k, and
+ * VKA_ERROR_NOT_FINITE when a logit is NaN or infinite (the message names the position and the
+ * token). */
 vka_result vka_gpt_session_sample(vka_gpt_session *sess, const vka_sample_desc *sample,
                                   uint64_t *rng_state, int32_t *token);
 /** Empty the cache (the next append starts at position 0). */

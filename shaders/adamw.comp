@@ -5,6 +5,7 @@
 //   param -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + weight_decay * param)
 // The step's scalars (lr, betas, eps, bias corrections bc = 1 - beta^t) are read from the hyper
 // buffer the host writes before each run, so a recorded training step replays unchanged.
+// A clip scale of 0 (grad_norm's answer to a NaN or inf gradient) leaves param, m, v unchanged.
 #include "common.glsl"
 
 layout(set = 0, binding = 0) buffer Param { float param[]; };
@@ -34,7 +35,11 @@ void main() {
     float bc1 = hyper[pc.hyper_off + H_BC1];
     float bc2 = hyper[pc.hyper_off + H_BC2];
     float g = grad[pc.grad_off + i];
-    if (pc.has_gscale != 0u) g *= gscale[pc.gscale_off + 1u];
+    if (pc.has_gscale != 0u) {
+        float scale = gscale[pc.gscale_off + 1u];
+        if (scale == 0.0) return; // NaN or inf gradients (grad_norm_finalize.comp): no step
+        g *= scale;
+    }
     float mi = b1 * m[pc.m_off + i] + (1.0 - b1) * g;
     float vi = b2 * v[pc.v_off + i] + (1.0 - b2) * g * g;
     m[pc.m_off + i] = mi;

@@ -2,7 +2,10 @@
 #extension GL_GOOGLE_include_directive : require
 // Fused softmax + cross-entropy backward (llm.c crossentropy_softmax_backward), WRITES:
 //   dlogits[i, j] = (softmax(logits[i, :V])[j] - (j == targets[i])) * dloss   for j < V,
-//   dlogits[i, j] = 0                                                     for V <= j < Vp.
+//   dlogits[i, j] = 0                                                     for V <= j < Vp,
+// and a zero row for a target outside [0, V) (-1: ignored; others the host reports after the
+// run). dloss is pc.dloss, or dlosses[dloss_off] when has_dloss (the model's 1 / count of
+// counted positions, written per batch).
 // May run in place (dlogits and logits the same memory, as llm.c): pass 1 reads the whole row
 // before the reduction's barrier, and in pass 2 each element is read by the invocation that then
 // overwrites it. Row layout and reductions: rowreduce.glsl.
@@ -13,12 +16,14 @@
 layout(set = 0, binding = 0) writeonly buffer Dlogits { float dlogits[]; };
 layout(set = 0, binding = 1) readonly buffer Logits { float logits[]; };
 layout(set = 0, binding = 2) readonly buffer Targets { int targets[]; };
+layout(set = 0, binding = 3) readonly buffer Dloss { float dlosses[]; };
 
 // pc_crossentropy in src/vk/vk_ops_crossentropy.c
 layout(push_constant) uniform PC {
     uint dlogits_off, logits_off, targets_off;
     uint N, V, Vp;
     float dloss;
+    uint dloss_off, has_dloss;
 } pc;
 
 void main() {
@@ -33,12 +38,14 @@ void main() {
     if (i >= pc.N) return;
 
     int t = targets[pc.targets_off + i];
+    bool counted = t >= 0 && uint(t) < pc.V;
+    float dloss = pc.has_dloss != 0u ? dlosses[pc.dloss_off] : pc.dloss;
     float inv_sum = 1.0 / ms.y;
     for (uint j = lane; j < pc.Vp; j += SEG) {
         float d = 0.0;
-        if (j < pc.V) {
+        if (j < pc.V && counted) {
             float p = exp(logits[pc.logits_off + row + j] - ms.x) * inv_sum;
-            d = (p - (int(j) == t ? 1.0 : 0.0)) * pc.dloss;
+            d = (p - (int(j) == t ? 1.0 : 0.0)) * dloss;
         }
         dlogits[pc.dlogits_off + row + j] = d;
     }

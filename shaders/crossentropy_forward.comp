@@ -3,7 +3,8 @@
 // Cross-entropy of softmax(logits) per row i (nats), as llm.c crossentropy_forward but stable:
 //   losses[i] = logsumexp(logits[i, :V]) - logits[i, targets[i]]
 // logsumexp = max + log(sum exp(x - max)), gathered online in one read of the row (padding
-// columns V..Vp are never read). A target outside [0, V) gives NaN, never a read out of range.
+// columns V..Vp are never read). A target outside [0, V) -- -1, ignored, or an invalid one, which
+// the host reports after the run (vk_commands.c) -- gives loss 0, never a read out of range.
 // Row layout and reductions: rowreduce.glsl.
 #include "common.glsl"
 #include "rowreduce.glsl"
@@ -17,6 +18,7 @@ layout(push_constant) uniform PC {
     uint losses_off, logits_off, targets_off;
     uint N, V, Vp;
     float dloss; // backward only
+    uint dloss_off, has_dloss; // backward only
 } pc;
 
 void main() {
@@ -31,7 +33,7 @@ void main() {
 
     if (i >= pc.N || lane != 0u) return;
     int t = targets[pc.targets_off + i];
-    float loss = uintBitsToFloat(0x7FC00000u); // NaN
+    float loss = 0.0;
     if (t >= 0 && uint(t) < pc.V) loss = ms.x + log(ms.y) - logits[row + uint(t)];
     losses[pc.losses_off + i] = loss;
 }

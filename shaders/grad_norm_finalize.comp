@@ -1,12 +1,14 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Global gradient norm, step 2 (one workgroup), WRITES:
-//   out[0] = sqrt(sum of the partial sums of squares), out[1] = clip scale
-//   min(1, max_norm / (norm + 1e-6)), 1 when max_norm <= 0 (as PyTorch's clip_grad_norm_).
+//   out[0] = norm of the partial norms (nrm2.glsl), out[1] = clip scale
+//   min(1, max_norm / (norm + 1e-6)), 1 when max_norm <= 0 (as PyTorch's clip_grad_norm_);
+//   0 when the norm is NaN or inf (a NaN or inf gradient): adamw.comp then changes nothing.
 // Fixed-order sum (rowreduce.glsl with SEG = WG): deterministic.
 #include "common.glsl"
 #include "rowreduce.glsl"
 #include "sumloop.glsl"
+#include "nrm2.glsl"
 
 layout(set = 0, binding = 0) buffer Out { float out_[]; };
 layout(set = 0, binding = 1) readonly buffer Partials { float partials[]; };
@@ -16,23 +18,22 @@ layout(push_constant) uniform PC {
     uint out_off, partials_off;
     uint n_partials;
     float max_norm;
-    uint accumulate; // a later block of partials split at the binding limit: add out[0] first
-    uint last;       // the last block: turn the sum of squares in out[0] into the norm
+    uint accumulate; // a later block of partials split at the binding limit: out[0] holds the
+                     // norm of the earlier ones
+    uint last;       // the last block: write the clip scale too
 } pc;
 
-float partial(uint i) { return partials[pc.partials_off + i]; }
+vec4 partial(uint i) { return nrm2_term(partials[pc.partials_off + i]); }
 
 void main() {
-    float sum = 0.0;
-    UNROLLED_SUM(float, sum, partial, seg_lane(), pc.n_partials, SEG)
-    sum = seg_sum(sum);
+    vec4 sum = vec4(0.0);
+    UNROLLED_SUM(vec4, sum, partial, seg_lane(), pc.n_partials, SEG)
+    sum = vec4(seg_reduce(sum.xy, RED_SUM), seg_reduce(sum.zw, RED_SUM));
     if (gl_LocalInvocationID.x != 0u) return;
-    if (pc.accumulate != 0u) sum += out_[pc.out_off];
-    if (pc.last == 0u) {
-        out_[pc.out_off] = sum;
-        return;
-    }
-    float norm = sqrt(sum);
+    if (pc.accumulate != 0u) sum += nrm2_term(out_[pc.out_off]);
+    float norm = nrm2_result(sum);
     out_[pc.out_off] = norm;
-    out_[pc.out_off + 1u] = pc.max_norm > 0.0 ? min(1.0, pc.max_norm / (norm + 1e-6)) : 1.0;
+    if (pc.last == 0u) return;
+    float scale = pc.max_norm > 0.0 ? min(1.0, pc.max_norm / (norm + 1e-6)) : 1.0;
+    out_[pc.out_off + 1u] = isnan(norm) || isinf(norm) ? 0.0 : scale;
 }

@@ -1,13 +1,15 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// Global gradient norm, step 1: sums of squares of up to 7 gradient tensors, NORM_PARTIALS
-// (spec constant 3, = VKA_NORM_PARTIALS) partial sums per tensor. Workgroup w reduces part
+// Global gradient norm, step 1: norms of up to 7 gradient tensors, NORM_PARTIALS (spec
+// constant 3, = VKA_NORM_PARTIALS) partial norms per tensor (norms, not sums of squares: a float
+// holds each one whenever it holds the total; nrm2.glsl sums the squares without overflow). Workgroup w reduces part
 // p = w % NORM_PARTIALS of tensor j = w / NORM_PARTIALS: a fixed block of it, strided over the
 // workgroup (coalesced), combined in a fixed order (rowreduce.glsl with SEG = WG), so the norm is
-// deterministic. grad_norm_finalize.comp adds the partials.
+// deterministic. grad_norm_finalize.comp combines the partials.
 #include "common.glsl"
 #include "rowreduce.glsl"
 #include "sumloop.glsl"
+#include "nrm2.glsl"
 
 layout(constant_id = 3) const uint NORM_PARTIALS = 64;
 
@@ -29,10 +31,10 @@ layout(push_constant) uniform PC {
                        // limit: add to its partials instead of writing them
 } pc;
 
-// x^2 of element i of gradient J (one function per binding: the loop below picks the binding
+// nrm2_term of element i of gradient J (one function per binding: the loop below picks the binding
 // once per workgroup, not per element).
 #define SQUARE_OF(G, J) \
-    float square_##J(uint i) { float x = G[pc.g_off[J] + i]; return x * x; }
+    vec4 square_##J(uint i) { return nrm2_term(G[pc.g_off[J] + i]); }
 SQUARE_OF(g0, 0)
 SQUARE_OF(g1, 1)
 SQUARE_OF(g2, 2)
@@ -48,17 +50,17 @@ void main() {
     // Blocks of whole workgroup strides, so every invocation reads inside its block.
     uint block = (n + NORM_PARTIALS * SEG - 1u) / (NORM_PARTIALS * SEG) * SEG;
     uint lo = min(p * block, n), hi = min(lo + block, n);
-    float sq = 0.0;
-    if (j == 0u) UNROLLED_SUM(float, sq, square_0, lo + lane, hi, SEG)
-    else if (j == 1u) UNROLLED_SUM(float, sq, square_1, lo + lane, hi, SEG)
-    else if (j == 2u) UNROLLED_SUM(float, sq, square_2, lo + lane, hi, SEG)
-    else if (j == 3u) UNROLLED_SUM(float, sq, square_3, lo + lane, hi, SEG)
-    else if (j == 4u) UNROLLED_SUM(float, sq, square_4, lo + lane, hi, SEG)
-    else if (j == 5u) UNROLLED_SUM(float, sq, square_5, lo + lane, hi, SEG)
-    else if (j == 6u) UNROLLED_SUM(float, sq, square_6, lo + lane, hi, SEG)
-    sq = seg_sum(sq);
+    vec4 sq = vec4(0.0);
+    if (j == 0u) UNROLLED_SUM(vec4, sq, square_0, lo + lane, hi, SEG)
+    else if (j == 1u) UNROLLED_SUM(vec4, sq, square_1, lo + lane, hi, SEG)
+    else if (j == 2u) UNROLLED_SUM(vec4, sq, square_2, lo + lane, hi, SEG)
+    else if (j == 3u) UNROLLED_SUM(vec4, sq, square_3, lo + lane, hi, SEG)
+    else if (j == 4u) UNROLLED_SUM(vec4, sq, square_4, lo + lane, hi, SEG)
+    else if (j == 5u) UNROLLED_SUM(vec4, sq, square_5, lo + lane, hi, SEG)
+    else if (j == 6u) UNROLLED_SUM(vec4, sq, square_6, lo + lane, hi, SEG)
+    sq = vec4(seg_reduce(sq.xy, RED_SUM), seg_reduce(sq.zw, RED_SUM));
     if (gl_LocalInvocationID.x == 0u && j < 7u) {
-        if ((pc.accumulate & (1u << j)) != 0u) sq += partials[pc.partials_off + w];
-        partials[pc.partials_off + w] = sq;
+        if ((pc.accumulate & (1u << j)) != 0u) sq += nrm2_term(partials[pc.partials_off + w]);
+        partials[pc.partials_off + w] = nrm2_result(sq);
     }
 }

@@ -509,8 +509,8 @@ vka_result vka_crossentropy_backward(vka_context *ctx, vka_tensor *dlogits,
     chk c = chk_crossentropy(ctx, "vka_crossentropy_backward", dlogits, "dlogits", true, logits,
                              targets, N, V, Vp);
     if (!chk_ok(&c)) return c.r;
-    RUN(c, BE(c)->ops->crossentropy_backward(BE(c), dlogits->t, logits->t, targets->t, dloss, N,
-                                             V, Vp));
+    RUN(c, BE(c)->ops->crossentropy_backward(BE(c), dlogits->t, logits->t, targets->t, dloss,
+                                             VKB_NONE, N, V, Vp));
 }
 
 /* --- mean, grad_norm, adamw ------------------------------------------------------------------- */

@@ -33,6 +33,16 @@ size_t vkb_batch_span(int batch, size_t stride, size_t matrix) {
     return (size_t)(batch - 1) * (stride ? stride : matrix) + matrix;
 }
 
+vka_result vkb_check_targets(vka_context *ctx, const char *op, const int32_t *targets, size_t n,
+                             int V) {
+    for (size_t i = 0; i < n; i++)
+        if (targets[i] != VKB_IGNORE_TARGET && (targets[i] < 0 || targets[i] >= V))
+            return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                                 "%s: targets[%zu] = %d is outside [0, %d) (V) and not %d "
+                                 "(ignored)", op, i, (int)targets[i], V, VKB_IGNORE_TARGET);
+    return VKA_SUCCESS;
+}
+
 bool vkb_overlap(vkb_tensor a, size_t n, vkb_tensor b, size_t m) {
     return a.arena == b.arena && a.chunk == b.chunk && a.offset < b.offset + m &&
            b.offset < a.offset + n;
@@ -390,11 +400,14 @@ static void ck_crossentropy_forward(vkb_backend *be, vkb_tensor losses, vkb_tens
 }
 
 static void ck_crossentropy_backward(vkb_backend *be, vkb_tensor dlogits, vkb_tensor logits,
-                                     vkb_tensor targets, float dloss, int N, int V, int Vp) {
+                                     vkb_tensor targets, float dloss, vkb_tensor dloss_t, int N,
+                                     int V, int Vp) {
     if (!crossentropy_ok(be, "crossentropy_backward", dlogits, "dlogits", (size_t)N * Vp,
                          logits, targets, N, V, Vp))
         return;
-    be->impl->crossentropy_backward(be, dlogits, logits, targets, dloss, N, V, Vp);
+    if (vkb_present(dloss_t) && !vkb_need(be, "crossentropy_backward", "dloss_t", dloss_t, 1))
+        return;
+    be->impl->crossentropy_backward(be, dlogits, logits, targets, dloss, dloss_t, N, V, Vp);
 }
 
 static void ck_mean(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {

@@ -65,6 +65,13 @@ static inline vkb_tensor vkb_slice(vkb_tensor t, size_t off, size_t n) {
 static inline bool vkb_present(vkb_tensor t) { return t.arena != NULL; }
 static const vkb_tensor VKB_NONE = {0};
 
+/* A cross-entropy target that counts for nothing (PyTorch's ignore_index). */
+#define VKB_IGNORE_TARGET (-1)
+/* Every targets[i] (n) in [0, V) or VKB_IGNORE_TARGET, else VKA_ERROR_INVALID_ARGUMENT naming op
+ * and the first bad one; the one message of both backends (backend.c). */
+vka_result vkb_check_targets(vka_context *ctx, const char *op, const int32_t *targets, size_t n,
+                             int V);
+
 typedef enum vkb_arena_kind {
     VKB_ARENA_DEVICE = 0, /* device-local: parameters, gradients, activations, AdamW state */
     VKB_ARENA_HOST = 1,   /* host-visible and coherent: per-run inputs and read-back outputs */
@@ -279,22 +286,28 @@ typedef struct vkb_ops {
     /* dst += src (residual backward) */
     void (*add_inplace)(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size_t N);
     /* losses (N) = logsumexp(logits[i, :V]) - logits[i, targets[i]]; logits (N,Vp), targets (N)
-     * int32 in [0, V) */
+     * int32 in [0, V), or VKB_IGNORE_TARGET (-1): loss 0 and a zero dlogits row. Any other
+     * target fails the run (vkb_check_targets' message, after the run on Vulkan) and its row
+     * too gives 0, never NaN or a read out of range. */
     void (*crossentropy_forward)(vkb_backend *be, vkb_tensor losses, vkb_tensor logits,
                                  vkb_tensor targets, int N, int V, int Vp);
     /* WRITES dlogits (N,Vp) = (softmax(logits[i, :V]) - onehot(targets[i])) * dloss for j < V,
-     * 0 for the padding columns; dlogits may be logits itself (in place, as llm.c) */
+     * 0 for the padding columns; dlogits may be logits itself (in place, as llm.c). dloss_t:
+     * VKB_NONE, or a tensor whose element 0 is used instead of dloss, read at run time (the
+     * model's 1 / counted positions of each batch). */
     void (*crossentropy_backward)(vkb_backend *be, vkb_tensor dlogits, vkb_tensor logits,
-                                  vkb_tensor targets, float dloss, int N, int V, int Vp);
+                                  vkb_tensor targets, float dloss, vkb_tensor dloss_t, int N,
+                                  int V, int Vp);
     /* WRITES out[0] = sum(inp[0:N]) / N, summed in a fixed order (deterministic) */
     void (*mean)(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N);
     /* WRITES out[0] = global L2 norm of all count tensors, out[1] = clip scale =
-     * min(1, max_norm / (norm + 1e-6)) (1 if max_norm <= 0); partials: scratch of
-     * count * VKA_NORM_PARTIALS elements. Deterministic. */
+     * min(1, max_norm / (norm + 1e-6)) (1 if max_norm <= 0), 0 if the norm is NaN (a NaN
+     * gradient) or inf (an inf one); no overflow for finite inputs (Blue's scaled sums);
+     * partials: scratch of count * VKA_NORM_PARTIALS elements (partial norms). Deterministic. */
     void (*grad_norm)(vkb_backend *be, vkb_tensor out, vkb_tensor partials,
                       const vkb_tensor *grads, int count, float max_norm);
     /* AdamW on N elements (PyTorch semantics), hyper = VKA_HYPER_* scalars, gscale[1] = clip
-     * scale from grad_norm (VKB_NONE = 1): g = grad * gscale[1]; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+     * scale from grad_norm (VKB_NONE = 1; 0 = no step: nothing changes): g = grad * gscale[1]; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
      * param -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + weight_decay * param) */
     void (*adamw)(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m, vkb_tensor v,
                   vkb_tensor hyper, vkb_tensor gscale, size_t N, float weight_decay);

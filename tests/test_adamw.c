@@ -18,13 +18,14 @@ static void write_hyper(vka_tensor *hyper, const adamw_cfg *c, int t) {
 }
 
 /* `steps` AdamW steps of one graph replayed on ctx, gradient fixed; clip (if > 0) is written as
- * gscale[1]. Returns [param, m, v] after each step (steps * 3N), malloc'd. */
+ * gscale[1]; clip < 0 writes gscale[1] = 0 (grad_norm's answer to NaN or inf gradients). Returns [param, m, v] after each step (steps * 3N), malloc'd. */
 static float *adamw_run(vka_context *ctx, const adamw_cfg *c, const float *p0, const float *grad,
                         size_t N, int steps, float clip) {
     vka_tensor *param = tu_tensor(ctx, N, p0), *g = tu_tensor(ctx, N, grad);
     vka_tensor *m = tu_tensor(ctx, N, NULL), *v = tu_tensor(ctx, N, NULL);
     vka_tensor *hyper = tu_tensor(ctx, VKA_HYPER_COUNT, NULL);
-    vka_tensor *gscale = clip > 0.0f ? tu_tensor(ctx, 2, (const float[]){123.0f, clip}) : NULL;
+    vka_tensor *gscale =
+        clip != 0.0f ? tu_tensor(ctx, 2, (const float[]){123.0f, fmaxf(clip, 0.0f)}) : NULL;
     tu_begin(ctx);
     assert_int_equal(vka_adamw(ctx, param, g, m, v, hyper, gscale, N, c->weight_decay),
                      VKA_SUCCESS);
@@ -62,6 +63,15 @@ static void known_value_cases(vka_context *ctx) {
     r = adamw_run(ctx, &c, &one, &zero, 1, 1, 0.0f);
     assert_true(r[0] == 1.0f);
     free(r);
+    c.weight_decay = 0.1f; /* clip scale 0, NaN and inf gradients: no step, not even the decay */
+    const float bad[2] = {NAN, INFINITY};
+    for (int b = 0; b < 2; b++) {
+        r = adamw_run(ctx, &c, &one, &bad[b], 1, 2, -1.0f);
+        if (!(r[3] == 1.0f && r[4] == 0.0f && r[5] == 0.0f))
+            fail_msg("gradient %g with clip scale 0: param %g, m %g, v %g (want 1, 0, 0)", bad[b],
+                     r[3], r[4], r[5]);
+        free(r);
+    }
 }
 
 static void test_adamw_known_values(void **state) {

@@ -158,6 +158,51 @@ static void test_cli_stop_at_and_finished_runs(void **state) {
     tf_rmdir(&d);
 }
 
+/* A step whose loss or gradient norm is not finite stops the run (exit 1) before anything is
+ * saved: the files of the last save are left as they were, and the message names their step
+ * and the command that resumes from them. Parameters of 1e37 (finite, so they load) overflow
+ * the first resumed step. */
+static void test_cli_non_finite_step_keeps_the_last_files(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    cu_result r = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "6", "--stop-at", "2",
+                         "--eval-windows", "2", "--quiet");
+    cu_expect(&r, 0, NULL, "2 of 6 steps");
+    cu_free(&r);
+    const char *names[3] = {"model.bin", "model.tokenizer.bin", "model.state.bin"};
+    vka_context *ctx = tu_cpu();
+    vka_gpt *gpt = NULL;
+    vka_train_state st;
+    assert_int_equal(vka_gpt_load_state(ctx, tf_path(&d, names[2]), &gpt, &st), VKA_SUCCESS);
+    float *p = tm_params(gpt);
+    size_t n = vka_gpt_num_params(gpt);
+    for (size_t i = 0; i < n; i++) p[i] *= 1e37f;
+    assert_int_equal(vka_gpt_set_params(gpt, p, n), VKA_SUCCESS);
+    assert_int_equal(vka_gpt_save_state(gpt, &st, tf_path(&d, names[2])), VKA_SUCCESS);
+    free(p);
+    vka_gpt_destroy(gpt);
+    tu_done(ctx);
+    void *before[3];
+    size_t len[3];
+    for (int i = 0; i < 3; i++) before[i] = tf_read(tf_path(&d, names[i]), &len[i]);
+    r = cu_run(&d, "train", "--backend", "cpu", "--resume", "model.state.bin", "--save-every", "1");
+    cu_expect(&r, 1, "step 3 gave loss", "a non-finite step");
+    const char *all = r.err;
+    assert_non_null(strstr(all, "not finite"));
+    assert_non_null(strstr(all, "nothing saved"));
+    assert_non_null(strstr(all, "kept the files of step 2 (model.state.bin"));
+    assert_non_null(strstr(all, "continue from them with: vkattn train --resume model.state.bin"));
+    cu_free(&r);
+    for (int i = 0; i < 3; i++) {
+        size_t m = 0;
+        void *after = tf_read(tf_path(&d, names[i]), &m);
+        if (!(m == len[i] && memcmp(before[i], after, m) == 0)) fail_msg("%s changed", names[i]);
+        free(after);
+        free(before[i]);
+    }
+    tf_rmdir(&d);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * --resume of a state not named X.state.bin
  * ------------------------------------------------------------------------------------------- */
@@ -345,6 +390,7 @@ int main(void) {
         cmocka_unit_test(test_cli_resume_refuses_another_text),
         cmocka_unit_test(test_cli_resume_of_a_builtin_run_hints),
         cmocka_unit_test(test_cli_stop_at_and_finished_runs),
+        cmocka_unit_test(test_cli_non_finite_step_keeps_the_last_files),
         cmocka_unit_test(test_cli_resume_needs_out_for_other_names),
         cmocka_unit_test(test_cli_model_size_options_match_the_library),
         cmocka_unit_test(test_cli_sigint_abandons_an_evaluation),

@@ -447,10 +447,13 @@ static void test_gpt_rejects_bad_inputs(void **state) {
     tf_expect_error(ctx, vka_gpt_forward(gpt, in, tg, 2, 4, &loss, NULL),
                     VKA_ERROR_INVALID_ARGUMENT, "inputs[1][2] = 10", "V-1 = 9", NULL);
     in[1 * 4 + 2] = 0;
-    tg[3] = -1;
+    tg[3] = -2; /* -1 is "ignored" */
     tf_expect_error(ctx, vka_gpt_forward_backward(gpt, in, tg, 2, 4, &loss),
-                    VKA_ERROR_INVALID_ARGUMENT, "targets[0][3] = -1", NULL);
-    tg[3] = 0;
+                    VKA_ERROR_INVALID_ARGUMENT, "targets[0][3] = -2", NULL);
+    for (int i = 0; i < 8; i++) tg[i] = -1;
+    tf_expect_error(ctx, vka_gpt_forward(gpt, in, tg, 2, 4, &loss, NULL),
+                    VKA_ERROR_INVALID_ARGUMENT, "every target is -1", NULL);
+    memset(tg, 0, sizeof tg);
     tf_expect_error(ctx, vka_gpt_forward_backward(gpt, in, NULL, 2, 4, &loss),
                     VKA_ERROR_INVALID_ARGUMENT, "targets is NULL", NULL);
     vka_adamw_desc opt = {.lr = 1e-3f, .beta1 = 1.5f};
@@ -471,6 +474,50 @@ static void test_gpt_rejects_bad_inputs(void **state) {
     tu_done(ctx);
 }
 
+/* Targets of -1 count for nothing, and the mean is over the counted ones. Reference: causal
+ * attention makes a row's first t0 positions independent of the rest, so a batch whose row 1
+ * ignores its last two positions and whose row 2 ignores all of them equals row 0 alone (T = 6)
+ * and row 1's first 4 positions alone (T = 4), weighted 6 : 4 -- loss and every gradient. A
+ * training step takes the same batch. */
+static void test_gpt_ignored_targets_count_for_nothing(void **state) {
+    vka_context *ctx = tm_ctx(state);
+    vka_gpt_config cfg = {.max_T = 8, .V = 11, .L = 2, .NH = 2, .C = 8};
+    vka_gpt *gpt = tm_model(ctx, cfg, 9);
+    enum { B = 3, T = 6 };
+    int32_t in[B * T], tg[B * T];
+    tm_tokens(in, B * T, 11, 3);
+    tm_tokens(tg, B * T, 11, 4);
+    tg[T + 4] = tg[T + 5] = -1;
+    for (int t = 0; t < T; t++) tg[2 * T + t] = -1;
+    size_t n = vka_gpt_num_params(gpt);
+    float la, lb, loss, fwd;
+    assert_int_equal(vka_gpt_forward_backward(gpt, in, tg, 1, T, &la), VKA_SUCCESS);
+    float *ga = tm_grads(gpt);
+    assert_int_equal(vka_gpt_forward_backward(gpt, in + T, tg + T, 1, 4, &lb), VKA_SUCCESS);
+    float *gb = tm_grads(gpt);
+    assert_int_equal(vka_gpt_forward_backward(gpt, in, tg, B, T, &loss), VKA_SUCCESS);
+    float *g = tm_grads(gpt);
+    assert_int_equal(vka_gpt_forward(gpt, in, tg, B, T, &fwd, NULL), VKA_SUCCESS);
+    double want = (6.0 * la + 4.0 * lb) / 10.0;
+    print_message("loss with ignored targets %.7f, reference %.7f, forward %.7f\n", loss, want,
+                  fwd);
+    assert_true(isfinite(loss) && fabs(loss - want) <= 1e-5 * fabs(want));
+    assert_true(fabs(fwd - want) <= 1e-5 * fabs(want));
+    float *gw = malloc(n * sizeof *gw);
+    for (size_t i = 0; i < n; i++) gw[i] = (float)((6.0 * ga[i] + 4.0 * gb[i]) / 10.0);
+    tu_assert_close("gradients with ignored targets", g, gw, n, 1e-6, 1e-4);
+    vka_adamw_desc opt = {.lr = 1e-3f, .grad_clip = 1.0f};
+    float step_loss, norm;
+    assert_int_equal(vka_gpt_train_step(gpt, in, tg, B, T, &opt, &step_loss, &norm), VKA_SUCCESS);
+    assert_true(fabs(step_loss - want) <= 1e-5 * fabs(want) && isfinite(norm));
+    free(ga);
+    free(gb);
+    free(g);
+    free(gw);
+    vka_gpt_destroy(gpt);
+    tu_done(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TM_BOTH(test_gpt_initial_loss_is_ln_v),
@@ -484,6 +531,7 @@ int main(void) {
         cmocka_unit_test(test_gpt_rejects_bad_config),
         cmocka_unit_test(test_gpt_tensor_beyond_binding_limit),
         cmocka_unit_test(test_gpt_rejects_bad_inputs),
+        TM_BOTH(test_gpt_ignored_targets_count_for_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

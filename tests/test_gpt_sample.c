@@ -139,6 +139,50 @@ static void test_generate_rejects_bad_input(void **state) {
     tu_done(ctx);
 }
 
+/* A NaN parameter is refused by set_params (naming it, setting nothing); huge finite ones that
+ * overflow the logits make every generation path fail naming the step, never sample. */
+static void test_generate_refuses_non_finite_logits(void **state) {
+    vka_context *ctx = tm_ctx(state);
+    vka_gpt_config cfg = {.max_T = 8, .V = 10, .L = 1, .NH = 2, .C = 8};
+    vka_gpt *gpt = tm_model(ctx, cfg, 5);
+    size_t n = vka_gpt_num_params(gpt);
+    float *p = tm_params(gpt), *back = malloc(n * sizeof *back);
+    float keep = p[n - 3];
+    p[n - 3] = NAN;
+    assert_int_equal(vka_gpt_set_params(gpt, p, n), VKA_ERROR_INVALID_ARGUMENT);
+    char want[64];
+    snprintf(want, sizeof want, "in[%zu] (", n - 3);
+    assert_non_null(strstr(vka_last_error(ctx), want));
+    assert_non_null(strstr(vka_last_error(ctx), "is NaN"));
+    p[n - 3] = keep;
+    assert_int_equal(vka_gpt_get_params(gpt, back, n), VKA_SUCCESS);
+    assert_memory_equal(p, back, n * sizeof *p); /* nothing was set */
+    for (size_t i = 0; i < n; i++) p[i] *= 1e37f;
+    assert_int_equal(vka_gpt_set_params(gpt, p, n), VKA_SUCCESS);
+    const int32_t prompt[3] = {1, 2, 3};
+    int32_t out[4];
+    const vka_sample_desc how[4] = {{0}, {.temperature = 1.0f, .top_k = 3},
+                                    {.no_kv_cache = true},
+                                    {.temperature = 1.0f, .top_k = 3, .no_kv_cache = true}};
+    for (int h = 0; h < 4; h++) {
+        vka_result r = vka_gpt_generate(gpt, prompt, 3, 4, &how[h], out, NULL, NULL);
+        if (r != VKA_ERROR_NOT_FINITE || !strstr(vka_last_error(ctx), "step 0, position 2"))
+            fail_msg("generate way %d: %s: %s", h, vka_result_string(r), vka_last_error(ctx));
+    }
+    vka_gpt_session *ss = NULL;
+    assert_int_equal(vka_gpt_session_create(gpt, NULL, &ss), VKA_SUCCESS);
+    assert_int_equal(vka_gpt_session_append(ss, prompt, 3), VKA_SUCCESS);
+    int32_t tok = -7;
+    assert_int_equal(vka_gpt_session_sample(ss, &how[1], NULL, &tok), VKA_ERROR_NOT_FINITE);
+    assert_non_null(strstr(vka_last_error(ctx), "position 2"));
+    assert_int_equal(tok, -7);
+    vka_gpt_session_destroy(ss);
+    free(p);
+    free(back);
+    vka_gpt_destroy(gpt);
+    tu_done(ctx);
+}
+
 /* Eval scores windows at 0, T, 2T, ... while T+1 tokens fit: its count, and its loss equal to
  * one forward pass over the same windows. 600 windows span two eval batches (the last one
  * partial). */
@@ -191,6 +235,7 @@ int main(void) {
         TM_BOTH(test_generate_greedy_is_argmax),
         TM_BOTH(test_generate_sampling_is_seeded_and_top_k),
         cmocka_unit_test(test_generate_rejects_bad_input),
+        TM_BOTH(test_generate_refuses_non_finite_logits),
         TM_BOTH(test_eval_matches_forward_over_the_windows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

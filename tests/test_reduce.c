@@ -57,6 +57,52 @@ static void grad_norm_run(vka_context *ctx, const float *g, const size_t *sizes,
     vka_tensor_destroy(partials);
 }
 
+/* Norms past the float range of a sum of squares (but not of the norm), tiny gradients whose
+ * squares underflow, and a NaN or inf: the norm is NaN or inf and the clip scale 0, whatever
+ * max_norm (the optimizer then leaves the parameters alone; the trainer stops). */
+static void grad_norm_extreme_cases(vka_context *ctx) {
+    float out[2];
+    float *g = malloc(300 * sizeof *g);
+    const size_t s100[3] = {40, 60, 200};
+    for (int i = 0; i < 100; i++) g[i] = i % 2 ? 1e20f : -1e20f;
+    grad_norm_run(ctx, g, s100, 2, 1.0f, out);
+    if (!(fabs(out[0] - 1e21) <= 1e-6 * 1e21)) fail_msg("norm of 100 x 1e20: %.9g", out[0]);
+    if (!(fabs(out[1] - 1e-21) <= 1e-6 * 1e-21)) fail_msg("clip of 100 x 1e20: %.9g", out[1]);
+    for (int i = 0; i < 100; i++) g[i] = 3e18f;
+    grad_norm_run(ctx, g, s100, 2, 0.0f, out);
+    if (!(fabs(out[0] - 3e19) <= 1e-6 * 3e19)) fail_msg("norm of 100 x 3e18: %.9g", out[0]);
+    assert_true(out[1] == 1.0f);
+    for (int i = 0; i < 300; i++) g[i] = i % 3 ? 1e-30f : -2e-30f; /* squares underflow */
+    double sq = 0.0;
+    for (int i = 0; i < 300; i++) sq += (double)g[i] * g[i];
+    grad_norm_run(ctx, g, s100, 3, 1.0f, out);
+    if (!(fabs(out[0] - sqrt(sq)) <= 1e-6 * sqrt(sq)))
+        fail_msg("norm of tiny gradients: %.9g, want %.9g", out[0], sqrt(sq));
+    assert_true(out[1] == 1.0f);
+    for (int i = 0; i < 300; i++) g[i] = (float)(i % 7) - 3.0f; /* mixed with huge ones */
+    g[17] = 3e38f;
+    grad_norm_run(ctx, g, s100, 3, 1.0f, out);
+    if (!(fabs(out[0] - 3e38) <= 1e-6 * 3e38)) fail_msg("norm with 3e38: %.9g", out[0]);
+    for (int i = 0; i < 100; i++) g[i] = 3e38f; /* finite, but the norm is past FLT_MAX */
+    grad_norm_run(ctx, g, s100, 2, 1.0f, out);
+    if (!(out[0] == INFINITY && out[1] == 0.0f))
+        fail_msg("norm of 100 x 3e38: %g, scale %g (want inf, 0)", out[0], out[1]);
+    const float bad[3] = {NAN, INFINITY, -INFINITY};
+    for (int b = 0; b < 3; b++)
+        for (int at = 0; at < 300; at += 149) {
+            for (int i = 0; i < 300; i++) g[i] = 0.5f;
+            g[at] = bad[b];
+            for (int clip = 0; clip < 2; clip++) {
+                grad_norm_run(ctx, g, s100, 3, clip ? 1.0f : 0.0f, out);
+                bool ok = b == 0 ? isnan(out[0]) : out[0] == INFINITY;
+                if (!ok || out[1] != 0.0f)
+                    fail_msg("gradient %g at %d, max_norm %d: norm %g, scale %g (want %s, 0)",
+                             bad[b], at, clip, out[0], out[1], b == 0 ? "nan" : "inf");
+            }
+        }
+    free(g);
+}
+
 static void grad_norm_cases(vka_context *ctx) {
     float out[2];
     const float g34[2] = {3.0f, -4.0f};
@@ -83,6 +129,7 @@ static void grad_norm_cases(vka_context *ctx) {
     double clip = max_norm / (norm + 1e-6);
     if (!(fabs(out[1] - clip) <= 1e-6)) fail_msg("clip %.9g, want %.9g", out[1], clip);
     free(g);
+    grad_norm_extreme_cases(ctx);
 }
 
 static void test_reduce_grad_norm_and_clip_scale(void **state) {

@@ -443,6 +443,8 @@ static int setup(train_run *r, cli_opt *opts, int n_opts) {
     if (r->st.eval_windows > 0 && (size_t)r->st.eval_windows < r->val_windows)
         r->val_windows = (size_t)r->st.eval_windows;
     r->first_step = r->st.step;
+    r->good_state = o->resume;
+    r->good_step = r->st.step;
     r->last_val = NAN;
     r->last_val_bpb = NAN;
     return CLI_OK;

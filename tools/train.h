@@ -54,6 +54,9 @@ typedef struct train_run {
     char device[256];
     const char *backend;    /* "vulkan" or "cpu" */
     uint64_t first_step;    /* st.step when this invocation started */
+    const char *good_state; /* the last complete set on disk (its state file): the --resume
+                             * state, then each save's; NULL: none yet */
+    uint64_t good_step;     /* the step it holds */
     double last_val;        /* latest validation loss (NaN: none yet) */
     double last_val_bpb;    /* its bits per byte */
     size_t val_windows;     /* windows the evaluations score */
@@ -111,6 +114,9 @@ void report_start(train_run *r);
 void report_step(train_run *r, const train_progress *p);
 /* event: "done", "stopped" or "interrupted"; val_loss NaN if none. */
 void report_end(train_run *r, const char *event, double val_loss);
+/* A NaN or infinite loss or gradient norm after step p->step: says so, which files were kept
+ * (r->good_state's set) and the command that resumes from them. */
+void report_diverged(train_run *r, const train_progress *p);
 /* A human message (to r->info), ending any progress line first. */
 void report_note(train_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -227,6 +227,10 @@ int train_save(train_run *r) {
             rc = CLI_ERROR;
         }
         train_hold_abort(false);
+        if (rc == CLI_OK) {
+            r->good_state = r->state_path;
+            r->good_step = r->st.step;
+        }
     }
     for (int i = 0; i < 3; i++) free(staged[i]);
     return rc;

@@ -241,9 +241,8 @@ int train_loop(train_run *r) {
             }
             r->prof_count = n < TRAIN_MAX_PROFILED_OPS ? n : TRAIN_MAX_PROFILED_OPS;
         }
-        if (!isfinite(p.loss)) {
-            report_note(r, "the loss is %g at step %llu; stopping without saving (try a lower --lr)",
-                        (double)p.loss, (unsigned long long)p.step);
+        if (!isfinite(p.loss) || !isfinite(p.grad_norm)) {
+            report_diverged(r, &p);
             rc = CLI_ERROR;
             break;
         }

@@ -185,12 +185,12 @@ static void shell_word(FILE *f, const char *s) {
 
 /* The command that continues this run: --resume, and every option the run used that the state
  * does not hold (the settings it holds come back from it). */
-static void continue_command(FILE *f, const train_run *r) {
+static void continue_command(FILE *f, const train_run *r, const char *state) {
     const train_opts *o = r->o;
     fputs("vkattn train --resume ", f);
-    shell_word(f, r->state_path);
+    shell_word(f, state);
     /* --resume saves to X.bin for X.state.bin: not --out's path when --out does not end in .bin. */
-    char *derived = cli_state_sibling(r->state_path, ".bin");
+    char *derived = cli_state_sibling(state, ".bin");
     if (!derived || strcmp(derived, r->model_path) != 0) {
         fputs(" --out ", f);
         shell_word(f, r->model_path);
@@ -245,7 +245,7 @@ void report_end(train_run *r, const char *event, double val_loss) {
         fprintf(f, "%s at step %llu of %llu; continue with: ",
                 strcmp(event, "interrupted") == 0 ? "interrupted" : "stopped",
                 (unsigned long long)st->step, (unsigned long long)st->total_steps);
-        continue_command(f, r);
+        continue_command(f, r, r->state_path);
         fputc('\n', f);
     }
     if (!isnan(mean_ms))
@@ -253,5 +253,23 @@ void report_end(train_run *r, const char *event, double val_loss) {
                 (double)st->B * st->T / (mean_ms / 1e3));
     fprintf(f, "saved %s, %s, %s\n", r->model_path, r->tok_path, r->state_path);
     if (!r->o->json && r->o->profile && r->prof_count > 0) report_profile(r, f);
+    fflush(f);
+}
+
+void report_diverged(train_run *r, const train_progress *p) {
+    FILE *f = stderr; /* an error, even with --quiet */
+    if (r->info == stdout) close_line(r);
+    fprintf(f, "vkattn train: step %llu gave loss %g, gradient norm %g: not finite (the run "
+            "diverged: try a lower --lr); stopping, nothing saved\n",
+            (unsigned long long)p->step, (double)p->loss, (double)p->grad_norm);
+    if (!r->good_state) {
+        fprintf(f, "vkattn train: no files were saved by this run before it (nothing to "
+                "resume: start again)\n");
+    } else {
+        fprintf(f, "vkattn train: kept the files of step %llu (%s and its model and tokenizer); "
+                "continue from them with: ", (unsigned long long)r->good_step, r->good_state);
+        continue_command(f, r, r->good_state);
+        fputc('\n', f);
+    }
     fflush(f);
 }

@@ -10,6 +10,7 @@ void vkc_adamw(float *param, const float *grad, float *m, float *v, const float 
                float gscale, size_t N, float weight_decay, int nt) {
     float lr = hyper[VKA_HYPER_LR], b1 = hyper[VKA_HYPER_BETA1], b2 = hyper[VKA_HYPER_BETA2];
     float eps = hyper[VKA_HYPER_EPS], bc1 = hyper[VKA_HYPER_BC1], bc2 = hyper[VKA_HYPER_BC2];
+    if (gscale == 0.0f) return; /* NaN or inf gradients (vkc_grad_norm): no step at all */
     long n = (long)N;
     VKA_OMP_FOR(nt, n > VKA_OMP_MIN_WORK)
     for (long i = 0; i < n; i++) {

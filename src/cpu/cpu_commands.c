@@ -288,40 +288,45 @@ typedef struct {
     const float *logits;
     const int32_t *targets;
     float dloss;
+    const float *dloss_t; /* NULL: dloss */
     int N, V, Vp;
 } ce_args;
 
 static vka_result run_ce_forward(cpu_backend *cb, const void *p) {
     const ce_args *a = p;
-    vka_result r = check_ids(cb, "crossentropy_forward", "targets", a->targets, (size_t)a->N,
-                             (size_t)a->V, "V");
+    vka_result r = vkb_check_targets(cb->base.ctx, "crossentropy_forward", a->targets,
+                                     (size_t)a->N, a->V);
     if (r == VKA_SUCCESS)
         vkc_crossentropy_forward(a->out, a->logits, a->targets, a->N, a->V, a->Vp, cb->nt);
     return r;
 }
 static vka_result run_ce_backward(cpu_backend *cb, const void *p) {
     const ce_args *a = p;
-    vka_result r = check_ids(cb, "crossentropy_backward", "targets", a->targets, (size_t)a->N,
-                             (size_t)a->V, "V");
+    vka_result r = vkb_check_targets(cb->base.ctx, "crossentropy_backward", a->targets,
+                                     (size_t)a->N, a->V);
     if (r == VKA_SUCCESS)
-        vkc_crossentropy_backward(a->out, a->logits, a->targets, a->dloss, a->N, a->V, a->Vp,
+        vkc_crossentropy_backward(a->out, a->logits, a->targets,
+                                  a->dloss_t ? a->dloss_t[0] : a->dloss, a->N, a->V, a->Vp,
                                   cb->nt);
     return r;
 }
 static void record_ce(vkb_backend *be, const char *op, cpu_run_fn run, vkb_tensor out,
-                      vkb_tensor logits, vkb_tensor targets, float dloss, int N, int V, int Vp) {
-    ce_args a = {cpu_ptr(out), cpu_ptr(logits), ids(targets), dloss, N, V, Vp};
+                      vkb_tensor logits, vkb_tensor targets, float dloss, vkb_tensor dloss_t,
+                      int N, int V, int Vp) {
+    ce_args a = {cpu_ptr(out), cpu_ptr(logits), ids(targets), dloss,
+                 vkb_present(dloss_t) ? cpu_ptr(dloss_t) : NULL, N, V, Vp};
     vkc_record((cpu_backend *)be, op, run, &a, sizeof a, 0);
 }
 static void op_crossentropy_forward(vkb_backend *be, vkb_tensor losses, vkb_tensor logits,
                                     vkb_tensor targets, int N, int V, int Vp) {
-    record_ce(be, "crossentropy_forward", run_ce_forward, losses, logits, targets, 0.0f, N, V,
-              Vp);
+    record_ce(be, "crossentropy_forward", run_ce_forward, losses, logits, targets, 0.0f, VKB_NONE,
+              N, V, Vp);
 }
 static void op_crossentropy_backward(vkb_backend *be, vkb_tensor dlogits, vkb_tensor logits,
-                                     vkb_tensor targets, float dloss, int N, int V, int Vp) {
+                                     vkb_tensor targets, float dloss, vkb_tensor dloss_t, int N,
+                                     int V, int Vp) {
     record_ce(be, "crossentropy_backward", run_ce_backward, dlogits, logits, targets, dloss,
-              N, V, Vp);
+              dloss_t, N, V, Vp);
 }
 
 /* --- mean, grad_norm, adamw ----------------------------------------------------------------- */

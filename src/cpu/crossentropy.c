@@ -1,5 +1,6 @@
 /* Cross-entropy of softmax(logits) over the V real columns of a padded (N, Vp) row
- * (shaders/crossentropy_forward.comp, crossentropy_backward.comp), via log-sum-exp. */
+ * (shaders/crossentropy_forward.comp, crossentropy_backward.comp), via log-sum-exp. A target
+ * outside [0, V) (VKB_IGNORE_TARGET; the caller refuses others) gives loss 0, dlogits row 0. */
 #include "cpu/cpu_ops.h"
 
 #include <math.h>
@@ -20,6 +21,10 @@ void vkc_crossentropy_forward(float *losses, const float *logits, const int32_t 
     VKA_OMP_FOR(nt, (double)N * V > VKA_OMP_MIN_WORK / 8)
     for (int i = 0; i < N; i++) {
         const float *l = logits + (size_t)i * Vp; // (Vp)
+        if (targets[i] < 0 || targets[i] >= V) {
+            losses[i] = 0.0f;
+            continue;
+        }
         float max;
         double sum;
         row_stats(l, V, &max, &sum);
@@ -33,6 +38,10 @@ void vkc_crossentropy_backward(float *dlogits, const float *logits, const int32_
     for (int i = 0; i < N; i++) {
         const float *l = logits + (size_t)i * Vp;
         float *dl = dlogits + (size_t)i * Vp;
+        if (targets[i] < 0 || targets[i] >= V) {
+            for (int j = 0; j < Vp; j++) dl[j] = 0.0f;
+            continue;
+        }
         float max;
         double sum;
         row_stats(l, V, &max, &sum);

@@ -64,13 +64,17 @@ void vkc_grad_norm(float *out, float *partials, const float *const *grads, const
         size_t n = sizes[i], slice = (n + VKA_NORM_PARTIALS - 1) / VKA_NORM_PARTIALS;
         size_t lo = (size_t)s * slice < n ? (size_t)s * slice : n;
         size_t hi = lo + slice < n ? lo + slice : n;
-        partials[it] = (float)sum_lanes(grads[i] + lo, hi - lo, true);
+        /* the slice's norm, not its sum of squares: a float holds it whenever it holds the
+         * total norm (squares of floats never overflow or underflow a double) */
+        partials[it] = (float)sqrt(sum_lanes(grads[i] + lo, hi - lo, true));
     }
     double total = 0.0;
-    for (long it = 0; it < items; it++) total += partials[it];
+    for (long it = 0; it < items; it++) total += (double)partials[it] * partials[it];
     double norm = sqrt(total);
     double clip = 1.0;
-    if (max_norm > 0.0f) {
+    if (!isfinite((float)norm))
+        clip = 0.0; /* NaN or inf gradients, or a norm past FLT_MAX: adamw leaves all alone */
+    else if (max_norm > 0.0f) {
         clip = (double)max_norm / (norm + 1e-6);
         if (clip > 1.0) clip = 1.0;
     }

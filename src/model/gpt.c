@@ -321,9 +321,31 @@ vka_result vka_gpt_get_params(vka_gpt *gpt, float *out, size_t n) {
     return r != VKA_SUCCESS ? r : vkm_gpt_read_set(gpt, gpt->params, out);
 }
 
+/* A NaN or infinity anywhere in in[] is refused before anything is written, as vka_gpt_load
+ * refuses it in a file: such a model only gives NaN losses and garbage text. */
+static vka_result check_params_finite(vka_gpt *gpt, const float *in) {
+    size_t off = 0;
+    for (int i = 0; i < gpt->n_tensors; off += gpt->tensor_sizes[i], i++) {
+        size_t j = 0, n = gpt->tensor_sizes[i];
+        while (j < n && isfinite(in[off + j])) j++;
+        if (j == n) continue;
+        int layer;
+        gpt_param_kind kind = vkm_gpt_tensor_kind(gpt->cfg.L, i, &layer);
+        char of_layer[32] = "";
+        if (gpt_kind_per_layer(kind)) snprintf(of_layer, sizeof of_layer, " of layer %d", layer);
+        float x = in[off + j];
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_gpt_set_params: in[%zu] (%s[%zu]%s) is %s; nothing was set",
+                             off + j, vkm_gpt_kind_name(kind), j, of_layer,
+                             isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf");
+    }
+    return VKA_SUCCESS;
+}
+
 vka_result vka_gpt_set_params(vka_gpt *gpt, const float *in, size_t n) {
     if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
     vka_result r = check_count(gpt, in, n, "vka_gpt_set_params");
+    if (r == VKA_SUCCESS) r = check_params_finite(gpt, in);
     return r != VKA_SUCCESS ? r : vkm_gpt_write_set(gpt, gpt->params, in);
 }
 

@@ -114,7 +114,7 @@ static void host_sizes(const vka_gpt *gpt, const gpt_shape *s, size_t *sizes) {
     size_t BT = (size_t)s->B * (size_t)s->T;
     size_t want[GPT_HOST_TENSORS] = {
         BT, BT, VKA_BUCKETS_SIZE(BT), VKA_HYPER_COUNT, 1, BT, 2,
-        s->host_logits ? (size_t)s->T * (size_t)gpt->cfg.Vp : 1};
+        s->host_logits ? (size_t)s->T * (size_t)gpt->cfg.Vp : 1, 1};
     memcpy(sizes, want, sizeof want);
 }
 
@@ -138,11 +138,12 @@ void vkm_gpt_free_run_arenas(vka_gpt *gpt) {
 /* The host tensors in the order of host_sizes(), with their names. */
 static const char *const HOST_NAMES[GPT_HOST_TENSORS] = {
     "inputs", "targets", "encoder buckets", "adamw scalars", "loss", "losses", "grad norm",
-    "logits for sampling"};
+    "logits for sampling", "1 / counted targets"};
 
 static void host_slots(gpt_host *h, vkb_tensor **slots) {
     vkb_tensor *s[GPT_HOST_TENSORS] = {&h->inputs, &h->targets, &h->buckets, &h->hyper,
-                                       &h->loss,   &h->losses,  &h->norm,    &h->logits};
+                                       &h->loss,   &h->losses,  &h->norm,    &h->logits,
+                                       &h->dloss};
     memcpy(slots, s, sizeof s);
 }
 

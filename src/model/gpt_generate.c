@@ -17,6 +17,7 @@
 #include "model/rng.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,11 +26,28 @@ typedef struct scored {
     int32_t id;
 } scored;
 
-/* Larger logit first; equal logits by smaller id (a deterministic order). */
+/* Larger logit first, NaN after every number; equal logits (and NaNs) by smaller id: a total
+ * order, as qsort needs, whatever the input (the callers refuse non-finite rows anyway). */
 static int by_logit_desc(const void *pa, const void *pb) {
     const scored *a = pa, *b = pb;
-    if (a->logit != b->logit) return a->logit > b->logit ? -1 : 1;
+    bool na = isnan(a->logit), nb = isnan(b->logit);
+    if (na != nb) return na ? 1 : -1;
+    if (!na && a->logit != b->logit) return a->logit > b->logit ? -1 : 1;
     return (a->id > b->id) - (a->id < b->id);
+}
+
+vka_result vkm_check_logits(vka_gpt *gpt, const char *fn, const float *logits, int V, int step,
+                            size_t pos) {
+    int j = 0;
+    while (j < V && isfinite(logits[j])) j++;
+    if (j == V) return VKA_SUCCESS;
+    char at[64] = "";
+    if (step >= 0) snprintf(at, sizeof at, "step %d, ", step);
+    return vka_set_error(gpt->ctx, VKA_ERROR_NOT_FINITE,
+                         "%s: the logits at %sposition %zu are not finite (token %d is %s): a "
+                         "parameter or activation of the model is NaN or overflowed; no token "
+                         "was drawn", fn, at, pos, j,
+                         isnan(logits[j]) ? "NaN" : logits[j] > 0 ? "+Inf" : "-Inf");
 }
 
 static int32_t argmax(const float *logits, int V) {
@@ -91,18 +109,27 @@ static vka_result generate_cached(vka_gpt *gpt, const int32_t *prompt, size_t n_
                                   int n_new, const vka_sample_desc *s, int32_t *out,
                                   vka_token_fn fn, void *user_data) {
     vka_gpt_session *ss = NULL;
+    float *logits = malloc((size_t)gpt->cfg.V * sizeof *logits);
+    if (!logits)
+        return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "vka_gpt_generate: out of memory");
     vka_result r = vka_gpt_session_create(gpt, NULL, &ss);
     if (r == VKA_SUCCESS) r = vka_gpt_session_append(ss, prompt, n_prompt);
     uint64_t rng = s->seed;
     for (int i = 0; r == VKA_SUCCESS && i < n_new; i++) {
         int32_t tok;
-        r = vka_gpt_session_sample(ss, s, &rng, &tok);
+        /* the session's own check, but naming the step and the position in the sequence */
+        r = vka_gpt_session_logits(ss, logits, (size_t)gpt->cfg.V);
+        if (r == VKA_SUCCESS)
+            r = vkm_check_logits(gpt, "vka_gpt_generate", logits, gpt->cfg.V, i,
+                                 n_prompt + (size_t)i - 1);
+        if (r == VKA_SUCCESS) r = vka_gpt_session_sample(ss, s, &rng, &tok);
         if (r != VKA_SUCCESS) break;
         if (out) out[i] = tok;
         if (fn && !fn(user_data, tok)) break;
         if (i + 1 < n_new) r = vka_gpt_session_append(ss, &tok, 1);
     }
     vka_gpt_session_destroy(ss);
+    free(logits);
     return r;
 }
 
@@ -141,6 +168,7 @@ vka_result vka_gpt_generate(vka_gpt *gpt, const int32_t *prompt, size_t n_prompt
         if (r == VKA_SUCCESS)
             r = gpt->be->ops->read(gpt->be, gpt->host.logits, (n_ctx - 1) * (size_t)Vp, logits,
                                    (size_t)V);
+        if (r == VKA_SUCCESS) r = vkm_check_logits(gpt, "vka_gpt_generate", logits, V, (int)(len - n_prompt), len - 1);
         if (r != VKA_SUCCESS) break;
         int32_t tok = vkm_sample_token(logits, V, &s, &rng, cand);
         seq[len] = tok;

@@ -157,9 +157,11 @@ void vkm_gpt_record_head(vka_gpt *gpt, int B, int T, bool keep, bool loss, bool 
             be->ops->crossentropy_forward(be, vkb_slice(a->losses, (size_t)r0, (size_t)n),
                                           logits, targets, n, V, Vp);
         if (!backward) continue;
-        /* Mean loss over B*T positions: dloss = 1/(B*T) each; dlogits replace logits in
-         * place. dlnf = dlogits . wte, dwte += dlogits^T . lnf. */
-        be->ops->crossentropy_backward(be, logits, logits, targets, 1.0f / (float)BT, n, V, Vp);
+        /* Mean loss over the counted positions (targets not -1): dloss = 1/count each, written
+         * per batch in host.dloss; dlogits replace logits in place. dlnf = dlogits . wte,
+         * dwte += dlogits^T . lnf. */
+        be->ops->crossentropy_backward(be, logits, logits, targets, 0.0f, gpt->host.dloss, n, V,
+                                       Vp);
         linear_backward(be, vkb_slice(a->dln, (size_t)r0 * C, (size_t)n * C), gpt->grads[0],
                         VKB_NONE, logits, lnf, gpt->params[0], n, C, Vp);
     }

@@ -105,6 +105,7 @@ typedef struct gpt_host {
     vkb_tensor losses;  /* (B, T) */
     vkb_tensor norm;    /* (2) grad norm, clip scale */
     vkb_tensor logits;  /* (T, Vp) of batch row 0, for sampling; 1 element until needed */
+    vkb_tensor dloss;   /* (1) 1 / the batch's counted targets (not -1): crossentropy_backward */
 } gpt_host;
 
 #define GPT_HOST_TENSORS (sizeof(gpt_host) / sizeof(vkb_tensor))
@@ -162,6 +163,7 @@ struct vka_gpt {
     vkb_arena *acts_arena, *host_arena;
     size_t *acts_cap;      /* capacity of each activation tensor (elements) */
     size_t host_cap[GPT_HOST_TENSORS];
+    size_t counted;        /* targets of the last batch written that are not -1 */
     gpt_shape fits;        /* the last shape vkm_gpt_reserve found room for (B = 0: none) */
     int32_t *bucket_buf;   /* host scratch for vka_encoder_buckets, host_cap[2] elements */
 
@@ -268,5 +270,9 @@ void vkm_gpt_session_released(vka_gpt *gpt);
  * cand: scratch of 2*V floats' worth (V entries of (float, int32)). (gpt_generate.c) */
 int32_t vkm_sample_token(const float *logits, int V, const vka_sample_desc *s, uint64_t *rng,
                          void *cand);
+/* VKA_ERROR_NOT_FINITE, naming fn, the generation step (if >= 0), the position pos and the
+ * first bad token, when a logit of logits (V) is NaN or infinite. (gpt_generate.c) */
+vka_result vkm_check_logits(vka_gpt *gpt, const char *fn, const float *logits, int V, int step,
+                            size_t pos);
 
 #endif

@@ -292,6 +292,9 @@ vka_result vka_gpt_session_sample(vka_gpt_session *ss, const vka_sample_desc *sa
                              "vka_gpt_session_sample: temperature = %g must be finite and >= 0, "
                              "top_k = %d >= 0", (double)s.temperature, s.top_k);
     vka_result r = vka_gpt_session_logits(ss, ss->logit_buf, (size_t)gpt->cfg.V);
+    if (r == VKA_SUCCESS)
+        r = vkm_check_logits(gpt, "vka_gpt_session_sample", ss->logit_buf, gpt->cfg.V, -1,
+                             vka_gpt_session_length(ss) - 1);
     if (r != VKA_SUCCESS) return r;
     *token = vkm_sample_token(ss->logit_buf, gpt->cfg.V, &s, rng_state ? rng_state : &ss->rng,
                               ss->cand);

@@ -125,6 +125,32 @@ vka_result vkm_gpt_check_shape(vka_gpt *gpt, const char *fn, int B, int T) {
     return VKA_SUCCESS;
 }
 
+/* Targets are token ids, or -1: the position counts for nothing (PyTorch's ignore_index); at
+ * least one must count. */
+static vka_result check_targets(vka_gpt *gpt, const char *fn, const int32_t *targets, size_t n,
+                                int T) {
+    size_t counted = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (targets[i] == -1) continue;
+        counted++;
+        if (targets[i] >= 0 && targets[i] < gpt->cfg.V) continue;
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: targets[%zu][%zu] = %d is not a token id of this model "
+                             "(0 to V-1 = %d) nor -1 (ignored)",
+                             fn, i / (size_t)T, i % (size_t)T, (int)targets[i], gpt->cfg.V - 1);
+    }
+    if (counted == 0)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: every target is -1 (ignored): no position to score", fn);
+    return VKA_SUCCESS;
+}
+
+static size_t counted_targets(const int32_t *targets, size_t n) {
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) c += targets[i] != -1;
+    return c;
+}
+
 static vka_result check_batch(vka_gpt *gpt, const char *fn, const int32_t *inputs,
                               const int32_t *targets, bool need_targets, int B, int T) {
     if (!inputs || (need_targets && !targets))
@@ -132,18 +158,23 @@ static vka_result check_batch(vka_gpt *gpt, const char *fn, const int32_t *input
                              inputs ? "targets" : "inputs");
     vka_result r = vkm_gpt_check_shape(gpt, fn, B, T);
     if (r == VKA_SUCCESS) r = vkm_gpt_check_ids(gpt, fn, "inputs", inputs, (size_t)B * T, T);
-    if (r == VKA_SUCCESS && targets)
-        r = vkm_gpt_check_ids(gpt, fn, "targets", targets, (size_t)B * T, T);
+    if (r == VKA_SUCCESS && targets) r = check_targets(gpt, fn, targets, (size_t)B * T, T);
     return r;
 }
 
-/* Write inputs, targets (optional) and, for backward, the encoder buckets. */
+/* Write inputs, targets (optional, with 1 / their count) and, for backward, the encoder
+ * buckets. */
 static vka_result write_batch(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets,
                               int B, int T, bool buckets) {
     vkb_backend *be = gpt->be;
     size_t BT = (size_t)B * T;
     vka_result r = be->ops->write(be, gpt->host.inputs, 0, inputs, BT);
     if (r == VKA_SUCCESS && targets) r = be->ops->write(be, gpt->host.targets, 0, targets, BT);
+    if (r == VKA_SUCCESS && targets) {
+        gpt->counted = counted_targets(targets, BT);
+        float dloss = (float)(1.0 / (double)gpt->counted);
+        r = be->ops->write(be, gpt->host.dloss, 0, &dloss, 1);
+    }
     if (r == VKA_SUCCESS && buckets) {
         vka_encoder_buckets(inputs, (int)BT, gpt->bucket_buf);
         r = be->ops->write(be, gpt->host.buckets, 0, gpt->bucket_buf, VKA_BUCKETS_SIZE(BT));
@@ -151,9 +182,14 @@ static vka_result write_batch(vka_gpt *gpt, const int32_t *inputs, const int32_t
     return r;
 }
 
-static vka_result read_loss(vka_gpt *gpt, float *loss) {
+/* The graph's loss is the mean over all B*T positions, ignored ones adding 0: rescaled to the
+ * mean over the counted ones. */
+static vka_result read_loss(vka_gpt *gpt, float *loss, size_t BT) {
     if (!loss) return VKA_SUCCESS;
-    return gpt->be->ops->read(gpt->be, gpt->host.loss, 0, loss, 1);
+    vka_result r = gpt->be->ops->read(gpt->be, gpt->host.loss, 0, loss, 1);
+    if (r == VKA_SUCCESS && gpt->counted != BT)
+        *loss = (float)((double)*loss * (double)BT / (double)gpt->counted);
+    return r;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -195,7 +231,7 @@ vka_result vka_gpt_forward(vka_gpt *gpt, const int32_t *inputs, const int32_t *t
     if (r == VKA_SUCCESS) r = write_batch(gpt, inputs, targets, B, T, false);
     gpt_graph_kind kind = !targets ? G_FORWARD : logits ? G_FORWARD_LOSS_LOGITS : G_FORWARD_LOSS;
     if (r == VKA_SUCCESS) r = vkm_gpt_run(gpt, kind, B, T, 0, 0);
-    if (r == VKA_SUCCESS && targets) r = read_loss(gpt, loss);
+    if (r == VKA_SUCCESS && targets) r = read_loss(gpt, loss, (size_t)B * T);
     if (r == VKA_SUCCESS && logits) r = read_logits(gpt, logits, (size_t)B * T);
     return r;
 }
@@ -212,7 +248,7 @@ vka_result vka_gpt_forward_backward(vka_gpt *gpt, const int32_t *inputs, const i
     if (r == VKA_SUCCESS) r = vkm_gpt_run(gpt, G_FORWARD_BACKWARD, B, T, 0, 0);
     if (r == VKA_SUCCESS) {
         gpt->have_grads = true;
-        r = read_loss(gpt, loss);
+        r = read_loss(gpt, loss, (size_t)B * T);
     }
     return r;
 }
@@ -278,7 +314,7 @@ vka_result vka_gpt_train_step(vka_gpt *gpt, const int32_t *inputs, const int32_t
     if (r != VKA_SUCCESS) return r;
     gpt->step++;
     gpt->have_grads = true;
-    r = read_loss(gpt, loss);
+    r = read_loss(gpt, loss, (size_t)B * T);
     if (r == VKA_SUCCESS && grad_norm) r = gpt->be->ops->read(gpt->be, gpt->host.norm, 0, grad_norm, 1);
     return r;
 }

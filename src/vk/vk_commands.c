@@ -130,6 +130,7 @@ static void free_graph(vkv_backend *vb, vkv_graph *g) {
     if (g->queries) vb->vk->vkDestroyQueryPool(vb->dev->device, g->queries, NULL);
     free(g->labels);
     free(g->stamps);
+    free(g->checks);
     free(g);
 }
 
@@ -238,6 +239,8 @@ vka_result vkv_graph_end(vkb_backend *be, vkb_graph *graph) {
     return be->status;
 }
 
+static vka_result check_targets(vkv_backend *vb, const vkv_graph *g);
+
 vka_result vkv_graph_run(vkb_backend *be, vkb_graph *graph) {
     vkv_backend *vb = (vkv_backend *)be;
     vkv_graph *g = (vkv_graph *)(void *)graph;
@@ -255,7 +258,37 @@ vka_result vkv_graph_run(vkb_backend *be, vkb_graph *graph) {
             g->stamps, sizeof *g->stamps, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
         if (vr != VK_SUCCESS) return vkr_check(be->ctx, vr, "vkGetQueryPoolResults");
     }
-    return VKA_SUCCESS;
+    return check_targets(vb, g);
+}
+
+void vkv_graph_check_targets(vkv_backend *vb, const char *op, vkb_tensor targets, int N, int V) {
+    vkv_graph *g = vb->rec;
+    if (!g || vb->base.status != VKA_SUCCESS) return;
+    if (g->n_checks == g->cap_checks) {
+        int cap = g->cap_checks ? 2 * g->cap_checks : 8;
+        vkv_target_check *c = realloc(g->checks, (size_t)cap * sizeof *c);
+        if (!c) {
+            vkb_fail(&vb->base, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", op);
+            return;
+        }
+        g->checks = c;
+        g->cap_checks = cap;
+    }
+    g->checks[g->n_checks++] = (vkv_target_check){op, targets, N, V};
+}
+
+/* The checks vkv_graph_check_targets registered, in recording order. */
+static vka_result check_targets(vkv_backend *vb, const vkv_graph *g) {
+    vka_result r = VKA_SUCCESS;
+    for (int i = 0; r == VKA_SUCCESS && i < g->n_checks; i++) {
+        const vkv_target_check *c = &g->checks[i];
+        int32_t *t = malloc((size_t)c->N * sizeof *t);
+        if (!t) return vka_set_error(vb->base.ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", c->op);
+        r = vkv_read(&vb->base, c->targets, 0, t, (size_t)c->N);
+        if (r == VKA_SUCCESS) r = vkb_check_targets(vb->base.ctx, c->op, t, (size_t)c->N, c->V);
+        free(t);
+    }
+    return r;
 }
 
 /* Milliseconds between timestamps a and b of the last run (wrapping at the valid bits). */

@@ -184,10 +184,15 @@ void vkv_gelu_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor inp, vkb_ten
                        size_t N);
 void vkv_residual_forward(vkb_backend *be, vkb_tensor out, vkb_tensor a, vkb_tensor b, size_t N);
 void vkv_add_inplace(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size_t N);
+/* The graph being recorded reads targets (N) of op: after each run (one wait for the whole
+ * graph), the host checks them as the CPU backend does (vkb_check_targets) and fails the run
+ * naming the first bad one; the shaders give 0 for it meanwhile. */
+void vkv_graph_check_targets(vkv_backend *vb, const char *op, vkb_tensor targets, int N, int V);
 void vkv_crossentropy_forward(vkb_backend *be, vkb_tensor losses, vkb_tensor logits,
                               vkb_tensor targets, int N, int V, int Vp);
 void vkv_crossentropy_backward(vkb_backend *be, vkb_tensor dlogits, vkb_tensor logits,
-                               vkb_tensor targets, float dloss, int N, int V, int Vp);
+                               vkb_tensor targets, float dloss, vkb_tensor dloss_t, int N, int V,
+                               int Vp);
 void vkv_mean(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N);
 void vkv_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials, const vkb_tensor *grads,
                    int count, float max_norm);

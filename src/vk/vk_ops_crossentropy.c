@@ -10,6 +10,7 @@ typedef struct pc_crossentropy {
     uint32_t out_off, logits_off, targets_off;
     uint32_t N, V, Vp;
     float dloss;
+    uint32_t dloss_off, has_dloss; /* backward: dloss from dloss_t[0] */
 } pc_crossentropy;
 _Static_assert(sizeof(pc_crossentropy) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
@@ -18,8 +19,10 @@ _Static_assert(sizeof(pc_crossentropy) <= VKV_PUSH_CONSTANT_BYTES, "push constan
  * binding limit (logits of B*T*Vp may pass it). */
 static void dispatch(vkb_backend *be, vka_shader_id shader, const char *op, int passes,
                      vkb_tensor out, size_t out_row, vkb_tensor logits, vkb_tensor targets,
-                     float dloss, int N, int V, int Vp) {
+                     float dloss, vkb_tensor dloss_t, int N, int V, int Vp) {
     vkv_backend *vb = (vkv_backend *)be;
+    /* Targets outside [0, V) and not -1 give zeros here; the host reports them after the run. */
+    vkv_graph_check_targets(vb, op, targets, N, V);
     size_t per_row[3] = {out_row, (size_t)Vp, 1};
     const char *names[3] = {out_row == 1 ? "losses" : "dlogits", "logits", "targets"};
     size_t block = vkv_block_rows(vb, op, (size_t)N, per_row, names, 3);
@@ -31,12 +34,15 @@ static void dispatch(vkb_backend *be, vka_shader_id shader, const char *op, int 
         vkb_tensor os = vkb_slice(out, r0 * out_row, n * out_row);
         vkb_tensor ls = vkb_slice(logits, r0 * Vp, n * Vp), ts = vkb_slice(targets, r0, n);
         lay = vkv_rows_layout(vb, (uint64_t)n, (uint64_t)Vp, passes);
+        vkb_tensor ds = vkb_present(dloss_t) ? vkb_slice(dloss_t, 0, 1) : VKB_NONE;
         pc_crossentropy pc = {vkv_off(vb, os), vkv_off(vb, ls), vkv_off(vb, ts), (uint32_t)n,
-                              (uint32_t)V, (uint32_t)Vp, dloss};
+                              (uint32_t)V, (uint32_t)Vp, dloss, vkv_off(vb, ds),
+                              vkb_present(dloss_t)};
+        bool backward = shader == VKA_SHADER_CROSSENTROPY_BACKWARD;
         vkv_call call = {.shader = shader,
-                         .bind = {os, ls, ts},
-                         .writes = {true, false, false},
-                         .n_bind = 3,
+                         .bind = {os, ls, ts, ds},
+                         .writes = {true, false, false, false},
+                         .n_bind = backward ? 4 : 3,
                          .pc = &pc,
                          .pc_size = sizeof pc,
                          .label = op};
@@ -48,12 +54,13 @@ static void dispatch(vkb_backend *be, vka_shader_id shader, const char *op, int 
 void vkv_crossentropy_forward(vkb_backend *be, vkb_tensor losses, vkb_tensor logits,
                               vkb_tensor targets, int N, int V, int Vp) {
     dispatch(be, VKA_SHADER_CROSSENTROPY_FORWARD, "crossentropy_forward", 1, losses, 1,
-             logits, targets, 0.0f, N, V, Vp);
+             logits, targets, 0.0f, VKB_NONE, N, V, Vp);
 }
 
 /* In place when dlogits is logits: the shader reads each element before overwriting it. */
 void vkv_crossentropy_backward(vkb_backend *be, vkb_tensor dlogits, vkb_tensor logits,
-                               vkb_tensor targets, float dloss, int N, int V, int Vp) {
+                               vkb_tensor targets, float dloss, vkb_tensor dloss_t, int N, int V,
+                              int Vp) {
     dispatch(be, VKA_SHADER_CROSSENTROPY_BACKWARD, "crossentropy_backward", 2, dlogits,
-             (size_t)Vp, logits, targets, dloss, N, V, Vp);
+             (size_t)Vp, logits, targets, dloss, dloss_t, N, V, Vp);
 }

@@ -31,6 +31,13 @@ typedef struct vkv_access {
 #define VKV_PROFILE_QUERIES 4096
 
 /* A graph: being recorded while the backend's rec points to it. */
+/* Targets (N) of a cross-entropy op of a graph, checked by the host after each run. */
+typedef struct vkv_target_check {
+    const char *op;
+    vkb_tensor targets;
+    int N, V;
+} vkv_target_check;
+
 typedef struct vkv_graph {
     VkCommandBuffer cmd;
     VkFence fence;
@@ -43,6 +50,8 @@ typedef struct vkv_graph {
     bool profiled;
     const char **labels;     /* (cap_queries - 2) / 2 entries when profiled */
     uint64_t *stamps;        /* results of the last run */
+    vkv_target_check *checks; /* n_checks of them (cap_checks allocated) */
+    int n_checks, cap_checks;
 } vkv_graph;
 
 typedef struct vkv_pipeline {
