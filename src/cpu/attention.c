@@ -39,7 +39,7 @@
 
 enum {
     AT_DC = 8,  /* d per register accumulator chunk */
-    AT_BQ = 16, /* query rows per block */
+    AT_BQ = 32, /* query rows per block */
     AT_BK = 64, /* keys per tile */
 };
 
