@@ -9,9 +9,12 @@
  * adds P^T dout to dv, scale * dS^T q to dk, scale * dS k to dq. One thread owns a whole head,
  * so every gradient element is summed in the same order for any thread count (no atomics).
  *
- * The inner loops run over a tile of keys (scores, from k packed transposed) or over d (the
- * rows of v, dout, q, k are contiguous), so the compiler vectorises them without reassociating
- * a sum. Scratch lives on the stack (forward ~90 KiB, backward ~140 KiB at the largest HS),
+ * Every product (q k^T, dout v^T, p v, P^T dout, dS^T q, dS k) is a small matrix product
+ * (at_mm) in register tiles of 4 rows x 8 columns, so each load of k, v, q or dout serves four
+ * rows; each element is still summed in order over its reduction index whatever the tiling, and
+ * the compiler vectorises across columns without reassociating a sum. Rows that see no key of a
+ * tile and keys past the block's last visible one are skipped. Scratch lives on the stack
+ * (forward ~105 KiB, backward ~145 KiB at the largest HS),
  * nothing is allocated per run. */
 #include "cpu/cpu_ops.h"
 
