@@ -51,6 +51,7 @@ enum {
     AT_DC = 8,  /* d per register accumulator chunk */
     AT_BQ = 32, /* query rows per block */
     AT_BK = 64, /* keys per tile */
+    AT_GK = 256, /* backward: keys per group of tiles at most */
 };
 
 /* exp(x) for x <= 88 (Cephes expf: x = n ln2 + r, a degree-7 polynomial in r, 2^n from the
@@ -339,19 +340,31 @@ static void at_backward_block(const vkc_attention *a, int b, int h, int L, int j
           (at_mat){a->k + at_off(a->sk, b, h, j0), a->sk.st, 0}, nr, HS, nc, true);
 }
 
+/* Backward of head (b, h): groups of key tiles (as many as the scratch holds at this HS, up to
+ * AT_GK keys) against every query block in turn, so q, dout and dq pass through the cache once
+ * per group rather than once per tile. Each dq row still gets its tiles in order and each dk, dv
+ * row its query blocks in order. */
 static void at_backward_head(const vkc_attention *a, int b, int h) {
     float kt[VKC_ATTN_MAX_HS * AT_BK], vt[VKC_ATTN_MAX_HS * AT_BK];
     const int HS = a->HS, L = at_len(a, b);
+    const size_t tile = (size_t)HS * AT_BK; /* floats of one packed tile */
+    int G = VKC_ATTN_MAX_HS / HS < AT_GK / AT_BK ? VKC_ATTN_MAX_HS / HS : AT_GK / AT_BK;
     at_zero_rows(a->dq, a->sq, b, h, a->Tq, HS);
     at_zero_rows(a->dk, a->sk, b, h, a->Tk, HS);
     at_zero_rows(a->dv, a->sv, b, h, a->Tk, HS);
-    for (int j0 = 0; j0 < L; j0 += AT_BK) {
-        int bk = L - j0 < AT_BK ? L - j0 : AT_BK;
-        at_pack_t(kt, a->k, a->sk, b, h, j0, bk, HS);
-        at_pack_t(vt, a->v, a->sv, b, h, j0, bk, HS);
+    for (int g0 = 0; g0 < L; g0 += G * AT_BK) {
+        int ng = 0;
+        for (int j0 = g0; j0 < L && ng < G; j0 += AT_BK, ng++) {
+            int bk = L - j0 < AT_BK ? L - j0 : AT_BK;
+            at_pack_t(kt + ng * tile, a->k, a->sk, b, h, j0, bk, HS);
+            at_pack_t(vt + ng * tile, a->v, a->sv, b, h, j0, bk, HS);
+        }
         for (int i0 = 0; i0 < a->Tq; i0 += AT_BQ) {
             int nq = a->Tq - i0 < AT_BQ ? a->Tq - i0 : AT_BQ;
-            at_backward_block(a, b, h, L, j0, bk, kt, vt, i0, nq);
+            for (int g = 0; g < ng; g++) {
+                int j0 = g0 + g * AT_BK, bk = L - j0 < AT_BK ? L - j0 : AT_BK;
+                at_backward_block(a, b, h, L, j0, bk, kt + g * tile, vt + g * tile, i0, nq);
+            }
         }
     }
 }
