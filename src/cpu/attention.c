@@ -4,7 +4,8 @@
  * Forward: a block of AT_BQ query rows walks the keys in tiles of AT_BK with an online softmax
  * (running max m starting at -inf, running sum l, output accumulator rescaled by exp(m_old -
  * m_new)); a row whose keys are all masked keeps m = -inf and ends with out = 0, lse = -inf.
- * Backward: per head, key tiles in order; for each, every query block recomputes
+ * Backward: per head, key tiles in order (in groups, so q, dout and dq pass through the cache
+ * once per group); for each, every query block recomputes
  * P = exp(s - lse), dP = dout v^T, dS = P * (dP - delta) with delta = rowsum(dout * out), and
  * adds P^T dout to dv, scale * dS^T q to dk, scale * dS k to dq. One thread owns a whole head,
  * so every gradient element is summed in the same order for any thread count (no atomics).
