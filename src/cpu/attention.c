@@ -289,7 +289,8 @@ static void at_zero_rows(float *x, vkc_attn_strides s, int b, int h, int T, int 
 /* Backward of key tile j0 .. j0+bk of head (b, h) against query rows i0 .. i0+nq: adds to dv
  * and dk rows of the tile and to dq rows of the block. kt, vt: the tile's k and v transposed. */
 static void at_backward_block(const vkc_attention *a, int b, int h, int L, int j0, int bk,
-                              const float *kt, const float *vt, int i0, int nq) {
+                              const float *kt, const float *vt, int i0, int nq,
+                              const float *delta) {
     float p[AT_BQ][AT_BK], ds[AT_BQ][AT_BK];
     int last[AT_BQ];
     const int HS = a->HS;
@@ -318,11 +319,7 @@ static void at_backward_block(const vkc_attention *a, int b, int h, int L, int j
             for (int jj = 0; jj < nc; jj++) pi[jj] = dsi[jj] = 0.0f;
             continue;
         }
-        const float *dor = a->dout + at_off(a->so, b, h, t);
-        const float *orow = a->out + at_off(a->so, b, h, t);
-        double delta = 0.0; /* rowsum(dout * out) */
-        for (int d = 0; d < HS; d++) delta += (double)dor[d] * orow[d];
-        float fdelta = (float)delta;
+        float fdelta = delta[i];
         at_scores_row(pi, at_mask_row(a, b, t), j0, nc, last[i], scale);
         AT_SIMD
         for (int jj = 0; jj < nc; jj++) {
@@ -362,9 +359,19 @@ static void at_backward_head(const vkc_attention *a, int b, int h) {
         }
         for (int i0 = 0; i0 < a->Tq; i0 += AT_BQ) {
             int nq = a->Tq - i0 < AT_BQ ? a->Tq - i0 : AT_BQ;
+            if (at_last_key(a, L, i0 + nq - 1) < g0) continue; /* no row sees the group */
+            float delta[AT_BQ]; /* rowsum(dout * out), once per group */
+            for (int i = 0; i < nq; i++) {
+                const float *dor = a->dout + at_off(a->so, b, h, i0 + i);
+                const float *orow = a->out + at_off(a->so, b, h, i0 + i);
+                double sum = 0.0;
+                for (int d = 0; d < HS; d++) sum += (double)dor[d] * orow[d];
+                delta[i] = (float)sum;
+            }
             for (int g = 0; g < ng; g++) {
                 int j0 = g0 + g * AT_BK, bk = L - j0 < AT_BK ? L - j0 : AT_BK;
-                at_backward_block(a, b, h, L, j0, bk, kt + g * tile, vt + g * tile, i0, nq);
+                at_backward_block(a, b, h, L, j0, bk, kt + g * tile, vt + g * tile, i0, nq,
+                                  delta);
             }
         }
     }
