@@ -47,6 +47,15 @@
 #else
 #define AT_UNROLL
 #endif
+/* The k loop of the 4x8 kernel unrolled 4 times: fewer loop instructions between the 16 SSE
+ * multiply-adds of a step (measured ~7% on the backward, 3% on the forward; 8 is slower). */
+#if defined(__clang__)
+#define AT_UNROLL4 _Pragma("unroll 4")
+#elif defined(__GNUC__)
+#define AT_UNROLL4 _Pragma("GCC unroll 4")
+#else
+#define AT_UNROLL4
+#endif
 
 enum {
     AT_DC = 8,  /* d per register accumulator chunk */
@@ -110,6 +119,7 @@ static void at_kernel_4x8(float *c, size_t ldc, at_mat a, const float *b, size_t
         memcpy(c3, c + 3 * ldc, sizeof c3);
     }
     const float *a0 = a.p, *a1 = a.p + a.rs, *a2 = a.p + 2 * a.rs, *a3 = a.p + 3 * a.rs;
+    AT_UNROLL4
     for (int k = 0; k < K; k++) {
         const float *bk = b + (size_t)k * ldb;
         size_t ko = (size_t)k * a.cs;
