@@ -4,19 +4,30 @@
  * Forward: a block of AT_BQ query rows walks the keys in tiles of AT_BK with an online softmax
  * (running max m starting at -inf, running sum l, output accumulator rescaled by exp(m_old -
  * m_new)); a row whose keys are all masked keeps m = -inf and ends with out = 0, lse = -inf.
- * Backward: per head, key tiles in order; for each, every query block recomputes
+ * Backward: per head, key tiles in order (in groups, so q, dout and dq pass through the cache
+ * once per group); for each, every query block recomputes
  * P = exp(s - lse), dP = dout v^T, dS = P * (dP - delta) with delta = rowsum(dout * out), and
  * adds P^T dout to dv, scale * dS^T q to dk, scale * dS k to dq. One thread owns a whole head,
  * so every gradient element is summed in the same order for any thread count (no atomics).
  *
- * The inner loops run over a tile of keys (scores, from k packed transposed) or over d (the
- * rows of v, dout, q, k are contiguous), so the compiler vectorises them without reassociating
- * a sum. Scratch lives on the stack (forward ~90 KiB, backward ~140 KiB at the largest HS),
+ * Every product (q k^T, dout v^T, p v, P^T dout, dS^T q, dS k) is a small matrix product
+ * (at_mm) in register tiles of 4 rows x 8 columns, so each load of k, v, q or dout serves four
+ * rows; each element is still summed in order over its reduction index whatever the tiling, and
+ * the compiler vectorises across columns without reassociating a sum. Rows that see no key of a
+ * tile and keys past the block's last visible one are skipped. Scratch lives on the stack
+ * (forward ~105 KiB, backward ~145 KiB at the largest HS),
  * nothing is allocated per run. */
 #include "cpu/cpu_ops.h"
 
 #include <math.h>
 #include <string.h>
+
+/* gcc will not if-convert at_exp's float compares while they might trap (-ftrapping-math, the
+ * default), so its loops stay scalar; no FP exception is ever looked at here, and every value is
+ * the same either way. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
 
 /* The loops over a key tile or over d are independent per element (no sums across them), so
  * "omp simd" vectorises them without changing any result (gcc -O2 alone leaves them scalar). */
@@ -36,11 +47,21 @@
 #else
 #define AT_UNROLL
 #endif
+/* The k loop of the 4x8 kernel unrolled 4 times: fewer loop instructions between the 16 SSE
+ * multiply-adds of a step (measured ~7% on the backward, 3% on the forward; 8 is slower). */
+#if defined(__clang__)
+#define AT_UNROLL4 _Pragma("unroll 4")
+#elif defined(__GNUC__)
+#define AT_UNROLL4 _Pragma("GCC unroll 4")
+#else
+#define AT_UNROLL4
+#endif
 
 enum {
     AT_DC = 8,  /* d per register accumulator chunk */
-    AT_BQ = 16, /* query rows per block */
+    AT_BQ = 32, /* query rows per block */
     AT_BK = 64, /* keys per tile */
+    AT_GK = 256, /* backward: keys per group of tiles at most */
 };
 
 /* exp(x) for x <= 88 (Cephes expf: x = n ln2 + r, a degree-7 polynomial in r, 2^n from the
@@ -78,46 +99,77 @@ static int at_last_key(const vkc_attention *a, int L, int t) {
 
 static int at_len(const vkc_attention *a, int b) { return a->key_lens ? a->key_lens[b] : a->Tk; }
 
-/* y (HS) += sum_r c[r] * x[r] (HS) over r = 0 .. n in order, skipping c[r] = 0: in chunks of
- * AT_DC elements of y held in registers across the rows. */
-static void at_axpy_rows(float *y, const float *c, const float *const *x, int n, int HS) {
-    int d0 = 0;
-    for (; d0 + 2 * AT_DC <= HS; d0 += 2 * AT_DC) { /* two groups: half the loop overhead */
-        float a0[AT_DC], a1[AT_DC];
-        memcpy(a0, y + d0, sizeof a0);
-        memcpy(a1, y + d0 + AT_DC, sizeof a1);
-        for (int r = 0; r < n; r++) {
-            float cr = c[r];
-            if (cr == 0.0f) continue;
-            const float *xr = x[r] + d0;
-            AT_UNROLL
-            for (int e = 0; e < AT_DC; e++) {
-                a0[e] += cr * xr[e];
-                a1[e] += cr * xr[AT_DC + e];
-            }
+/* c (M, N) (+)= a (M, K) b (K, N): c[r*ldc + n] = c0 + sum_k a[r*rs + k*cs] * b[k*ldb + n],
+ * summed over k in order from c0 (c's value with accumulate, else 0) for every element whatever
+ * the blocking, so the result does not depend on M, N or the kernel that computed it.
+ * 4 rows x 8 columns in registers per step (the pattern of matmul.c's kernel that gcc keeps in
+ * SSE registers): each load of b serves four rows, where a 1-row kernel is load-bound. */
+typedef struct at_mat {
+    const float *p;
+    size_t rs, cs; /* a: element (r, k) at p[r*rs + k*cs]; b: (k, n) at p[k*rs + n] */
+} at_mat;
+
+static void at_kernel_4x8(float *c, size_t ldc, at_mat a, const float *b, size_t ldb, int K,
+                          bool acc) {
+    float c0[AT_DC] = {0}, c1[AT_DC] = {0}, c2[AT_DC] = {0}, c3[AT_DC] = {0};
+    if (acc) {
+        memcpy(c0, c + 0 * ldc, sizeof c0);
+        memcpy(c1, c + 1 * ldc, sizeof c1);
+        memcpy(c2, c + 2 * ldc, sizeof c2);
+        memcpy(c3, c + 3 * ldc, sizeof c3);
+    }
+    const float *a0 = a.p, *a1 = a.p + a.rs, *a2 = a.p + 2 * a.rs, *a3 = a.p + 3 * a.rs;
+    AT_UNROLL4
+    for (int k = 0; k < K; k++) {
+        const float *bk = b + (size_t)k * ldb;
+        size_t ko = (size_t)k * a.cs;
+        float x0 = a0[ko], x1 = a1[ko], x2 = a2[ko], x3 = a3[ko];
+        AT_UNROLL
+        for (int e = 0; e < AT_DC; e++) {
+            c0[e] += x0 * bk[e];
+            c1[e] += x1 * bk[e];
+            c2[e] += x2 * bk[e];
+            c3[e] += x3 * bk[e];
         }
-        memcpy(y + d0, a0, sizeof a0);
-        memcpy(y + d0 + AT_DC, a1, sizeof a1);
     }
-    for (; d0 + AT_DC <= HS; d0 += AT_DC) {
-        float acc[AT_DC];
-        memcpy(acc, y + d0, sizeof acc);
-        for (int r = 0; r < n; r++) {
-            float cr = c[r];
-            if (cr == 0.0f) continue;
-            const float *xr = x[r] + d0;
-            AT_UNROLL
-            for (int e = 0; e < AT_DC; e++) acc[e] += cr * xr[e];
+    memcpy(c + 0 * ldc, c0, sizeof c0);
+    memcpy(c + 1 * ldc, c1, sizeof c1);
+    memcpy(c + 2 * ldc, c2, sizeof c2);
+    memcpy(c + 3 * ldc, c3, sizeof c3);
+}
+
+static void at_kernel_1x8(float *c, at_mat a, const float *b, size_t ldb, int K, bool acc) {
+    float c0[AT_DC] = {0};
+    if (acc) memcpy(c0, c, sizeof c0);
+    for (int k = 0; k < K; k++) {
+        const float *bk = b + (size_t)k * ldb;
+        float x0 = a.p[(size_t)k * a.cs];
+        AT_UNROLL
+        for (int e = 0; e < AT_DC; e++) c0[e] += x0 * bk[e];
+    }
+    memcpy(c, c0, sizeof c0);
+}
+
+static void at_mm(float *c, size_t ldc, at_mat a, at_mat b, int M, int N, int K, bool acc) {
+    int n0 = 0;
+    for (; n0 + AT_DC <= N; n0 += AT_DC) {
+        int r = 0;
+        for (; r + 4 <= M; r += 4) {
+            at_mat ar = {a.p + (size_t)r * a.rs, a.rs, a.cs};
+            at_kernel_4x8(c + (size_t)r * ldc + n0, ldc, ar, b.p + n0, b.rs, K, acc);
         }
-        memcpy(y + d0, acc, sizeof acc);
+        for (; r < M; r++) {
+            at_mat ar = {a.p + (size_t)r * a.rs, a.rs, a.cs};
+            at_kernel_1x8(c + (size_t)r * ldc + n0, ar, b.p + n0, b.rs, K, acc);
+        }
     }
-    if (d0 == HS) return;
-    for (int r = 0; r < n; r++) {
-        float cr = c[r];
-        if (cr == 0.0f) continue;
-        const float *xr = x[r];
-        for (int d = d0; d < HS; d++) y[d] += cr * xr[d];
-    }
+    for (int r = 0; r < M && n0 < N; r++)
+        for (int n = n0; n < N; n++) {
+            float s = acc ? c[(size_t)r * ldc + n] : 0.0f;
+            for (int k = 0; k < K; k++)
+                s += a.p[(size_t)r * a.rs + (size_t)k * a.cs] * b.p[(size_t)k * b.rs + n];
+            c[(size_t)r * ldc + n] = s;
+        }
 }
 
 /* kt (HS, AT_BK) = rows j0 .. j0+bk of the (b, h) view x, transposed, zeros past bk. */
@@ -133,45 +185,26 @@ static void at_pack_t(float *kt, const float *x, vkc_attn_strides s, int b, int 
     }
 }
 
-/* acc (AT_BK) = row . columns of kt (HS, AT_BK), summed over d in order. */
-static void at_dots(float *acc, const float *row, const float *kt, int HS) {
-    for (int j0 = 0; j0 < AT_BK; j0 += 4 * AT_DC) {
-        /* 32 accumulators in registers: four 8-wide groups, the pattern of matmul.c's 4x8
-         * kernel that gcc keeps in SIMD registers (an array of 32 stays in memory). */
-        float c0[AT_DC] = {0}, c1[AT_DC] = {0}, c2[AT_DC] = {0}, c3[AT_DC] = {0};
-        for (int d = 0; d < HS; d++) {
-            float x = row[d];
-            const float *kd = kt + (size_t)d * AT_BK + j0;
-            AT_UNROLL
-            for (int e = 0; e < AT_DC; e++) {
-                c0[e] += x * kd[e];
-                c1[e] += x * kd[AT_DC + e];
-                c2[e] += x * kd[2 * AT_DC + e];
-                c3[e] += x * kd[3 * AT_DC + e];
-            }
-        }
-        memcpy(acc + j0, c0, sizeof c0);
-        memcpy(acc + j0 + AT_DC, c1, sizeof c1);
-        memcpy(acc + j0 + 2 * AT_DC, c2, sizeof c2);
-        memcpy(acc + j0 + 3 * AT_DC, c3, sizeof c3);
-    }
-}
-
-/* Scores of one query row against keys j0 .. j0+bk: scale * q.k + mask, -inf past last. */
-static void at_scores(float *s, const float *q, const float *kt, const float *mrow, int j0,
-                      int bk, int last, int HS, float scale) {
-    float acc[AT_BK];
-    at_dots(acc, q, kt, HS);
-    int n = last - j0 + 1 < bk ? last - j0 + 1 : bk; /* keys up to last */
+/* Row i of s (AT_BK) from its dots with keys j0 .. j0+nc: scale * dot + mask for keys up to
+ * last, -inf past it. */
+static void at_scores_row(float *s, const float *mrow, int j0, int nc, int last, float scale) {
+    int n = last - j0 + 1 < nc ? last - j0 + 1 : nc; /* keys up to last */
     if (mrow) {
         const float *mj = mrow + j0;
         AT_SIMD
-        for (int jj = 0; jj < n; jj++) s[jj] = scale * acc[jj] + mj[jj];
+        for (int jj = 0; jj < n; jj++) s[jj] = scale * s[jj] + mj[jj];
     } else {
         AT_SIMD
-        for (int jj = 0; jj < n; jj++) s[jj] = scale * acc[jj];
+        for (int jj = 0; jj < n; jj++) s[jj] = scale * s[jj];
     }
-    for (int jj = n < 0 ? 0 : n; jj < bk; jj++) s[jj] = -INFINITY;
+    for (int jj = n < 0 ? 0 : n; jj < nc; jj++) s[jj] = -INFINITY;
+}
+
+/* Columns of a score tile to compute for nc keys: rounded up to a register chunk (kt is
+ * zero-padded to AT_BK). */
+static int at_cols(int nc) {
+    int c = (nc + AT_DC - 1) / AT_DC * AT_DC;
+    return c < AT_BK ? c : AT_BK;
 }
 
 static const float *at_mask_row(const vkc_attention *a, int b, int t) {
@@ -183,33 +216,37 @@ static const float *at_mask_row(const vkc_attention *a, int b, int t) {
 /* Forward of query rows i0 .. i0+nq of head (b, h). */
 static void at_forward_block(const vkc_attention *a, int b, int h, int i0, int nq) {
     float kt[VKC_ATTN_MAX_HS * AT_BK];
-    float o[AT_BQ][VKC_ATTN_MAX_HS];
+    float o[AT_BQ * VKC_ATTN_MAX_HS]; /* (nq, HS) */
     float s[AT_BQ][AT_BK];
     float m[AT_BQ], l[AT_BQ];
     int last[AT_BQ];
     const int HS = a->HS, L = at_len(a, b);
+    const float *q0 = a->q + at_off(a->sq, b, h, i0);
     int max_last = -1;
     for (int i = 0; i < nq; i++) {
         last[i] = at_last_key(a, L, i0 + i);
         if (last[i] > max_last) max_last = last[i];
         m[i] = -INFINITY;
         l[i] = 0.0f;
-        for (int d = 0; d < HS; d++) o[i][d] = 0.0f;
     }
+    memset(o, 0, (size_t)nq * HS * sizeof(float));
     for (int j0 = 0; j0 <= max_last; j0 += AT_BK) {
         int bk = max_last + 1 - j0 < AT_BK ? max_last + 1 - j0 : AT_BK;
+        int r0 = 0; /* rows before r0 see no key of this tile (last grows with the row) */
+        while (r0 < nq && last[r0] < j0) r0++;
         at_pack_t(kt, a->k, a->sk, b, h, j0, bk, HS);
-        const float *vrows[AT_BK];
-        for (int jj = 0; jj < bk; jj++) vrows[jj] = a->v + at_off(a->sv, b, h, j0 + jj);
-        for (int i = 0; i < nq; i++) {
-            if (last[i] < j0) continue;
-            int t = i0 + i;
-            at_scores(s[i], a->q + at_off(a->sq, b, h, t), kt, at_mask_row(a, b, t), j0, bk,
-                      last[i], HS, a->scale);
-            float mx = m[i], *si = s[i];
+        at_mm(s[r0], AT_BK, (at_mat){q0 + (size_t)r0 * a->sq.st, a->sq.st, 1},
+              (at_mat){kt, AT_BK, 0}, nq - r0, at_cols(bk), HS, false);
+        for (int i = r0; i < nq; i++) {
+            float *si = s[i];
+            at_scores_row(si, at_mask_row(a, b, i0 + i), j0, bk, last[i], a->scale);
+            float mx = m[i];
             AT_SIMD_MAX(mx)
             for (int jj = 0; jj < bk; jj++) mx = si[jj] > mx ? si[jj] : mx;
-            if (mx == -INFINITY) continue; /* every key so far masked: nothing to add */
+            if (mx == -INFINITY) { /* every key so far masked: nothing to add */
+                for (int jj = 0; jj < bk; jj++) si[jj] = 0.0f;
+                continue;
+            }
             float alpha = at_exp(m[i] - mx); /* 0 when m[i] = -inf (o and l are 0 then) */
             AT_SIMD
             for (int jj = 0; jj < bk; jj++) si[jj] = at_exp(si[jj] - mx); /* masked: 0 */
@@ -217,20 +254,23 @@ static void at_forward_block(const vkc_attention *a, int b, int h, int i0, int n
             for (int jj = 0; jj < bk; jj++) sum += si[jj];
             l[i] = l[i] * alpha + sum;
             m[i] = mx;
-            float *oi = o[i];
+            float *oi = o + (size_t)i * HS;
             if (alpha != 1.0f) {
                 AT_SIMD
                 for (int d = 0; d < HS; d++) oi[d] *= alpha;
             }
-            at_axpy_rows(oi, si, vrows, bk, HS);
         }
+        /* o += p v over the tile's keys (a masked key adds 0) */
+        at_mm(o + (size_t)r0 * HS, HS, (at_mat){s[r0], AT_BK, 1},
+              (at_mat){a->v + at_off(a->sv, b, h, j0), a->sv.st, 0}, nq - r0, HS, bk, true);
     }
     for (int i = 0; i < nq; i++) {
         int t = i0 + i;
         float *orow = a->out + at_off(a->so, b, h, t);
+        const float *oi = o + (size_t)i * HS;
         float lse = -INFINITY;
         if (l[i] > 0.0f) {
-            for (int d = 0; d < HS; d++) orow[d] = o[i][d] / l[i];
+            for (int d = 0; d < HS; d++) orow[d] = oi[d] / l[i];
             lse = m[i] + logf(l[i]);
         } else {
             for (int d = 0; d < HS; d++) orow[d] = 0.0f;
@@ -257,72 +297,92 @@ static void at_zero_rows(float *x, vkc_attn_strides s, int b, int h, int T, int 
 }
 
 /* Backward of key tile j0 .. j0+bk of head (b, h) against query rows i0 .. i0+nq: adds to dv
- * and dk rows of the tile and to dq rows of the block. kt, vt: the tile's k and v transposed;
- * krows: its k rows. */
+ * and dk rows of the tile and to dq rows of the block. kt, vt: the tile's k and v transposed. */
 static void at_backward_block(const vkc_attention *a, int b, int h, int L, int j0, int bk,
-                              const float *kt, const float *vt, const float *const *krows,
-                              int i0, int nq) {
+                              const float *kt, const float *vt, int i0, int nq,
+                              const float *delta) {
     float p[AT_BQ][AT_BK], ds[AT_BQ][AT_BK];
-    const float *qr[AT_BQ], *dor[AT_BQ];
+    int last[AT_BQ];
     const int HS = a->HS;
     const float scale = a->scale;
-    bool any = false;
-    for (int i = 0; i < nq; i++) {
-        int t = i0 + i, last = at_last_key(a, L, t);
+    int r0 = nq, max_last = -1;
+    for (int i = nq - 1; i >= 0; i--) {
+        last[i] = at_last_key(a, L, i0 + i);
+        if (last[i] >= j0) r0 = i; /* rows before r0 see no key of this tile */
+        if (last[i] > max_last) max_last = last[i];
+    }
+    if (r0 == nq) return;
+    int nc = max_last + 1 - j0 < bk ? max_last + 1 - j0 : bk; /* keys any row sees */
+    int nr = nq - r0;
+    const size_t qs = a->sq.st, os = a->so.st;
+    const float *q0 = a->q + at_off(a->sq, b, h, i0 + r0);
+    const float *do0 = a->dout + at_off(a->so, b, h, i0 + r0);
+    /* p = q k^T, ds = dout v^T (dP) for now */
+    at_mm(p[r0], AT_BK, (at_mat){q0, qs, 1}, (at_mat){kt, AT_BK, 0}, nr, at_cols(nc), HS, false);
+    at_mm(ds[r0], AT_BK, (at_mat){do0, os, 1}, (at_mat){vt, AT_BK, 0}, nr, at_cols(nc), HS,
+          false);
+    for (int i = r0; i < nq; i++) {
+        int t = i0 + i;
         float lse = a->lse[((size_t)b * a->NH + h) * a->Tq + t];
-        qr[i] = a->q + at_off(a->sq, b, h, t);
-        dor[i] = a->dout + at_off(a->so, b, h, t);
-        if (last < j0 || lse == -INFINITY) {
-            for (int jj = 0; jj < AT_BK; jj++) p[i][jj] = ds[i][jj] = 0.0f;
+        float *pi = p[i], *dsi = ds[i];
+        if (last[i] < j0 || lse == -INFINITY) {
+            for (int jj = 0; jj < nc; jj++) pi[jj] = dsi[jj] = 0.0f;
             continue;
         }
-        any = true;
-        const float *orow = a->out + at_off(a->so, b, h, t);
-        double delta = 0.0; /* rowsum(dout * out) */
-        for (int d = 0; d < HS; d++) delta += (double)dor[i][d] * orow[d];
-        float dp[AT_BK];
-        at_scores(p[i], qr[i], kt, at_mask_row(a, b, t), j0, bk, last, HS, scale);
-        at_dots(dp, dor[i], vt, HS);
-        float *pi = p[i], *dsi = ds[i], fdelta = (float)delta;
-        for (int jj = bk; jj < AT_BK; jj++) pi[jj] = -INFINITY;
+        float fdelta = delta[i];
+        at_scores_row(pi, at_mask_row(a, b, t), j0, nc, last[i], scale);
         AT_SIMD
-        for (int jj = 0; jj < AT_BK; jj++) {
+        for (int jj = 0; jj < nc; jj++) {
             float pj = at_exp(pi[jj] - lse); /* masked: 0 */
             pi[jj] = pj;
-            dsi[jj] = scale * (pj * (dp[jj] - fdelta)); /* 0 where pj is */
+            dsi[jj] = scale * (pj * (dsi[jj] - fdelta)); /* 0 where pj is */
         }
     }
-    if (!any) return;
     /* dv_j += sum_i P[i][j] dout_i, dk_j += sum_i dS[i][j] q_i (scale in dS) */
-    for (int jj = 0; jj < bk; jj++) {
-        float pc[AT_BQ], dc[AT_BQ];
-        for (int i = 0; i < nq; i++) {
-            pc[i] = p[i][jj];
-            dc[i] = ds[i][jj];
-        }
-        at_axpy_rows(a->dv + at_off(a->sv, b, h, j0 + jj), pc, dor, nq, HS);
-        at_axpy_rows(a->dk + at_off(a->sk, b, h, j0 + jj), dc, qr, nq, HS);
-    }
+    at_mm(a->dv + at_off(a->sv, b, h, j0), a->sv.st, (at_mat){p[r0], 1, AT_BK},
+          (at_mat){do0, os, 0}, nc, HS, nr, true);
+    at_mm(a->dk + at_off(a->sk, b, h, j0), a->sk.st, (at_mat){ds[r0], 1, AT_BK},
+          (at_mat){q0, qs, 0}, nc, HS, nr, true);
     /* dq_i += sum_j dS[i][j] k_j */
-    for (int i = 0; i < nq; i++)
-        at_axpy_rows(a->dq + at_off(a->sq, b, h, i0 + i), ds[i], krows, bk, HS);
+    at_mm(a->dq + at_off(a->sq, b, h, i0 + r0), qs, (at_mat){ds[r0], AT_BK, 1},
+          (at_mat){a->k + at_off(a->sk, b, h, j0), a->sk.st, 0}, nr, HS, nc, true);
 }
 
+/* Backward of head (b, h): groups of key tiles (as many as the scratch holds at this HS, up to
+ * AT_GK keys) against every query block in turn, so q, dout and dq pass through the cache once
+ * per group rather than once per tile. Each dq row still gets its tiles in order and each dk, dv
+ * row its query blocks in order. */
 static void at_backward_head(const vkc_attention *a, int b, int h) {
     float kt[VKC_ATTN_MAX_HS * AT_BK], vt[VKC_ATTN_MAX_HS * AT_BK];
     const int HS = a->HS, L = at_len(a, b);
+    const size_t tile = (size_t)HS * AT_BK; /* floats of one packed tile */
+    int G = VKC_ATTN_MAX_HS / HS < AT_GK / AT_BK ? VKC_ATTN_MAX_HS / HS : AT_GK / AT_BK;
     at_zero_rows(a->dq, a->sq, b, h, a->Tq, HS);
     at_zero_rows(a->dk, a->sk, b, h, a->Tk, HS);
     at_zero_rows(a->dv, a->sv, b, h, a->Tk, HS);
-    for (int j0 = 0; j0 < L; j0 += AT_BK) {
-        int bk = L - j0 < AT_BK ? L - j0 : AT_BK;
-        at_pack_t(kt, a->k, a->sk, b, h, j0, bk, HS);
-        at_pack_t(vt, a->v, a->sv, b, h, j0, bk, HS);
-        const float *krows[AT_BK];
-        for (int jj = 0; jj < bk; jj++) krows[jj] = a->k + at_off(a->sk, b, h, j0 + jj);
+    for (int g0 = 0; g0 < L; g0 += G * AT_BK) {
+        int ng = 0;
+        for (int j0 = g0; j0 < L && ng < G; j0 += AT_BK, ng++) {
+            int bk = L - j0 < AT_BK ? L - j0 : AT_BK;
+            at_pack_t(kt + ng * tile, a->k, a->sk, b, h, j0, bk, HS);
+            at_pack_t(vt + ng * tile, a->v, a->sv, b, h, j0, bk, HS);
+        }
         for (int i0 = 0; i0 < a->Tq; i0 += AT_BQ) {
             int nq = a->Tq - i0 < AT_BQ ? a->Tq - i0 : AT_BQ;
-            at_backward_block(a, b, h, L, j0, bk, kt, vt, krows, i0, nq);
+            if (at_last_key(a, L, i0 + nq - 1) < g0) continue; /* no row sees the group */
+            float delta[AT_BQ]; /* rowsum(dout * out), once per group */
+            for (int i = 0; i < nq; i++) {
+                const float *dor = a->dout + at_off(a->so, b, h, i0 + i);
+                const float *orow = a->out + at_off(a->so, b, h, i0 + i);
+                double sum = 0.0;
+                for (int d = 0; d < HS; d++) sum += (double)dor[d] * orow[d];
+                delta[i] = (float)sum;
+            }
+            for (int g = 0; g < ng; g++) {
+                int j0 = g0 + g * AT_BK, bk = L - j0 < AT_BK ? L - j0 : AT_BK;
+                at_backward_block(a, b, h, L, j0, bk, kt + g * tile, vt + g * tile, i0, nq,
+                                  delta);
+            }
         }
     }
 }
