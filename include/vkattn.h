@@ -401,7 +401,9 @@ typedef enum vka_causal {
  * Errors: VKA_ERROR_INVALID_ARGUMENT (missing or too small tensor, both or neither of q/k/v and
  * qkv, Tq != Tk with qkv, HS out of range, bad causal value), VKA_ERROR_DEVICE_LIMIT,
  * VKA_ERROR_UNSUPPORTED (the context's backend lacks the op). key_lens are read when the graph
- * runs: on the CPU backend one outside [0, Tk] fails vka_graph_run, naming it.
+ * runs: one outside [0, Tk] fails vka_graph_run on either backend, naming it (Vulkan clamps
+ * it while running and checks after, so nothing out of range is read). Scores that overflow to
+ * +inf (or a +INFINITY mask) are not defined (issue 10 makes non-finite values errors).
  */
 #define VKA_ATTENTION_MAX_HS 256
 typedef struct vka_attention_desc {

@@ -622,10 +622,17 @@ static void chk_attention(chk *c, const vka_attention_desc *d, bool backward, vk
         chk_holds_opt(c, d->mask, "mask", NEED("B*Tq*Tk (mask_per_batch)", d->B, d->Tq, d->Tk));
     else chk_holds_opt(c, d->mask, "mask", NEED("Tq*Tk", d->Tq, d->Tk));
     chk_holds_opt(c, d->key_lens, "key_lens", need_n("B", (uint64_t)d->B));
-    if (c->r == VKA_SUCCESS && d->out && (d->out == d->q || d->out == d->k || d->out == d->v ||
-                                          d->out == d->qkv || d->out == d->lse))
-        chk_fail(c, VKA_ERROR_INVALID_ARGUMENT,
-                 "out must be a different tensor from q, k, v, qkv and lse");
+    /* The forward writes out and lse while it reads the rest. */
+    const vka_tensor *written[] = {d->out, d->lse};
+    const vka_tensor *read[] = {d->q, d->k, d->v, d->qkv, d->mask, d->key_lens};
+    const char *const written_name[] = {"out", "lse"};
+    for (size_t i = 0; c->r == VKA_SUCCESS && i < 2; i++)
+        for (size_t j = 0; written[i] && j < sizeof read / sizeof *read; j++)
+            if (written[i] == read[j])
+                chk_fail(c, VKA_ERROR_INVALID_ARGUMENT, "%s must be a tensor other than the "
+                         "inputs (q, k, v, qkv, mask, key_lens)", written_name[i]);
+    if (c->r == VKA_SUCCESS && d->out && d->out == d->lse)
+        chk_fail(c, VKA_ERROR_INVALID_ARGUMENT, "out and lse must be different tensors");
     if (c->r != VKA_SUCCESS) return;
 
     int NH = d->NH, HS = d->HS, Tq = d->Tq, Tk = d->Tk;

@@ -147,8 +147,8 @@ typedef struct vkb_limits {
  * deterministic (no float atomics, fixed summation order).
  * Backward WRITES dq, dk, dv (the probabilities recomputed from lse; delta = rowsum(dout * out)
  * computed by the op itself). mask is (Tq, Tk), or (B, Tq, Tk) with mask_per_batch.
- * key_lens are read when the graph runs: on the CPU backend a value outside [0, Tk] fails the
- * run, naming it (never clamped). A backend whose table lacks the op fails the graph with
+ * key_lens are read when the graph runs: a value outside [0, Tk] fails the run, naming it (CPU:
+ * before computing; Vulkan: the shaders clamp it, the host checks after the run). A backend whose table lacks the op fails the graph with
  * VKA_ERROR_UNSUPPORTED ("attention_forward: not implemented by the vulkan backend"). */
 typedef enum vkb_causal {
     VKB_CAUSAL_NONE = 0,

@@ -585,7 +585,17 @@ static void test_attention_fused_argument_errors(void **state) {
     expect_forward_error(ctx, &d, "mask holds 30 elements");
     d = good;
     d.out = q;
-    expect_forward_error(ctx, &d, "out must be a different tensor");
+    expect_forward_error(ctx, &d, "out must be a tensor other than the inputs");
+    d = good;
+    d.lse = k; /* lse is written while k is read */
+    expect_forward_error(ctx, &d, "lse must be a tensor other than the inputs");
+    d = good;
+    d.mask = lse;
+    d.lse = lse;
+    expect_forward_error(ctx, &d, "lse must be a tensor other than the inputs");
+    d = good;
+    d.lse = out;
+    expect_forward_error(ctx, &d, "out and lse must be different tensors");
     /* backward: lse required, the gradients in the forward's form */
     vka_attention_grads gr = {.dout = out, .dq = q, .dk = k, .dv = v};
     tu_begin(ctx);
@@ -616,6 +626,39 @@ static void test_attention_fused_argument_errors(void **state) {
     if (!strstr(vka_last_error(ctx), "key_lens[1] = 6 is outside [0, Tk = 5]"))
         fail_msg("message: %s", vka_last_error(ctx));
     vka_tensor *all[] = {q, k, v, out, small, qkv, lse, kl, g1, g2};
+    for (size_t i = 0; i < TU_LEN(all); i++) vka_tensor_destroy(all[i]);
+    tu_done(ctx);
+}
+
+/* On Vulkan too (the shaders clamp; the host checks after the run): a key_lens value outside
+ * [0, Tk] fails the run with the CPU backend's message, and the output stays finite. */
+static void test_attention_fused_vulkan_key_lens_checked(void **state) {
+    (void)state;
+    vka_context *ctx = tu_gpu();
+    float x[120];
+    for (int i = 0; i < 120; i++) x[i] = 0.01f * (float)(i % 17) - 0.05f;
+    vka_tensor *q = tu_tensor(ctx, 120, x), *k = tu_tensor(ctx, 120, x);
+    vka_tensor *v = tu_tensor(ctx, 120, x), *out = tu_tensor(ctx, 120, NULL);
+    const int32_t bad[2][2] = {{5, 6}, {-1, 3}};
+    const char *const want[2] = {"key_lens[1] = 6 is outside [0, Tk = 5]",
+                                 "key_lens[0] = -1 is outside [0, Tk = 5]"};
+    for (int c = 0; c < 2; c++) {
+        vka_tensor *kl = tu_tensor(ctx, 2, bad[c]);
+        vka_attention_desc d = {.q = q, .k = k, .v = v, .out = out, .key_lens = kl, .B = 2,
+                                .NH = 3, .Tq = 5, .Tk = 5, .HS = 4};
+        tu_begin(ctx);
+        assert_int_equal(vka_attention_forward(ctx, &d), VKA_SUCCESS);
+        vka_graph *g = NULL;
+        assert_int_equal(vka_graph_end(ctx, &g), VKA_SUCCESS);
+        assert_int_equal(vka_graph_run(g), VKA_ERROR_INVALID_ARGUMENT);
+        if (!strstr(vka_last_error(ctx), want[c])) fail_msg("message: %s", vka_last_error(ctx));
+        vka_graph_destroy(g);
+        float *o = tu_read(out, 120);
+        for (int i = 0; i < 120; i++) assert_true(isfinite(o[i]));
+        free(o);
+        vka_tensor_destroy(kl);
+    }
+    vka_tensor *all[] = {q, k, v, out};
     for (size_t i = 0; i < TU_LEN(all); i++) vka_tensor_destroy(all[i]);
     tu_done(ctx);
 }
@@ -678,6 +721,7 @@ int main(void) {
         cmocka_unit_test(test_attention_fused_matches_composed),
         cmocka_unit_test(test_attention_fused_threads_agree),
         cmocka_unit_test(test_attention_fused_argument_errors),
+        cmocka_unit_test(test_attention_fused_vulkan_key_lens_checked),
         TU_VULKAN_TEST_ENTRIES(test_attention_fused_vulkan_journey_known_values),
         TU_VULKAN_TEST_ENTRIES(test_attention_fused_vulkan_matches_cpu),
         TU_VULKAN_TEST_ENTRIES(test_attention_fused_vulkan_backward_finite_difference),

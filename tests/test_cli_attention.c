@@ -381,6 +381,27 @@ static void test_cli_attention_bad_input(void **state) {
         assert_int_equal(len, 3); /* untouched */
         free(old);
     }
+    /* --svg naming the model or its tokenizer is refused before anything is written. */
+    size_t before = 0, after = 0;
+    char *model = cu_slurp(m, &before);
+    const char *targets[2] = {"the model (--model)", "the tokenizer"};
+    for (int t = 0; t < 2; t++) {
+        char *tok = NULL;
+        if (t == 1) {
+            tok = malloc(strlen(m) + 32);
+            snprintf(tok, strlen(m) + 32, "%.*s.tokenizer.bin", (int)(strlen(m) - 4), m);
+        }
+        cu_result r = cu_run(&d, "attention", "--backend", "cpu", "--model", m, "--prompt", "x",
+                             "--svg", t ? tok : m);
+        cu_expect(&r, 2, targets[t], "the picture would replace it");
+        cu_free(&r);
+        free(tok);
+    }
+    char *model_after = cu_slurp(m, &after);
+    assert_int_equal(after, before);
+    assert_memory_equal(model, model_after, before);
+    free(model);
+    free(model_after);
     tf_rmdir(&d);
 }
 

@@ -152,6 +152,12 @@ def attention_cases(torch, F, t):
     counts it (4 B NH T^2 HS forward, twice that backward)."""
     B, NH, HS = 4096 // t, 4, 64
     C = NH * HS
+    if hasattr(F, "scaled_dot_product_attention"):  # PyTorch >= 2.0
+        def sdpa(q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    else:  # PyTorch 1.13 (Debian 12): the same op, not yet public
+        def sdpa(q, k, v):
+            return F._scaled_dot_product_attention(q, k, v, None, 0.0, False, True)[0]
 
     def heads(x):
         return x.view(B, t, NH, HS).transpose(1, 2)
@@ -162,14 +168,14 @@ def attention_cases(torch, F, t):
         def run():
             with torch.no_grad():
                 q, k, v = qkv.split(C, dim=2)
-                out = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
+                out = sdpa(heads(q), heads(k), heads(v))
                 out.transpose(1, 2).reshape(B, t, C)
         return run, {}
 
     def bwd():
         qkv = rand(torch, B, t, 3 * C).requires_grad_(True)
         q, k, v = qkv.split(C, dim=2)
-        out = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
+        out = sdpa(heads(q), heads(k), heads(v))
         out = out.transpose(1, 2).reshape(B, t, C)
         dout = rand(torch, B, t, C)
 

@@ -713,3 +713,10 @@ uint64_t cli_token_bytes(const vka_tokenizer *tok, const int32_t *ids, size_t n)
 double cli_bits_per_byte(double total_nats, uint64_t bytes) {
     return bytes ? total_nats / (log(2.0) * (double)bytes) : NAN;
 }
+
+bool cli_same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return strcmp(a, b) == 0;
+}

@@ -245,6 +245,9 @@ void cli_profile_json(FILE *f, const cli_kind_time *kinds, int n);
  * ------------------------------------------------------------------------------------------- */
 /* path with a trailing ".bin" replaced by suffix (".tokenizer.bin"), or suffix appended;
  * malloc'd (NULL if out of memory). */
+/* Whether a and b are the same file: the same device and inode where both exist, else the
+ * same path. */
+bool cli_same_file(const char *a, const char *b);
 char *cli_sibling_path(const char *path, const char *suffix);
 /* X.state.bin -> X + suffix (".bin": the model `train --resume` saves to by default;
  * ".tokenizer.bin": the tokenizer saved with the state); NULL if state_path does not end in

@@ -176,6 +176,26 @@ static void layers_text(const shown *s, char *out, size_t cap) {
     else snprintf(out, cap, "layer %d%s", s->layers[0], s->layers[0] == s->L - 1 ? " (the last)" : "");
 }
 
+/* --svg must not name the model, its tokenizer (given or beside it) or its training state: a
+ * picture written there would replace them. */
+static int check_svg_overwrites_nothing(const attention_opts *o) {
+    char *tok = cli_sibling_path(o->model, ".tokenizer.bin");
+    char *state = cli_sibling_path(o->model, ".state.bin");
+    const struct {
+        const char *path, *what;
+    } inputs[] = {{o->model, "the model (--model)"},
+                  {o->tokenizer ? o->tokenizer : tok, "the tokenizer"},
+                  {state, "the model's training state"}};
+    int rc = CLI_OK;
+    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0] && rc == CLI_OK; i++)
+        if (inputs[i].path && cli_same_file(o->svg, inputs[i].path))
+            rc = cli_usage_error("attention", "--svg %s is %s; the picture would replace it",
+                                 o->svg, inputs[i].what);
+    free(tok);
+    free(state);
+    return rc;
+}
+
 static int write_svg(const attention_opts *o, const shown *s) {
     char which[64], title[1024];
     layers_text(s, which, sizeof which);
@@ -246,6 +266,7 @@ int cmd_attention(int argc, char **argv) {
     rc = cli_check_backend_opts("attention", &o.b, CLI_USES_CHOSEN(&o.b));
     if (rc == CLI_OK && o.svg)
         rc = cli_check_writable("attention", "--svg", o.svg, "", "attention.svg");
+    if (rc == CLI_OK && o.svg) rc = check_svg_overwrites_nothing(&o);
     if (rc != CLI_OK) return rc;
     vka_context *ctx = NULL;
     rc = cli_context("attention", &o.b, &ctx);

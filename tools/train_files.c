@@ -63,13 +63,6 @@ typedef struct run_file {
     const char *what; /* "the training text (--data)" */
 } run_file;
 
-/* The same file: the same device and inode where both exist, else the same path. */
-static bool same_file(const char *a, const char *b) {
-    struct stat sa, sb;
-    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
-        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    return strcmp(a, b) == 0;
-}
 
 static int check_no_overwrite(const train_run *r) {
     const train_opts *o = r->o;
@@ -106,7 +99,7 @@ static int check_no_overwrite(const train_run *r) {
         }
         for (size_t j = 0; j < sizeof inputs / sizeof inputs[0] && rc == CLI_OK; j++) {
             if (!inputs[j].path || inputs[j].role == outputs[i].role) continue;
-            if (same_file(outputs[i].path, inputs[j].path))
+            if (cli_same_file(outputs[i].path, inputs[j].path))
                 rc = cli_usage_error("train", "%s would be written to %s, which is %s: choose "
                                      "another --out", outputs[i].what, outputs[i].path,
                                      inputs[j].what);

@@ -274,7 +274,15 @@ void vkv_graph_check_targets(vkv_backend *vb, const char *op, vkb_tensor targets
         g->checks = c;
         g->cap_checks = cap;
     }
-    g->checks[g->n_checks++] = (vkv_target_check){op, targets, N, V};
+    g->checks[g->n_checks++] = (vkv_target_check){op, targets, N, V, false};
+}
+
+void vkv_graph_check_key_lens(vkv_backend *vb, const char *op, vkb_tensor key_lens, int B,
+                              int Tk) {
+    vkv_graph_check_targets(vb, op, key_lens, B, Tk);
+    vkv_graph *g = vb->rec;
+    if (g && vb->base.status == VKA_SUCCESS && g->n_checks > 0)
+        g->checks[g->n_checks - 1].key_lens = true;
 }
 
 /* The checks vkv_graph_check_targets registered, in recording order. */
@@ -285,7 +293,13 @@ static vka_result check_targets(vkv_backend *vb, const vkv_graph *g) {
         int32_t *t = malloc((size_t)c->N * sizeof *t);
         if (!t) return vka_set_error(vb->base.ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", c->op);
         r = vkv_read(&vb->base, c->targets, 0, t, (size_t)c->N);
-        if (r == VKA_SUCCESS) r = vkb_check_targets(vb->base.ctx, c->op, t, (size_t)c->N, c->V);
+        for (int b = 0; r == VKA_SUCCESS && c->key_lens && b < c->N; b++)
+            if (t[b] < 0 || t[b] > c->V) /* the CPU backend's message (cpu_commands.c) */
+                r = vka_set_error(vb->base.ctx, VKA_ERROR_INVALID_ARGUMENT,
+                                  "%s: key_lens[%d] = %d is outside [0, Tk = %d]", c->op, b,
+                                  (int)t[b], c->V);
+        if (r == VKA_SUCCESS && !c->key_lens)
+            r = vkb_check_targets(vb->base.ctx, c->op, t, (size_t)c->N, c->V);
         free(t);
     }
     return r;

@@ -188,6 +188,10 @@ void vkv_add_inplace(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size_t N);
  * graph), the host checks them as the CPU backend does (vkb_check_targets) and fails the run
  * naming the first bad one; the shaders give 0 for it meanwhile. */
 void vkv_graph_check_targets(vkv_backend *vb, const char *op, vkb_tensor targets, int N, int V);
+/* The same for an attention op's key_lens (B), each in [0, Tk] (the shaders clamp them, so a bad
+ * value reads nothing out of range; the run then fails as on the CPU backend). */
+void vkv_graph_check_key_lens(vkv_backend *vb, const char *op, vkb_tensor key_lens, int B,
+                              int Tk);
 void vkv_crossentropy_forward(vkb_backend *be, vkb_tensor losses, vkb_tensor logits,
                               vkb_tensor targets, int N, int V, int Vp);
 void vkv_crossentropy_backward(vkb_backend *be, vkb_tensor dlogits, vkb_tensor logits,

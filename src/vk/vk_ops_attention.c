@@ -239,6 +239,8 @@ void vkv_attention_forward(vkb_backend *be, const vkb_attention *at) {
     if (!hs_ok(be, FORWARD.label, at->HS)) return;
     size_t nb = batch_block(vb, FORWARD.label, at, FORWARD.uses);
     if (nb) run_pass(vb, at, &FORWARD, nb);
+    if (nb && vkb_present(at->key_lens))
+        vkv_graph_check_key_lens(vb, FORWARD.label, at->key_lens, at->B, at->Tk);
 }
 
 /* The three passes in turn, each over all batch blocks (one barrier between passes). */
@@ -251,4 +253,5 @@ void vkv_attention_backward(vkb_backend *be, const vkb_attention *at) {
     run_pass(vb, at, &DELTA, nb);
     run_pass(vb, at, &DKDV, nb);
     run_pass(vb, at, &DQ, nb);
+    if (vkb_present(at->key_lens)) vkv_graph_check_key_lens(vb, op, at->key_lens, at->B, at->Tk);
 }

@@ -31,11 +31,13 @@ typedef struct vkv_access {
 #define VKV_PROFILE_QUERIES 4096
 
 /* A graph: being recorded while the backend's rec points to it. */
-/* Targets (N) of a cross-entropy op of a graph, checked by the host after each run. */
+/* Targets (N) of a cross-entropy op of a graph, or key_lens (N = B) of an attention op,
+ * checked by the host after each run. */
 typedef struct vkv_target_check {
     const char *op;
     vkb_tensor targets;
-    int N, V;
+    int N, V;       /* targets in [0, V) or ignored; key_lens in [0, V = Tk] */
+    bool key_lens;
 } vkv_target_check;
 
 typedef struct vkv_graph {
