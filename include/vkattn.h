@@ -402,8 +402,9 @@ typedef enum vka_causal {
  * qkv, Tq != Tk with qkv, HS out of range, bad causal value), VKA_ERROR_DEVICE_LIMIT,
  * VKA_ERROR_UNSUPPORTED (the context's backend lacks the op). key_lens are read when the graph
  * runs: one outside [0, Tk] fails vka_graph_run on either backend, naming it (Vulkan clamps
- * it while running and checks after, so nothing out of range is read). Scores that overflow to
- * +inf (or a +INFINITY mask) are not defined (issue 10 makes non-finite values errors).
+ * it while running and checks after, so nothing out of range is read). A row with a +inf score
+ * (an overflow, or a +INFINITY mask entry) has no softmax: its out and lse are NaN on both
+ * backends, never zeros.
  */
 #define VKA_ATTENTION_MAX_HS 256
 typedef struct vka_attention_desc {

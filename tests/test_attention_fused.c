@@ -663,6 +663,41 @@ static void test_attention_fused_vulkan_key_lens_checked(void **state) {
     tu_done(ctx);
 }
 
+/* A +inf score (a +INFINITY mask entry) has no softmax: both backends give NaN in that row
+ * (never zeros that look like a fully masked row), and the other rows are unaffected. */
+static void inf_score_case(vka_context *ctx) {
+    float x[24], mask[4] = {0.0f, 0.0f, INFINITY, 0.0f}; /* query 1 sees +inf at key 0 */
+    for (int i = 0; i < 24; i++) x[i] = 0.1f * (float)(i % 5);
+    vka_tensor *q = tu_tensor(ctx, 12, x), *k = tu_tensor(ctx, 12, x + 12);
+    vka_tensor *v = tu_tensor(ctx, 12, x), *m = tu_tensor(ctx, 4, mask);
+    vka_tensor *out = tu_tensor(ctx, 12, NULL);
+    vka_attention_desc d = {.q = q, .k = k, .v = v, .mask = m, .out = out, .B = 1, .NH = 3,
+                            .Tq = 2, .Tk = 2, .HS = 2};
+    tu_begin(ctx);
+    assert_int_equal(vka_attention_forward(ctx, &d), VKA_SUCCESS);
+    tu_run(ctx);
+    float *o = tu_read(out, 12);
+    for (int h = 0; h < 3; h++)
+        for (int t = 0; t < 2; t++)
+            for (int e = 0; e < 2; e++) {
+                float y = o[(h * 2 + t) * 2 + e];
+                if (t == 1 ? !isnan(y) : !isfinite(y))
+                    fail_msg("%s: head %d row %d: %g", tu_is_cpu(ctx) ? "cpu" : "vulkan", h, t, y);
+            }
+    free(o);
+    vka_tensor *all[] = {q, k, v, m, out};
+    for (size_t i = 0; i < TU_LEN(all); i++) vka_tensor_destroy(all[i]);
+}
+static void test_attention_fused_inf_score_is_nan(void **state) {
+    (void)state;
+    vka_context *ctx = tu_cpu();
+    inf_score_case(ctx);
+    tu_done(ctx);
+    ctx = tu_gpu();
+    inf_score_case(ctx);
+    tu_done(ctx);
+}
+
 /* --- cmocka --------------------------------------------------------------------------------- */
 
 #define CPU_TEST(name, cases)                                                                  \
@@ -722,6 +757,7 @@ int main(void) {
         cmocka_unit_test(test_attention_fused_threads_agree),
         cmocka_unit_test(test_attention_fused_argument_errors),
         cmocka_unit_test(test_attention_fused_vulkan_key_lens_checked),
+        cmocka_unit_test(test_attention_fused_inf_score_is_nan),
         TU_VULKAN_TEST_ENTRIES(test_attention_fused_vulkan_journey_known_values),
         TU_VULKAN_TEST_ENTRIES(test_attention_fused_vulkan_matches_cpu),
         TU_VULKAN_TEST_ENTRIES(test_attention_fused_vulkan_backward_finite_difference),

@@ -269,7 +269,7 @@ static void at_forward_block(const vkc_attention *a, int b, int h, int i0, int n
         float *orow = a->out + at_off(a->so, b, h, t);
         const float *oi = o + (size_t)i * HS;
         float lse = -INFINITY;
-        if (l[i] > 0.0f) {
+        if (l[i] != 0.0f) { /* NaN too (a +inf score): NaN out, as on Vulkan, never zeros */
             for (int d = 0; d < HS; d++) orow[d] = oi[d] / l[i];
             lse = m[i] + logf(l[i]);
         } else {
