@@ -17,7 +17,7 @@ vka_result vka_tensor_create(vka_context *ctx, size_t n, vka_tensor **out) {
     if (n > limit / sizeof(float))
         return vka_set_error(ctx, VKA_ERROR_DEVICE_LIMIT,
                              "vka_tensor_create: %zu elements (%.0f bytes) exceed the %s device's "
-                             "largest allocation (maxMemoryAllocationSize) of %llu bytes (%llu "
+                             "largest allocation (maxMemoryAllocationSize, or VKATTN_MAX_TENSOR_BYTES if lower) of %llu bytes (%llu "
                              "elements)",
                              n, (double)n * sizeof(float), ctx->be->name,
                              (unsigned long long)limit,

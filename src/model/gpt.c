@@ -102,7 +102,7 @@ vka_result vkm_gpt_make_arena(vka_gpt *gpt, const char *label, vkb_arena_kind ki
             return vka_set_error(gpt->ctx, VKA_ERROR_DEVICE_LIMIT,
                                  "%s (%zu floats) needs %.1f MiB (%" PRIu64 " bytes) but this "
                                  "device allocates at most %.1f MiB (%" PRIu64
-                                 " bytes) at once (maxMemoryAllocationSize)%s",
+                                 " bytes) at once (maxMemoryAllocationSize, or VKATTN_MAX_TENSOR_BYTES if lower)%s",
                                  names[i], sizes[i], mib(bytes), bytes,
                                  mib(lim->max_tensor_bytes), lim->max_tensor_bytes, hint);
     }

@@ -129,7 +129,7 @@ vka_result vkv_arena_create(vkb_backend *be, const char *label, vkb_arena_kind k
         const char *name = names && names[bad] ? names[bad] : "a tensor";
         r = vka_set_error(ctx, VKA_ERROR_DEVICE_LIMIT,
                           "%s: %s needs %.1f MiB (%zu floats) but this device allocates at most "
-                          "%.1f MiB at once (maxMemoryAllocationSize)",
+                          "%.1f MiB at once (maxMemoryAllocationSize, or VKATTN_MAX_TENSOR_BYTES if lower)",
                           label, name, (double)sizes[bad] * 4 / (1 << 20), sizes[bad],
                           (double)be->limits.max_chunk_bytes / (1 << 20));
         goto done;
