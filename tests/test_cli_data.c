@@ -94,6 +94,10 @@ static void test_cli_tokenize_file_and_stdin(void **state) {
     r = cu_run(&d, "tokenize", "--tokenizer", "a.tok.bin", "--data", "nul.txt", "--out", "c.bin");
     cu_expect(&r, 1, "nul.txt is not a text file: NUL byte at offset 3", "NUL byte");
     cu_free(&r);
+    /* A token file given as the text is named for what it is. */
+    r = cu_run(&d, "tokenize", "--tokenizer", "a.tok.bin", "--data", "a.bin", "--out", "c.bin");
+    cu_expect(&r, 1, "a.bin is an llm.c token file (already tokenized), not text", "token file");
+    cu_free(&r);
     r = cu_run(&d, "tokenize", "--tokenizer", "missing.bin", "--data", "a.txt", "--out", "c.bin");
     cu_expect(&r, 1, "missing.bin", "missing tokenizer");
     cu_free(&r);

@@ -128,6 +128,10 @@ static vka_result fill(stream *s, size_t want) {
         if (got == 0) s->eof = true;
         for (size_t i = s->len; i < s->len + (size_t)got; i++) {
             unsigned char c = s->buf[i];
+            if (c == 0 && s->base == 0 && vkm_is_token_file(s->buf, s->len + (size_t)got))
+                return vka_set_error(s->ctx, VKA_ERROR_FORMAT, "%s is an llm.c token file "
+                                     "(already tokenized), not text: train and eval read it "
+                                     "as --data as it is", s->name);
             if (c == 0)
                 return vka_set_error(s->ctx, VKA_ERROR_FORMAT, "%s is not a text file: NUL byte "
                                      "at offset %llu", s->name,
