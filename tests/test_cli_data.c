@@ -94,6 +94,10 @@ static void test_cli_tokenize_file_and_stdin(void **state) {
     r = cu_run(&d, "tokenize", "--tokenizer", "a.tok.bin", "--data", "nul.txt", "--out", "c.bin");
     cu_expect(&r, 1, "nul.txt is not a text file: NUL byte at offset 3", "NUL byte");
     cu_free(&r);
+    /* A pattern is for train and eval, said as such. */
+    r = cu_run(&d, "tokenize", "--tokenizer", "a.tok.bin", "--data", "*.txtx", "--out", "c.bin");
+    cu_expect(&r, CLI_USAGE_STATUS, "patterns are for train and eval", "pattern");
+    cu_free(&r);
     /* A token file given as the text is named for what it is. */
     r = cu_run(&d, "tokenize", "--tokenizer", "a.tok.bin", "--data", "a.bin", "--out", "c.bin");
     cu_expect(&r, 1, "a.bin is an llm.c token file (already tokenized), not text", "token file");

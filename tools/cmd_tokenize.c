@@ -35,6 +35,9 @@ int cmd_tokenize(int argc, char **argv) {
     if (!data) return cli_usage_error("tokenize", "--data TEXT is required");
     if (!out) return cli_usage_error("tokenize", "--out TOKENS.bin is required");
     struct stat a, b;
+    if (strcmp(data, "-") != 0 && strpbrk(data, "*?[") && stat(data, &a) != 0)
+        return cli_usage_error("tokenize", "--data %s: tokenize reads one text (or -); "
+                               "patterns are for train and eval", data);
     if (strcmp(data, "-") != 0 && stat(data, &a) == 0 && stat(out, &b) == 0 &&
         a.st_dev == b.st_dev && a.st_ino == b.st_ino)
         return cli_usage_error("tokenize", "--out %s is the text being read (--data)", out);
