@@ -28,7 +28,7 @@ static const char *shown_control(unsigned char c) {
     case ' ': return "\xE2\x90\xA3";  /* U+2423 OPEN BOX */
     case '\n': return "\xE2\x86\xB5"; /* U+21B5 DOWNWARDS ARROW WITH CORNER LEFTWARDS */
     case '\t': return "\xE2\x87\xA5"; /* U+21E5 RIGHTWARDS ARROW TO BAR */
-    case '\r': return "\xE2\x90\x8D"; /* U+240D SYMBOL FOR CARRIAGE RETURN */
+    case '\r': return "\\r"; /* written out, as other control bytes are: fonts lack U+240D */
     default: return NULL;
     }
 }
