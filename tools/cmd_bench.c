@@ -2,6 +2,7 @@
  * (the cases are in bench_kernels.c and bench_model.c; README.md "Benchmarks" is the manual). */
 #define _POSIX_C_SOURCE 200809L /* isatty, fileno */
 #include "bench.h"
+#include "progress.h"
 
 #include <fnmatch.h>
 #include <math.h>
@@ -86,7 +87,14 @@ void bench_skip(bench_result *res, vka_context *ctx, vka_result r, const char *w
 
 void bench_progress(const bench *b, const char *id, const char *backend) {
     if (!b->progress) return;
-    fprintf(stderr, "\r\033[K[%5.1f s] %s (%s)", cli_now() - b->t_start, id, backend);
+    /* Fitted to the terminal (one column short: a full last column wraps on some): the case's
+     * id stays; the backend goes first, then the elapsed time. */
+    char t[32], be[96], line[512];
+    snprintf(t, sizeof t, "[%5.1f s]", cli_now() - b->t_start);
+    snprintf(be, sizeof be, "(%s)", backend);
+    const progress_field fields[] = {{t, 1}, {id, 0}, {be, 2}};
+    progress_fit(fields, 3, " ", progress_width(fileno(stderr)) - 1, line, sizeof line);
+    fprintf(stderr, "\r\033[K%s", line);
     fflush(stderr);
 }
 

@@ -2,6 +2,7 @@
  * steps otherwise) or as JSON lines (--json). */
 #define _POSIX_C_SOURCE 200809L /* isatty, fileno */
 #include "train.h"
+#include "progress.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -114,15 +115,29 @@ void report_step(train_run *r, const train_progress *p) {
     /* ETA from the wall time per step so far, evaluations and saves included. */
     uint64_t done = p->step - r->first_step - 1;
     double per_step = done > 0 ? (now - rep->t_start) / (double)done : p->ms / 1e3;
-    char eta[32], val[64] = "";
+    char eta[32];
     duration(per_step * (double)(st->total_steps - p->step), eta, sizeof eta);
-    if (evaluated) snprintf(val, sizeof val, " | val %.4f (%.4f bpb)", p->val_loss,
+    /* The fields in their order; on a terminal the highest ranks go first when the line would
+     * be wider than it: tokens/s (ms/step says it), lr, ms/step, ETA, validation, loss. */
+    char f_step[64], f_loss[32], f_val[64] = "", f_lr[32], f_ms[32], f_tok[32], f_eta[48];
+    snprintf(f_step, sizeof f_step, "step %*llu/%llu",
+             (int)snprintf(NULL, 0, "%llu", (unsigned long long)st->total_steps),
+             (unsigned long long)p->step, (unsigned long long)st->total_steps);
+    snprintf(f_loss, sizeof f_loss, "loss %.4f", (double)p->loss);
+    if (evaluated) snprintf(f_val, sizeof f_val, "val %.4f (%.4f bpb)", p->val_loss,
                                 r->last_val_bpb);
+    snprintf(f_lr, sizeof f_lr, "lr %.2e", (double)p->lr);
+    snprintf(f_ms, sizeof f_ms, "%.1f ms/step", p->ms);
+    snprintf(f_tok, sizeof f_tok, "%.0f tok/s", tokens_per_s);
+    snprintf(f_eta, sizeof f_eta, "ETA %s", eta);
+    const progress_field fields[] = {{f_step, 0}, {f_loss, 1}, {f_val, 2}, {f_lr, 5},
+                                     {f_ms, 4},   {f_tok, 6},  {f_eta, 3}};
+    /* One column short of the width: a line filling the last column wraps on some terminals. */
+    int width = rep->tty ? progress_width(fileno(stdout)) - 1 : 1 << 20;
+    char line[512];
+    progress_fit(fields, (int)(sizeof fields / sizeof fields[0]), " | ", width, line, sizeof line);
     if (rep->tty) fputs("\r\033[K", stdout);
-    printf("step %*llu/%llu | loss %.4f%s | lr %.2e | %.1f ms/step | %.0f tok/s | ETA %s",
-           (int)snprintf(NULL, 0, "%llu", (unsigned long long)st->total_steps),
-           (unsigned long long)p->step, (unsigned long long)st->total_steps, (double)p->loss, val,
-           (double)p->lr, p->ms, tokens_per_s, eta);
+    fputs(line, stdout);
     /* On a terminal, evaluated steps stay on screen as a record; others are overwritten. */
     if (rep->tty && !evaluated && !last) {
         rep->line_open = true;
