@@ -157,6 +157,14 @@ typedef struct vka_context_desc {
                                its logits into blocks; 0 = the environment variable
                                VKATTN_MAX_TENSOR_BYTES if set (a number of bytes >= 65536), else
                                the device's. A bad value fails with VKA_ERROR_INVALID_ARGUMENT */
+    uint64_t max_memory_bytes; /* both backends: the most bytes all of a model's tensors (and any
+                               one arena or vka_tensor) may take, lowered from the device's
+                               (CPU backend and CPU-type Vulkan devices: physical memory; else
+                               the device-local heap), never raised; a plan past it fails with
+                               VKA_ERROR_DEVICE_LIMIT naming the arena and the sizes; 0 = the
+                               environment variable VKATTN_MAX_MEMORY_BYTES if set (a number of
+                               bytes >= 65536), else the device's. A bad value fails with
+                               VKA_ERROR_INVALID_ARGUMENT */
 } vka_context_desc;
 
 /**

@@ -3,6 +3,12 @@
 #include "backend.h"
 
 #include <string.h>
+#include <unistd.h>
+
+uint64_t vkb_host_memory_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
 
 void vkb_fail(vkb_backend *be, vka_result r, const char *fmt, ...) {
     if (!be || r == VKA_SUCCESS || be->status != VKA_SUCCESS) return; /* first failure wins */
@@ -144,6 +150,20 @@ static void ck_destroy(vkb_backend *be) { be->impl->destroy(be); }
 static vka_result ck_arena_create(vkb_backend *be, const char *label, vkb_arena_kind kind,
                                   const size_t *sizes, const char *const *names, int count,
                                   vkb_tensor *tensors, vkb_arena **out) {
+    /* One arena past all of memory is refused before anything is allocated (a model adds up
+     * its arenas too: vkm_gpt_make_arena). */
+    uint64_t total = 0, cap = be->limits.memory_bytes;
+    for (int i = 0; i < count; i++) total += (uint64_t)sizes[i] * sizeof(float);
+    if (cap && total > cap) {
+        *out = NULL;
+        return vka_set_error(be->ctx, VKA_ERROR_DEVICE_LIMIT,
+                             "%s: arena '%s' needs %.1f MiB (%llu bytes) but the device has "
+                             "%.1f MiB (%llu bytes) (its memory, or VKATTN_MAX_MEMORY_BYTES if "
+                             "lower)",
+                             be->name, label ? label : "arena", (double)total / (1 << 20),
+                             (unsigned long long)total, (double)cap / (1 << 20),
+                             (unsigned long long)cap);
+    }
     return be->impl->arena_create(be, label, kind, sizes, names, count, tensors, out);
 }
 static void ck_arena_destroy(vkb_backend *be, vkb_arena *arena) {

@@ -130,7 +130,9 @@ static inline vkb_softmax vkb_softmax_resolved(vkb_softmax sm) {
 typedef struct vkb_limits {
     uint64_t max_tensor_bytes;  /* one tensor (Vulkan: one buffer, maxMemoryAllocationSize) */
     uint64_t max_chunk_bytes;   /* one buffer of an arena */
-    uint64_t memory_bytes;      /* all arenas together (device-local heap); 0 = unknown */
+    uint64_t memory_bytes;      /* all arenas together (device-local heap, or physical memory
+                                 * for the CPU backend and a CPU-type Vulkan device, or the
+                                 * caller's max_memory_bytes if lower); 0 = unknown */
     uint64_t max_binding_bytes; /* one view an op binds whole (Vulkan: maxStorageBufferRange or
                                  * the lowered test limit; ops split larger tensors) */
 } vkb_limits;
@@ -369,6 +371,9 @@ bool vkb_overlap(vkb_tensor a, size_t n, vkb_tensor b, size_t m);
  * Unused entries (j >= n_buckets) are 0. */
 
 /* Add ms to op's entry of out[0..*n) (appending it if new and there is room). */
+/* Physical memory of the host, in bytes (0 if unknown). */
+uint64_t vkb_host_memory_bytes(void);
+
 void vkb_op_time_add(vka_op_time *out, int cap, int *n, const char *op, double ms);
 
 /* Lay out count tensors into chunks of at most max_chunk_elems elements (first fit, in order,

@@ -26,28 +26,45 @@ static void cpu_model_name(char *out, size_t cap) {
     fclose(f);
 }
 
-/* Lower the backend's largest tensor and buffer to desc's max_tensor_bytes, or to
- * VKATTN_MAX_TENSOR_BYTES where that is 0 (tests of the model's splitting). */
-static vka_result apply_max_tensor_bytes(vka_context *ctx, uint64_t want) {
-    const char *env = getenv("VKATTN_MAX_TENSOR_BYTES");
-    if (want == 0 && env && *env) {
+/* A byte limit from desc's field, or where that is 0 from the environment variable env (a
+ * number of bytes >= 65536); *want stays 0 where neither is set. what says what it lowers. */
+static vka_result byte_limit(vka_context *ctx, const char *field, const char *env_name,
+                             const char *what, uint64_t *want) {
+    const char *env = getenv(env_name);
+    if (*want == 0 && env && *env) {
         char *end = NULL;
         errno = 0;
         unsigned long long v = strtoull(env, &end, 10);
         if (errno || !end || *end || env[0] < '0' || env[0] > '9' || v < 65536)
             return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
-                                 "VKATTN_MAX_TENSOR_BYTES=\"%s\" is not a number of bytes >= "
-                                 "65536 (it lowers the largest tensor the device holds)", env);
-        want = v;
-    } else if (want != 0 && want < 65536) {
+                                 "%s=\"%s\" is not a number of bytes >= 65536 (it lowers %s)",
+                                 env_name, env, what);
+        *want = v;
+    } else if (*want != 0 && *want < 65536) {
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
-                             "vka_context_desc.max_tensor_bytes = %llu is below 65536",
-                             (unsigned long long)want);
+                             "vka_context_desc.%s = %llu is below 65536", field,
+                             (unsigned long long)*want);
     }
+    return VKA_SUCCESS;
+}
+
+/* Lower the backend's largest tensor and buffer to desc's max_tensor_bytes, or to
+ * VKATTN_MAX_TENSOR_BYTES where that is 0 (tests of the model's splitting); and the memory all
+ * arenas together may take (physical memory on the CPU backend and a CPU-type Vulkan device,
+ * else the device-local heap) to max_memory_bytes or VKATTN_MAX_MEMORY_BYTES. */
+static vka_result apply_byte_limits(vka_context *ctx, const vka_context_desc *d) {
+    uint64_t tensor = d->max_tensor_bytes, memory = d->max_memory_bytes;
+    vka_result r = byte_limit(ctx, "max_tensor_bytes", "VKATTN_MAX_TENSOR_BYTES",
+                              "the largest tensor the device holds", &tensor);
+    if (r == VKA_SUCCESS)
+        r = byte_limit(ctx, "max_memory_bytes", "VKATTN_MAX_MEMORY_BYTES",
+                       "the memory all tensors together may take", &memory);
+    if (r != VKA_SUCCESS) return r;
     vkb_limits *lim = &ctx->be->limits;
-    want = want / 256 * 256;
-    if (want && want < lim->max_tensor_bytes) lim->max_tensor_bytes = want;
-    if (want && want < lim->max_chunk_bytes) lim->max_chunk_bytes = want;
+    tensor = tensor / 256 * 256;
+    if (tensor && tensor < lim->max_tensor_bytes) lim->max_tensor_bytes = tensor;
+    if (tensor && tensor < lim->max_chunk_bytes) lim->max_chunk_bytes = tensor;
+    if (memory && (lim->memory_bytes == 0 || memory < lim->memory_bytes)) lim->memory_bytes = memory;
     return VKA_SUCCESS;
 }
 
@@ -72,7 +89,7 @@ vka_result vka_context_create(const vka_context_desc *desc, vka_context **out) {
     } else {
         r = vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "unknown backend %d", (int)d.backend);
     }
-    if (r == VKA_SUCCESS) r = apply_max_tensor_bytes(ctx, d.max_tensor_bytes);
+    if (r == VKA_SUCCESS) r = apply_byte_limits(ctx, &d);
     if (r != VKA_SUCCESS) {
         /* Keep the context so vka_last_error() can say why; release what was made. */
         if (ctx->be) ctx->be->ops->destroy(ctx->be);

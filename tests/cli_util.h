@@ -19,6 +19,17 @@
 
 #define CU_MAX_ARGS 64
 
+#if defined(__SANITIZE_ADDRESS__)
+#define CU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CU_ASAN 1
+#endif
+#endif
+#ifndef CU_ASAN
+#define CU_ASAN 0
+#endif
+
 /* How to run it: in dir, with extra environment entries ("NAME=value"), and optionally a limit
  * on the size of files it writes (RLIMIT_FSIZE, as `ulimit -f` sets it: SIGXFSZ keeps its
  * default action, which kills a process that writes past the limit unless it ignores it). */
@@ -27,6 +38,9 @@ typedef struct cu_spec {
     const char *env[4];
     long fsize_limit; /* bytes; 0 = none */
     const char *stdin_path; /* standard input (a file or a FIFO); NULL = /dev/null */
+    long as_limit; /* bytes of address space (RLIMIT_AS), so that a run that would take all of
+                    * memory fails to allocate instead; 0 = none; ignored under ASan, which
+                    * reserves terabytes of shadow */
 } cu_spec;
 
 typedef struct cu_result {
@@ -78,6 +92,12 @@ static inline pid_t cu_start(const cu_spec *spec, const char *const *args) {
             struct rlimit rl = {(rlim_t)spec->fsize_limit, (rlim_t)spec->fsize_limit};
             setrlimit(RLIMIT_FSIZE, &rl);
         }
+#if !CU_ASAN
+        if (spec->as_limit > 0) {
+            struct rlimit rl = {(rlim_t)spec->as_limit, (rlim_t)spec->as_limit};
+            setrlimit(RLIMIT_AS, &rl);
+        }
+#endif
         execv(argv[0], argv);
         _exit(127);
     }

@@ -1,7 +1,7 @@
 /*
  * vkattn train, run as a user runs it (the built binary, VKA_CLI_PATH, in a fresh directory):
  * what --resume checks (the same text, a state name it can derive the model's from), option
- * ranges that are the library's, and interrupts during an evaluation (acted on between chunks
+ * ranges that are the library's, a batch past memory, and interrupts during an evaluation (acted on between chunks
  * of windows; the evaluation is abandoned, saved as pending, and done first on --resume, so the
  * resumed run still equals an uninterrupted one). All on the CPU backend with a small model.
  */
@@ -204,6 +204,44 @@ static void test_cli_non_finite_step_keeps_the_last_files(void **state) {
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * The memory ceiling
+ * ------------------------------------------------------------------------------------------- */
+
+/* --batch 1000000 (2.5 TB of activations) on the CPU backend is refused against physical
+ * memory in well under a second, naming the arena and the sizes (it grew until the kernel
+ * killed it; here RLIMIT_AS makes such a run fail to allocate instead); VKATTN_MAX_MEMORY_BYTES
+ * lowers the ceiling, and a bad value is refused naming it. Nothing is written. */
+static void test_cli_batch_past_memory_is_refused(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cu_result r = cu_run_spec(&(cu_spec){.dir = &d, .as_limit = 4L << 30},
+                              CU_ARGS("train", "--backend", "cpu", "--batch", "1000000",
+                                      "--steps", "1", "--quiet"));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    cu_expect(&r, 1, "the model's activations need", "--batch 1000000");
+    assert_non_null(strstr(r.err, "MiB already in use, but the device has"));
+    print_message("  %.2f s: %s", s, r.err);
+    assert_true(s < 30.0);
+    cu_free(&r);
+
+    r = cu_run_spec(&(cu_spec){.dir = &d, .env = {"VKATTN_MAX_MEMORY_BYTES=1048576"}},
+                    CU_ARGS("train", "--backend", "cpu", SMALL, "--steps", "1", "--quiet"));
+    cu_expect(&r, 1, "but the device has 1.0 MiB (its memory, or VKATTN_MAX_MEMORY_BYTES",
+              "VKATTN_MAX_MEMORY_BYTES=1048576");
+    cu_free(&r);
+    r = cu_run_spec(&(cu_spec){.dir = &d, .env = {"VKATTN_MAX_MEMORY_BYTES=1G"}},
+                    CU_ARGS("train", "--backend", "cpu", SMALL, "--steps", "1", "--quiet"));
+    if (r.status == 0 || !strstr(r.err, "VKATTN_MAX_MEMORY_BYTES=\"1G\""))
+        fail_msg("VKATTN_MAX_MEMORY_BYTES=1G: exit %d: %s", r.status, r.err);
+    cu_free(&r);
+    assert_int_equal(tf_count(&d, "model"), 0);
+    tf_rmdir(&d);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * --resume of a state not named X.state.bin
  * ------------------------------------------------------------------------------------------- */
 
@@ -391,6 +429,7 @@ int main(void) {
         cmocka_unit_test(test_cli_resume_of_a_builtin_run_hints),
         cmocka_unit_test(test_cli_stop_at_and_finished_runs),
         cmocka_unit_test(test_cli_non_finite_step_keeps_the_last_files),
+        cmocka_unit_test(test_cli_batch_past_memory_is_refused),
         cmocka_unit_test(test_cli_resume_needs_out_for_other_names),
         cmocka_unit_test(test_cli_model_size_options_match_the_library),
         cmocka_unit_test(test_cli_sigint_abandons_an_evaluation),

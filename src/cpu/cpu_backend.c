@@ -245,7 +245,9 @@ vka_result vkb_cpu_create(vka_context *ctx, int threads, vkb_backend **out) {
     cb->base.limits.max_tensor_bytes = (uint64_t)1 << 40;
     cb->base.limits.max_chunk_bytes = (uint64_t)1 << 40;
     cb->base.limits.max_binding_bytes = (uint64_t)1 << 40;
-    cb->base.limits.memory_bytes = 0;
+    /* All arenas together: physical memory, so that a plan past it is refused with the sizes
+     * (vkm_gpt_make_arena) rather than growing until the kernel kills the process. */
+    cb->base.limits.memory_bytes = vkb_host_memory_bytes();
 #ifdef VKA_HAVE_OPENMP
     cb->nt = threads > 0 ? threads : omp_get_max_threads();
 #else

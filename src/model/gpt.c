@@ -112,7 +112,7 @@ vka_result vkm_gpt_make_arena(vka_gpt *gpt, const char *label, vkb_arena_kind ki
         gpt->arena_bytes + total > lim->memory_bytes)
         return vka_set_error(gpt->ctx, VKA_ERROR_DEVICE_LIMIT,
                              "the model's %s need %.1f MiB, with %.1f MiB already in use, but "
-                             "the device has %.1f MiB%s",
+                             "the device has %.1f MiB (its memory, or VKATTN_MAX_MEMORY_BYTES if lower)%s",
                              label, mib(total), mib(gpt->arena_bytes), mib(lim->memory_bytes),
                              hint);
     vka_result r = gpt->be->ops->arena_create(gpt->be, label, kind, sizes, names, count, tensors, out);

@@ -2,7 +2,6 @@
 #include "vk/vk_runtime.h"
 
 #include <stdlib.h>
-#include <unistd.h>
 #include <string.h>
 
 static void vkv_destroy(vkb_backend *be) {
@@ -66,12 +65,6 @@ static const vkb_ops vkv_ops = {
     .attention_backward = vkv_attention_backward,
 };
 
-/* Physical memory of the host (0 if unknown). */
-static uint64_t host_memory_bytes(void) {
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
-}
-
 vka_result vkb_vulkan_create(vka_context *ctx, vkb_backend **out) {
     *out = NULL;
     vkr_device *dev = ctx->vk;
@@ -95,7 +88,7 @@ vka_result vkb_vulkan_create(vka_context *ctx, vkb_backend **out) {
      * whose "device memory" is the process's host memory and whose heap size is a nominal
      * figure (2 GiB on Mesa 22, too little for GPT-2 124M's parameters, gradients and AdamW
      * state): there, by the host's physical memory. */
-    vb->base.limits.memory_bytes = info->type == VKA_DEVICE_TYPE_CPU ? host_memory_bytes()
+    vb->base.limits.memory_bytes = info->type == VKA_DEVICE_TYPE_CPU ? vkb_host_memory_bytes()
                                                                       : info->device_local_bytes;
     *out = &vb->base;
 

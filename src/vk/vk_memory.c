@@ -138,7 +138,8 @@ vka_result vkv_arena_create(vkb_backend *be, const char *label, vkb_arena_kind k
     for (int c = 0; c < n_chunks; c++) total += (uint64_t)chunk_elems[c] * 4;
     if (be->limits.memory_bytes && total > be->limits.memory_bytes) {
         r = vka_set_error(ctx, VKA_ERROR_DEVICE_LIMIT,
-                          "%s needs %.1f MiB but the device has %.1f MiB of device-local memory",
+                          "%s needs %.1f MiB but the device has %.1f MiB (its memory, or "
+                          "VKATTN_MAX_MEMORY_BYTES if lower)",
                           label, (double)total / (1 << 20),
                           (double)be->limits.memory_bytes / (1 << 20));
         goto done;
