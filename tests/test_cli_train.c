@@ -3,11 +3,14 @@
  * what --resume checks (the same text, a state name it can derive the model's from), option
  * ranges that are the library's, a batch past memory, and interrupts during an evaluation (acted on between chunks
  * of windows; the evaluation is abandoned, saved as pending, and done first on --resume, so the
- * resumed run still equals an uninterrupted one). All on the CPU backend with a small model.
+ * resumed run still equals an uninterrupted one), the lock that refuses a second run on the
+ * same files, and what a failed save says. All on the CPU backend with a small model.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cli_util.h"
 #include "gpt_util.h"
+
+#include <sys/stat.h>
 
 enum { CLI_USAGE_STATUS = 2, CLI_INTERRUPTED_STATUS = 130 }; /* README "Exit codes" */
 
@@ -423,6 +426,96 @@ static void test_cli_sigint_during_the_final_evaluation(void **state) {
     tf_rmdir(&d);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * One run at a time on a set of files; a failed save says what is kept
+ * ------------------------------------------------------------------------------------------- */
+
+/* A second train on the files of a running one (--out DIR/model, whose tokenizer and state are
+ * the first run's model.tokenizer.bin and model.state.bin) is refused at once (exit 1) naming the
+ * first's pid and the lock; the first, started over the lock file a killed run left behind,
+ * ends normally and removes it. */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void test_cli_second_run_on_the_same_out_is_refused(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir(), e = tf_mkdir();
+    const char stale[] = "99999 started 2026-01-01 00:00:00 UTC\n";
+    tf_write(tf_path(&d, "model.lock"), stale, sizeof stale - 1);
+    cu_spec spec = {.dir = &d};
+    pid_t pid = start_until_step(&spec, CU_ARGS("train", "--backend", "cpu", SMALL, "--steps",
+                                                "300", "--eval-every", "0", "--eval-windows", "2",
+                                                "--json"), 1);
+    char out[256], want[64];
+    snprintf(out, sizeof out, "%s", tf_path(&d, "model"));
+    double t0 = now_s();
+    cu_result b = cu_run(&e, "train", "--backend", "cpu", SMALL, "--steps", "5", "--out", out);
+    double took = now_s() - t0;
+    snprintf(want, sizeof want, "are being written by process %ld", (long)pid);
+    cu_expect(&b, 1, want, "a second run on the same files");
+    assert_non_null(strstr(b.err, "model.lock"));
+    assert_non_null(strstr(b.err, "choose another --out"));
+    print_message("  refused in %.3f s: %s", took, b.err);
+    assert_true(took < 5.0);
+    assert_int_equal(tf_count(&e, "model"), 0);
+    cu_result a = cu_wait(&spec, pid);
+    cu_expect(&a, 0, NULL, "the first run");
+    assert_int_equal(cu_count_lines(a.out, "\"event\":\"done\""), 1);
+    assert_false(cu_exists(tf_path(&d, "model.lock")));
+    assert_true(load_state(tf_path(&d, "model.state.bin")).step == 300);
+    cu_free(&a);
+    cu_free(&b);
+    tf_rmdir(&e);
+    tf_rmdir(&d);
+}
+
+/* A save that fails after an earlier one succeeded (here the staging name of the state is a
+ * directory from step 3 on, so its rename fails) stops the run with exit 1, and the message
+ * names the step not saved, the files kept and their step, and the command that resumes from
+ * them; they hold step 2. A resumed run whose first save fails (a file-size limit) names the
+ * files it resumed from. */
+static void test_cli_failed_save_names_the_kept_files(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    cu_spec spec = {.dir = &d};
+    /* Step 4's save comes after an evaluation of all 3276 windows (about half a second). */
+    pid_t pid = start_until_step(&spec, CU_ARGS("train", "--backend", "cpu", SMALL, "--steps",
+                                                "6", "--eval-every", "2", "--save-every", "2",
+                                                "--json"), 3);
+    char block[256];
+    snprintf(block, sizeof block, "%s", tf_path(&d, "model.state.bin.new"));
+    if (mkdir(block, 0755) != 0) fail_msg("mkdir %s: %s", block, strerror(errno));
+    tf_write(tf_path(&d, "model.state.bin.new/x"), "x", 1);
+    cu_result r = cu_wait(&spec, pid);
+    cu_expect(&r, 1, "the files of step 4 were not saved", "a failed save");
+    print_message("  %s", r.err);
+    assert_non_null(strstr(r.err, "kept the files of step 2 (model.state.bin with model.bin and "
+                               "model.tokenizer.bin); continue from them with: vkattn train "
+                               "--resume model.state.bin --backend cpu --save-every 2\n"));
+    assert_true(load_state(tf_path(&d, "model.state.bin")).step == 2);
+    assert_false(cu_exists(tf_path(&d, "model.lock")));
+    assert_int_equal(tf_count(&d, ".tmp"), 0);
+    assert_int_equal(tf_count(&d, ".bin.new"), 1); /* the directory only */
+    cu_free(&r);
+    remove(tf_path(&d, "model.state.bin.new/x"));
+    rmdir(block);
+
+    spec.fsize_limit = 16384;
+    r = cu_run_spec(&spec, CU_ARGS("train", "--backend", "cpu", "--resume", "model.state.bin",
+                                   "--out", "b.bin", "--save-every", "1"));
+    cu_expect(&r, 1, "File too large", "a failed save under a file-size limit");
+    assert_non_null(strstr(r.err, "the files of step 3 were not saved"));
+    assert_non_null(strstr(r.err, "kept the files of step 2 (model.state.bin with model.bin and "
+                               "model.tokenizer.bin); continue from them with: vkattn train "
+                               "--resume model.state.bin --out b.bin --backend cpu --save-every 1\n"));
+    assert_false(cu_exists(tf_path(&d, "b.bin")));
+    cu_free(&r);
+    tf_rmdir(&d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cli_resume_refuses_another_text),
@@ -434,6 +527,8 @@ int main(void) {
         cmocka_unit_test(test_cli_model_size_options_match_the_library),
         cmocka_unit_test(test_cli_sigint_abandons_an_evaluation),
         cmocka_unit_test(test_cli_sigint_during_the_final_evaluation),
+        cmocka_unit_test(test_cli_second_run_on_the_same_out_is_refused),
+        cmocka_unit_test(test_cli_failed_save_names_the_kept_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

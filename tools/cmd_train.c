@@ -513,7 +513,7 @@ int cmd_train(int argc, char **argv) {
     rc = check_options(&o);
     if (rc != CLI_OK) return rc;
 
-    train_run r = {.o = &o, .info = o.quiet ? NULL : o.json ? stderr : stdout};
+    train_run r = {.o = &o, .lock_fd = -1, .info = o.quiet ? NULL : o.json ? stderr : stdout};
     rc = setup(&r, opts, n_opts);
     if (rc == CLI_OK) rc = train_loop(&r);
     vka_gpt_destroy(r.gpt);
@@ -524,5 +524,6 @@ int cmd_train(int argc, char **argv) {
     free(r.state_path);
     free(r.resumed_tok_path);
     free(r.tok_path_given);
+    train_unlock(&r);
     return r.ctx ? cli_finish("train", r.ctx, rc) : rc;
 }

@@ -51,6 +51,8 @@ typedef struct train_run {
     vka_train_state st;     /* st.step = optimizer steps done */
     char *model_path, *tok_path, *state_path;
     char *resumed_tok_path; /* the tokenizer saved with the --resume state, or NULL if none */
+    char *lock_path;        /* "<model without .bin>.lock", held for the whole run */
+    int lock_fd;            /* its descriptor, locked (fcntl F_WRLCK); -1: none */
     char device[256];
     const char *backend;    /* "vulkan" or "cpu" */
     uint64_t first_step;    /* st.step when this invocation started */
@@ -92,8 +94,11 @@ int train_vocabulary(train_run *r);
  * state resumed from), then the checks before the first step: no output is an input (--data,
  * the state and tokenizer resumed from), and the output directory takes new files. Prints why
  * and returns an exit code. A --resume that does not look like a state leaves the paths unset
- * (loading it says why): call again once it has loaded. */
+ * (loading it says why): call again once it has loaded. Last, the run's files are locked
+ * (train_unlock): a second run on them is refused, naming the process that holds them. */
 int train_files(train_run *r);
+/* Give up the lock train_files took on the run's files (and remove the lock file). */
+void train_unlock(train_run *r);
 /* Whether the output directory has room for the three files of this model (at the moment:
  * saves fail cleanly anyway when it fills up later). Prints why and returns CLI_ERROR if not. */
 int train_check_space(const train_run *r);
@@ -117,6 +122,9 @@ void report_end(train_run *r, const char *event, double val_loss);
 /* A NaN or infinite loss or gradient norm after step p->step: says so, which files were kept
  * (r->good_state's set) and the command that resumes from them. */
 void report_diverged(train_run *r, const train_progress *p);
+/* After a failed save (its reason printed already): the step that was not saved, which files
+ * hold the last good one (or that there are none yet) and the command that resumes from them. */
+void report_save_failed(train_run *r);
 /* A human message (to r->info), ending any progress line first. */
 void report_note(train_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -1,14 +1,16 @@
 /* vkattn train: the files of a run -- their paths, the checks made before the first step (no
  * output may overwrite an input; the output directory must take new files), and saving the
  * set of model, tokenizer and state all or nothing. */
-#define _POSIX_C_SOURCE 200809L /* getpid, stat */
+#define _POSIX_C_SOURCE 200809L /* getpid, stat, fcntl locks */
 #include "train.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Staged files are "<final>.new" until every file of the set is written. */
@@ -79,6 +81,7 @@ static int check_no_overwrite(const train_run *r) {
         {staged[0], ROLE_NONE, "the model's staging file"},
         {staged[1], ROLE_NONE, "the tokenizer's staging file"},
         {staged[2], ROLE_NONE, "the training state's staging file"},
+        {r->lock_path, ROLE_NONE, "the lock file of the run's files"},
     };
     const run_file inputs[] = {
         {o->data, ROLE_DATA, "the training text (--data)"},
@@ -126,6 +129,90 @@ static int check_writable(const train_run *r) {
     return rc;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * One run at a time on a set of files: a POSIX record lock on "<model without .bin>.lock" (the
+ * name the model, tokenizer and state share: --out a and --out a.bin write the same tokenizer
+ * and state, so they take the same lock). The file holds the holder's pid and start time for
+ * the refusal's message. The kernel drops the lock when its process ends, however it ends: a
+ * lock file left by a killed run is simply locked again.
+ * ------------------------------------------------------------------------------------------- */
+
+/* The holder's description ("12345 started 2026-12-01 14:55:41 UTC") from the file, or "". */
+static void read_holder(int fd, char *buf, size_t cap) {
+    ssize_t n = pread(fd, buf, cap - 1, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+}
+
+static int refuse_locked(const train_run *r, int fd) {
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    long pid = fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK ? (long)fl.l_pid : 0;
+    char holder[128];
+    read_holder(fd, holder, sizeof holder);
+    const char *started = strstr(holder, " started ");
+    fprintf(stderr, "vkattn train: %s, %s and %s are being written by ", r->model_path,
+            r->tok_path, r->state_path);
+    if (pid > 0) fprintf(stderr, "process %ld", pid);
+    else fprintf(stderr, "another process");
+    fprintf(stderr, " (vkattn train%s%s; it holds the lock %s): wait for it to end, stop it, or "
+            "choose another --out\n", started ? "," : "", started ? started : "", r->lock_path);
+    return CLI_ERROR;
+}
+
+/* Lock r->lock_path into r->lock_fd. A file removed by its holder's train_unlock between our
+ * open and our lock is not the one the next run opens: lock until the locked file is the one
+ * the name gives. */
+static int lock_files(train_run *r) {
+    for (int attempt = 0; attempt < 100; attempt++) {
+        int fd = open(r->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            fprintf(stderr, "vkattn train: cannot create the lock file %s: %s\n", r->lock_path,
+                    strerror(errno));
+            return CLI_ERROR;
+        }
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        if (fcntl(fd, F_SETLK, &fl) != 0) {
+            int err = errno;
+            int rc = CLI_OK;
+            if (err == EACCES || err == EAGAIN) rc = refuse_locked(r, fd);
+            else if (r->info)
+                /* A file system without locks (some network ones): train unguarded. */
+                fprintf(r->info, "vkattn train: cannot lock %s (%s): a second run on the same "
+                        "--out would not be refused\n", r->lock_path, strerror(err));
+            close(fd);
+            return rc;
+        }
+        struct stat held, named;
+        if (fstat(fd, &held) == 0 && stat(r->lock_path, &named) == 0 &&
+            held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
+            char line[128], when[64];
+            time_t now = time(NULL);
+            struct tm tm;
+            strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S %Z", localtime_r(&now, &tm));
+            int n = snprintf(line, sizeof line, "%ld started %s\n", (long)getpid(), when);
+            if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)n, 0) != n) {
+                /* The lock holds anyway; only the refusal's message loses the start time. */
+            }
+            r->lock_fd = fd;
+            return CLI_OK;
+        }
+        close(fd);
+    }
+    fprintf(stderr, "vkattn train: cannot lock %s: it keeps being replaced\n", r->lock_path);
+    return CLI_ERROR;
+}
+
+void train_unlock(train_run *r) {
+    if (r->lock_fd >= 0) {
+        /* Removed while still locked, so that no other run locks this file after us. */
+        unlink(r->lock_path);
+        close(r->lock_fd);
+        r->lock_fd = -1;
+    }
+    free(r->lock_path);
+    r->lock_path = NULL;
+}
+
 int train_files(train_run *r) {
     /* A --resume that is not a state at all is the mistake to report, not what its
      * derived names would overwrite. */
@@ -140,8 +227,13 @@ int train_files(train_run *r) {
     if (o->resume && !o->out && !derived && kind != CLI_FILE_STATE) return CLI_OK;
     rc = set_paths(r, derived);
     free(derived);
+    if (rc == CLI_OK && !r->lock_path && !(r->lock_path = cli_sibling_path(r->model_path, ".lock"))) {
+        fprintf(stderr, "vkattn train: out of memory\n");
+        rc = CLI_ERROR;
+    }
     if (rc == CLI_OK) rc = check_no_overwrite(r);
     if (rc == CLI_OK) rc = check_writable(r);
+    if (rc == CLI_OK && r->lock_fd < 0) rc = lock_files(r);
     if (rc == CLI_OK && o->resume && strcmp(r->state_path, o->resume) != 0 && r->info)
         fprintf(r->info, "resuming from %s; saving to %s\n", o->resume, r->state_path);
     return rc;
@@ -206,6 +298,7 @@ int train_save(train_run *r) {
         remove_staged(staged, 3);
         fprintf(stderr, "vkattn train: nothing was replaced: whatever %s, %s and %s held before "
                 "is unchanged\n", finals[1], finals[0], finals[2]);
+        report_save_failed(r);
     } else {
         /* A second interrupt waits until the three renames are done, so that the set is never
          * left half new, half old by one. */
@@ -220,6 +313,9 @@ int train_save(train_run *r) {
             rc = CLI_ERROR;
         }
         train_hold_abort(false);
+        /* The state is renamed last: the old one, which holds the parameters too, is still
+         * there to resume from. */
+        if (rc != CLI_OK) report_save_failed(r);
         if (rc == CLI_OK) {
             r->good_state = r->state_path;
             r->good_step = r->st.step;

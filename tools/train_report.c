@@ -271,20 +271,46 @@ void report_end(train_run *r, const char *event, double val_loss) {
     fflush(f);
 }
 
+/* The set r->good_state belongs to: "model.state.bin with model.bin and model.tokenizer.bin". */
+static void kept_files(FILE *f, const train_run *r) {
+    bool ours = strcmp(r->good_state, r->state_path) == 0;
+    char *model = ours ? NULL : cli_state_sibling(r->good_state, ".bin");
+    const char *m = ours ? r->model_path : model, *t = ours ? r->tok_path : r->resumed_tok_path;
+    fputs(r->good_state, f);
+    if (m && t) fprintf(f, " with %s and %s", m, t);
+    free(model);
+}
+
+/* Which files hold the last good step and the command that continues from them, or that this
+ * run has none yet. */
+static void report_kept(FILE *f, train_run *r) {
+    if (!r->good_state) {
+        fprintf(f, "vkattn train: no files were saved by this run before it (nothing to "
+                "resume: start again)\n");
+        return;
+    }
+    fprintf(f, "vkattn train: kept the files of step %llu (", (unsigned long long)r->good_step);
+    kept_files(f, r);
+    fputs("); continue from them with: ", f);
+    continue_command(f, r, r->good_state);
+    fputc('\n', f);
+}
+
 void report_diverged(train_run *r, const train_progress *p) {
     FILE *f = stderr; /* an error, even with --quiet */
     if (r->info == stdout) close_line(r);
     fprintf(f, "vkattn train: step %llu gave loss %g, gradient norm %g: not finite (the run "
             "diverged: try a lower --lr); stopping, nothing saved\n",
             (unsigned long long)p->step, (double)p->loss, (double)p->grad_norm);
-    if (!r->good_state) {
-        fprintf(f, "vkattn train: no files were saved by this run before it (nothing to "
-                "resume: start again)\n");
-    } else {
-        fprintf(f, "vkattn train: kept the files of step %llu (%s and its model and tokenizer); "
-                "continue from them with: ", (unsigned long long)r->good_step, r->good_state);
-        continue_command(f, r, r->good_state);
-        fputc('\n', f);
-    }
+    report_kept(f, r);
+    fflush(f);
+}
+
+void report_save_failed(train_run *r) {
+    FILE *f = stderr;
+    if (r->info == stdout) close_line(r);
+    fprintf(f, "vkattn train: the files of step %llu were not saved; stopping\n",
+            (unsigned long long)r->st.step);
+    report_kept(f, r);
     fflush(f);
 }
