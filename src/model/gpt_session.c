@@ -382,9 +382,7 @@ vka_result vka_gpt_session_create(vka_gpt *gpt, const vka_gpt_session_desc *desc
      * binding limit) the composed ops, which split further. */
     uint64_t most = VKA_MAX((uint64_t)gpt->cfg.C * (uint64_t)ss->max_T,
                             (uint64_t)ss->chunk * 3 * (uint64_t)gpt->cfg.C);
-    ss->attention = (most + 2 * VKB_TENSOR_ALIGN) * 4 <= gpt->be->limits.max_binding_bytes
-                        ? gpt->attention
-                        : VKA_ATTENTION_COMPOSED;
+    ss->attention = vkm_gpt_binds(gpt, most) ? gpt->attention : VKA_ATTENTION_COMPOSED;
     ss->rng = d.seed;
     for (int tk = MIN_BUCKET;; tk *= 2) {
         ss->bucket_tk[ss->n_buckets++] = VKA_MIN(tk, ss->max_T);
