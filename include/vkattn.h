@@ -407,8 +407,8 @@ typedef enum vka_causal {
  * all masked gives out = 0 and lse = -INFINITY, never NaN. Deterministic: bitwise the same run
  * to run. Any HS from 1 to VKA_ATTENTION_MAX_HS.
  * Errors: VKA_ERROR_INVALID_ARGUMENT (missing or too small tensor, both or neither of q/k/v and
- * qkv, Tq != Tk with qkv, HS out of range, bad causal value), VKA_ERROR_DEVICE_LIMIT,
- * VKA_ERROR_UNSUPPORTED (the context's backend lacks the op). key_lens are read when the graph
+ * qkv, Tq != Tk with qkv, HS out of range, bad causal value), VKA_ERROR_DEVICE_LIMIT (one
+ * batch's views past the device's binding limit). key_lens are read when the graph
  * runs: one outside [0, Tk] fails vka_graph_run on either backend, naming it (Vulkan clamps
  * it while running and checks after, so nothing out of range is read). A row with a +inf score
  * (an overflow, or a +INFINITY mask entry) has no softmax: its out and lse are NaN on both

@@ -49,6 +49,16 @@ vka_result vkb_check_targets(vka_context *ctx, const char *op, const int32_t *ta
     return VKA_SUCCESS;
 }
 
+vka_result vkb_check_key_lens(vka_context *ctx, const char *op, const int32_t *key_lens, int B,
+                              int Tk) {
+    for (int b = 0; b < B; b++)
+        if (key_lens[b] < 0 || key_lens[b] > Tk)
+            return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                                 "%s: key_lens[%d] = %d is outside [0, Tk = %d]", op, b,
+                                 (int)key_lens[b], Tk);
+    return VKA_SUCCESS;
+}
+
 bool vkb_overlap(vkb_tensor a, size_t n, vkb_tensor b, size_t m) {
     return a.arena == b.arena && a.chunk == b.chunk && a.offset < b.offset + m &&
            b.offset < a.offset + n;
@@ -500,9 +510,8 @@ static bool attn_view_ok(vkb_backend *be, const char *op, const char *name, vkb_
 }
 
 /* Both attention ops: dims, causal kind, every view inside its tensor; the backward needs lse,
- * dout and the gradients too. A backend without the op fails the graph (never a crash). */
-static bool attention_ok(vkb_backend *be, const char *op, const vkb_attention *at, bool backward,
-                         bool implemented) {
+ * dout and the gradients too. */
+static bool attention_ok(vkb_backend *be, const char *op, const vkb_attention *at, bool backward) {
     if (!ok(be) || !positive(be, op, "B", at->B) || !positive(be, op, "NH", at->NH) ||
         !positive(be, op, "Tq", at->Tq) || !positive(be, op, "Tk", at->Tk) ||
         !positive(be, op, "HS", at->HS))
@@ -533,23 +542,16 @@ static bool attention_ok(vkb_backend *be, const char *op, const vkb_attention *a
          !attn_view_ok(be, op, "dk", at->dk, at->lk, at, at->Tk) ||
          !attn_view_ok(be, op, "dv", at->dv, at->lv, at, at->Tk)))
         return false;
-    if (!implemented) {
-        vkb_fail(be, VKA_ERROR_UNSUPPORTED, "%s: not implemented by the %s backend", op,
-                 be->name ? be->name : "this");
-        return false;
-    }
     return true;
 }
 
 static void ck_attention_forward(vkb_backend *be, const vkb_attention *at) {
-    if (!attention_ok(be, "attention_forward", at, false, be->impl->attention_forward != NULL))
-        return;
+    if (!attention_ok(be, "attention_forward", at, false)) return;
     be->impl->attention_forward(be, at);
 }
 
 static void ck_attention_backward(vkb_backend *be, const vkb_attention *at) {
-    if (!attention_ok(be, "attention_backward", at, true, be->impl->attention_backward != NULL))
-        return;
+    if (!attention_ok(be, "attention_backward", at, true)) return;
     be->impl->attention_backward(be, at);
 }
 

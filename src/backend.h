@@ -71,6 +71,10 @@ static const vkb_tensor VKB_NONE = {0};
  * and the first bad one; the one message of both backends (backend.c). */
 vka_result vkb_check_targets(vka_context *ctx, const char *op, const int32_t *targets, size_t n,
                              int V);
+/* Every key_lens[b] (b < B) of an attention op in [0, Tk], else an error naming the first one;
+ * both backends check them when a graph runs. */
+vka_result vkb_check_key_lens(vka_context *ctx, const char *op, const int32_t *key_lens, int B,
+                              int Tk);
 
 typedef enum vkb_arena_kind {
     VKB_ARENA_DEVICE = 0, /* device-local: parameters, gradients, activations, AdamW state */
@@ -150,8 +154,7 @@ typedef struct vkb_limits {
  * Backward WRITES dq, dk, dv (the probabilities recomputed from lse; delta = rowsum(dout * out)
  * computed by the op itself). mask is (Tq, Tk), or (B, Tq, Tk) with mask_per_batch.
  * key_lens are read when the graph runs: a value outside [0, Tk] fails the run, naming it (CPU:
- * before computing; Vulkan: the shaders clamp it, the host checks after the run). A backend whose table lacks the op fails the graph with
- * VKA_ERROR_UNSUPPORTED ("attention_forward: not implemented by the vulkan backend"). */
+ * before computing; Vulkan: the shaders clamp it, the host checks after the run). */
 typedef enum vkb_causal {
     VKB_CAUSAL_NONE = 0,
     VKB_CAUSAL_TOP_LEFT = 1,     /* key j masked when j > t (PyTorch is_causal) */

@@ -168,9 +168,6 @@ static void from_wide(const att_case *s, int T, const float *wide, float *packed
                         wide[((size_t)b * T + t) * mul * C + (size_t)part * C + h * s->HS + d];
 }
 
-/* Skip the calling test when ctx's backend lacks the op: a one-element forward answering
- * VKA_ERROR_UNSUPPORTED (on a Vulkan context only; nothing else is skipped). Every case
- * function starts with it; remove it once every backend has the op. */
 /* What a run gives, all in packed (B, NH, T, HS) layouts. */
 typedef struct att_result {
     float *out, *lse, *dq, *dk, *dv;

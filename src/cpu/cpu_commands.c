@@ -425,13 +425,8 @@ static void op_kv_write(vkb_backend *be, vkb_tensor kcache, vkb_tensor vcache, v
 typedef struct { vkc_attention a; } attention_args;
 /* key_lens are written between runs: each must be in [0, Tk], else the run fails naming it. */
 static vka_result check_key_lens(cpu_backend *cb, const char *op, const vkc_attention *a) {
-    if (!a->key_lens) return VKA_SUCCESS;
-    for (int b = 0; b < a->B; b++)
-        if (a->key_lens[b] < 0 || a->key_lens[b] > a->Tk)
-            return vka_set_error(cb->base.ctx, VKA_ERROR_INVALID_ARGUMENT,
-                                 "%s: key_lens[%d] = %d is outside [0, Tk = %d]", op, b,
-                                 (int)a->key_lens[b], a->Tk);
-    return VKA_SUCCESS;
+    return a->key_lens ? vkb_check_key_lens(cb->base.ctx, op, a->key_lens, a->B, a->Tk)
+                       : VKA_SUCCESS;
 }
 static vka_result run_attention_forward(cpu_backend *cb, const void *p) {
     const attention_args *x = p;

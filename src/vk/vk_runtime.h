@@ -38,6 +38,7 @@ typedef struct vkv_target_check {
     vkb_tensor targets;
     int N, V;       /* targets in [0, V) or ignored; key_lens in [0, V = Tk] */
     bool key_lens;
+    int32_t *host;  /* (N) where a run's values are read to be checked (made when recorded) */
 } vkv_target_check;
 
 typedef struct vkv_graph {
