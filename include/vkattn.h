@@ -60,6 +60,7 @@ const char *vka_version_string(void);
 /* X(name, value, description): one list makes both the enum and vka_result_string(). */
 #define VKA_RESULT_LIST(X)                                                                      \
     X(VKA_SUCCESS, 0, "success")                                                                \
+    X(VKA_TIMEOUT, 1, "not finished within the timeout (not an error)")                          \
     X(VKA_ERROR_INVALID_ARGUMENT, -1, "invalid argument")                                       \
     X(VKA_ERROR_OUT_OF_HOST_MEMORY, -2, "out of host memory")                                   \
     X(VKA_ERROR_OUT_OF_DEVICE_MEMORY, -3, "out of device memory")                               \
@@ -109,6 +110,8 @@ typedef void (*vka_log_fn)(void *user_data, vka_log_level level, const char *mes
  * application keeps ownership; all of them must outlive the context. The queue must support
  * compute. Handles are passed as void* / uint64_t so this header needs no Vulkan headers.
  */
+typedef void (*vka_queue_lock_fn)(void *user_data, void *queue /* VkQueue */);
+
 typedef struct vka_vulkan_env {
     void *get_instance_proc_addr; /* PFN_vkGetInstanceProcAddr; NULL = load the system loader */
     void *instance;               /* VkInstance */
@@ -116,7 +119,33 @@ typedef struct vka_vulkan_env {
     void *device;                 /* VkDevice, created with the queue family below */
     void *queue;                  /* VkQueue with VK_QUEUE_COMPUTE_BIT */
     uint32_t queue_family;        /* family index of queue */
+    uint32_t api_version;         /* VkApplicationInfo.apiVersion the instance was created with;
+                                     0 = VK_API_VERSION_1_0. vkattn uses no function beyond the
+                                     lower of it and the device's version (1.0 works: device
+                                     properties then come from vkGetPhysicalDeviceProperties,
+                                     and the largest allocation is taken as 2^30 bytes, the
+                                     minimum Vulkan 1.1 guarantees) */
+    /* Optional: Vulkan requires a VkQueue to be externally synchronised. When the application
+     * (a render thread, another context) also uses `queue`, give lock/unlock: vkattn calls
+     * lock_queue(queue_user_data, queue) right before and unlock_queue right after each
+     * vkQueueSubmit on it, from the thread using the context, and never holds the lock while
+     * waiting. Both or neither. It never calls vkQueueWaitIdle or vkDeviceWaitIdle on the
+     * application's queue or device: it waits only on its own fences. */
+    vka_queue_lock_fn lock_queue;
+    vka_queue_lock_fn unlock_queue;
+    void *queue_user_data;
 } vka_vulkan_env;
+
+/** vkattn's own host memory (as VMA's and sokol's allocator hooks): every malloc, realloc and
+ * free the library makes goes through these when given (all three, or none). alloc returns
+ * memory aligned for any object (as malloc), or NULL; realloc and free get what alloc or
+ * realloc returned (free may get NULL). Called from the thread using the context. */
+typedef struct vka_host_allocator {
+    void *(*alloc)(void *user_data, size_t size);
+    void *(*realloc)(void *user_data, void *ptr, size_t size);
+    void (*free)(void *user_data, void *ptr);
+    void *user_data;
+} vka_host_allocator;
 
 /** Which kernel variants the Vulkan backend uses. Some kernels have a GPU variant (shared-memory
  * tiles, workgroup reductions with barriers) and a CPU-type variant (no barriers, one invocation
@@ -165,6 +194,10 @@ typedef struct vka_context_desc {
                                environment variable VKATTN_MAX_MEMORY_BYTES if set (a number of
                                bytes >= 65536), else the device's. A bad value fails with
                                VKA_ERROR_INVALID_ARGUMENT */
+    const void *vk_allocator; /* const VkAllocationCallbacks *: passed to every Vulkan create
+                               and destroy call vkattn makes (instance and device too, when it
+                               creates them); NULL = the driver's */
+    const vka_host_allocator *host_allocator; /* NULL = malloc/realloc/free */
 } vka_context_desc;
 
 /**
@@ -283,6 +316,79 @@ vka_result vka_graph_end(vka_context *ctx, vka_graph **out);
  * was destroyed: it runs nothing), VKA_ERROR_DEVICE_LOST, VKA_ERROR_VULKAN. */
 vka_result vka_graph_run(vka_graph *graph);
 void vka_graph_destroy(vka_graph *graph);
+
+/* ---------------------------------------------------------------------------------------------
+ * Embedding in an application: asynchronous submission, recording into the application's
+ * command buffers, and tensors on the application's buffers (Vulkan backend).
+ *
+ * Ownership and synchronisation. A graph's commands read and write only the tensors its ops
+ * were given. While a submission of a graph is pending (vka_graph_submit until vka_graph_wait
+ * returns VKA_SUCCESS) or a command buffer it was recorded into may still execute, the host must
+ * not read, write or destroy those tensors, nor destroy the graph (vka_graph_destroy and
+ * vka_tensor_destroy wait for vkattn's own pending submissions first; they cannot know about
+ * the application's command buffers). Calls on one context stay single-threaded.
+ * ------------------------------------------------------------------------------------------- */
+
+/** What a submission waits for and signals (all optional; handles are the application's). */
+typedef struct vka_submit_desc {
+    uint32_t wait_count;
+    const void *wait_semaphores;   /* const VkSemaphore[wait_count] */
+    const uint32_t *wait_stages;   /* VkPipelineStageFlags[wait_count]; NULL = all commands */
+    const uint64_t *wait_values;   /* timeline values [wait_count], or NULL: all binary */
+    uint32_t signal_count;
+    const void *signal_semaphores; /* const VkSemaphore[signal_count] */
+    const uint64_t *signal_values; /* timeline values [signal_count], or NULL: all binary */
+} vka_submit_desc;
+
+/** Submit the graph once on the context's queue and return at once (desc NULL = no
+ * semaphores). Timeline values are passed with VkTimelineSemaphoreSubmitInfo (the application's
+ * device must have timeline semaphores enabled). The CPU backend runs the graph now and
+ * accepts no semaphores. Errors: VKA_ERROR_INVALID_ARGUMENT (the graph is still pending: wait
+ * for it first; semaphores on the CPU backend; a lost tensor, as vka_graph_run),
+ * VKA_ERROR_VULKAN, VKA_ERROR_DEVICE_LOST. */
+vka_result vka_graph_submit(vka_graph *graph, const vka_submit_desc *desc);
+/** Wait up to timeout_ns nanoseconds (0 = poll, UINT64_MAX = for ever) for the graph's last
+ * submission, then finish it: read its timestamps and run its after-run checks (cross-entropy
+ * targets, attention key_lens). Returns VKA_SUCCESS when done (also when nothing is pending),
+ * VKA_TIMEOUT when not yet (call again), or the run's error. */
+vka_result vka_graph_wait(vka_graph *graph, uint64_t timeout_ns);
+/** Record the graph's commands into the application's command buffer (a VkCommandBuffer in
+ * the recording state, of the context's device, from a pool whose queue family has compute),
+ * any number of times. vkattn records a global memory barrier at the start (from everything
+ * earlier, host writes included: srcStage ALL_COMMANDS | HOST, srcAccess MEMORY_WRITE |
+ * HOST_WRITE, to dstStage COMPUTE_SHADER | TRANSFER, dstAccess SHADER_READ | SHADER_WRITE |
+ * TRANSFER_READ | TRANSFER_WRITE) and one at the end (from srcStage COMPUTE_SHADER | TRANSFER,
+ * srcAccess SHADER_WRITE | TRANSFER_WRITE, to dstStage ALL_COMMANDS | HOST, dstAccess
+ * MEMORY_READ | MEMORY_WRITE | HOST_READ), so the application needs no barrier of its own
+ * around it. No timestamps are recorded (vka_graph_times reports vka_graph_run/submit only) and
+ * the after-run checks are not run (call vka_graph_check after the command buffer completed if
+ * the graph has cross-entropy targets or key_lens that may be bad). The recorded commands use
+ * the graph's pipelines, descriptor sets and the tensors' buffers: keep the graph and tensors
+ * alive until the command buffer has completed. Errors: VKA_ERROR_UNSUPPORTED (CPU backend),
+ * VKA_ERROR_INVALID_ARGUMENT (NULL command buffer, lost tensor). */
+vka_result vka_graph_record(vka_graph *graph, void *command_buffer /* VkCommandBuffer */);
+/** Run the after-run checks of a graph whose commands the application executed (recorded
+ * with vka_graph_record, completed): VKA_SUCCESS, or the error naming the first bad target or
+ * key_lens. */
+vka_result vka_graph_check(vka_graph *graph);
+
+/** A tensor over bytes [offset, offset + size) of the application's VkBuffer (created on the
+ * context's device with VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, and TRANSFER_SRC / TRANSFER_DST for
+ * vka_tensor_read / vka_tensor_write / vka_fill / vka_copy; its memory bound): ops read and
+ * write it in place. offset and size must be multiples of 4 (the binding offsets vkattn uses
+ * are aligned down to minStorageBufferOffsetAlignment within the buffer, so no alignment beyond
+ * 4 is needed), size > 0. The buffer stays the application's: vka_tensor_destroy does not
+ * destroy it, and it must outlive the tensor and every graph using it. Errors:
+ * VKA_ERROR_UNSUPPORTED (CPU backend), VKA_ERROR_INVALID_ARGUMENT (NULL buffer, misaligned
+ * offset or size, size beyond maxMemoryAllocationSize). */
+vka_result vka_tensor_wrap_vulkan_buffer(vka_context *ctx, const void *buffer /* const VkBuffer * */,
+                                         uint64_t offset, uint64_t size, vka_tensor **out);
+/** Where a tensor lives: *buffer (VkBuffer, written through the pointer), the byte offset and
+ * size of its elements in it, for the application's own commands (e.g. its renderer reading
+ * logits). The buffer stays vkattn's (do not destroy it); it has STORAGE_BUFFER, TRANSFER_SRC
+ * and TRANSFER_DST usage. Errors: VKA_ERROR_UNSUPPORTED (CPU backend). */
+vka_result vka_tensor_vulkan_buffer(const vka_tensor *t, void *buffer /* VkBuffer * */,
+                                    uint64_t *offset, uint64_t *size);
 
 /** Time of one kind of op in a graph run (profiling). */
 typedef struct vka_op_time {
@@ -939,6 +1045,37 @@ vka_result vka_gpt_session_sample(vka_gpt_session *sess, const vka_sample_desc *
                                   uint64_t *rng_state, int32_t *token);
 /** Empty the cache (the next append starts at position 0). */
 void vka_gpt_session_reset(vka_gpt_session *sess);
+
+/* Model work the application runs itself (see "Embedding in an application"): *_prepare checks
+ * the inputs, writes them into the model's host-visible input tensors and returns the model's
+ * graph for them, which the application runs with vka_graph_run, vka_graph_submit (then
+ * vka_graph_wait) or records into its command buffer with vka_graph_record; once it completed,
+ * *_finish reads the results and updates the model's state (step count, cache length). The
+ * graph belongs to the model: do not destroy it; it stays valid until the next _prepare on the
+ * same model or session with another shape, or the model's destruction. Between _prepare and
+ * _finish, make no other call on the model or session. Errors: as the blocking calls, and
+ * VKA_ERROR_INVALID_ARGUMENT for _finish without _prepare, or a second _prepare before _finish. */
+
+/** Append n tokens (1 <= n <= the session's prefill chunk, and the cache must have room: no
+ * re-prefill happens here; reset it when full) as vka_gpt_session_append does. */
+vka_result vka_gpt_session_prepare(vka_gpt_session *sess, const int32_t *tokens, size_t n,
+                                   vka_graph **graph);
+vka_result vka_gpt_session_finish(vka_gpt_session *sess);
+/** Where the session keeps the next-token logits of its last step, as vka_tensor_vulkan_buffer
+ * gives it: V floats at *offset in *buffer (VkBuffer, written through the pointer), so the
+ * application's own commands can read them after the step completed. Owned by the session,
+ * valid while it lives. Errors: VKA_ERROR_UNSUPPORTED (CPU backend). */
+vka_result vka_gpt_session_logits_buffer(vka_gpt_session *sess, void *buffer /* VkBuffer * */,
+                                         uint64_t *offset, uint64_t *size);
+/** One training step as vka_gpt_train_step (the AdamW settings are taken at _prepare). */
+vka_result vka_gpt_train_step_prepare(vka_gpt *gpt, const int32_t *inputs,
+                                      const int32_t *targets, int B, int T,
+                                      const vka_adamw_desc *opt, vka_graph **graph);
+vka_result vka_gpt_train_step_finish(vka_gpt *gpt, float *loss, float *grad_norm);
+/** A forward pass as vka_gpt_forward (targets may be NULL: then no loss). */
+vka_result vka_gpt_forward_prepare(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets,
+                                   int B, int T, vka_graph **graph);
+vka_result vka_gpt_forward_finish(vka_gpt *gpt, float *loss, float *logits);
 /** Positions in the cache (<= max_T). */
 size_t vka_gpt_session_length(const vka_gpt_session *sess);
 
