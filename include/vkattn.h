@@ -360,7 +360,8 @@ vka_result vka_graph_wait(vka_graph *graph, uint64_t timeout_ns);
  * TRANSFER_READ | TRANSFER_WRITE) and one at the end (from srcStage COMPUTE_SHADER | TRANSFER,
  * srcAccess SHADER_WRITE | TRANSFER_WRITE, to dstStage ALL_COMMANDS | HOST, dstAccess
  * MEMORY_READ | MEMORY_WRITE | HOST_READ), so the application needs no barrier of its own
- * around it. No timestamps are recorded (vka_graph_times reports vka_graph_run/submit only) and
+ * around it. Afterwards the command buffer's bound compute pipeline, descriptor set 0 and push
+ * constants are vkattn's: bind your own again before your next dispatch. No timestamps are recorded (vka_graph_times reports vka_graph_run/submit only) and
  * the after-run checks are not run (call vka_graph_check after the command buffer completed if
  * the graph has cross-entropy targets or key_lens that may be bad). The recorded commands use
  * the graph's pipelines, descriptor sets and the tensors' buffers: keep the graph and tensors
@@ -1072,10 +1073,15 @@ vka_result vka_gpt_train_step_prepare(vka_gpt *gpt, const int32_t *inputs,
                                       const int32_t *targets, int B, int T,
                                       const vka_adamw_desc *opt, vka_graph **graph);
 vka_result vka_gpt_train_step_finish(vka_gpt *gpt, float *loss, float *grad_norm);
-/** A forward pass as vka_gpt_forward (targets may be NULL: then no loss). */
+/** A forward pass as vka_gpt_forward (targets may be NULL: then no loss); logits: whether
+ * _finish will read every position's logits (kept on the device). */
 vka_result vka_gpt_forward_prepare(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets,
-                                   int B, int T, vka_graph **graph);
+                                   int B, int T, bool logits, vka_graph **graph);
 vka_result vka_gpt_forward_finish(vka_gpt *gpt, float *loss, float *logits);
+/** The graph a _prepare handed out and its _finish not yet called: forget it (e.g. when the
+ * application dropped its command buffer); the model's state is as before _prepare, except the
+ * inputs written. */
+void vka_gpt_cancel(vka_gpt *gpt);
 /** Positions in the cache (<= max_T). */
 size_t vka_gpt_session_length(const vka_gpt_session *sess);
 

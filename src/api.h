@@ -28,12 +28,18 @@ struct vka_graph {
     size_t n_uses, cap_uses;
     bool lost_tensor;        /* one of them was destroyed: the graph cannot run */
     bool ended;              /* the backend graph was ended early (lost_tensor while recording) */
+    bool owned;              /* a model's or session's graph (vka_graph_handle_create): not in
+                              * ctx->graphs, not a child; vka_graph_destroy ignores it */
     vka_graph *prev, *next;  /* ctx->graphs */
 };
 
 /* Called after each op recorded into ctx->recording (or rejected): remembers the graph's first
  * failure and its message. */
 void vka_graph_note_status(vka_context *ctx);
+/* A public handle on a graph a model or session owns (its *_prepare calls hand it out with
+ * ->g set to the backend graph to run); NULL when out of memory. */
+vka_graph *vka_graph_handle_create(vka_context *ctx);
+void vka_graph_handle_destroy(vka_graph *handle);
 /* Add t to graph's uses (if not there yet). false when out of host memory. */
 bool vka_graph_note_use(vka_graph *graph, vka_tensor *t);
 

@@ -57,6 +57,8 @@ static void graphs_lose(vka_context *ctx, vka_tensor *t) {
     for (vka_graph *g = ctx->graphs; g && t->graph_uses; g = g->next) {
         for (size_t i = 0; i < g->n_uses; i++) {
             if (g->uses[i] != t) continue;
+            /* A submission of the graph may still read or write the tensor. */
+            if (g->g && g != ctx->recording) ctx->be->ops->graph_wait(ctx->be, g->g, UINT64_MAX);
             g->uses[i] = g->uses[--g->n_uses];
             g->lost_tensor = true;
             t->graph_uses--;
@@ -173,18 +175,90 @@ vka_result vka_graph_end(vka_context *ctx, vka_graph **out) {
     return VKA_SUCCESS;
 }
 
-vka_result vka_graph_run(vka_graph *graph) {
+/* The graph can run: recorded, and none of its tensors destroyed. */
+static vka_result runnable(vka_graph *graph, const char *fn) {
     if (!graph) return VKA_ERROR_INVALID_ARGUMENT;
-    vka_context *ctx = graph->ctx;
     if (graph->lost_tensor)
-        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
-                             "vka_graph_run: a tensor this graph uses was destroyed, so it can "
-                             "no longer run (destroy the graph, or record it again)");
-    return ctx->be->ops->graph_run(ctx->be, graph->g);
+        return vka_set_error(graph->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: a tensor this graph uses was destroyed, so it can no longer "
+                             "run (destroy the graph, or record it again)", fn);
+    if (graph->ctx->recording == graph)
+        return vka_set_error(graph->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: the graph is still being recorded (call vka_graph_end)", fn);
+    return VKA_SUCCESS;
 }
 
+vka_result vka_graph_run(vka_graph *graph) {
+    vka_result r = runnable(graph, "vka_graph_run");
+    if (r != VKA_SUCCESS) return r;
+    return graph->ctx->be->ops->graph_run(graph->ctx->be, graph->g);
+}
+
+vka_result vka_graph_submit(vka_graph *graph, const vka_submit_desc *desc) {
+    vka_result r = runnable(graph, "vka_graph_submit");
+    if (r != VKA_SUCCESS) return r;
+    return graph->ctx->be->ops->graph_submit(graph->ctx->be, graph->g, desc);
+}
+
+vka_result vka_graph_wait(vka_graph *graph, uint64_t timeout_ns) {
+    if (!graph) return VKA_ERROR_INVALID_ARGUMENT;
+    if (graph->ctx->recording == graph) return VKA_SUCCESS; /* never submitted */
+    return graph->ctx->be->ops->graph_wait(graph->ctx->be, graph->g, timeout_ns);
+}
+
+vka_result vka_graph_record(vka_graph *graph, void *command_buffer) {
+    vka_result r = runnable(graph, "vka_graph_record");
+    if (r != VKA_SUCCESS) return r;
+    return graph->ctx->be->ops->graph_record(graph->ctx->be, graph->g, command_buffer);
+}
+
+vka_result vka_graph_check(vka_graph *graph) {
+    vka_result r = runnable(graph, "vka_graph_check");
+    if (r != VKA_SUCCESS) return r;
+    return graph->ctx->be->ops->graph_check(graph->ctx->be, graph->g);
+}
+
+vka_result vka_tensor_wrap_vulkan_buffer(vka_context *ctx, const void *buffer, uint64_t offset,
+                                         uint64_t size, vka_tensor **out) {
+    if (out) *out = NULL;
+    vka_result r = vka_context_usable(ctx, "vka_tensor_wrap_vulkan_buffer");
+    if (r != VKA_SUCCESS) return r;
+    if (!out)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_tensor_wrap_vulkan_buffer: out is NULL");
+    vka_tensor *t = calloc(1, sizeof *t);
+    if (!t)
+        return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY,
+                             "vka_tensor_wrap_vulkan_buffer: out of memory");
+    t->ctx = ctx;
+    r = ctx->be->ops->arena_wrap(ctx->be, buffer, offset, size, &t->t, &t->arena);
+    if (r != VKA_SUCCESS) {
+        free(t);
+        return r;
+    }
+    vka_context_retain(ctx, VKA_CHILD_TENSOR);
+    *out = t;
+    return VKA_SUCCESS;
+}
+
+vka_result vka_tensor_vulkan_buffer(const vka_tensor *t, void *buffer, uint64_t *offset,
+                                    uint64_t *size) {
+    if (!t) return VKA_ERROR_INVALID_ARGUMENT;
+    return t->ctx->be->ops->buffer_of(t->ctx->be, t->t, buffer, offset, size);
+}
+
+vka_graph *vka_graph_handle_create(vka_context *ctx) {
+    vka_graph *h = calloc(1, sizeof *h);
+    if (!h) return NULL;
+    h->ctx = ctx;
+    h->owned = true;
+    return h;
+}
+
+void vka_graph_handle_destroy(vka_graph *handle) { free(handle); }
+
 void vka_graph_destroy(vka_graph *graph) {
-    if (!graph) return;
+    if (!graph || graph->owned) return;
     vka_context *ctx = graph->ctx;
     if (ctx->recording == graph) ctx->recording = NULL;
     for (size_t i = 0; i < graph->n_uses; i++) graph->uses[i]->graph_uses--;

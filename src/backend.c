@@ -197,6 +197,41 @@ static vka_result ck_graph_run(vkb_backend *be, vkb_graph *graph) {
 static void ck_graph_destroy(vkb_backend *be, vkb_graph *graph) {
     be->impl->graph_destroy(be, graph);
 }
+static vka_result ck_graph_submit(vkb_backend *be, vkb_graph *graph, const vka_submit_desc *desc) {
+    if (be->impl->graph_submit) return be->impl->graph_submit(be, graph, desc);
+    if (desc && (desc->wait_count || desc->signal_count))
+        return vka_set_error(be->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_graph_submit: the %s backend runs graphs on the host and takes "
+                             "no semaphores", be->name);
+    return be->impl->graph_run(be, graph);
+}
+static vka_result ck_graph_wait(vkb_backend *be, vkb_graph *graph, uint64_t timeout_ns) {
+    return be->impl->graph_wait ? be->impl->graph_wait(be, graph, timeout_ns) : VKA_SUCCESS;
+}
+static vka_result unsupported(vkb_backend *be, const char *fn) {
+    return vka_set_error(be->ctx, VKA_ERROR_UNSUPPORTED,
+                         "%s: the %s backend has no Vulkan command buffers or buffers", fn,
+                         be->name);
+}
+static vka_result ck_graph_record(vkb_backend *be, vkb_graph *graph, void *command_buffer) {
+    if (!be->impl->graph_record) return unsupported(be, "vka_graph_record");
+    return be->impl->graph_record(be, graph, command_buffer);
+}
+static vka_result ck_graph_check(vkb_backend *be, vkb_graph *graph) {
+    return be->impl->graph_check ? be->impl->graph_check(be, graph) : VKA_SUCCESS;
+}
+static vka_result ck_arena_wrap(vkb_backend *be, const void *buffer, uint64_t offset,
+                                uint64_t size, vkb_tensor *tensor, vkb_arena **out) {
+    *out = NULL;
+    if (!be->impl->arena_wrap) return unsupported(be, "vka_tensor_wrap_vulkan_buffer");
+    return be->impl->arena_wrap(be, buffer, offset, size, tensor, out);
+}
+static vka_result ck_buffer_of(vkb_backend *be, vkb_tensor t, void *buffer, uint64_t *offset,
+                               uint64_t *size) {
+    if (!be->impl->buffer_of) return unsupported(be, "vka_tensor_vulkan_buffer");
+    return be->impl->buffer_of(be, t, buffer, offset, size);
+}
+
 static void ck_set_profiling(vkb_backend *be, bool on) { be->impl->set_profiling(be, on); }
 static vka_result ck_graph_times(vkb_backend *be, vkb_graph *graph, double *total_ms,
                                  vka_op_time *out, int cap, int *count) {
@@ -564,6 +599,12 @@ const vkb_ops vkb_checked_ops = {
     .graph_begin = ck_graph_begin,
     .graph_end = ck_graph_end,
     .graph_run = ck_graph_run,
+    .graph_submit = ck_graph_submit,
+    .graph_wait = ck_graph_wait,
+    .graph_record = ck_graph_record,
+    .graph_check = ck_graph_check,
+    .arena_wrap = ck_arena_wrap,
+    .buffer_of = ck_buffer_of,
     .graph_destroy = ck_graph_destroy,
     .set_profiling = ck_set_profiling,
     .graph_times = ck_graph_times,

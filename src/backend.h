@@ -225,6 +225,20 @@ typedef struct vkb_ops {
     vka_result (*graph_end)(vkb_backend *be, vkb_graph *graph);
     /* Run a recorded graph once and wait for it. */
     vka_result (*graph_run)(vkb_backend *be, vkb_graph *graph);
+    /* Embedding (vkattn.h, "Embedding in an application"); a backend may leave these NULL:
+     * vkb_checked_ops then runs graph_submit as graph_run (refusing semaphores), graph_wait and
+     * graph_check succeed at once (the run checked everything), and graph_record, arena_wrap
+     * and buffer_of fail with VKA_ERROR_UNSUPPORTED. */
+    vka_result (*graph_submit)(vkb_backend *be, vkb_graph *graph, const vka_submit_desc *desc);
+    vka_result (*graph_wait)(vkb_backend *be, vkb_graph *graph, uint64_t timeout_ns);
+    vka_result (*graph_record)(vkb_backend *be, vkb_graph *graph, void *command_buffer);
+    vka_result (*graph_check)(vkb_backend *be, vkb_graph *graph);
+    /* A one-tensor arena over bytes [offset, offset + size) of the application's buffer
+     * (*(const VkBuffer *)buffer), not owned; and where a tensor lives (VkBuffer, bytes). */
+    vka_result (*arena_wrap)(vkb_backend *be, const void *buffer, uint64_t offset, uint64_t size,
+                             vkb_tensor *tensor, vkb_arena **out);
+    vka_result (*buffer_of)(vkb_backend *be, vkb_tensor t, void *buffer, uint64_t *offset,
+                            uint64_t *size);
     /* NULL is a no-op. */
     void (*graph_destroy)(vkb_backend *be, vkb_graph *graph);
     /* Time every op of the graphs recorded from now on (Vulkan: a timestamp before and after

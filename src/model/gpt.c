@@ -5,6 +5,8 @@
 #include "model/gpt_internal.h"
 #include "model/rng.h"
 
+#include "api.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
@@ -390,6 +392,8 @@ static void gpt_free(vka_gpt *gpt) {
         vkm_gpt_destroy_arena(gpt, &gpt->m_arena, set_bytes);
         vkm_gpt_destroy_arena(gpt, &gpt->v_arena, set_bytes);
     }
+    vka_gpt_cancel(gpt);
+    vka_graph_handle_destroy(gpt->handle);
     free(gpt->tensor_sizes);
     free(gpt->params);
     free(gpt->layer);

@@ -137,6 +137,12 @@ typedef struct gpt_graph {
 
 #define GPT_MAX_GRAPHS 12
 
+/* The graph of this kind and shape, recorded first if new (gpt_train.c). */
+vka_result vkm_gpt_graph(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, float grad_clip,
+                         float weight_decay, vkb_graph **out);
+/* The public handle on graph g (gpt->handle, made on first use), for *_prepare. */
+vka_result vkm_gpt_handle(vka_gpt *gpt, vkb_graph *g, struct vka_graph **out);
+
 struct vka_gpt {
     vka_context *ctx;
     vkb_backend *be;
@@ -170,6 +176,13 @@ struct vka_gpt {
     gpt_graph graphs[GPT_MAX_GRAPHS];
     int n_graphs, next_evict;
     vkb_graph *last_run;        /* graph of the last successful run (vka_gpt_times) */
+    /* A pass handed out by vka_gpt_*_prepare (gpt_train.c) and not yet finished. */
+    gpt_graph_kind pending_kind;
+    bool pending;               /* between _prepare and _finish */
+    bool pending_logits;        /* the forward pass keeps every position's logits */
+    int pending_B, pending_T;
+    vkb_graph *pending_graph;
+    struct vka_graph *handle;   /* the public handle _prepare returns (made on first use) */
     int n_sessions;             /* live vka_gpt_session children (gpt_session.c) */
     bool destroy_pending;       /* vka_gpt_destroy was called with sessions alive */
 };

@@ -27,6 +27,8 @@
  */
 #include "model/gpt_internal.h"
 
+#include "api.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +91,10 @@ struct vka_gpt_session {
     float *mask_buf;           /* (NH * chunk * max_T) */
     float *logit_buf;          /* (V) */
     void *cand;                /* sampling scratch */
+    bool pending;              /* between vka_gpt_session_prepare and _finish */
+    int pending_m;             /* tokens of the pending step */
+    vkb_graph *pending_graph;
+    struct vka_graph *handle;  /* the public handle _prepare returns (made on first use) */
 };
 
 static vkb_tensor cut(vkb_tensor t, size_t n) { return vkb_slice(t, 0, n); }
@@ -179,8 +185,9 @@ static int bucket_of(const vka_gpt_session *ss, int keys) {
     return ss->n_buckets - 1;
 }
 
-/* Run m (1 <= m <= chunk, n + m <= max_T) tokens at positions n .. n+m-1. */
-static vka_result run_chunk(vka_gpt_session *ss, const int32_t *tok, int m) {
+/* Write the inputs of m (1 <= m <= chunk, n + m <= max_T) tokens at positions n .. n+m-1 and
+ * find (or record) the graph that runs them. */
+static vka_result prepare_chunk(vka_gpt_session *ss, const int32_t *tok, int m, vkb_graph **out) {
     vka_gpt *gpt = ss->gpt;
     vkb_backend *be = gpt->be;
     int Tq = m == 1 ? 1 : ss->chunk, p0 = ss->n, NH = gpt->cfg.NH;
@@ -216,12 +223,80 @@ static vka_result run_chunk(vka_gpt_session *ss, const int32_t *tok, int m) {
             return r;
         }
     }
-    r = be->ops->graph_run(be, *g);
-    if (r != VKA_SUCCESS) return r;
-    memcpy(ss->tokens + p0, tok, (size_t)m * sizeof *tok);
-    ss->n = p0 + m;
-    ss->have_logits = true;
+    *out = *g;
     return VKA_SUCCESS;
+}
+
+/* The m tokens prepare_chunk ran are in the cache. */
+static void chunk_done(vka_gpt_session *ss, const int32_t *tok, int m) {
+    memcpy(ss->tokens + ss->n, tok, (size_t)m * sizeof *tok);
+    ss->n += m;
+    ss->have_logits = true;
+}
+
+/* Run m (1 <= m <= chunk, n + m <= max_T) tokens at positions n .. n+m-1. */
+static vka_result run_chunk(vka_gpt_session *ss, const int32_t *tok, int m) {
+    vkb_graph *g = NULL;
+    vka_result r = prepare_chunk(ss, tok, m, &g);
+    if (r == VKA_SUCCESS) r = ss->gpt->be->ops->graph_run(ss->gpt->be, g);
+    if (r == VKA_SUCCESS) chunk_done(ss, tok, m);
+    return r;
+}
+
+vka_result vka_gpt_session_prepare(vka_gpt_session *ss, const int32_t *tokens, size_t n,
+                                   vka_graph **graph) {
+    if (graph) *graph = NULL;
+    if (!ss) return VKA_ERROR_INVALID_ARGUMENT;
+    vka_gpt *gpt = ss->gpt;
+    const char *fn = "vka_gpt_session_prepare";
+    if (!tokens || !graph)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "%s: tokens or graph is NULL", fn);
+    if (ss->pending)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: the last prepared step has not been finished (call "
+                             "vka_gpt_session_finish)", fn);
+    if (n == 0 || n > (size_t)ss->chunk || n > (size_t)(ss->max_T - ss->n))
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: n = %zu tokens must be in [1, %d] (the prefill chunk) and fit "
+                             "the %d free positions of the cache (reset it when full)", fn, n,
+                             ss->chunk, ss->max_T - ss->n);
+    vka_result r = vkm_gpt_check_ids(gpt, fn, "tokens", tokens, n, 0);
+    vkb_graph *g = NULL;
+    if (r == VKA_SUCCESS) r = prepare_chunk(ss, tokens, (int)n, &g);
+    if (r == VKA_SUCCESS && !ss->handle) ss->handle = vka_graph_handle_create(gpt->ctx);
+    if (r == VKA_SUCCESS && !ss->handle)
+        r = vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", fn);
+    if (r != VKA_SUCCESS) return r;
+    /* The tokens go into the history now (past the length, so unseen until _finish). */
+    memcpy(ss->tokens + ss->n, tokens, n * sizeof *tokens);
+    ss->pending = true;
+    ss->pending_m = (int)n;
+    ss->pending_graph = g;
+    ss->handle->g = g;
+    *graph = ss->handle;
+    return VKA_SUCCESS;
+}
+
+vka_result vka_gpt_session_finish(vka_gpt_session *ss) {
+    if (!ss) return VKA_ERROR_INVALID_ARGUMENT;
+    vka_gpt *gpt = ss->gpt;
+    if (!ss->pending)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_gpt_session_finish: no step was prepared");
+    ss->pending = false;
+    vka_result r = gpt->be->ops->graph_wait(gpt->be, ss->pending_graph, UINT64_MAX);
+    if (r != VKA_SUCCESS) return r;
+    chunk_done(ss, ss->tokens + ss->n, ss->pending_m);
+    return VKA_SUCCESS;
+}
+
+vka_result vka_gpt_session_logits_buffer(vka_gpt_session *ss, void *buffer, uint64_t *offset,
+                                         uint64_t *size) {
+    if (!ss) return VKA_ERROR_INVALID_ARGUMENT;
+    vka_gpt *gpt = ss->gpt;
+    vka_result r = gpt->be->ops->buffer_of(gpt->be, ss->h.logits, buffer, offset, size);
+    if (r == VKA_SUCCESS && size) *size = (uint64_t)gpt->cfg.V * 4;
+    return r;
 }
 
 /* Tokens into a cache with room for them (n + count <= max_T), in chunks. */
@@ -248,6 +323,9 @@ vka_result vka_gpt_session_append(vka_gpt_session *ss, const int32_t *tokens, si
     if (!ss) return VKA_ERROR_INVALID_ARGUMENT;
     vka_gpt *gpt = ss->gpt;
     const char *fn = "vka_gpt_session_append";
+    if (ss->pending)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: a prepared step has not been finished (vka_gpt_session_finish)", fn);
     if (n == 0) return VKA_SUCCESS;
     if (!tokens)
         return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "%s: tokens is NULL", fn);
@@ -411,6 +489,7 @@ vka_result vka_gpt_session_create(vka_gpt *gpt, const vka_gpt_session_desc *desc
 void vka_gpt_session_destroy(vka_gpt_session *ss) {
     if (!ss) return;
     vka_gpt *gpt = ss->gpt;
+    vka_graph_handle_destroy(ss->handle);
     for (int k = 0; k < 2; k++)
         for (int b = 0; b < MAX_BUCKETS; b++) gpt->be->ops->graph_destroy(gpt->be, ss->graphs[k][b]);
     vkm_gpt_destroy_arena(gpt, &ss->cache_arena, ss->cache_bytes);

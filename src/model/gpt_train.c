@@ -6,6 +6,8 @@
  */
 #include "model/gpt_internal.h"
 
+#include "api.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -67,9 +69,8 @@ static gpt_graph *graph_slot(vka_gpt *gpt, const gpt_graph *key) {
     return slot;
 }
 
-/* Run the graph of this kind and shape, recording it first if it is new. */
-vka_result vkm_gpt_run(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, float grad_clip,
-                   float weight_decay) {
+vka_result vkm_gpt_graph(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, float grad_clip,
+                         float weight_decay, vkb_graph **out) {
     vkb_backend *be = gpt->be;
     gpt_graph key = {.kind = kind, .B = B, .T = T, .grad_clip = grad_clip,
                      .weight_decay = weight_decay, .profiled = gpt->ctx->profiling};
@@ -83,9 +84,27 @@ vka_result vkm_gpt_run(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, float gr
             return r;
         }
     }
-    vka_result r = be->ops->graph_run(be, g->graph);
-    gpt->last_run = r == VKA_SUCCESS ? g->graph : NULL;
+    *out = g->graph;
+    return VKA_SUCCESS;
+}
+
+/* Run the graph of this kind and shape, recording it first if it is new. */
+vka_result vkm_gpt_run(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, float grad_clip,
+                   float weight_decay) {
+    vkb_graph *g = NULL;
+    vka_result r = vkm_gpt_graph(gpt, kind, B, T, grad_clip, weight_decay, &g);
+    if (r == VKA_SUCCESS) r = gpt->be->ops->graph_run(gpt->be, g);
+    gpt->last_run = r == VKA_SUCCESS ? g : NULL;
     return r;
+}
+
+vka_result vkm_gpt_handle(vka_gpt *gpt, vkb_graph *g, struct vka_graph **out) {
+    if (!gpt->handle) gpt->handle = vka_graph_handle_create(gpt->ctx);
+    if (!gpt->handle)
+        return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
+    gpt->handle->g = g;
+    *out = gpt->handle;
+    return VKA_SUCCESS;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -221,19 +240,98 @@ static vka_result read_logits(vka_gpt *gpt, float *logits, size_t BT) {
     return r;
 }
 
-vka_result vka_gpt_forward(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets, int B,
-                           int T, float *loss, float *logits) {
-    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
-    vka_result r = check_batch(gpt, "vka_gpt_forward", inputs, targets, false, B, T);
+/* _prepare may start: no other pass is pending. */
+static vka_result can_prepare(vka_gpt *gpt, const char *fn, vka_graph **graph) {
+    if (graph) *graph = NULL;
+    if (!graph) return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "%s: graph is NULL", fn);
+    if (gpt->pending)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: the pass of the last _prepare has not been finished (call its "
+                             "_finish, or vka_gpt_cancel)", fn);
+    return VKA_SUCCESS;
+}
+
+/* Hand out the graph of kind as the pending pass. */
+static vka_result hand_out(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, float grad_clip,
+                           float weight_decay, vka_graph **graph) {
+    vkb_graph *g = NULL;
+    vka_result r = vkm_gpt_graph(gpt, kind, B, T, grad_clip, weight_decay, &g);
+    if (r == VKA_SUCCESS) r = vkm_gpt_handle(gpt, g, graph);
     if (r != VKA_SUCCESS) return r;
-    gpt_shape shape = {.B = B, .T = T, .logits = logits || !targets};
+    gpt->pending = true;
+    gpt->pending_kind = kind;
+    gpt->pending_B = B;
+    gpt->pending_T = T;
+    gpt->pending_graph = g;
+    return VKA_SUCCESS;
+}
+
+/* _finish of a pass of one of the kinds: waits for vkattn's own submission of it, if any. */
+static vka_result take_pending(vka_gpt *gpt, const char *fn, bool train) {
+    bool ok = gpt->pending && (train ? gpt->pending_kind == G_TRAIN : gpt->pending_kind != G_TRAIN);
+    if (!ok)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: no pass of this kind was prepared (call its _prepare first)", fn);
+    gpt->pending = false;
+    vka_result r = gpt->be->ops->graph_wait(gpt->be, gpt->pending_graph, UINT64_MAX);
+    gpt->last_run = r == VKA_SUCCESS ? gpt->pending_graph : NULL;
+    return r;
+}
+
+void vka_gpt_cancel(vka_gpt *gpt) {
+    if (gpt && gpt->pending) {
+        gpt->be->ops->graph_wait(gpt->be, gpt->pending_graph, UINT64_MAX);
+        gpt->pending = false;
+    }
+}
+
+vka_result vka_gpt_forward_prepare(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets,
+                                   int B, int T, bool logits, vka_graph **graph) {
+    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    const char *fn = "vka_gpt_forward";
+    vka_result r = can_prepare(gpt, fn, graph);
+    if (r == VKA_SUCCESS) r = check_batch(gpt, fn, inputs, targets, false, B, T);
+    if (r != VKA_SUCCESS) return r;
+    logits = logits || !targets;
+    gpt_shape shape = {.B = B, .T = T, .logits = logits};
     r = vkm_gpt_reserve(gpt, &shape);
     if (r == VKA_SUCCESS) r = write_batch(gpt, inputs, targets, B, T, false);
     gpt_graph_kind kind = !targets ? G_FORWARD : logits ? G_FORWARD_LOSS_LOGITS : G_FORWARD_LOSS;
-    if (r == VKA_SUCCESS) r = vkm_gpt_run(gpt, kind, B, T, 0, 0);
-    if (r == VKA_SUCCESS && targets) r = read_loss(gpt, loss, (size_t)B * T);
-    if (r == VKA_SUCCESS && logits) r = read_logits(gpt, logits, (size_t)B * T);
+    if (r == VKA_SUCCESS) r = hand_out(gpt, kind, B, T, 0, 0, graph);
+    gpt->pending_logits = logits;
     return r;
+}
+
+vka_result vka_gpt_forward_finish(vka_gpt *gpt, float *loss, float *logits) {
+    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    const char *fn = "vka_gpt_forward_finish";
+    if (gpt->pending && gpt->pending_kind != G_TRAIN && !gpt->pending_logits && logits)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: the pass was prepared without logits", fn);
+    bool with_loss = gpt->pending && gpt->pending_kind != G_FORWARD;
+    vka_result r = take_pending(gpt, fn, false);
+    if (r != VKA_SUCCESS) return r;
+    size_t BT = (size_t)gpt->pending_B * gpt->pending_T;
+    if (loss && !with_loss)
+        *loss = NAN;
+    else if (loss)
+        r = read_loss(gpt, loss, BT);
+    if (r == VKA_SUCCESS && logits) r = read_logits(gpt, logits, BT);
+    return r;
+}
+
+vka_result vka_gpt_forward(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets, int B,
+                           int T, float *loss, float *logits) {
+    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    vka_graph *graph = NULL;
+    vka_result r = vka_gpt_forward_prepare(gpt, inputs, targets, B, T, logits != NULL, &graph);
+    if (r != VKA_SUCCESS) return r;
+    r = gpt->be->ops->graph_run(gpt->be, gpt->pending_graph);
+    if (r != VKA_SUCCESS) {
+        gpt->pending = false;
+        return r;
+    }
+    return vka_gpt_forward_finish(gpt, targets ? loss : NULL, logits);
 }
 
 vka_result vka_gpt_forward_backward(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets,
@@ -294,12 +392,14 @@ static void adamw_hyper(const vka_adamw_desc *d, uint64_t step, float *hyper) {
     hyper[VKA_HYPER_BC2] = (float)(1.0 - pow((double)d->beta2, t));
 }
 
-vka_result vka_gpt_train_step(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets,
-                              int B, int T, const vka_adamw_desc *opt, float *loss,
-                              float *grad_norm) {
+vka_result vka_gpt_train_step_prepare(vka_gpt *gpt, const int32_t *inputs,
+                                      const int32_t *targets, int B, int T,
+                                      const vka_adamw_desc *opt, vka_graph **graph) {
     if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    const char *fn = "vka_gpt_train_step";
     vka_adamw_desc d = {0};
-    vka_result r = check_batch(gpt, "vka_gpt_train_step", inputs, targets, true, B, T);
+    vka_result r = can_prepare(gpt, fn, graph);
+    if (r == VKA_SUCCESS) r = check_batch(gpt, fn, inputs, targets, true, B, T);
     if (r == VKA_SUCCESS) r = adamw_settings(gpt, opt, &d);
     if (r == VKA_SUCCESS) r = vkm_gpt_ensure_grads(gpt);
     if (r == VKA_SUCCESS) r = vkm_gpt_ensure_opt(gpt);
@@ -310,13 +410,34 @@ vka_result vka_gpt_train_step(vka_gpt *gpt, const int32_t *inputs, const int32_t
     float hyper[VKA_HYPER_COUNT];
     adamw_hyper(&d, gpt->step, hyper);
     if (r == VKA_SUCCESS) r = gpt->be->ops->write(gpt->be, gpt->host.hyper, 0, hyper, VKA_HYPER_COUNT);
-    if (r == VKA_SUCCESS) r = vkm_gpt_run(gpt, G_TRAIN, B, T, d.grad_clip, d.weight_decay);
+    if (r == VKA_SUCCESS) r = hand_out(gpt, G_TRAIN, B, T, d.grad_clip, d.weight_decay, graph);
+    return r;
+}
+
+vka_result vka_gpt_train_step_finish(vka_gpt *gpt, float *loss, float *grad_norm) {
+    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    vka_result r = take_pending(gpt, "vka_gpt_train_step_finish", true);
     if (r != VKA_SUCCESS) return r;
     gpt->step++;
     gpt->have_grads = true;
-    r = read_loss(gpt, loss, (size_t)B * T);
+    r = read_loss(gpt, loss, (size_t)gpt->pending_B * gpt->pending_T);
     if (r == VKA_SUCCESS && grad_norm) r = gpt->be->ops->read(gpt->be, gpt->host.norm, 0, grad_norm, 1);
     return r;
+}
+
+vka_result vka_gpt_train_step(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets,
+                              int B, int T, const vka_adamw_desc *opt, float *loss,
+                              float *grad_norm) {
+    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    vka_graph *graph = NULL;
+    vka_result r = vka_gpt_train_step_prepare(gpt, inputs, targets, B, T, opt, &graph);
+    if (r != VKA_SUCCESS) return r;
+    r = gpt->be->ops->graph_run(gpt->be, gpt->pending_graph);
+    if (r != VKA_SUCCESS) {
+        gpt->pending = false;
+        return r;
+    }
+    return vka_gpt_train_step_finish(gpt, loss, grad_norm);
 }
 
 vka_result vka_gpt_eval(vka_gpt *gpt, const int32_t *tokens, size_t n, int T, double *loss,

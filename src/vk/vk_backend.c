@@ -7,7 +7,10 @@
 static void vkv_destroy(vkb_backend *be) {
     vkv_backend *vb = (vkv_backend *)be;
     if (!vb) return;
-    if (vb->dev && vb->dev->device) vb->vk->vkDeviceWaitIdle(vb->dev->device);
+    /* Nothing of vkattn's is pending here: each graph waits for its own submission when
+     * destroyed, and immediate copies wait as they go. An application's device is never
+     * waited on (its own work may be in flight); our own device is, before its destruction. */
+    if (vb->dev && vb->dev->device && vb->dev->own_device) vb->vk->vkDeviceWaitIdle(vb->dev->device);
     vkv_memory_destroy(vb);
     vkv_pipelines_destroy(vb);
     vkv_commands_destroy(vb);
@@ -33,6 +36,12 @@ static const vkb_ops vkv_ops = {
     .graph_begin = vkv_graph_begin,
     .graph_end = vkv_graph_end,
     .graph_run = vkv_graph_run,
+    .graph_submit = vkv_graph_submit,
+    .graph_wait = vkv_graph_wait,
+    .graph_record = vkv_graph_record,
+    .graph_check = vkv_graph_check,
+    .arena_wrap = vkv_arena_wrap,
+    .buffer_of = vkv_buffer_of,
     .graph_destroy = vkv_graph_destroy,
     .set_profiling = vkv_set_profiling,
     .graph_times = vkv_graph_times,

@@ -1,7 +1,8 @@
 /*
- * Command recording: graphs (one command buffer + fence each, recorded once, submitted once
- * per run with one host wait), dispatches with hazard tracking, and the one-shot command
- * buffer used by immediate host <-> device copies.
+ * Command recording: graphs (a list of commands, played into one command buffer + fence each
+ * when recorded, submitted once per run with one host wait, or asynchronously, and played again
+ * into an application's command buffer on request), dispatches with hazard tracking, and the
+ * one-shot command buffer used by immediate host <-> device copies.
  *
  * Barriers: the ranges each command reads and writes since the last barrier are tracked; a
  * command that reads or writes a range written since then, or writes a range read since then,
@@ -56,7 +57,7 @@ vka_result vkv_commands_init(vkv_backend *vb) {
     VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                   .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
                                   .queueFamilyIndex = vb->dev->queue_family};
-    VkResult vr = vb->vk->vkCreateCommandPool(d, &pi, NULL, &vb->pool);
+    VkResult vr = vb->vk->vkCreateCommandPool(d, &pi, vb->dev->alloc, &vb->pool);
     if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreateCommandPool");
     VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                       .commandPool = vb->pool,
@@ -65,15 +66,15 @@ vka_result vkv_commands_init(vkv_backend *vb) {
     vr = vb->vk->vkAllocateCommandBuffers(d, &ai, &vb->once_cmd);
     if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkAllocateCommandBuffers");
     VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    vr = vb->vk->vkCreateFence(d, &fi, NULL, &vb->once_fence);
+    vr = vb->vk->vkCreateFence(d, &fi, vb->dev->alloc, &vb->once_fence);
     if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreateFence");
     return VKA_SUCCESS;
 }
 
 void vkv_commands_destroy(vkv_backend *vb) {
     VkDevice d = vb->dev->device;
-    if (vb->once_fence) vb->vk->vkDestroyFence(d, vb->once_fence, NULL);
-    if (vb->pool) vb->vk->vkDestroyCommandPool(d, vb->pool, NULL); /* frees its buffers */
+    if (vb->once_fence) vb->vk->vkDestroyFence(d, vb->once_fence, vb->dev->alloc);
+    if (vb->pool) vb->vk->vkDestroyCommandPool(d, vb->pool, vb->dev->alloc); /* frees its buffers */
     vb->once_fence = VK_NULL_HANDLE;
     vb->pool = VK_NULL_HANDLE;
 }
@@ -91,7 +92,7 @@ static vka_result submit_wait(vkv_backend *vb, VkCommandBuffer cmd, VkFence fenc
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
                        .commandBufferCount = 1,
                        .pCommandBuffers = &cmd};
-    VkResult vr = vb->vk->vkQueueSubmit(vb->dev->queue, 1, &si, fence);
+    VkResult vr = vkr_queue_submit(vb->dev, &si, fence);
     if (vr != VK_SUCCESS) return vkr_check(vb->base.ctx, vr, "vkQueueSubmit");
     vr = vb->vk->vkWaitForFences(vb->dev->device, 1, &fence, VK_TRUE, UINT64_MAX);
     if (vr != VK_SUCCESS) return vkr_check(vb->base.ctx, vr, "vkWaitForFences");
@@ -122,12 +123,18 @@ vka_result vkv_once_submit(vkv_backend *vb) {
     return submit_wait(vb, vb->once_cmd, vb->once_fence);
 }
 
+static vka_result finish_run(vkv_backend *vb, vkv_graph *g);
+
 static void free_graph(vkv_backend *vb, vkv_graph *g) {
     if (!g) return;
     if (vb->rec == g) vb->rec = NULL;
+    /* Our own submission may still run: wait for it (only its fence) before freeing. */
+    if (g->pending) vb->vk->vkWaitForFences(vb->dev->device, 1, &g->fence, VK_TRUE, UINT64_MAX);
+    free(g->cmds);
+    free(g->pcs);
     if (g->cmd) vb->vk->vkFreeCommandBuffers(vb->dev->device, vb->pool, 1, &g->cmd);
-    if (g->fence) vb->vk->vkDestroyFence(vb->dev->device, g->fence, NULL);
-    if (g->queries) vb->vk->vkDestroyQueryPool(vb->dev->device, g->queries, NULL);
+    if (g->fence) vb->vk->vkDestroyFence(vb->dev->device, g->fence, vb->dev->alloc);
+    if (g->queries) vb->vk->vkDestroyQueryPool(vb->dev->device, g->queries, vb->dev->alloc);
     free(g->labels);
     free(g->stamps);
     for (int i = 0; i < g->n_checks; i++) free(g->checks[i].host);
@@ -135,11 +142,32 @@ static void free_graph(vkv_backend *vb, vkv_graph *g) {
     free(g);
 }
 
+/* Append a command to the graph being recorded; false (and the graph fails) when out of host
+ * memory. */
+static bool log_cmd(vkv_backend *vb, const vkv_cmd *c) {
+    vkv_graph *g = vb->rec;
+    if (g->n_cmds == g->cap_cmds) {
+        size_t cap = g->cap_cmds ? 2 * g->cap_cmds : 64;
+        vkv_cmd *cmds = realloc(g->cmds, cap * sizeof *cmds);
+        if (!cmds) {
+            vkb_fail(&vb->base, VKA_ERROR_OUT_OF_HOST_MEMORY, "recording a graph: out of memory");
+            return false;
+        }
+        g->cmds = cmds;
+        g->cap_cmds = cap;
+    }
+    g->cmds[g->n_cmds++] = *c;
+    return true;
+}
+
+/* The barrier between dependent commands of a graph. */
+static void log_barrier(vkv_backend *vb) { log_cmd(vb, &(vkv_cmd){.kind = VKV_CMD_BARRIER}); }
+
 /* Write timestamp query q of the graph being recorded (when it has one and room). */
 static bool stamp(vkv_backend *vb, VkPipelineStageFlagBits stage, uint32_t q) {
     vkv_graph *g = vb->rec;
     if (!g->queries || q >= g->cap_queries) return false;
-    vb->vk->vkCmdWriteTimestamp(g->cmd, stage, g->queries, q);
+    if (!log_cmd(vb, &(vkv_cmd){.kind = VKV_CMD_STAMP, .u.stamp = {stage, q}})) return false;
     if (q + 1 > g->n_queries) g->n_queries = q + 1;
     return true;
 }
@@ -158,7 +186,7 @@ static VkResult create_queries(vkv_backend *vb, vkv_graph *g) {
     VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                 .queryType = VK_QUERY_TYPE_TIMESTAMP,
                                 .queryCount = g->cap_queries};
-    return vb->vk->vkCreateQueryPool(vb->dev->device, &qi, NULL, &g->queries);
+    return vb->vk->vkCreateQueryPool(vb->dev->device, &qi, vb->dev->alloc, &g->queries);
 }
 
 /* Profiling: open the timing of the next command (labelled op). Returns its first query, or 0
@@ -177,8 +205,60 @@ static uint32_t profile_open(vkv_backend *vb, const char *op) {
 static void profile_close(vkv_backend *vb, uint32_t q) {
     if (!q) return;
     stamp(vb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, q + 1);
-    memory_barrier(vb, vb->rec->cmd, WORK_STAGES, ALL_WRITES, WORK_STAGES, ALL_ACCESS);
+    log_barrier(vb);
     vb->n_tracked = 0;
+}
+
+/* Play g's commands into cmd: into its own command buffer (own: with its timestamps, ordered
+ * after earlier submissions and host writes, and its writes made visible to the host), or into
+ * an application's (no timestamps; barriers against any earlier and later work; see
+ * vka_graph_record in vkattn.h). */
+static void play(vkv_backend *vb, const vkv_graph *g, VkCommandBuffer cmd, bool own) {
+    const struct VolkDeviceTable *vk = vb->vk;
+    if (own) {
+        if (g->queries) vk->vkCmdResetQueryPool(cmd, g->queries, 0, g->cap_queries);
+        memory_barrier(vb, cmd, WORK_STAGES | VK_PIPELINE_STAGE_HOST_BIT,
+                       ALL_WRITES | VK_ACCESS_HOST_WRITE_BIT, WORK_STAGES, ALL_ACCESS);
+    } else {
+        memory_barrier(vb, cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+                       VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT, WORK_STAGES,
+                       ALL_ACCESS);
+    }
+    for (size_t i = 0; i < g->n_cmds; i++) {
+        const vkv_cmd *c = &g->cmds[i];
+        switch (c->kind) {
+        case VKV_CMD_DISPATCH:
+            vk->vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, c->u.dispatch.pipeline);
+            vk->vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vb->pipeline_layout,
+                                        0, 1, &c->u.dispatch.set, 0, NULL);
+            if (c->u.dispatch.pc_size)
+                vk->vkCmdPushConstants(cmd, vb->pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                                       c->u.dispatch.pc_size, g->pcs + c->u.dispatch.pc_at);
+            vk->vkCmdDispatch(cmd, c->u.dispatch.x, c->u.dispatch.y, 1);
+            break;
+        case VKV_CMD_BARRIER:
+            memory_barrier(vb, cmd, WORK_STAGES, ALL_WRITES, WORK_STAGES, ALL_ACCESS);
+            break;
+        case VKV_CMD_FILL:
+            vk->vkCmdFillBuffer(cmd, c->u.fill.buffer, c->u.fill.offset, c->u.fill.size,
+                                c->u.fill.data);
+            break;
+        case VKV_CMD_COPY:
+            vk->vkCmdCopyBuffer(cmd, c->u.copy.src, c->u.copy.dst, 1, &c->u.copy.region);
+            break;
+        case VKV_CMD_STAMP:
+            if (own) vk->vkCmdWriteTimestamp(cmd, c->u.stamp.stage, g->queries, c->u.stamp.query);
+            break;
+        }
+    }
+    if (own)
+        memory_barrier(vb, cmd, WORK_STAGES, ALL_WRITES, VK_PIPELINE_STAGE_HOST_BIT,
+                       VK_ACCESS_HOST_READ_BIT);
+    else
+        memory_barrier(vb, cmd, WORK_STAGES, ALL_WRITES,
+                       VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+                       VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT |
+                           VK_ACCESS_HOST_READ_BIT);
 }
 
 bool vkv_graph_begin(vkb_backend *be, vkb_graph **graph) {
@@ -198,20 +278,15 @@ bool vkv_graph_begin(vkb_backend *be, vkb_graph **graph) {
                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                       .commandBufferCount = 1};
     VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     VkResult vr = vb->vk->vkAllocateCommandBuffers(d, &ai, &g->cmd);
-    if (vr == VK_SUCCESS) vr = vb->vk->vkCreateFence(d, &fi, NULL, &g->fence);
+    if (vr == VK_SUCCESS) vr = vb->vk->vkCreateFence(d, &fi, vb->dev->alloc, &g->fence);
     if (vr == VK_SUCCESS) vr = create_queries(vb, g);
-    if (vr == VK_SUCCESS) vr = vb->vk->vkBeginCommandBuffer(g->cmd, &bi);
     if (vr != VK_SUCCESS) {
         vkv_fail_vk(vb, vr, "starting a graph");
         free_graph(vb, g);
         return true;
     }
     vb->rec = g;
-    if (g->queries) vb->vk->vkCmdResetQueryPool(g->cmd, g->queries, 0, g->cap_queries);
-    memory_barrier(vb, g->cmd, WORK_STAGES | VK_PIPELINE_STAGE_HOST_BIT,
-                   ALL_WRITES | VK_ACCESS_HOST_WRITE_BIT, WORK_STAGES, ALL_ACCESS);
     stamp(vb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, 0);
     *graph = (vkb_graph *)(void *)g;
     return true;
@@ -231,33 +306,119 @@ vka_result vkv_graph_end(vkb_backend *be, vkb_graph *graph) {
         return be->status;
     }
     stamp(vb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, 1);
-    memory_barrier(vb, g->cmd, WORK_STAGES, ALL_WRITES, VK_PIPELINE_STAGE_HOST_BIT,
-                   VK_ACCESS_HOST_READ_BIT);
-    VkResult vr = vb->vk->vkEndCommandBuffer(g->cmd);
-    if (vr != VK_SUCCESS) vkv_fail_vk(vb, vr, "vkEndCommandBuffer");
-    g->recorded = be->status == VKA_SUCCESS;
     vb->rec = NULL;
+    if (be->status == VKA_SUCCESS) {
+        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+        VkResult vr = vb->vk->vkBeginCommandBuffer(g->cmd, &bi);
+        if (vr == VK_SUCCESS) {
+            play(vb, g, g->cmd, true);
+            vr = vb->vk->vkEndCommandBuffer(g->cmd);
+        }
+        if (vr != VK_SUCCESS) vkv_fail_vk(vb, vr, "recording a graph's command buffer");
+    }
+    g->recorded = be->status == VKA_SUCCESS;
     return be->status;
 }
 
 static vka_result check_targets(vkv_backend *vb, const vkv_graph *g);
 
-vka_result vkv_graph_run(vkb_backend *be, vkb_graph *graph) {
+static vka_result not_recorded(vkb_backend *be, const char *fn) {
+    return vka_set_error(be->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                         "%s: the graph was not recorded successfully", fn);
+}
+
+vka_result vkv_graph_submit(vkb_backend *be, vkb_graph *graph, const vka_submit_desc *desc) {
     vkv_backend *vb = (vkv_backend *)be;
     vkv_graph *g = (vkv_graph *)(void *)graph;
-    if (!g || !g->recorded)
+    if (!g || !g->recorded) return not_recorded(be, "graph submit");
+    if (g->pending)
         return vka_set_error(be->ctx, VKA_ERROR_INVALID_ARGUMENT,
-                             "graph_run: the graph was not recorded successfully");
-    double t0 = vka_now_ms();
-    vka_result r = submit_wait(vb, g->cmd, g->fence);
-    g->host_ms = vka_now_ms() - t0;
-    if (r != VKA_SUCCESS) return r;
+                             "graph submit: the graph's last submission is still pending (wait "
+                             "for it with vka_graph_wait first)");
+    vka_submit_desc d = desc ? *desc : (vka_submit_desc){0};
+    if ((d.wait_count && !d.wait_semaphores) || (d.signal_count && !d.signal_semaphores))
+        return vka_set_error(be->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "graph submit: wait_count = %u / signal_count = %u with a NULL "
+                             "semaphore array", d.wait_count, d.signal_count);
+    enum { STAGES_ON_STACK = 16 };
+    VkPipelineStageFlags stack_stages[STAGES_ON_STACK], *stages = stack_stages;
+    if (!d.wait_stages && d.wait_count > STAGES_ON_STACK) {
+        stages = malloc(d.wait_count * sizeof *stages);
+        if (!stages)
+            return vka_set_error(be->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "graph submit: out of memory");
+    }
+    if (!d.wait_stages)
+        for (uint32_t i = 0; i < d.wait_count; i++) stages[i] = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+    VkTimelineSemaphoreSubmitInfo ti = {
+        .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+        .waitSemaphoreValueCount = d.wait_values ? d.wait_count : 0,
+        .pWaitSemaphoreValues = d.wait_values,
+        .signalSemaphoreValueCount = d.signal_values ? d.signal_count : 0,
+        .pSignalSemaphoreValues = d.signal_values};
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                       .pNext = d.wait_values || d.signal_values ? &ti : NULL,
+                       .waitSemaphoreCount = d.wait_count,
+                       .pWaitSemaphores = (const VkSemaphore *)d.wait_semaphores,
+                       .pWaitDstStageMask = d.wait_stages ? d.wait_stages : stages,
+                       .commandBufferCount = 1,
+                       .pCommandBuffers = &g->cmd,
+                       .signalSemaphoreCount = d.signal_count,
+                       .pSignalSemaphores = (const VkSemaphore *)d.signal_semaphores};
+    g->submit_ms = vka_now_ms();
+    VkResult vr = vkr_queue_submit(vb->dev, &si, g->fence);
+    if (stages != stack_stages) free(stages);
+    if (vr != VK_SUCCESS) return vkr_check(be->ctx, vr, "vkQueueSubmit");
+    g->pending = true;
+    return VKA_SUCCESS;
+}
+
+vka_result vkv_graph_wait(vkb_backend *be, vkb_graph *graph, uint64_t timeout_ns) {
+    vkv_backend *vb = (vkv_backend *)be;
+    vkv_graph *g = (vkv_graph *)(void *)graph;
+    if (!g || !g->recorded) return not_recorded(be, "graph wait");
+    if (!g->pending) return VKA_SUCCESS;
+    VkResult vr = vb->vk->vkWaitForFences(vb->dev->device, 1, &g->fence, VK_TRUE, timeout_ns);
+    if (vr == VK_TIMEOUT) return VKA_TIMEOUT;
+    if (vr != VK_SUCCESS) return vkr_check(be->ctx, vr, "vkWaitForFences");
+    g->host_ms = vka_now_ms() - g->submit_ms;
+    g->pending = false;
+    vr = vb->vk->vkResetFences(vb->dev->device, 1, &g->fence);
+    if (vr != VK_SUCCESS) return vkr_check(be->ctx, vr, "vkResetFences");
+    return finish_run(vb, g);
+}
+
+vka_result vkv_graph_run(vkb_backend *be, vkb_graph *graph) {
+    vka_result r = vkv_graph_submit(be, graph, NULL);
+    return r == VKA_SUCCESS ? vkv_graph_wait(be, graph, UINT64_MAX) : r;
+}
+
+vka_result vkv_graph_record(vkb_backend *be, vkb_graph *graph, void *command_buffer) {
+    vkv_backend *vb = (vkv_backend *)be;
+    vkv_graph *g = (vkv_graph *)(void *)graph;
+    if (!g || !g->recorded) return not_recorded(be, "vka_graph_record");
+    if (!command_buffer)
+        return vka_set_error(be->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_graph_record: command_buffer is NULL");
+    play(vb, g, (VkCommandBuffer)command_buffer, false);
+    return VKA_SUCCESS;
+}
+
+static vka_result check_targets(vkv_backend *vb, const vkv_graph *g);
+
+vka_result vkv_graph_check(vkb_backend *be, vkb_graph *graph) {
+    vkv_graph *g = (vkv_graph *)(void *)graph;
+    if (!g || !g->recorded) return not_recorded(be, "vka_graph_check");
+    return check_targets((vkv_backend *)be, g);
+}
+
+/* After a run completed: its timestamps, then the host checks. */
+static vka_result finish_run(vkv_backend *vb, vkv_graph *g) {
     g->ran = true;
     if (g->queries && g->n_queries) {
         VkResult vr = vb->vk->vkGetQueryPoolResults(
             vb->dev->device, g->queries, 0, g->n_queries, g->n_queries * sizeof *g->stamps,
             g->stamps, sizeof *g->stamps, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
-        if (vr != VK_SUCCESS) return vkr_check(be->ctx, vr, "vkGetQueryPoolResults");
+        if (vr != VK_SUCCESS) return vkr_check(vb->base.ctx, vr, "vkGetQueryPoolResults");
     }
     return check_targets(vb, g);
 }
@@ -362,7 +523,7 @@ static void track(vkv_backend *vb, const vkv_access *acc, int n) {
     bool need = vb->n_tracked + n > VKV_MAX_TRACKED;
     for (int i = 0; i < n && !need; i++) need = conflicts(vb, acc[i].id, acc[i].lo, acc[i].hi, acc[i].write);
     if (need) {
-        memory_barrier(vb, vb->rec->cmd, WORK_STAGES, ALL_WRITES, WORK_STAGES, ALL_ACCESS);
+        log_barrier(vb);
         vb->n_tracked = 0;
     }
     for (int i = 0; i < n; i++) vb->tracked[vb->n_tracked++] = acc[i];
@@ -466,16 +627,25 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
     VkPipeline pipeline = vkv_get_pipeline(vb, call->shader, call->spec, call->n_spec);
     VkDescriptorSet set = pipeline ? vkv_get_set(vb, buffers, key) : VK_NULL_HANDLE;
     if (!pipeline || !set) return;
+    vkv_graph *g = vb->rec;
+    if (g->n_pcs + call->pc_size > g->cap_pcs) {
+        size_t cap = VKA_MAX(2 * g->cap_pcs, g->n_pcs + VKV_PUSH_CONSTANT_BYTES + 1024);
+        unsigned char *pcs = realloc(g->pcs, cap);
+        if (!pcs) {
+            vkb_fail(&vb->base, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", label);
+            return;
+        }
+        g->pcs = pcs;
+        g->cap_pcs = cap;
+    }
     track(vb, acc, n_acc);
     uint32_t q = profile_open(vb, label);
-    VkCommandBuffer cmd = vb->rec->cmd;
-    vb->vk->vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
-    vb->vk->vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vb->pipeline_layout, 0, 1,
-                                    &set, 0, NULL);
-    if (call->pc_size)
-        vb->vk->vkCmdPushConstants(cmd, vb->pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
-                                   call->pc_size, call->pc);
-    vb->vk->vkCmdDispatch(cmd, (uint32_t)x, (uint32_t)y, 1);
+    vkv_cmd c = {.kind = VKV_CMD_DISPATCH,
+                 .u.dispatch = {pipeline, set, (uint32_t)x, (uint32_t)y, call->pc_size,
+                                (uint32_t)g->n_pcs}};
+    if (call->pc_size) memcpy(g->pcs + g->n_pcs, call->pc, call->pc_size);
+    g->n_pcs += call->pc_size;
+    log_cmd(vb, &c);
     profile_close(vb, q);
 }
 
@@ -485,7 +655,8 @@ void vkv_fill(vkv_backend *vb, vkb_tensor t, uint32_t bits) {
     track(vb, &acc, 1);
     vkv_arena *a = vkv_arena_of(t);
     uint32_t q = profile_open(vb, "fill");
-    vb->vk->vkCmdFillBuffer(vb->rec->cmd, a->buffers[t.chunk], acc.lo, acc.hi - acc.lo, bits);
+    log_cmd(vb, &(vkv_cmd){.kind = VKV_CMD_FILL,
+                           .u.fill = {a->buffers[t.chunk], acc.lo, acc.hi - acc.lo, bits}});
     profile_close(vb, q);
 }
 
@@ -499,7 +670,8 @@ void vkv_copy(vkv_backend *vb, vkb_tensor dst, vkb_tensor src) {
     track(vb, acc, 2);
     VkBufferCopy region = {.srcOffset = acc[0].lo, .dstOffset = acc[1].lo, .size = acc[0].hi - acc[0].lo};
     uint32_t q = profile_open(vb, "copy");
-    vb->vk->vkCmdCopyBuffer(vb->rec->cmd, vkv_arena_of(src)->buffers[src.chunk],
-                            vkv_arena_of(dst)->buffers[dst.chunk], 1, &region);
+    log_cmd(vb, &(vkv_cmd){.kind = VKV_CMD_COPY,
+                           .u.copy = {vkv_arena_of(src)->buffers[src.chunk],
+                                      vkv_arena_of(dst)->buffers[dst.chunk], region}});
     profile_close(vb, q);
 }

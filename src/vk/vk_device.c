@@ -212,6 +212,7 @@ static vka_result create_instance(vkr_device *dev, const vka_context_desc *desc)
         /* 1.1 gives vkGetPhysicalDeviceProperties2 (subgroup size, driver name); 1.0 still works */
         .apiVersion = loader_version >= VK_API_VERSION_1_1 ? VK_API_VERSION_1_2 : VK_API_VERSION_1_0,
     };
+    dev->instance_version = app.apiVersion;
     VkDebugUtilsMessengerCreateInfoEXT messenger_info = {
         .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
         .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
@@ -232,7 +233,7 @@ static vka_result create_instance(vkr_device *dev, const vka_context_desc *desc)
         .enabledExtensionCount = n_exts,
         .ppEnabledExtensionNames = exts,
     };
-    VkResult vr = create(&info, NULL, &dev->instance);
+    VkResult vr = create(&info, dev->alloc, &dev->instance);
     if (vr == VK_ERROR_INCOMPATIBLE_DRIVER)
         return vka_set_error(ctx, VKA_ERROR_NO_DEVICE,
                              "no Vulkan driver is installed (vkCreateInstance: "
@@ -242,7 +243,7 @@ static vka_result create_instance(vkr_device *dev, const vka_context_desc *desc)
     dev->own_instance = true;
     load_instance_fns(dev);
     if (n_layers && dev->vki.CreateDebugUtilsMessengerEXT) {
-        vr = dev->vki.CreateDebugUtilsMessengerEXT(dev->instance, &messenger_info, NULL,
+        vr = dev->vki.CreateDebugUtilsMessengerEXT(dev->instance, &messenger_info, dev->alloc,
                                                    &dev->messenger);
         if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreateDebugUtilsMessengerEXT");
     }
@@ -308,7 +309,7 @@ static void fill_info(vkr_device *dev, uint32_t index, VkPhysicalDevice phys, vk
             o->unified_memory = true;
     }
     o->max_storage_buffer_range = p.limits.maxStorageBufferRange;
-    o->max_memory_allocation_size = 1ull << 31; /* Vulkan 1.1 guarantees at least 2^30 */
+    o->max_memory_allocation_size = 1ull << 30; /* unknown before 1.1, which guarantees 2^30 */
     for (int i = 0; i < 3; i++) {
         o->max_compute_work_group_count[i] = p.limits.maxComputeWorkGroupCount[i];
         o->max_compute_work_group_size[i] = p.limits.maxComputeWorkGroupSize[i];
@@ -321,12 +322,16 @@ static void fill_info(vkr_device *dev, uint32_t index, VkPhysicalDevice phys, vk
     o->has_compute = pick_queue_family(dev, phys, &ts_bits) >= 0;
     o->timestamps = ts_bits > 0 && p.limits.timestampPeriod > 0;
 
-    if (dev->vki.GetPhysicalDeviceProperties2 && p.apiVersion >= VK_API_VERSION_1_1) {
+    /* vkGetPhysicalDeviceProperties2 is core 1.1: usable only when both the instance and the
+     * device are 1.1 or later (an application's 1.0 instance may hand us a 1.3 device). */
+    if (dev->vki.GetPhysicalDeviceProperties2 && p.apiVersion >= VK_API_VERSION_1_1 &&
+        dev->instance_version >= VK_API_VERSION_1_1) {
         VkPhysicalDeviceDriverProperties drv = {
             .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
         VkPhysicalDeviceMaintenance3Properties m3 = {
             .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES,
-            .pNext = p.apiVersion >= VK_API_VERSION_1_2 ? &drv : NULL};
+            .pNext = p.apiVersion >= VK_API_VERSION_1_2 && dev->instance_version >= VK_API_VERSION_1_2
+                         ? &drv : NULL};
         VkPhysicalDeviceSubgroupProperties sg = {
             .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, .pNext = &m3};
         VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
@@ -334,7 +339,7 @@ static void fill_info(vkr_device *dev, uint32_t index, VkPhysicalDevice phys, vk
         dev->vki.GetPhysicalDeviceProperties2(phys, &p2);
         o->subgroup_size = sg.subgroupSize;
         o->max_memory_allocation_size = m3.maxMemoryAllocationSize;
-        if (p.apiVersion >= VK_API_VERSION_1_2) {
+        if (m3.pNext) {
             snprintf(o->driver_name, sizeof o->driver_name, "%s", drv.driverName);
             snprintf(o->driver_info, sizeof o->driver_info, "%s", drv.driverInfo);
         }
@@ -442,7 +447,7 @@ static vka_result create_device(vkr_device *dev) {
                                .pQueueCreateInfos = &qinfo,
                                .enabledExtensionCount = n_exts,
                                .ppEnabledExtensionNames = exts};
-    VkResult vr = dev->vki.CreateDevice(phys, &info, NULL, &dev->device);
+    VkResult vr = dev->vki.CreateDevice(phys, &info, dev->alloc, &dev->device);
     if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreateDevice");
     dev->own_device = true;
     vka_result r = load_device_table(dev);
@@ -486,6 +491,13 @@ static vka_result adopt_env(vkr_device *dev, const vka_vulkan_env *env, vka_kern
     if (!dev->gipa)
         return vka_set_error(ctx, VKA_ERROR_NO_VULKAN, "no vkGetInstanceProcAddr was given and the "
                                                        "Vulkan loader could not be opened");
+    if (!env->lock_queue != !env->unlock_queue)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_vulkan_env: give both lock_queue and unlock_queue, or neither");
+    dev->lock_queue = env->lock_queue;
+    dev->unlock_queue = env->unlock_queue;
+    dev->queue_user_data = env->queue_user_data;
+    dev->instance_version = env->api_version ? env->api_version : VK_API_VERSION_1_0;
     dev->instance = (VkInstance)env->instance;
     load_instance_fns(dev);
     vka_result r = enumerate_devices(dev);
@@ -529,6 +541,7 @@ vka_result vkr_device_create(vka_context *ctx, const vka_context_desc *given, vk
     vkr_device *dev = calloc(1, sizeof *dev);
     if (!dev) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     dev->ctx = ctx;
+    dev->alloc = (const VkAllocationCallbacks *)desc->vk_allocator;
     *out = dev;
     if (desc->vulkan) return adopt_env(dev, desc->vulkan, desc->kernels, desc->max_binding_bytes);
 
@@ -550,16 +563,23 @@ vka_result vkr_device_create(vka_context *ctx, const vka_context_desc *given, vk
     return r;
 }
 
+VkResult vkr_queue_submit(vkr_device *dev, const VkSubmitInfo *si, VkFence fence) {
+    if (dev->lock_queue) dev->lock_queue(dev->queue_user_data, (void *)dev->queue);
+    VkResult vr = dev->vk.vkQueueSubmit(dev->queue, si ? 1 : 0, si, fence);
+    if (dev->unlock_queue) dev->unlock_queue(dev->queue_user_data, (void *)dev->queue);
+    return vr;
+}
+
 void vkr_device_destroy(vkr_device *dev) {
     if (!dev) return;
     if (dev->own_device && dev->device) {
-        dev->vk.vkDeviceWaitIdle(dev->device);
-        dev->vk.vkDestroyDevice(dev->device, NULL);
+        dev->vk.vkDeviceWaitIdle(dev->device); /* our own device: nothing of the application's */
+        dev->vk.vkDestroyDevice(dev->device, dev->alloc);
     }
     if (dev->messenger && dev->vki.DestroyDebugUtilsMessengerEXT)
-        dev->vki.DestroyDebugUtilsMessengerEXT(dev->instance, dev->messenger, NULL);
+        dev->vki.DestroyDebugUtilsMessengerEXT(dev->instance, dev->messenger, dev->alloc);
     if (dev->own_instance && dev->instance && dev->vki.DestroyInstance)
-        dev->vki.DestroyInstance(dev->instance, NULL);
+        dev->vki.DestroyInstance(dev->instance, dev->alloc);
     free(dev->phys_list);
     free(dev->infos);
     free(dev);

@@ -65,6 +65,10 @@ typedef struct vkr_device {
     vkr_instance_fns vki;
     struct VolkDeviceTable vk; /* device functions of this device */
     VkDebugUtilsMessengerEXT messenger;
+    const VkAllocationCallbacks *alloc; /* vka_context_desc.vk_allocator (NULL = the driver's) */
+    uint32_t instance_version; /* apiVersion of the instance (ours, or vka_vulkan_env's) */
+    vka_queue_lock_fn lock_queue, unlock_queue; /* vka_vulkan_env's, or NULL */
+    void *queue_user_data;
     uint32_t validation_messages; /* warnings + errors from the validation layer */
 
     uint32_t n_phys;
@@ -90,6 +94,9 @@ typedef struct vkr_device {
 
 vka_result vkr_device_create(vka_context *ctx, const vka_context_desc *desc, vkr_device **out);
 void vkr_device_destroy(vkr_device *dev);
+/* vkQueueSubmit on the device's queue, between the application's lock/unlock callbacks when it
+ * gave them (vka_vulkan_env). */
+VkResult vkr_queue_submit(vkr_device *dev, const VkSubmitInfo *si, VkFence fence);
 
 /* Map a VkResult to a vka_result and set the context's message "<what>: <VkResult name>". */
 vka_result vkr_check(vka_context *ctx, VkResult vr, const char *what);

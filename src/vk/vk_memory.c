@@ -43,13 +43,13 @@ static vka_result create_buffer(vkv_backend *vb, VkDeviceSize size, VkMemoryProp
                                         VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                         VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                                .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
-    VkResult vr = vk->vkCreateBuffer(d, &info, NULL, buf);
+    VkResult vr = vk->vkCreateBuffer(d, &info, vb->dev->alloc, buf);
     if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreateBuffer");
     VkMemoryRequirements req;
     vk->vkGetBufferMemoryRequirements(d, *buf, &req);
     int type = find_memory_type(vb->dev, req.memoryTypeBits, need, prefer);
     if (type < 0) {
-        vk->vkDestroyBuffer(d, *buf, NULL);
+        vk->vkDestroyBuffer(d, *buf, vb->dev->alloc);
         *buf = VK_NULL_HANDLE;
         return vka_set_error(ctx, VKA_ERROR_UNSUPPORTED,
                              "%s: no memory type with properties 0x%x for a storage buffer", what,
@@ -58,12 +58,12 @@ static vka_result create_buffer(vkv_backend *vb, VkDeviceSize size, VkMemoryProp
     VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
                                .allocationSize = req.size,
                                .memoryTypeIndex = (uint32_t)type};
-    vr = vk->vkAllocateMemory(d, &ai, NULL, mem);
+    vr = vk->vkAllocateMemory(d, &ai, vb->dev->alloc, mem);
     if (vr == VK_SUCCESS) vr = vk->vkBindBufferMemory(d, *buf, *mem, 0);
     if (vr == VK_SUCCESS && mapped) vr = vk->vkMapMemory(d, *mem, 0, VK_WHOLE_SIZE, 0, mapped);
     if (vr != VK_SUCCESS) {
-        vk->vkDestroyBuffer(d, *buf, NULL);
-        if (*mem) vk->vkFreeMemory(d, *mem, NULL);
+        vk->vkDestroyBuffer(d, *buf, vb->dev->alloc);
+        if (*mem) vk->vkFreeMemory(d, *mem, vb->dev->alloc);
         *buf = VK_NULL_HANDLE;
         *mem = VK_NULL_HANDLE;
         char msg[160];
@@ -77,9 +77,9 @@ static void free_arena(vkv_backend *vb, vkv_arena *a) {
     if (!a) return;
     VkDevice d = vb->dev->device;
     if (a->ids) vkv_forget_buffers(vb, a->ids, a->n_chunks);
-    for (int i = 0; i < a->n_chunks; i++) {
-        if (a->buffers && a->buffers[i]) vb->vk->vkDestroyBuffer(d, a->buffers[i], NULL);
-        if (a->memory && a->memory[i]) vb->vk->vkFreeMemory(d, a->memory[i], NULL);
+    for (int i = 0; i < a->n_chunks && !a->foreign; i++) {
+        if (a->buffers && a->buffers[i]) vb->vk->vkDestroyBuffer(d, a->buffers[i], vb->dev->alloc);
+        if (a->memory && a->memory[i]) vb->vk->vkFreeMemory(d, a->memory[i], vb->dev->alloc);
     }
     free(a->buffers);
     free(a->memory);
@@ -188,11 +188,63 @@ void vkv_arena_destroy(vkb_backend *be, vkb_arena *arena) {
     free_arena((vkv_backend *)be, (vkv_arena *)(void *)arena);
 }
 
+vka_result vkv_arena_wrap(vkb_backend *be, const void *buffer, uint64_t offset, uint64_t size,
+                          vkb_tensor *tensor, vkb_arena **out) {
+    vkv_backend *vb = (vkv_backend *)be;
+    const char *fn = "vka_tensor_wrap_vulkan_buffer";
+    *out = NULL;
+    VkBuffer buf = buffer ? *(const VkBuffer *)buffer : VK_NULL_HANDLE;
+    if (!buf)
+        return vka_set_error(be->ctx, VKA_ERROR_INVALID_ARGUMENT, "%s: the buffer is NULL", fn);
+    if (offset % 4 || size % 4 || size == 0)
+        return vka_set_error(be->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: offset %llu and size %llu must be multiples of 4 bytes (one "
+                             "element), size > 0", fn, (unsigned long long)offset,
+                             (unsigned long long)size);
+    if (offset + size > be->limits.max_chunk_bytes || offset + size < offset)
+        return vka_set_error(be->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: bytes [%llu, %llu) pass the device's largest allocation of "
+                             "%llu bytes (maxMemoryAllocationSize)", fn,
+                             (unsigned long long)offset, (unsigned long long)(offset + size),
+                             (unsigned long long)be->limits.max_chunk_bytes);
+    vkv_arena *a = calloc(1, sizeof *a);
+    if (a) {
+        a->buffers = calloc(1, sizeof *a->buffers);
+        a->memory = calloc(1, sizeof *a->memory);
+        a->mapped = calloc(1, sizeof *a->mapped);
+        a->chunk_elems = calloc(1, sizeof *a->chunk_elems);
+        a->ids = calloc(1, sizeof *a->ids);
+    }
+    if (!a || !a->buffers || !a->memory || !a->mapped || !a->chunk_elems || !a->ids) {
+        free_arena(vb, a);
+        return vka_set_error(be->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", fn);
+    }
+    a->foreign = true;
+    a->n_chunks = 1;
+    a->buffers[0] = buf;
+    a->chunk_elems[0] = (size_t)((offset + size) / 4);
+    a->ids[0] = ++vb->next_buffer_id;
+    *tensor = (vkb_tensor){.arena = (vkb_arena *)(void *)a, .chunk = 0,
+                           .offset = (size_t)(offset / 4), .n = (size_t)(size / 4)};
+    *out = (vkb_arena *)(void *)a;
+    return VKA_SUCCESS;
+}
+
+vka_result vkv_buffer_of(vkb_backend *be, vkb_tensor t, void *buffer, uint64_t *offset,
+                         uint64_t *size) {
+    (void)be;
+    vkv_arena *a = vkv_arena_of(t);
+    if (buffer) *(VkBuffer *)buffer = a->buffers[t.chunk];
+    if (offset) *offset = (uint64_t)t.offset * 4;
+    if (size) *size = (uint64_t)t.n * 4;
+    return VKA_SUCCESS;
+}
+
 static vka_result ensure_staging(vkv_backend *vb, VkDeviceSize bytes) {
     if (vb->staging_size >= bytes) return VKA_SUCCESS;
     if (vb->staging) {
-        vb->vk->vkDestroyBuffer(vb->dev->device, vb->staging, NULL);
-        vb->vk->vkFreeMemory(vb->dev->device, vb->staging_memory, NULL);
+        vb->vk->vkDestroyBuffer(vb->dev->device, vb->staging, vb->dev->alloc);
+        vb->vk->vkFreeMemory(vb->dev->device, vb->staging_memory, vb->dev->alloc);
         vb->staging = VK_NULL_HANDLE;
         vb->staging_memory = VK_NULL_HANDLE;
         vb->staging_size = 0;
@@ -262,8 +314,8 @@ vka_result vkv_read(vkb_backend *be, vkb_tensor t, size_t off, void *dst, size_t
 }
 
 void vkv_memory_destroy(vkv_backend *vb) {
-    if (vb->staging) vb->vk->vkDestroyBuffer(vb->dev->device, vb->staging, NULL);
-    if (vb->staging_memory) vb->vk->vkFreeMemory(vb->dev->device, vb->staging_memory, NULL);
+    if (vb->staging) vb->vk->vkDestroyBuffer(vb->dev->device, vb->staging, vb->dev->alloc);
+    if (vb->staging_memory) vb->vk->vkFreeMemory(vb->dev->device, vb->staging_memory, vb->dev->alloc);
     vb->staging = VK_NULL_HANDLE;
     vb->staging_memory = VK_NULL_HANDLE;
     if (vb->dummy) free_arena(vb, vb->dummy);

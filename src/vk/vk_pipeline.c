@@ -25,7 +25,7 @@ vka_result vkv_pipelines_init(vkv_backend *vb) {
     VkDescriptorSetLayoutCreateInfo sl = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
                                           .bindingCount = VKV_MAX_BINDINGS,
                                           .pBindings = b};
-    VkResult vr = vb->vk->vkCreateDescriptorSetLayout(d, &sl, NULL, &vb->set_layout);
+    VkResult vr = vb->vk->vkCreateDescriptorSetLayout(d, &sl, vb->dev->alloc, &vb->set_layout);
     if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreateDescriptorSetLayout");
     VkPushConstantRange pc = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
                               .offset = 0,
@@ -35,23 +35,23 @@ vka_result vkv_pipelines_init(vkv_backend *vb) {
                                      .pSetLayouts = &vb->set_layout,
                                      .pushConstantRangeCount = 1,
                                      .pPushConstantRanges = &pc};
-    vr = vb->vk->vkCreatePipelineLayout(d, &pl, NULL, &vb->pipeline_layout);
+    vr = vb->vk->vkCreatePipelineLayout(d, &pl, vb->dev->alloc, &vb->pipeline_layout);
     if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreatePipelineLayout");
     VkPipelineCacheCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
-    vr = vb->vk->vkCreatePipelineCache(d, &ci, NULL, &vb->pipeline_cache);
+    vr = vb->vk->vkCreatePipelineCache(d, &ci, vb->dev->alloc, &vb->pipeline_cache);
     if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreatePipelineCache");
     return VKA_SUCCESS;
 }
 
 void vkv_pipelines_destroy(vkv_backend *vb) {
     VkDevice d = vb->dev->device;
-    for (int i = 0; i < vb->n_pipelines; i++) vb->vk->vkDestroyPipeline(d, vb->pipelines[i].pipeline, NULL);
+    for (int i = 0; i < vb->n_pipelines; i++) vb->vk->vkDestroyPipeline(d, vb->pipelines[i].pipeline, vb->dev->alloc);
     free(vb->pipelines);
     vb->pipelines = NULL;
     vb->n_pipelines = vb->cap_pipelines = 0;
     for (int i = 0; i < VKA_SHADER_COUNT; i++)
-        if (vb->modules[i]) vb->vk->vkDestroyShaderModule(d, vb->modules[i], NULL);
-    for (int i = 0; i < vb->n_pools; i++) vb->vk->vkDestroyDescriptorPool(d, vb->pools[i], NULL);
+        if (vb->modules[i]) vb->vk->vkDestroyShaderModule(d, vb->modules[i], vb->dev->alloc);
+    for (int i = 0; i < vb->n_pools; i++) vb->vk->vkDestroyDescriptorPool(d, vb->pools[i], vb->dev->alloc);
     free(vb->pools);
     vb->pools = NULL;
     vb->n_pools = 0;
@@ -61,9 +61,9 @@ void vkv_pipelines_destroy(vkv_backend *vb) {
     free(vb->set_index);
     vb->set_index = NULL;
     vb->cap_index = 0;
-    if (vb->pipeline_cache) vb->vk->vkDestroyPipelineCache(d, vb->pipeline_cache, NULL);
-    if (vb->pipeline_layout) vb->vk->vkDestroyPipelineLayout(d, vb->pipeline_layout, NULL);
-    if (vb->set_layout) vb->vk->vkDestroyDescriptorSetLayout(d, vb->set_layout, NULL);
+    if (vb->pipeline_cache) vb->vk->vkDestroyPipelineCache(d, vb->pipeline_cache, vb->dev->alloc);
+    if (vb->pipeline_layout) vb->vk->vkDestroyPipelineLayout(d, vb->pipeline_layout, vb->dev->alloc);
+    if (vb->set_layout) vb->vk->vkDestroyDescriptorSetLayout(d, vb->set_layout, vb->dev->alloc);
 }
 
 static VkShaderModule get_module(vkv_backend *vb, vka_shader_id shader) {
@@ -72,7 +72,7 @@ static VkShaderModule get_module(vkv_backend *vb, vka_shader_id shader) {
     VkShaderModuleCreateInfo info = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                      .codeSize = code->size,
                                      .pCode = code->code};
-    VkResult vr = vb->vk->vkCreateShaderModule(vb->dev->device, &info, NULL, &vb->modules[shader]);
+    VkResult vr = vb->vk->vkCreateShaderModule(vb->dev->device, &info, vb->dev->alloc, &vb->modules[shader]);
     if (vr != VK_SUCCESS) {
         char what[128];
         snprintf(what, sizeof what, "vkCreateShaderModule(%s)", code->name);
@@ -121,7 +121,7 @@ VkPipeline vkv_get_pipeline(vkv_backend *vb, vka_shader_id shader, const uint32_
         .layout = vb->pipeline_layout};
     vkv_pipeline *p = &vb->pipelines[vb->n_pipelines];
     VkResult vr = vb->vk->vkCreateComputePipelines(vb->dev->device, vb->pipeline_cache, 1, &info,
-                                                   NULL, &p->pipeline);
+                                                   vb->dev->alloc, &p->pipeline);
     if (vr != VK_SUCCESS) {
         char what[128];
         snprintf(what, sizeof what, "vkCreateComputePipelines(%s)", vka_shader_registry[shader].name);
@@ -151,7 +151,7 @@ static VkDescriptorPool new_pool(vkv_backend *vb) {
         return VK_NULL_HANDLE;
     }
     vb->pools = grown;
-    VkResult vr = vb->vk->vkCreateDescriptorPool(vb->dev->device, &info, NULL, &pool);
+    VkResult vr = vb->vk->vkCreateDescriptorPool(vb->dev->device, &info, vb->dev->alloc, &pool);
     if (vr != VK_SUCCESS) {
         vkv_fail_vk(vb, vr, "vkCreateDescriptorPool");
         return VK_NULL_HANDLE;

@@ -7,6 +7,7 @@
 
 /* An arena: chunk buffers, each with its own memory; mapped when host-visible. */
 typedef struct vkv_arena {
+    bool foreign;         /* one chunk over the application's VkBuffer: not ours to destroy */
     int n_chunks;
     VkBuffer *buffers;
     VkDeviceMemory *memory;
@@ -41,10 +42,53 @@ typedef struct vkv_target_check {
     int32_t *host;  /* (N) where a run's values are read to be checked (made when recorded) */
 } vkv_target_check;
 
+/* One recorded command of a graph. A graph is recorded as a list of these (the ops call
+ * vkv_dispatch & co. while the model's host code runs), then played into the graph's own
+ * command buffer at graph_end, and again into an application's command buffer by
+ * vkv_graph_record, without timestamps there. */
+typedef enum vkv_cmd_kind {
+    VKV_CMD_DISPATCH,
+    VKV_CMD_BARRIER, /* global memory barrier between compute / transfer work */
+    VKV_CMD_FILL,
+    VKV_CMD_COPY,
+    VKV_CMD_STAMP,   /* timestamp query (own command buffer only) */
+} vkv_cmd_kind;
+
+typedef struct vkv_cmd {
+    vkv_cmd_kind kind;
+    union {
+        struct {
+            VkPipeline pipeline;
+            VkDescriptorSet set;
+            uint32_t x, y;
+            uint32_t pc_size, pc_at; /* push constants: bytes [pc_at, pc_at + pc_size) of pcs */
+        } dispatch;
+        struct {
+            VkBuffer buffer;
+            VkDeviceSize offset, size;
+            uint32_t data;
+        } fill;
+        struct {
+            VkBuffer src, dst;
+            VkBufferCopy region;
+        } copy;
+        struct {
+            VkPipelineStageFlagBits stage;
+            uint32_t query;
+        } stamp;
+    } u;
+} vkv_cmd;
+
 typedef struct vkv_graph {
     VkCommandBuffer cmd;
     VkFence fence;
+    vkv_cmd *cmds;           /* the recorded commands (n_cmds of cap_cmds) */
+    size_t n_cmds, cap_cmds;
+    unsigned char *pcs;      /* push-constant bytes of the dispatches (n_pcs of cap_pcs) */
+    size_t n_pcs, cap_pcs;
     bool recorded;
+    bool pending;            /* submitted, its fence not yet waited for */
+    double submit_ms;        /* vka_now_ms() at the pending submission */
     bool ran;
     double host_ms;          /* submit-to-wait time of the last run */
     VkQueryPool queries;     /* NULL when the queue has no timestamps */
@@ -122,6 +166,10 @@ vka_result vkv_arena_create(vkb_backend *be, const char *label, vkb_arena_kind k
                             const size_t *sizes, const char *const *names, int count,
                             vkb_tensor *tensors, vkb_arena **out);
 void vkv_arena_destroy(vkb_backend *be, vkb_arena *arena);
+vka_result vkv_arena_wrap(vkb_backend *be, const void *buffer, uint64_t offset, uint64_t size,
+                          vkb_tensor *tensor, vkb_arena **out);
+vka_result vkv_buffer_of(vkb_backend *be, vkb_tensor t, void *buffer, uint64_t *offset,
+                         uint64_t *size);
 vka_result vkv_write(vkb_backend *be, vkb_tensor t, size_t off, const void *src, size_t n);
 vka_result vkv_read(vkb_backend *be, vkb_tensor t, size_t off, void *dst, size_t n);
 void vkv_memory_destroy(vkv_backend *vb);
@@ -140,6 +188,10 @@ void vkv_commands_destroy(vkv_backend *vb);
 bool vkv_graph_begin(vkb_backend *be, vkb_graph **graph);
 vka_result vkv_graph_end(vkb_backend *be, vkb_graph *graph);
 vka_result vkv_graph_run(vkb_backend *be, vkb_graph *graph);
+vka_result vkv_graph_submit(vkb_backend *be, vkb_graph *graph, const vka_submit_desc *desc);
+vka_result vkv_graph_wait(vkb_backend *be, vkb_graph *graph, uint64_t timeout_ns);
+vka_result vkv_graph_record(vkb_backend *be, vkb_graph *graph, void *command_buffer);
+vka_result vkv_graph_check(vkb_backend *be, vkb_graph *graph);
 void vkv_graph_destroy(vkb_backend *be, vkb_graph *graph);
 void vkv_set_profiling(vkb_backend *be, bool on);
 vka_result vkv_graph_times(vkb_backend *be, vkb_graph *graph, double *total_ms, vka_op_time *out,
