@@ -190,6 +190,11 @@ static vka_result check_header(vka_context *ctx, const char *path, const unsigne
     if (*version == 2 && (*eot < 0 || *eot >= *n))
         return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: end-of-text id %d is not below %d tokens",
                              path, (int)*eot, (int)*n);
+    /* llm.c and vkattn write 0 in the rest: anything else is damage or another format. */
+    for (int i = 4; i < TOKENIZER_HEADER_INTS; i++)
+        if (header_int(buf, i) != 0)
+            return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: the header is damaged: unused word "
+                                 "%d is %d (written as 0)", path, i, (int)header_int(buf, i));
     return VKA_SUCCESS;
 }
 
