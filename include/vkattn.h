@@ -761,7 +761,8 @@ vka_result vka_gpt_create(vka_context *ctx, const vka_gpt_config *config, uint64
  * attprojw (L,C,C), attprojb (L,C), ln2w (L,C), ln2b (L,C), fcw (L,4C,C), fcb (L,4C),
  * fcprojw (L,C,4C), fcprojb (L,C), lnfw (C), lnfb (C).
  * Errors: VKA_ERROR_IO, VKA_ERROR_FORMAT (magic, version, sizes, truncation, a NaN or infinite
- * parameter: the message says which, e.g. "model.bin: wte[1234] is NaN"),
+ * parameter: the message says which, e.g. "model.bin: wte[1234] is NaN"; a header checksum or
+ * parameter hash that does not match, or a nonzero unused header word: see vka_gpt_save),
  * VKA_ERROR_DEVICE_LIMIT, VKA_ERROR_OUT_OF_DEVICE_MEMORY.
  */
 vka_result vka_gpt_load(vka_context *ctx, const char *path, vka_gpt **out);
