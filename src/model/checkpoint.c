@@ -8,11 +8,11 @@
  * trailer", below); a file without its mark must have 0 in every word from 8 on, as llm.c
  * writes it.
  *
- * Training state (vka_gpt_save_state), our format, version 3. Little-endian as the host writes
+ * Training state (vka_gpt_save_state), our format, version 4. Little-endian as the host writes
  * it. A 1024-byte header of 256 uint32 words:
  *   [0]      magic 0x53414B56 (the bytes "VKAS")
- *   [1]      version 3 (still read: version 2, the same without words 34..38, and version 1,
- *            without word 31 too)
+ *   [1]      version 4 (still read: version 3, the same without the trailer; version 2, also
+ *            without words 34..38; version 1, also without word 31)
  *   [2..7]   maxT, V, L, NH, C, Vp
  *   [8..9]   the model's AdamW step t (uint64, low word first; likewise below)
  *   [10..11] state.step          [12..13] state.rng_state
@@ -446,7 +446,7 @@ vka_result vka_gpt_save(vka_gpt *gpt, const char *path) {
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Training state
+ * Training state (its header's fields: put_state, get_state and state_problem, above)
  * ------------------------------------------------------------------------------------------- */
 
 vka_result vka_gpt_save_state(vka_gpt *gpt, const vka_train_state *state, const char *path) {
