@@ -701,6 +701,10 @@ vka_result vka_tokenizer_load(vka_context *ctx, const char *path, vka_tokenizer 
 /** Write llm.c's tokenizer file (version 2), to a temporary name then renamed.
  * Errors: VKA_ERROR_IO. */
 vka_result vka_tokenizer_save(const vka_tokenizer *tok, const char *path);
+/** The tokenizer's identity: 64-bit FNV-1a of the bytes of the file vka_tokenizer_save writes
+ * (so a file's tokenizer keeps its id when saved again; 1 if that hash is 0). A model records
+ * it (vka_gpt_set_tokenizer) in the files it is saved to; 0 for NULL. */
+uint64_t vka_tokenizer_id(const vka_tokenizer *tok);
 void vka_tokenizer_destroy(vka_tokenizer *tok);
 /** Number of tokens V. */
 int vka_tokenizer_vocab_size(const vka_tokenizer *tok);
@@ -864,12 +868,24 @@ vka_result vka_gpt_create(vka_context *ctx, const vka_gpt_config *config, uint64
  * attprojw (L,C,C), attprojb (L,C), ln2w (L,C), ln2b (L,C), fcw (L,4C,C), fcb (L,4C),
  * fcprojw (L,C,4C), fcprojb (L,C), lnfw (C), lnfb (C).
  * Errors: VKA_ERROR_IO, VKA_ERROR_FORMAT (magic, version, sizes, truncation, a NaN or infinite
- * parameter: the message says which, e.g. "model.bin: wte[1234] is NaN"),
+ * parameter: the message says which, e.g. "model.bin: wte[1234] is NaN"; a header checksum or
+ * parameter hash that does not match, or a nonzero unused header word: see vka_gpt_save),
  * VKA_ERROR_DEVICE_LIMIT, VKA_ERROR_OUT_OF_DEVICE_MEMORY.
  */
 vka_result vka_gpt_load(vka_context *ctx, const char *path, vka_gpt **out);
-/** Write the llm.c checkpoint (temporary name, then rename). Errors: VKA_ERROR_IO. */
+/** Write the llm.c checkpoint (temporary name, then rename), with vkattn's trailer in header
+ * words 248..255, which llm.c does not read (README "Files"): the model's tokenizer id, a hash
+ * of the parameters and a header checksum. vka_gpt_load checks them when the trailer is there;
+ * llm.c's files have none and load as before. Errors: VKA_ERROR_IO. */
 vka_result vka_gpt_save(vka_gpt *gpt, const char *path);
+/** Record tok as the tokenizer gpt belongs to (its vka_tokenizer_id goes into the model and
+ * state files saved from now on); NULL forgets it. Errors: VKA_ERROR_INVALID_ARGUMENT (tok's
+ * vocabulary size is not the model's V). */
+vka_result vka_gpt_set_tokenizer(vka_gpt *gpt, const vka_tokenizer *tok);
+/** The id of the tokenizer gpt belongs to (vka_tokenizer_id): set by vka_gpt_set_tokenizer, or
+ * read from the model or state file; 0 = not known (an llm.c file, an older vkattn file). An
+ * application compares it with vka_tokenizer_id of the tokenizer it means to use. */
+uint64_t vka_gpt_tokenizer_id(const vka_gpt *gpt);
 void vka_gpt_destroy(vka_gpt *gpt);
 /** The model's configuration (Vp filled in). */
 vka_gpt_config vka_gpt_get_config(const vka_gpt *gpt);
@@ -1109,17 +1125,25 @@ typedef struct vka_train_state {
                                interrupt during it); a resumed run does it before its next
                                step. 0 otherwise, and from a version-1 or -2 file. */
 } vka_train_state;
+/* A training state's limits (checked when it is saved and loaded): B*T tokens per step, and
+ * total_steps. */
+#define VKA_TRAIN_MAX_BT (1 << 20)
+#define VKA_TRAIN_MAX_STEPS 1000000000000ull
 
 /**
- * Write a training-state file: the model (llm.c header and parameters), AdamW m and v, and
- * *state; temporary name, then rename. Errors: VKA_ERROR_IO.
+ * Write a training-state file (version 4): the model (llm.c header and parameters), AdamW m and
+ * v, and *state, with the trailer vka_gpt_save writes; temporary name, then rename.
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (a field of *state out of the range vka_gpt_load_state
+ * accepts), VKA_ERROR_IO.
  */
 vka_result vka_gpt_save_state(vka_gpt *gpt, const vka_train_state *state, const char *path);
-/** Read a training-state file (version 3; or 2 or 1, which lack text_bytes, text_hash and
- * eval_pending: they read as 0, and version 1 lacks eval_windows too: it reads as -1) into a
- * new model (m, v, step restored) and *state.
+/** Read a training-state file (version 4; or 3, without the trailer; or 2 or 1, which lack
+ * text_bytes, text_hash and eval_pending: they read as 0, and version 1 lacks eval_windows too:
+ * it reads as -1) into a new model (m, v, step, tokenizer id restored) and *state.
  * Errors: as vka_gpt_load (a NaN or infinity in the parameters, AdamW m or v included), and
- * VKA_ERROR_FORMAT when the checksum does not match (a damaged file). */
+ * VKA_ERROR_FORMAT when a checksum does not match (a damaged file) or a field is out of range
+ * (T beyond maxT, B*T beyond VKA_TRAIN_MAX_BT, step past total_steps, ...), found before
+ * anything is allocated. */
 vka_result vka_gpt_load_state(vka_context *ctx, const char *path, vka_gpt **out,
                               vka_train_state *state);
 

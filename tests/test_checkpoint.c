@@ -14,6 +14,22 @@ static size_t llmc_num_params(const vka_gpt_config *c) {
            2 * C;
 }
 
+/* A training state in range for TINY (B*T = 12, step <= total_steps). */
+static vka_train_state valid_state(uint64_t step) {
+    return (vka_train_state){.step = step, .total_steps = 100, .B = 3, .T = 4, .lr = 1e-3f,
+                             .min_lr = 1e-4f, .adamw = {0, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f},
+                             .best_val_loss = NAN, .eval_windows = 5, .text_bytes = 1000,
+                             .text_hash = 77, .eval_pending = 1};
+}
+
+/* The header checksum, as README "Files" defines it: FNV-1a 32 over the bytes of header words
+ * 0..254, stored in word 255 (little-endian). */
+static void refresh_checksum(unsigned char *header) {
+    uint32_t h = 0x811C9DC5u;
+    for (int i = 0; i < 1020; i++) h = (h ^ header[i]) * 0x01000193u;
+    memcpy(header + 1020, &h, 4);
+}
+
 static vka_gpt *new_model(vka_context *ctx, const vka_gpt_config *cfg, uint64_t seed) {
     vka_gpt *gpt = NULL;
     if (vka_gpt_create(ctx, cfg, seed, &gpt) != VKA_SUCCESS)
@@ -112,6 +128,7 @@ static const char *variant(const tf_dir *d, const unsigned char *file, size_t si
     unsigned char *copy = calloc(1, n + 1);
     memcpy(copy, file, n < size ? n : size);
     if (word >= 0) memcpy(copy + 4 * word, &value, 4);
+    if (word >= 0 && n >= 1024) refresh_checksum(copy); /* reach the check on that word */
     tf_write(path, copy, n);
     free(copy);
     return path;
@@ -205,8 +222,7 @@ static void test_checkpoint_rejects_non_finite_parameters(void **state) {
 
     /* A training state: the parameters, AdamW m and v alike (before the checksum is checked,
      * so the message names the value rather than calling the file damaged). */
-    vka_train_state st = {.step = 0, .eval_windows = 5, .text_bytes = 1000, .text_hash = 77,
-                          .eval_pending = 1};
+    vka_train_state st = valid_state(0);
     const char *path = tf_path(&d, "state.bin");
     assert_int_equal(vka_gpt_save_state(gpt, &st, path), VKA_SUCCESS);
     file = tf_read(path, &size);
@@ -230,7 +246,7 @@ static void test_checkpoint_save_to_bad_path(void **state) {
     vka_gpt *gpt = new_model(ctx, &TINY, 1);
     vka_result r = vka_gpt_save(gpt, "/nonexistent-dir-vkattn/model.bin");
     tf_expect_error(ctx, r, VKA_ERROR_IO, "/nonexistent-dir-vkattn/model.bin", NULL);
-    vka_train_state st = {0};
+    vka_train_state st = valid_state(0);
     r = vka_gpt_save_state(gpt, &st, "/nonexistent-dir-vkattn/state.bin");
     tf_expect_error(ctx, r, VKA_ERROR_IO, "/nonexistent-dir-vkattn/state.bin", NULL);
     vka_gpt_destroy(gpt);
@@ -317,8 +333,7 @@ static void test_state_damaged_files(void **state) {
     vka_context *ctx = tu_cpu();
     tf_dir d = tf_mkdir();
     vka_gpt *gpt = new_model(ctx, &TINY, 3);
-    vka_train_state st = {.step = 0, .eval_windows = 5, .text_bytes = 1000, .text_hash = 77,
-                          .eval_pending = 1};
+    vka_train_state st = valid_state(0);
     const char *path = tf_path(&d, "state.bin");
     assert_int_equal(vka_gpt_save_state(gpt, &st, path), VKA_SUCCESS);
     vka_gpt_destroy(gpt);
@@ -339,11 +354,19 @@ static void test_state_damaged_files(void **state) {
     tf_write(bad, file, size - 1);
     r = vka_gpt_load_state(ctx, bad, &back, &got);
     tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "truncated", NULL);
-    uint32_t v = 4;
+    uint32_t v = 5;
     memcpy(file + 4, &v, 4);
     tf_write(bad, file, size);
     r = vka_gpt_load_state(ctx, bad, &back, &got);
-    tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "version 4", NULL);
+    tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "version 5", NULL);
+    /* Version 3 (before the trailer, header words 248..255) still loads: no tokenizer id. */
+    v = 3;
+    memcpy(file + 4, &v, 4);
+    memset(file + 248 * 4, 0, 32);
+    tf_write(bad, file, size);
+    assert_int_equal(vka_gpt_load_state(ctx, bad, &back, &got), VKA_SUCCESS);
+    assert_true(vka_gpt_tokenizer_id(back) == 0 && got.text_hash == 77);
+    vka_gpt_destroy(back);
     /* Version 2 (before words 34..38: the text's identity, eval_pending) still loads; whatever
      * those words hold, they read as "not recorded". */
     v = 2;
@@ -369,6 +392,218 @@ static void test_state_damaged_files(void **state) {
     tu_done(ctx);
 }
 
+/* A char tokenizer of TINY's 11 symbols, from text. */
+static vka_tokenizer *tiny_tokenizer(vka_context *ctx, const char *symbols) {
+    vka_tokenizer *tok = NULL;
+    assert_int_equal(vka_tokenizer_create_from_text(ctx, symbols, strlen(symbols), &tok),
+                     VKA_SUCCESS);
+    assert_int_equal(vka_tokenizer_vocab_size(tok), TINY.V);
+    return tok;
+}
+
+/* A saved model and state remember their tokenizer's id; another vocabulary of the same size
+ * has another id; an id survives saving and loading the tokenizer. */
+static void test_checkpoint_records_tokenizer_id(void **state) {
+    vka_context *ctx = tu_cpu();
+    tf_dir d = tf_mkdir();
+    vka_tokenizer *tok = tiny_tokenizer(ctx, "abcdefghij\n"), *other = tiny_tokenizer(ctx, "klmnopqrst\n");
+    uint64_t id = vka_tokenizer_id(tok);
+    assert_true(id != 0 && id != vka_tokenizer_id(other));
+    const char *tpath = tf_path(&d, "tok.bin");
+    assert_int_equal(vka_tokenizer_save(tok, tpath), VKA_SUCCESS);
+    vka_tokenizer *again = NULL;
+    assert_int_equal(vka_tokenizer_load(ctx, tpath, &again), VKA_SUCCESS);
+    assert_true(vka_tokenizer_id(again) == id);
+    /* ... and is the documented hash of the file's bytes */
+    size_t size;
+    unsigned char *bytes = tf_read(tpath, &size);
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (size_t i = 0; i < size; i++) h = (h ^ bytes[i]) * 0x100000001B3ull;
+    assert_true(h == id);
+    free(bytes);
+
+    vka_gpt *gpt = new_model(ctx, &TINY, 2);
+    assert_true(vka_gpt_tokenizer_id(gpt) == 0);
+    vka_tokenizer *small = NULL;
+    assert_int_equal(vka_tokenizer_create_from_text(ctx, "abc", 3, &small), VKA_SUCCESS);
+    tf_expect_error(ctx, vka_gpt_set_tokenizer(gpt, small), VKA_ERROR_INVALID_ARGUMENT,
+                    "3 tokens", "V = 11", NULL);
+    assert_int_equal(vka_gpt_set_tokenizer(gpt, tok), VKA_SUCCESS);
+    assert_true(vka_gpt_tokenizer_id(gpt) == id);
+    char model[256], st_path[256];
+    snprintf(model, sizeof model, "%s", tf_path(&d, "model.bin"));
+    snprintf(st_path, sizeof st_path, "%s", tf_path(&d, "model.state.bin"));
+    assert_int_equal(vka_gpt_save(gpt, model), VKA_SUCCESS);
+    vka_train_state st = valid_state(0);
+    assert_int_equal(vka_gpt_save_state(gpt, &st, st_path), VKA_SUCCESS);
+    vka_gpt *back = NULL;
+    assert_int_equal(vka_gpt_load(ctx, model, &back), VKA_SUCCESS);
+    assert_true(vka_gpt_tokenizer_id(back) == id);
+    vka_gpt_destroy(back);
+    assert_int_equal(vka_gpt_load_state(ctx, st_path, &back, &st), VKA_SUCCESS);
+    assert_true(vka_gpt_tokenizer_id(back) == id);
+    /* The model and the state saved together record the same parameter hash (words 250..251). */
+    unsigned char *mf = tf_read(model, &size), *sf = tf_read(st_path, &size);
+    assert_memory_equal(mf + 248 * 4, sf + 248 * 4, 16);
+    free(mf);
+    free(sf);
+    vka_gpt_destroy(back);
+    vka_gpt_destroy(gpt);
+    vka_tokenizer_destroy(tok);
+    vka_tokenizer_destroy(other);
+    vka_tokenizer_destroy(again);
+    vka_tokenizer_destroy(small);
+    tf_rmdir(&d);
+    tu_done(ctx);
+}
+
+/* Every bit flip in the header of a file vkattn wrote is refused before the payload is read
+ * (each of the 256 words, one bit each, model and state). */
+static void test_checkpoint_header_bit_flips_are_refused(void **state) {
+    vka_context *ctx = tu_cpu();
+    tf_dir d = tf_mkdir();
+    vka_gpt *gpt = new_model(ctx, &TINY, 4);
+    vka_tokenizer *tok = tiny_tokenizer(ctx, "abcdefghij\n");
+    assert_int_equal(vka_gpt_set_tokenizer(gpt, tok), VKA_SUCCESS);
+    char saved[2][256]; /* tf_path's buffer is reused */
+    snprintf(saved[0], sizeof saved[0], "%s", tf_path(&d, "model.bin"));
+    snprintf(saved[1], sizeof saved[1], "%s", tf_path(&d, "model.state.bin"));
+    assert_int_equal(vka_gpt_save(gpt, saved[0]), VKA_SUCCESS);
+    vka_train_state st = valid_state(100); /* a finished run: step 100 of 100 */
+    st.eval_pending = 0;
+    assert_int_equal(vka_gpt_save_state(gpt, &st, saved[1]), VKA_SUCCESS);
+    const char *bad = tf_path(&d, "bad.bin");
+    int refused = 0;
+    for (int k = 0; k < 2; k++) {
+        size_t size;
+        unsigned char *file = tf_read(saved[k], &size);
+        for (int w = 0; w < 256; w++) {
+            file[4 * w + (w % 4)] ^= (unsigned char)(1u << (w % 8));
+            tf_write(bad, file, size);
+            file[4 * w + (w % 4)] ^= (unsigned char)(1u << (w % 8));
+            vka_gpt *back = NULL;
+            vka_train_state got;
+            vka_result r = k == 0 ? vka_gpt_load(ctx, bad, &back)
+                                  : vka_gpt_load_state(ctx, bad, &back, &got);
+            if (r == VKA_SUCCESS) fail_msg("%s: bit flip in header word %d was accepted", saved[k], w);
+            assert_true(r == VKA_ERROR_FORMAT);
+            assert_null(back);
+            refused++;
+        }
+        free(file);
+    }
+    assert_int_equal(refused, 512);
+    /* The case: total_steps 100 -> 116 (bit 4 of word 16) would train 16 more steps. */
+    size_t size;
+    unsigned char *file = tf_read(saved[1], &size);
+    file[16 * 4] ^= 0x10;
+    tf_write(bad, file, size);
+    vka_gpt *back = NULL;
+    vka_train_state got;
+    tf_expect_error(ctx, vka_gpt_load_state(ctx, bad, &back, &got), VKA_ERROR_FORMAT,
+                    "bad.bin", "header is damaged", "checksum", NULL);
+    free(file);
+    vka_tokenizer_destroy(tok);
+    vka_gpt_destroy(gpt);
+    tf_rmdir(&d);
+    tu_done(ctx);
+}
+
+/* A state header whose checksum is right but whose fields are out of range (or inconsistent
+ * with the model's) is refused, naming the field; so is saving such a state. */
+static void test_state_header_fields_range_checked(void **state) {
+    vka_context *ctx = tu_cpu();
+    tf_dir d = tf_mkdir();
+    vka_gpt *gpt = new_model(ctx, &TINY, 4);
+    char good[256];
+    snprintf(good, sizeof good, "%s", tf_path(&d, "state.bin"));
+    vka_train_state st = valid_state(10);
+    assert_int_equal(vka_gpt_save_state(gpt, &st, good), VKA_SUCCESS);
+    size_t size;
+    unsigned char *file = tf_read(good, &size);
+    const float nan = NAN;
+    int32_t nan_bits;
+    memcpy(&nan_bits, &nan, 4);
+    const struct {
+        int word;
+        int32_t value;
+        const char *part;
+    } cases[] = {
+        {19, 9, "T = 9 is outside 1..8"},        /* T > maxT */
+        {19, 0, "T = 0"},
+        {18, 1000000, "B = 1000000 is outside"}, /* the B = 10^6 */
+        {18, 0, "B = 0"},
+        {18, -5, "B = -5"},
+        {10, 101, "step 101 is past total_steps = 100"},
+        {16, 0, "total_steps = 0"},
+        {22, 101, "warmup_steps = 101"},
+        {22, -1, "warmup_steps = -1"},
+        {38, 2, "eval_pending = 2"},
+        {23, -1, "eval_every = -1"},
+        {20, nan_bits, "lr = nan"},
+        {21, 0x3F800000, "min_lr = 1"},          /* above lr */
+        {25, 0x3F800000, "beta1 = 1"},
+        {27, 0, "eps = 0"},
+        {30, (int32_t)0xBF800000, "best_val_loss = -1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *bad = variant(&d, file, size, cases[i].word, cases[i].value, 0);
+        vka_gpt *back = (vka_gpt *)1;
+        vka_train_state got;
+        vka_result r = vka_gpt_load_state(ctx, bad, &back, &got);
+        tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "bad.bin", "bad training-state header",
+                        cases[i].part, NULL);
+        assert_null(back);
+    }
+    /* Saving refuses what loading would. */
+    st.T = 9;
+    tf_expect_error(ctx, vka_gpt_save_state(gpt, &st, good), VKA_ERROR_INVALID_ARGUMENT,
+                    "state.bin", "T = 9 is outside 1..8", NULL);
+    st = valid_state(101);
+    tf_expect_error(ctx, vka_gpt_save_state(gpt, &st, good), VKA_ERROR_INVALID_ARGUMENT,
+                    "step 101 is past", NULL);
+    free(file);
+    vka_gpt_destroy(gpt);
+    tf_rmdir(&d);
+    tu_done(ctx);
+}
+
+/* A file without the trailer (as llm.c writes it) still loads, with no tokenizer id; one whose
+ * unused words are not 0 is refused. */
+static void test_checkpoint_without_trailer_loads(void **state) {
+    vka_context *ctx = tu_cpu();
+    tf_dir d = tf_mkdir();
+    vka_gpt *gpt = new_model(ctx, &TINY, 6);
+    vka_tokenizer *tok = tiny_tokenizer(ctx, "abcdefghij\n");
+    assert_int_equal(vka_gpt_set_tokenizer(gpt, tok), VKA_SUCCESS);
+    const char *good = tf_path(&d, "model.bin");
+    assert_int_equal(vka_gpt_save(gpt, good), VKA_SUCCESS);
+    size_t size;
+    unsigned char *file = tf_read(good, &size);
+    memset(file + 248 * 4, 0, 32);
+    const char *bad = tf_path(&d, "llmc.bin");
+    tf_write(bad, file, size);
+    vka_gpt *back = NULL;
+    assert_int_equal(vka_gpt_load(ctx, bad, &back), VKA_SUCCESS);
+    assert_true(vka_gpt_tokenizer_id(back) == 0);
+    vka_gpt_destroy(back);
+    /* the repository's llm.c-made checkpoint */
+    assert_int_equal(vka_gpt_load(ctx, VKA_TEST_DATA_DIR "/gpt_tiny.bin", &back), VKA_SUCCESS);
+    assert_true(vka_gpt_tokenizer_id(back) == 0);
+    vka_gpt_destroy(back);
+    file[100 * 4 + 1] = 1;
+    tf_write(bad, file, size);
+    back = (vka_gpt *)1;
+    tf_expect_error(ctx, vka_gpt_load(ctx, bad, &back), VKA_ERROR_FORMAT, "llmc.bin",
+                    "unused word 100", "no header checksum", NULL);
+    assert_null(back);
+    free(file);
+    vka_tokenizer_destroy(tok);
+    vka_gpt_destroy(gpt);
+    tf_rmdir(&d);
+    tu_done(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_checkpoint_round_trip_is_bit_exact),
@@ -378,6 +613,10 @@ int main(void) {
         cmocka_unit_test(test_checkpoint_save_to_bad_path),
         cmocka_unit_test(test_state_round_trip),
         cmocka_unit_test(test_state_damaged_files),
+        cmocka_unit_test(test_checkpoint_records_tokenizer_id),
+        cmocka_unit_test(test_checkpoint_header_bit_flips_are_refused),
+        cmocka_unit_test(test_state_header_fields_range_checked),
+        cmocka_unit_test(test_checkpoint_without_trailer_loads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

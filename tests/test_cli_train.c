@@ -10,6 +10,8 @@
 #include "cli_util.h"
 #include "gpt_util.h"
 
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 
 enum { CLI_USAGE_STATUS = 2, CLI_INTERRUPTED_STATUS = 130 }; /* README "Exit codes" */
@@ -219,12 +221,18 @@ static void test_cli_batch_past_memory_is_refused(void **state) {
     tf_dir d = tf_mkdir();
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    cu_result r = cu_run_spec(&(cu_spec){.dir = &d, .as_limit = 4L << 30},
-                              CU_ARGS("train", "--backend", "cpu", "--batch", "1000000",
-                                      "--steps", "1", "--quiet"));
+    /* Past the tokens a step may have (VKA_TRAIN_MAX_BT): a usage error before anything. */
+    cu_result r = cu_run(&d, "train", "--backend", "cpu", "--batch", "1000000", "--steps", "1");
+    cu_expect(&r, CLI_USAGE_STATUS, "--batch 1000000 x --ctx 64 = 64000000 tokens per step is "
+              "more than a run takes (1048576)", "--batch 1000000");
+    cu_free(&r);
+    /* Within it but past memory: refused before the activations are allocated. */
+    r = cu_run_spec(&(cu_spec){.dir = &d, .as_limit = 4L << 30},
+                    CU_ARGS("train", "--backend", "cpu", "--batch", "16000", "--steps", "1",
+                            "--quiet"));
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    cu_expect(&r, 1, "the model's activations need", "--batch 1000000");
+    cu_expect(&r, 1, "the model's activations need", "--batch 16000");
     assert_non_null(strstr(r.err, "MiB already in use, but the device has"));
     print_message("  %.2f s: %s", s, r.err);
     assert_true(s < 30.0);
@@ -519,6 +527,247 @@ static void test_cli_failed_save_names_the_kept_files(void **state) {
     tf_rmdir(&d);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * A model refuses a tokenizer that is not its own
+ * ------------------------------------------------------------------------------------------- */
+
+/* A copy of the character tokenizer at from with tokens i and j swapped: the same size and
+ * symbols, other ids (the text would come out as garbage). */
+static void swap_tokens(const char *from, const char *to, int i, int j) {
+    size_t n;
+    unsigned char *file = tf_read(from, &n);
+    assert_true(file[1024 + 2 * i] == 1 && file[1024 + 2 * j] == 1); /* one byte each */
+    unsigned char t = file[1024 + 2 * i + 1];
+    file[1024 + 2 * i + 1] = file[1024 + 2 * j + 1];
+    file[1024 + 2 * j + 1] = t;
+    tf_write(to, file, n);
+    free(file);
+}
+
+/* generate, eval and train (--resume, --init) refuse a tokenizer of the model's size that is
+ * not the one it was trained with, naming both files; a model file without the tokenizer id
+ * (llm.c's) takes any of its size, as before. */
+static void test_cli_foreign_tokenizer_is_refused(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    write_text(tf_path(&d, "a.txt"), 6000);
+    cu_result r = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "4", "--stop-at", "2",
+                         "--eval-windows", "2", "--data", "a.txt", "--quiet", "--out", "m.bin");
+    cu_expect(&r, 0, NULL, "2 of 4 steps");
+    cu_free(&r);
+    swap_tokens(tf_path(&d, "m.tokenizer.bin"), tf_path(&d, "other.tokenizer.bin"), 10, 20);
+    r = cu_run(&d, "generate", "--backend", "cpu", "--model", "m.bin", "--tokenizer",
+               "other.tokenizer.bin", "--tokens", "5", "--temperature", "0");
+    cu_expect(&r, 1, "the tokenizer other.tokenizer.bin is not the one the model m.bin was "
+              "trained with", "generate --tokenizer other");
+    assert_int_equal(r.out_len, 0);
+    print_message("  ok: %s", r.err);
+    cu_free(&r);
+    r = cu_run(&d, "eval", "--backend", "cpu", "--model", "m.bin", "--tokenizer",
+               "other.tokenizer.bin", "--data", "a.txt");
+    cu_expect(&r, 1, "is not the one the model m.bin was trained with", "eval --tokenizer other");
+    cu_free(&r);
+    r = cu_run(&d, "generate", "--backend", "cpu", "--model", "m.bin", "--tokenizer",
+               "m.tokenizer.bin", "--tokens", "5", "--temperature", "0");
+    cu_expect(&r, 0, NULL, "generate with its own tokenizer");
+    cu_free(&r);
+    /* --init with another model's tokenizer */
+    r = cu_run(&d, "train", "--backend", "cpu", "--init", "m.bin", "--tokenizer",
+               "other.tokenizer.bin", "--steps", "1", "--data", "a.txt", "--out", "n.bin");
+    cu_expect(&r, 1, "is not the one m.bin was trained with", "train --init --tokenizer other");
+    cu_free(&r);
+    /* llm.c's files have no id (the trailer, header words 248..255, zeroed): taken on trust */
+    size_t n;
+    unsigned char *file = tf_read(tf_path(&d, "m.bin"), &n);
+    memset(file + 248 * 4, 0, 32);
+    tf_write(tf_path(&d, "llmc.bin"), file, n);
+    free(file);
+    r = cu_run(&d, "generate", "--backend", "cpu", "--model", "llmc.bin", "--tokenizer",
+               "other.tokenizer.bin", "--tokens", "5", "--temperature", "0");
+    cu_expect(&r, 0, NULL, "an llm.c model takes any tokenizer of its size");
+    cu_free(&r);
+    /* the file beside the model and state replaced by another */
+    cu_copy(tf_path(&d, "other.tokenizer.bin"), tf_path(&d, "m.tokenizer.bin"));
+    r = cu_run(&d, "generate", "--backend", "cpu", "--model", "m.bin", "--tokens", "5");
+    cu_expect(&r, 1, "the file beside the model was replaced", "generate with a replaced tokenizer");
+    cu_free(&r);
+    r = cu_run(&d, "train", "--backend", "cpu", "--resume", "m.state.bin", "--data", "a.txt");
+    cu_expect(&r, 1, "the tokenizer m.tokenizer.bin is not the one m.state.bin was trained with",
+              "resume with a replaced tokenizer");
+    print_message("  ok: %s", r.err);
+    cu_free(&r);
+    tf_rmdir(&d);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Killed during a save
+ * ------------------------------------------------------------------------------------------- */
+
+#define KILL_ROUNDS 50
+#define TINY_RUN "--layers", "1", "--heads", "1", "--embd", "8", "--ctx", "8", "--batch", "2"
+
+static void sleep_us(long us) {
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* Wait for the next n events on the files of the set (m.*, not the lock) that inotify
+ * descriptor fd reports (each save makes 12: per file its temporary created and closed and
+ * renamed to its staged name, then the three renames into place). */
+static void wait_file_events(int fd, int n) {
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    while (n > 0) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 20000) != 1) fail_msg("no file event in 20 s");
+        ssize_t len = read(fd, buf, sizeof buf);
+        for (char *e = buf; len > 0 && e < buf + len && n > 0;) {
+            const struct inotify_event *ev = (const struct inotify_event *)e;
+            if (ev->len && strncmp(ev->name, "m.", 2) == 0 && !strstr(ev->name, ".lock")) n--;
+            e += sizeof *ev + ev->len;
+        }
+    }
+}
+
+/* Read and forget the events fd has queued. */
+static void drain_events(int fd) {
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (poll(&p, 1, 0) == 1 && read(fd, buf, sizeof buf) > 0) {
+    }
+}
+
+static bool file_exists(const tf_dir *d, const char *name) {
+    struct stat st;
+    return stat(tf_path(d, name), &st) == 0;
+}
+
+static ino_t inode_of(const tf_dir *d, const char *name) {
+    struct stat st;
+    return stat(tf_path(d, name), &st) == 0 ? st.st_ino : 0;
+}
+
+/* The model (or state) at name, its parameters in *p; its tokenizer id in *tok_id. */
+static float *params_in(vka_context *ctx, const tf_dir *d, const char *name, bool is_state,
+                        uint64_t *step, uint64_t *tok_id, size_t *n) {
+    vka_gpt *gpt = NULL;
+    vka_train_state st = {0};
+    vka_result r = is_state ? vka_gpt_load_state(ctx, tf_path(d, name), &gpt, &st)
+                            : vka_gpt_load(ctx, tf_path(d, name), &gpt);
+    if (r != VKA_SUCCESS) fail_msg("%s does not load: %s", name, vka_last_error(ctx));
+    *n = vka_gpt_num_params(gpt);
+    float *p = malloc(*n * sizeof *p);
+    assert_int_equal(vka_gpt_get_params(gpt, p, *n), VKA_SUCCESS);
+    if (step) *step = st.step;
+    *tok_id = vka_gpt_tokenizer_id(gpt);
+    vka_gpt_destroy(gpt);
+    return p;
+}
+
+/* The files after a kill: the finals load, and they are one set (the model's parameters are
+ * the state's, the tokenizer is the one both record); or a save was being renamed into place
+ * (a staged state exists), and the staged files with the finals not yet replaced make one set,
+ * which the next run finishes renaming. Returns the step of the set and which case it was. */
+static uint64_t check_set(const tf_dir *d, int *renaming) {
+    vka_context *ctx = tu_cpu();
+    vka_tokenizer *tok = NULL;
+    const char *tok_name = file_exists(d, "m.tokenizer.bin.new") ? "m.tokenizer.bin.new"
+                                                                : "m.tokenizer.bin";
+    *renaming = file_exists(d, "m.state.bin.new");
+    if (vka_tokenizer_load(ctx, tf_path(d, "m.tokenizer.bin"), &tok) != VKA_SUCCESS)
+        fail_msg("m.tokenizer.bin does not load: %s", vka_last_error(ctx));
+    vka_tokenizer_destroy(tok);
+    assert_int_equal(vka_tokenizer_load(ctx, tf_path(d, tok_name), &tok), VKA_SUCCESS);
+    size_t n_m, n_s;
+    uint64_t step, id_m, id_s, step_final;
+    /* the finals load whatever the case */
+    free(params_in(ctx, d, "m.bin", false, NULL, &id_m, &n_m));
+    free(params_in(ctx, d, "m.state.bin", true, &step_final, &id_s, &n_s));
+    const char *model = *renaming && file_exists(d, "m.bin.new") ? "m.bin.new" : "m.bin";
+    const char *st = *renaming ? "m.state.bin.new" : "m.state.bin";
+    float *pm = params_in(ctx, d, model, false, NULL, &id_m, &n_m);
+    float *ps = params_in(ctx, d, st, true, &step, &id_s, &n_s);
+    if (n_m != n_s || memcmp(pm, ps, n_m * sizeof *pm) != 0)
+        fail_msg("%s and %s do not hold the same parameters (%s)", model, st,
+                 *renaming ? "a save being renamed" : "no save in progress");
+    assert_true(id_m == vka_tokenizer_id(tok) && id_s == id_m);
+    assert_true(step >= step_final);
+    free(pm);
+    free(ps);
+    vka_tokenizer_destroy(tok);
+    tu_done(ctx);
+    return step;
+}
+
+/* A run saving after every step is killed (SIGKILL) at KILL_ROUNDS random points of a save
+ * (right after a random one of its 12 file events, which inotify reports); after each kill the files on disk are a complete set (or one being renamed into
+ * place, which the next run completes), they load, the step never goes back, and the next
+ * --resume goes on from them. Temporary and staged files are never under a final name, and
+ * the last run leaves none behind. */
+static void test_cli_killed_during_save_keeps_a_complete_set(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    write_text(tf_path(&d, "a.txt"), 4000);
+    const cu_spec spec = {.dir = &d};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t last = 0, seed = 12345;
+    int fd = inotify_init1(IN_CLOEXEC);
+    if (fd < 0 || inotify_add_watch(fd, d.path, IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO) < 0)
+        fail_msg("inotify: %s", strerror(errno));
+    int renaming_kills = 0, staging_kills = 0, clean_kills = 0;
+    for (int round = 0; round < KILL_ROUNDS; round++) {
+        ino_t before = inode_of(&d, "m.state.bin");
+        pid_t pid = round == 0
+            ? cu_start(&spec, CU_ARGS("train", "--backend", "cpu", TINY_RUN, "--steps", "100000",
+                                      "--save-every", "1", "--eval-every", "0", "--data",
+                                      "a.txt", "--quiet", "--out", "m.bin"))
+            : cu_start(&spec, CU_ARGS("train", "--backend", "cpu", "--resume", "m.state.bin",
+                                      "--data", "a.txt", "--quiet"));
+        /* Once this run has saved a set of its own, it is in its save-every-step loop. */
+        for (int waited = 0; inode_of(&d, "m.state.bin") == before; waited++) {
+            if (waited > 20000) fail_msg("round %d: no save after 20 s", round);
+            sleep_us(1000);
+        }
+        drain_events(fd);
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        wait_file_events(fd, 1 + (int)((seed >> 33) % 12));
+        kill(pid, SIGKILL);
+        cu_result r = cu_wait_any(&spec, pid);
+        if (r.exited) fail_msg("round %d: exited %d before the kill: %s", round, r.status, r.err);
+        cu_free(&r);
+        bool staged = file_exists(&d, "m.bin.new") || file_exists(&d, "m.tokenizer.bin.new") ||
+                      tf_count(&d, ".tmp.") > 0;
+        int renaming;
+        uint64_t step = check_set(&d, &renaming);
+        if (renaming) renaming_kills++;
+        else if (staged) staging_kills++;
+        else clean_kills++;
+        assert_true(step >= last);
+        last = step;
+    }
+    close(fd);
+    /* A last run finishes the interrupted save, trains one step and leaves only the set. */
+    char stop[32];
+    snprintf(stop, sizeof stop, "%llu", (unsigned long long)last + 1);
+    cu_result r = cu_run(&d, "train", "--backend", "cpu", "--resume", "m.state.bin", "--data",
+                         "a.txt", "--quiet", "--stop-at", stop);
+    cu_expect(&r, 0, NULL, "the run after the kills");
+    cu_free(&r);
+    int renaming;
+    assert_true(check_set(&d, &renaming) == last + 1 && !renaming);
+    assert_int_equal(tf_count(&d, ".new"), 0);
+    assert_int_equal(tf_count(&d, ".tmp."), 0);
+    assert_int_equal(tf_count(&d, "m."), 3);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    print_message("  %d kills in %.1f s, at step %llu: %d while renaming a set into place, %d "
+                  "while writing one, %d between saves\n", KILL_ROUNDS, s,
+                  (unsigned long long)last, renaming_kills, staging_kills, clean_kills);
+    assert_true(s < (CU_ASAN ? 90.0 : 30.0)); /* a sanitizer build runs slower */
+    assert_true(renaming_kills > 0 && staging_kills > 0);
+    tf_rmdir(&d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cli_resume_refuses_another_text),
@@ -532,6 +781,8 @@ int main(void) {
         cmocka_unit_test(test_cli_sigint_during_the_final_evaluation),
         cmocka_unit_test(test_cli_second_run_on_the_same_out_is_refused),
         cmocka_unit_test(test_cli_failed_save_names_the_kept_files),
+        cmocka_unit_test(test_cli_foreign_tokenizer_is_refused),
+        cmocka_unit_test(test_cli_killed_during_save_keeps_a_complete_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

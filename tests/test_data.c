@@ -323,6 +323,15 @@ static void test_data_token_file_errors(void **state) {
     write_token_file(path, 20240520, 1, 0, ids, 0);
     r = vka_data_load(ctx, path, tok, &data);
     tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "bad.bin holds no tokens", NULL);
+    /* a nonzero unused header word (damage, or another format) */
+    write_token_file(path, 20240520, 1, 64, ids, 64);
+    size_t flen;
+    unsigned char *fbytes = tf_read(path, &flen);
+    fbytes[4 * 200] = 7;
+    tf_write(path, fbytes, flen);
+    free(fbytes);
+    r = vka_data_load(ctx, path, tok, &data);
+    tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "bad.bin", "unused word 200 is 7", NULL);
     /* Another magic: not a token file, and binary, so not text either. */
     write_token_file(path, 20240521, 1, 64, ids, 64);
     r = vka_data_load(ctx, path, tok, &data);

@@ -347,7 +347,8 @@ static void test_gpt_resume_is_exact(void **state) {
     vka_gpt *b = tm_model(ctx, cfg, 21);
     rng = 99;
     train(b, data, &rng, 0, N, split);
-    vka_train_state st = {.step = N, .rng_state = rng, .seed = 21};
+    vka_train_state st = {.step = N, .rng_state = rng, .seed = 21, .total_steps = 2 * N,
+                          .B = 1, .T = 12, .adamw = {.eps = 1e-8f}, .best_val_loss = NAN};
     const char *path = tf_path(&d, "state.bin");
     assert_int_equal(vka_gpt_save_state(b, &st, path), VKA_SUCCESS);
     vka_gpt_destroy(b);

@@ -181,6 +181,9 @@ static void test_tokenizer_load_errors(void **state) {
     n = make_file(buf, 20240328, 2, 3, 3, ok, sizeof ok);
     expect_load_error(ctx, &d, buf, n, VKA_ERROR_FORMAT, "end-of-text id 3");
     n = make_file(buf, 20240328, 2, 3, 0, ok, sizeof ok);
+    buf[4 * 255] = 9; /* an unused header word: damage, or another format */
+    expect_load_error(ctx, &d, buf, n, VKA_ERROR_FORMAT, "unused word 255 is 9");
+    n = make_file(buf, 20240328, 2, 3, 0, ok, sizeof ok);
     expect_load_error(ctx, &d, buf, n - 1, VKA_ERROR_FORMAT, "truncated");
     expect_load_error(ctx, &d, buf, 100, VKA_ERROR_FORMAT, "shorter than the 1024-byte");
     buf[n] = 1;

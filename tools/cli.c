@@ -483,6 +483,16 @@ int cli_load_model(const char *cmd, vka_context *ctx, const char *model_path,
                 "they do not belong together\n", cmd, tok_file, n_tok, n_tok == 1 ? "" : "s",
                 model_path, vka_gpt_get_config(*gpt).V);
         rc = CLI_ERROR;
+    } else if (vka_gpt_tokenizer_id(*gpt) && vka_gpt_tokenizer_id(*gpt) != vka_tokenizer_id(*tok)) {
+        /* Same size, other symbols: the text would come out as garbage. A model without the
+         * id (llm.c's, an older vkattn's) is taken on trust. */
+        fprintf(stderr, "vkattn %s: the tokenizer %s is not the one the model %s was trained with "
+                "(the model records tokenizer id %016llx, the file is %016llx): %s\n", cmd,
+                tok_file, model_path, (unsigned long long)vka_gpt_tokenizer_id(*gpt),
+                (unsigned long long)vka_tokenizer_id(*tok),
+                tok_path ? "give the model's own tokenizer (the .tokenizer.bin saved beside it)"
+                         : "the file beside the model was replaced; restore the one saved with it");
+        rc = CLI_ERROR;
     }
     free(beside);
     if (rc != CLI_OK) {

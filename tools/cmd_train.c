@@ -55,7 +55,8 @@ static const cli_command train_cmd = {
         "and hash) is MODEL with .bin replaced by .state.bin (a MODEL without .bin keeps its name\n"
         "and gets the two suffixes appended). They are saved at the end, every --save-every steps, at --stop-at\n"
         "and on interrupt, all or nothing: each is written to NAME.new, and only when all three\n"
-        "are complete renamed over NAME, so a failed save leaves the previous set as it was. No\n"
+        "are complete renamed over NAME, so a failed save leaves the previous set as it was (a\n"
+        "run killed while renaming: the next train on the files finishes the renames). No\n"
         "output may be an input (--data, or the state being resumed), and the output directory\n"
         "must take new files: both are checked before the first step. While it runs, the run\n"
         "holds a lock on its files (MODEL with .bin replaced by .lock): a second train on them\n"
@@ -163,6 +164,10 @@ static int check_options(train_opts *o) {
         return cli_usage_error("train", "--vocab-size: --init's model already has a vocabulary; "
                                "use its tokenizer (--tokenizer)");
     if (o->resume) return CLI_OK; /* the settings come from the state file */
+    if ((int64_t)o->batch * o->ctx > VKA_TRAIN_MAX_BT)
+        return cli_usage_error("train", "--batch %d x --ctx %d = %lld tokens per step is more than "
+                               "a run takes (%d): use a smaller --batch", o->batch, o->ctx,
+                               (long long)o->batch * o->ctx, VKA_TRAIN_MAX_BT);
     if (!o->init && o->embd % o->heads != 0)
         return cli_usage_error("train", "--heads %d does not divide --embd %d (head size = embd / "
                                "heads)", o->heads, o->embd);
@@ -405,6 +410,30 @@ static int check_vocabulary(train_run *r) {
     return CLI_ERROR;
 }
 
+/* The model's tokenizer (the id a model or state file records) must be the data's: a resumed
+ * run's tokenizer file replaced by another of the same size, or --init with the tokenizer of
+ * another model, would train on garbage. Then the model records the data's tokenizer, so that
+ * what the run saves belongs together. */
+static int check_tokenizer_id(train_run *r) {
+    const vka_tokenizer *tok = vka_data_tokenizer(r->data);
+    uint64_t want = vka_gpt_tokenizer_id(r->gpt), have = vka_tokenizer_id(tok);
+    if (want && want != have) {
+        const char *model = r->o->resume ? r->o->resume : r->o->init;
+        const char *tok_name = r->tok_source ? r->tok_source
+                               : r->tok ? r->resumed_tok_path
+                               : r->o->data ? r->o->data : "the built-in corpus";
+        fprintf(stderr, "vkattn train: the tokenizer %s%s is not the one %s was trained with (it "
+                "records tokenizer id %016llx, this one is %016llx): %s\n",
+                r->tok ? "" : "built from ", tok_name, model, (unsigned long long)want,
+                (unsigned long long)have,
+                r->o->resume ? "restore the tokenizer the run saved beside its state"
+                             : "give the model's own tokenizer with --tokenizer");
+        return CLI_ERROR;
+    }
+    vka_result res = vka_gpt_set_tokenizer(r->gpt, tok);
+    return res == VKA_SUCCESS ? CLI_OK : cli_fail("train", r->ctx, res, "tokenizer");
+}
+
 static int setup(train_run *r, cli_opt *opts, int n_opts) {
     const train_opts *o = r->o;
     /* Before the device and the data: a wrong --out fails at once. */
@@ -438,6 +467,7 @@ static int setup(train_run *r, cli_opt *opts, int n_opts) {
     if (o->resume && r->st.text_bytes == 0)
         vka_data_text_id(r->data, &r->st.text_bytes, &r->st.text_hash);
     rc = o->resume ? check_vocabulary(r) : new_model(r);
+    if (rc == CLI_OK) rc = check_tokenizer_id(r);
     if (rc == CLI_OK) vka_gpt_set_attention(r->gpt, (vka_attention_impl)o->b.attention);
     if (rc == CLI_OK) rc = train_check_space(r);
     if (rc != CLI_OK) return rc;
@@ -483,7 +513,7 @@ int cmd_train(int argc, char **argv) {
                 VKA_GPT_MAX_C),
         CLI_INT("embd", &o.embd, "C", "channels (default: 128)", 1, VKA_GPT_MAX_C),
         CLI_INT("ctx", &o.ctx, "T", "context length in tokens (default: 64)", 1, VKA_GPT_MAX_T),
-        CLI_INT("batch", &o.batch, "B", "sequences per step (default: 12)", 1, 1 << 20),
+        CLI_INT("batch", &o.batch, "B", "sequences per step (default: 12)", 1, VKA_TRAIN_MAX_BT),
         CLI_INT("steps", &o.steps, "N", "optimizer steps (default: 2000)", 1, 1e9),
         CLI_FLOAT_GT("lr", &o.lr, "LR", "peak learning rate (default: 1e-3)", 0, 10),
         CLI_FLOAT("min-lr", &o.min_lr, "LR", "final learning rate (default: lr/10)", 0, 10),

@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L /* getpid, stat, fcntl locks */
 #include "train.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -213,6 +214,78 @@ void train_unlock(train_run *r) {
     r->lock_path = NULL;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * A save that was killed (train_save below): its files are staged as "<final>.new" in the
+ * order tokenizer, model, state, each written complete under a temporary name
+ * "<final>.new.tmp.<pid>" and renamed to its staged name, and only then renamed over the
+ * finals in the same order. So a staged state means the whole set was staged: the renames it
+ * was in are finished (the set becomes the new one). Without a staged state, the save was
+ * killed while staging: its staged files are removed (the finals are the previous set).
+ * Temporary files of a killed write are removed in both cases. With the lock held, nothing
+ * else writes these names.
+ * ------------------------------------------------------------------------------------------- */
+
+static void remove_staged(char *const *staged, int n);
+
+/* A regular file (a staged name may be blocked by something else, which a save then fails on). */
+static bool exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Remove "<staged>.tmp.*" left by killed writes of each of the n staged names. */
+static void remove_temporaries(char *const *staged, int n) {
+    char *dir_path = cli_dir_of(staged[0]);
+    DIR *dir = dir_path ? opendir(dir_path) : NULL;
+    struct dirent *e;
+    while (dir && (e = readdir(dir))) {
+        for (int i = 0; i < n; i++) {
+            const char *slash = strrchr(staged[i], '/');
+            const char *base = slash ? slash + 1 : staged[i];
+            size_t lb = strlen(base);
+            if (strncmp(e->d_name, base, lb) != 0 || strncmp(e->d_name + lb, ".tmp.", 5) != 0)
+                continue;
+            size_t ld = strlen(dir_path);
+            char *full = malloc(ld + strlen(e->d_name) + 2);
+            if (full) {
+                snprintf(full, ld + strlen(e->d_name) + 2, "%s/%s", dir_path, e->d_name);
+                remove(full);
+                free(full);
+            }
+        }
+    }
+    if (dir) closedir(dir);
+    free(dir_path);
+}
+
+static int recover_interrupted_save(train_run *r) {
+    const char *finals[3] = {r->tok_path, r->model_path, r->state_path};
+    char *staged[3] = {concat(finals[0], STAGED_SUFFIX), concat(finals[1], STAGED_SUFFIX),
+                       concat(finals[2], STAGED_SUFFIX)};
+    int rc = CLI_OK;
+    if (!staged[0] || !staged[1] || !staged[2]) {
+        fprintf(stderr, "vkattn train: out of memory\n");
+        rc = CLI_ERROR;
+    } else if (exists(staged[2])) {
+        for (int i = 0; i < 3 && rc == CLI_OK; i++) {
+            if (!exists(staged[i])) continue; /* renamed before the kill */
+            if (rename(staged[i], finals[i]) != 0) {
+                fprintf(stderr, "vkattn train: a save was interrupted; finishing it: cannot rename "
+                        "%s to %s: %s\n", staged[i], finals[i], strerror(errno));
+                rc = CLI_ERROR;
+            }
+        }
+        if (rc == CLI_OK && r->info)
+            fprintf(r->info, "vkattn train: finished the save an earlier run was stopped in: %s, "
+                    "%s and %s are now the files it saved\n", finals[1], finals[0], finals[2]);
+    } else {
+        remove_staged(staged, 2);
+    }
+    if (staged[0] && staged[1] && staged[2]) remove_temporaries(staged, 3);
+    for (int i = 0; i < 3; i++) free(staged[i]);
+    return rc;
+}
+
 int train_files(train_run *r) {
     /* A --resume that is not a state at all is the mistake to report, not what its
      * derived names would overwrite. */
@@ -233,7 +306,10 @@ int train_files(train_run *r) {
     }
     if (rc == CLI_OK) rc = check_no_overwrite(r);
     if (rc == CLI_OK) rc = check_writable(r);
-    if (rc == CLI_OK && r->lock_fd < 0) rc = lock_files(r);
+    if (rc == CLI_OK && r->lock_fd < 0) {
+        rc = lock_files(r);
+        if (rc == CLI_OK) rc = recover_interrupted_save(r);
+    }
     if (rc == CLI_OK && o->resume && strcmp(r->state_path, o->resume) != 0 && r->info)
         fprintf(r->info, "resuming from %s; saving to %s\n", o->resume, r->state_path);
     return rc;

@@ -4,12 +4,15 @@
  * Model checkpoint: llm.c's GPT-2 format (train_gpt2.c gpt2_build_from_checkpoint), version 3:
  *   int32 header[256] = {20240326, 3, maxT, V, L, NH, C, Vp, 0...}
  *   then float32 parameters in llm.c order (vka_gpt_load's docstring), num_params of them.
+ * vkattn also fills the last 8 header words, which llm.c leaves 0 and never reads ("the
+ * trailer", below); a file without its mark must have 0 in every word from 8 on, as llm.c
+ * writes it.
  *
- * Training state (vka_gpt_save_state), our format, version 3. Little-endian as the host writes
+ * Training state (vka_gpt_save_state), our format, version 4. Little-endian as the host writes
  * it. A 1024-byte header of 256 uint32 words:
  *   [0]      magic 0x53414B56 (the bytes "VKAS")
- *   [1]      version 3 (still read: version 2, the same without words 34..38, and version 1,
- *            without word 31 too)
+ *   [1]      version 4 (still read: version 3, the same without the trailer; version 2, also
+ *            without words 34..38; version 1, also without word 31)
  *   [2..7]   maxT, V, L, NH, C, Vp
  *   [8..9]   the model's AdamW step t (uint64, low word first; likewise below)
  *   [10..11] state.step          [12..13] state.rng_state
@@ -24,9 +27,21 @@
  *   [34..35] state.text_bytes    [36..37] state.text_hash (vka_data_text_id; versions 1 and 2
  *            wrote 0 there and read back as 0, "not recorded")
  *   [38] state.eval_pending (int32; read as 0 from versions 1 and 2)
+ *   [248..255] the trailer (version 4 only, where it is required)
  *   others 0
  * then the payload: parameters, AdamW m, AdamW v, each num_params float32 in llm.c order.
- * Loading checks magic, version, sizes, the file length and the checksum, so a damaged file is
+ *
+ * The trailer, header words [248..255] of a model or state file that vkattn writes:
+ *   [248..249] the id of the tokenizer the model was trained with (vka_tokenizer_id), 0 = none
+ *   [250..251] the parameters' hash: FNV-1a per word as above, over the parameters alone (a
+ *              state and a model saved together hold the same value)
+ *   [252] mark 0x58414B56 (the bytes "VKAX")  [253] trailer version 1  [254] 0
+ *   [255] header checksum: FNV-1a 32 (basis 0x811C9DC5, prime 0x01000193) over the 1020 bytes
+ *         of words [0..254]
+ * Loading checks, before allocating anything: magic, version, the trailer (checksum; or, where
+ * there is none, zeros in every unused word), the configuration, every field of a state against
+ * the others (B, T <= maxT, step <= total_steps, warm-up, rates, AdamW settings), then the file
+ * length; then, while reading, finite values and the payload's hashes. A damaged file is
  * reported instead of silently resuming from garbage.
  */
 #include "model/fileio.h"
@@ -35,6 +50,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,9 +59,21 @@
 #define MODEL_MAGIC 20240326
 #define MODEL_VERSION 3
 #define STATE_MAGIC 0x53414B56u
-#define STATE_VERSION 3
+#define STATE_VERSION 4
 #define STATE_OLDEST_VERSION 1 /* 1: without eval_windows; 1 and 2: without the text's identity
-                                  and eval_pending */
+                                  and eval_pending; 1 to 3: without the trailer */
+/* The trailer (see above). */
+#define TRAILER_TOKENIZER 248
+#define TRAILER_PARAMS 250
+#define TRAILER_MARK 252
+#define TRAILER_VERSION 253
+#define TRAILER_SUM 255
+#define TRAILER_MAGIC 0x58414B56u
+/* Header words a model file uses before the trailer ([0..7]); a state ([0..38]; versions 1 and
+ * 2 used fewer, but what their later words hold is ignored, so only the words no version used
+ * must be 0). */
+#define MODEL_USED_WORDS 8
+#define STATE_USED_WORDS 39
 #define HASH_SEED 0xCBF29CE484222325ull
 #define HASH_PRIME 0x100000001B3ull
 
@@ -76,6 +104,55 @@ static uint64_t get_u64(const uint32_t *h, int i) {
     return (uint64_t)h[i] | ((uint64_t)h[i + 1] << 32);
 }
 
+/* FNV-1a 32 over the bytes of header words [0..254]. */
+static uint32_t header_sum(const uint32_t *h) {
+    const unsigned char *b = (const unsigned char *)h;
+    uint32_t s = 0x811C9DC5u;
+    for (size_t i = 0; i < 4 * TRAILER_SUM; i++) s = (s ^ b[i]) * 0x01000193u;
+    return s;
+}
+
+/* Fill the trailer; the header's other words must be final. */
+static void put_trailer(uint32_t *h, uint64_t tokenizer_id, uint64_t params_hash) {
+    put_u64(h, TRAILER_TOKENIZER, tokenizer_id);
+    put_u64(h, TRAILER_PARAMS, params_hash);
+    h[TRAILER_MARK] = TRAILER_MAGIC;
+    h[TRAILER_VERSION] = 1;
+    h[254] = 0;
+    h[TRAILER_SUM] = header_sum(h);
+}
+
+/* The trailer of a header whose words [used .. 247] are unused (0): its checksum and its
+ * version, or, without the mark (an llm.c file, an older state; required: a state of version
+ * 4), zeros in every word from used on. *has_trailer says which. */
+static vka_result check_trailer(vka_context *ctx, const char *path, const uint32_t *h, int used,
+                                bool required, bool *has_trailer) {
+    *has_trailer = h[TRAILER_MARK] == TRAILER_MAGIC;
+    int end = *has_trailer ? TRAILER_TOKENIZER : HEADER_WORDS;
+    if (*has_trailer) {
+        uint32_t sum = header_sum(h);
+        if (sum != h[TRAILER_SUM])
+            return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: the header is damaged: its checksum "
+                                 "(word %d) is %08" PRIX32 " but its words give %08" PRIX32, path,
+                                 TRAILER_SUM, h[TRAILER_SUM], sum);
+        if (h[TRAILER_VERSION] != 1 || h[254] != 0)
+            return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: header trailer version %" PRIu32
+                                 " is not supported (expected 1)", path, h[TRAILER_VERSION]);
+    } else if (required) {
+        return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: the header is damaged: version %" PRIu32
+                             " has the mark 0x%08" PRIX32 " in word %d, but word %d is 0x%08"
+                             PRIX32, path, h[1], TRAILER_MAGIC, TRAILER_MARK, TRAILER_MARK,
+                             h[TRAILER_MARK]);
+    }
+    for (int i = used; i < end; i++)
+        if (h[i] != 0)
+            return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: the header is damaged: unused word "
+                                 "%d is 0x%08" PRIX32 " (written as 0)%s", path, i, h[i],
+                                 *has_trailer ? "" : "; the file has no header checksum, so it "
+                                 "was written by llm.c or an older vkattn");
+    return VKA_SUCCESS;
+}
+
 /* The configuration in header words [2..7], checked; errors are VKA_ERROR_FORMAT naming path. */
 static vka_result header_config(vka_context *ctx, const char *path, const uint32_t *h,
                                 vka_gpt_config *cfg) {
@@ -97,158 +174,6 @@ static const char *magic_hint(uint32_t magic) {
     if (magic == VKM_TOKENIZER_MAGIC) return ": this is a tokenizer file";
     return "";
 }
-
-/* Open path and read and check its header: magic, a version in [oldest, version], config, and
- * a length of exactly the header plus sets * num_params floats. */
-static vka_result open_checked(vka_context *ctx, const char *path, uint32_t magic,
-                               uint32_t oldest, uint32_t version, int sets, FILE **f, uint32_t *h,
-                               vka_gpt_config *cfg) {
-    uint64_t size;
-    vka_result r = vkm_open_read(ctx, path, f, &size);
-    if (r != VKA_SUCCESS) return r;
-    const char *kind = magic == MODEL_MAGIC ? "an llm.c GPT-2 checkpoint" : "a vkattn training state";
-    if (size < HEADER_BYTES) {
-        r = vka_set_error(ctx, VKA_ERROR_FORMAT,
-                          "%s is %" PRIu64 " bytes, shorter than the %d-byte header of %s", path,
-                          size, HEADER_BYTES, kind);
-        goto fail;
-    }
-    r = vkm_read_exact(ctx, *f, path, h, HEADER_BYTES, "the header");
-    if (r != VKA_SUCCESS) goto fail;
-    if (h[0] != magic) {
-        r = vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: wrong magic %" PRId32 " (0x%08" PRIX32
-                          "), expected %" PRIu32 " for %s%s",
-                          path, (int32_t)h[0], h[0], magic, kind, magic_hint(h[0]));
-        goto fail;
-    }
-    if (h[1] < oldest || h[1] > version) {
-        r = vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: version %" PRId32 " is not supported "
-                          "(expected %s%" PRIu32 "%s)", path, (int32_t)h[1],
-                          oldest < version ? "at most " : "", version,
-                          magic == MODEL_MAGIC ? ", float32; llm.c's version 5 is bfloat16" : "");
-        goto fail;
-    }
-    r = header_config(ctx, path, h, cfg);
-    if (r != VKA_SUCCESS) goto fail;
-    uint64_t n = vkm_gpt_config_num_params(cfg);
-    uint64_t want = HEADER_BYTES + (uint64_t)sets * n * 4;
-    if (size != want) {
-        r = vka_set_error(ctx, VKA_ERROR_FORMAT,
-                          "%s is %" PRIu64 " bytes but its header (maxT=%d V=%d L=%d NH=%d C=%d "
-                          "Vp=%d) implies %" PRIu64 " bytes (%d-byte header + %d x %" PRIu64
-                          " floats): %s",
-                          path, size, cfg->max_T, cfg->V, cfg->L, cfg->NH, cfg->C, cfg->Vp, want,
-                          HEADER_BYTES, sets, n, size < want ? "the file is truncated"
-                                                             : "it has trailing data");
-        goto fail;
-    }
-    return VKA_SUCCESS;
-fail:
-    fclose(*f);
-    *f = NULL;
-    return r;
-}
-
-/* A NaN or infinity in tensor i of the file's set `what` (named when the file has several)
- * is an error: such a model only gives NaN losses and garbage text. */
-static vka_result check_finite(vka_gpt *gpt, const char *path, const char *what, int i,
-                               const float *x, size_t n) {
-    size_t j = 0;
-    while (j < n && isfinite(x[j])) j++;
-    if (j == n) return VKA_SUCCESS;
-    int layer;
-    gpt_param_kind kind = vkm_gpt_tensor_kind(gpt->cfg.L, i, &layer);
-    char of_layer[32] = "";
-    if (gpt_kind_per_layer(kind)) snprintf(of_layer, sizeof of_layer, " of layer %d", layer);
-    return vka_set_error(gpt->ctx, VKA_ERROR_FORMAT,
-                         "%s: %s%s%s[%zu]%s is %s (the file is damaged, or was saved after "
-                         "training diverged)",
-                         path, what ? what : "", what ? ": " : "", vkm_gpt_kind_name(kind), j,
-                         of_layer, isnan(x[j]) ? "NaN" : x[j] > 0 ? "+Inf" : "-Inf");
-}
-
-/* Stream count tensor sets (each num_params floats) from f into the model, hashing them. */
-static vka_result read_sets(vka_gpt *gpt, FILE *f, const char *path, vkb_tensor *const *sets,
-                            const char *const *what, int count, uint64_t *hash) {
-    size_t max = 0;
-    for (int i = 0; i < gpt->n_tensors; i++) max = VKA_MAX(max, gpt->tensor_sizes[i]);
-    float *buf = malloc(max * sizeof *buf);
-    if (!buf) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", path);
-    vka_result r = VKA_SUCCESS;
-    for (int s = 0; s < count && r == VKA_SUCCESS; s++) {
-        for (int i = 0; i < gpt->n_tensors && r == VKA_SUCCESS; i++) {
-            size_t n = gpt->tensor_sizes[i];
-            r = vkm_read_exact(gpt->ctx, f, path, buf, n * sizeof *buf, what[s]);
-            if (r == VKA_SUCCESS)
-                r = check_finite(gpt, path, count > 1 ? what[s] : NULL, i, buf, n);
-            if (r == VKA_SUCCESS) r = gpt->be->ops->write(gpt->be, sets[s][i], 0, buf, n);
-            *hash = hash_words(*hash, buf, n);
-        }
-    }
-    free(buf);
-    return r;
-}
-
-vka_result vka_gpt_load(vka_context *ctx, const char *path, vka_gpt **out) {
-    if (out) *out = NULL;
-    vka_result r = vka_context_usable(ctx, "vka_gpt_load");
-    if (r != VKA_SUCCESS) return r;
-    if (!out || !path)
-        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_gpt_load: out or path is NULL");
-    FILE *f;
-    uint32_t h[HEADER_WORDS];
-    vka_gpt_config cfg;
-    r = open_checked(ctx, path, MODEL_MAGIC, MODEL_VERSION, MODEL_VERSION, 1, &f, h, &cfg);
-    if (r != VKA_SUCCESS) return r;
-    vka_gpt *gpt = NULL;
-    r = vkm_gpt_new(ctx, &cfg, false, 0, &gpt);
-    uint64_t hash = HASH_SEED;
-    vkb_tensor *sets[1] = {gpt ? gpt->params : NULL};
-    const char *what[1] = {"the parameters"};
-    if (r == VKA_SUCCESS) r = read_sets(gpt, f, path, sets, what, 1, &hash);
-    fclose(f);
-    if (r != VKA_SUCCESS) {
-        vka_gpt_destroy(gpt);
-        return r;
-    }
-    *out = gpt;
-    return VKA_SUCCESS;
-}
-
-static void header_put_config(uint32_t *h, uint32_t magic, uint32_t version,
-                              const vka_gpt_config *c) {
-    memset(h, 0, HEADER_BYTES);
-    h[0] = magic;
-    h[1] = version;
-    h[2] = (uint32_t)c->max_T;
-    h[3] = (uint32_t)c->V;
-    h[4] = (uint32_t)c->L;
-    h[5] = (uint32_t)c->NH;
-    h[6] = (uint32_t)c->C;
-    h[7] = (uint32_t)c->Vp;
-}
-
-vka_result vka_gpt_save(vka_gpt *gpt, const char *path) {
-    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
-    if (!path) return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_gpt_save: path is NULL");
-    uint32_t h[HEADER_WORDS];
-    header_put_config(h, MODEL_MAGIC, MODEL_VERSION, &gpt->cfg);
-    float *params = malloc(gpt->num_params * sizeof *params);
-    if (!params)
-        return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "saving %s: out of memory", path);
-    vka_result r = vkm_gpt_read_set(gpt, gpt->params, params);
-    if (r == VKA_SUCCESS) {
-        const void *parts[2] = {h, params};
-        size_t sizes[2] = {HEADER_BYTES, gpt->num_params * sizeof *params};
-        r = vka_write_file_atomic(gpt->ctx, path, parts, sizes, 2);
-    }
-    free(params);
-    return r;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Training state
- * ------------------------------------------------------------------------------------------- */
 
 static void put_state(uint32_t *h, uint64_t model_step, const vka_train_state *s) {
     put_u64(h, 8, model_step);
@@ -295,11 +220,244 @@ static void get_state(const uint32_t *h, vka_train_state *s) {
     }
 }
 
+/* What is wrong with a training state for a model of configuration c, if anything: every field
+ * in its range and against the others. Written to msg; false if nothing. */
+static bool state_problem(const vka_train_state *s, const vka_gpt_config *c, char *msg,
+                          size_t cap) {
+    const vka_adamw_desc *a = &s->adamw;
+    if (s->T < 1 || s->T > c->max_T)
+        snprintf(msg, cap, "T = %d is outside 1..%d (the model's maxT)", s->T, c->max_T);
+    else if (s->B < 1 || (int64_t)s->B * s->T > VKA_TRAIN_MAX_BT ||
+             (int64_t)s->B * s->T * c->NH > INT32_MAX)
+        snprintf(msg, cap, "B = %d is outside 1..%d (at most %d tokens per step with T = %d, "
+                 "and B*NH*T within int32)", s->B, VKA_TRAIN_MAX_BT / s->T, VKA_TRAIN_MAX_BT,
+                 s->T);
+    else if (s->total_steps < 1 || s->total_steps > VKA_TRAIN_MAX_STEPS)
+        snprintf(msg, cap, "total_steps = %" PRIu64 " is outside 1..%" PRIu64, s->total_steps,
+                 (uint64_t)VKA_TRAIN_MAX_STEPS);
+    else if (s->step > s->total_steps)
+        snprintf(msg, cap, "step %" PRIu64 " is past total_steps = %" PRIu64, s->step,
+                 s->total_steps);
+    else if (s->warmup_steps < 0 || (uint64_t)s->warmup_steps > s->total_steps)
+        snprintf(msg, cap, "warmup_steps = %d is outside 0..total_steps = %" PRIu64,
+                 s->warmup_steps, s->total_steps);
+    else if (s->eval_every < 0 || s->eval_windows < -1 || (s->eval_pending & ~1))
+        snprintf(msg, cap, "eval_every = %d, eval_windows = %d or eval_pending = %d is out of "
+                 "range (>= 0, >= 0 and 0 or 1)", s->eval_every, s->eval_windows,
+                 s->eval_pending);
+    else if (!(s->lr >= 0.0f && isfinite(s->lr)) || !(s->min_lr >= 0.0f && s->min_lr <= s->lr))
+        snprintf(msg, cap, "lr = %g and min_lr = %g are not 0 <= min_lr <= lr (finite)",
+                 (double)s->lr, (double)s->min_lr);
+    else if (!(a->beta1 >= 0.0f && a->beta1 < 1.0f) || !(a->beta2 >= 0.0f && a->beta2 < 1.0f) ||
+             !(a->eps > 0.0f && isfinite(a->eps)) || !isfinite(a->lr) ||
+             !(a->weight_decay >= 0.0f && isfinite(a->weight_decay)) ||
+             !(a->grad_clip >= 0.0f && isfinite(a->grad_clip)))
+        snprintf(msg, cap, "the AdamW settings are out of range (beta1 = %g, beta2 = %g in "
+                 "[0, 1); eps = %g > 0; weight_decay = %g, grad_clip = %g >= 0; all finite)",
+                 (double)a->beta1, (double)a->beta2, (double)a->eps, (double)a->weight_decay,
+                 (double)a->grad_clip);
+    else if (!isnan(s->best_val_loss) && !(s->best_val_loss >= 0.0f && isfinite(s->best_val_loss)))
+        snprintf(msg, cap, "best_val_loss = %g is neither NaN (none) nor a finite loss",
+                 (double)s->best_val_loss);
+    else
+        return false;
+    return true;
+}
+
+/* The state fields of header h, checked against each other and the model's configuration. */
+static vka_result check_state_header(vka_context *ctx, const char *path, const uint32_t *h,
+                                     const vka_gpt_config *cfg) {
+    vka_train_state s;
+    get_state(h, &s);
+    char msg[320];
+    if (state_problem(&s, cfg, msg, sizeof msg))
+        return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: bad training-state header: %s", path,
+                             msg);
+    return VKA_SUCCESS;
+}
+
+/* Open path and read and check its header: magic, a version in [oldest, version], config, and
+ * a length of exactly the header plus sets * num_params floats. */
+static vka_result open_checked(vka_context *ctx, const char *path, uint32_t magic,
+                               uint32_t oldest, uint32_t version, int sets, FILE **f, uint32_t *h,
+                               vka_gpt_config *cfg, bool *has_trailer) {
+    uint64_t size;
+    vka_result r = vkm_open_read(ctx, path, f, &size);
+    if (r != VKA_SUCCESS) return r;
+    const char *kind = magic == MODEL_MAGIC ? "an llm.c GPT-2 checkpoint" : "a vkattn training state";
+    if (size < HEADER_BYTES) {
+        r = vka_set_error(ctx, VKA_ERROR_FORMAT,
+                          "%s is %" PRIu64 " bytes, shorter than the %d-byte header of %s", path,
+                          size, HEADER_BYTES, kind);
+        goto fail;
+    }
+    r = vkm_read_exact(ctx, *f, path, h, HEADER_BYTES, "the header");
+    if (r != VKA_SUCCESS) goto fail;
+    if (h[0] != magic) {
+        r = vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: wrong magic %" PRId32 " (0x%08" PRIX32
+                          "), expected %" PRIu32 " for %s%s",
+                          path, (int32_t)h[0], h[0], magic, kind, magic_hint(h[0]));
+        goto fail;
+    }
+    if (h[1] < oldest || h[1] > version) {
+        r = vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: version %" PRId32 " is not supported "
+                          "(expected %s%" PRIu32 "%s)", path, (int32_t)h[1],
+                          oldest < version ? "at most " : "", version,
+                          magic == MODEL_MAGIC ? ", float32; llm.c's version 5 is bfloat16" : "");
+        goto fail;
+    }
+    bool state = magic == STATE_MAGIC;
+    r = check_trailer(ctx, path, h, state ? STATE_USED_WORDS : MODEL_USED_WORDS,
+                      state && h[1] >= 4, has_trailer);
+    if (r == VKA_SUCCESS) r = header_config(ctx, path, h, cfg);
+    if (r == VKA_SUCCESS && state) r = check_state_header(ctx, path, h, cfg);
+    if (r != VKA_SUCCESS) goto fail;
+    uint64_t n = vkm_gpt_config_num_params(cfg);
+    uint64_t want = HEADER_BYTES + (uint64_t)sets * n * 4;
+    if (size != want) {
+        r = vka_set_error(ctx, VKA_ERROR_FORMAT,
+                          "%s is %" PRIu64 " bytes but its header (maxT=%d V=%d L=%d NH=%d C=%d "
+                          "Vp=%d) implies %" PRIu64 " bytes (%d-byte header + %d x %" PRIu64
+                          " floats): %s",
+                          path, size, cfg->max_T, cfg->V, cfg->L, cfg->NH, cfg->C, cfg->Vp, want,
+                          HEADER_BYTES, sets, n, size < want ? "the file is truncated"
+                                                             : "it has trailing data");
+        goto fail;
+    }
+    return VKA_SUCCESS;
+fail:
+    fclose(*f);
+    *f = NULL;
+    return r;
+}
+
+/* A NaN or infinity in tensor i of the file's set `what` (named when the file has several)
+ * is an error: such a model only gives NaN losses and garbage text. */
+static vka_result check_finite(vka_gpt *gpt, const char *path, const char *what, int i,
+                               const float *x, size_t n) {
+    size_t j = 0;
+    while (j < n && isfinite(x[j])) j++;
+    if (j == n) return VKA_SUCCESS;
+    int layer;
+    gpt_param_kind kind = vkm_gpt_tensor_kind(gpt->cfg.L, i, &layer);
+    char of_layer[32] = "";
+    if (gpt_kind_per_layer(kind)) snprintf(of_layer, sizeof of_layer, " of layer %d", layer);
+    return vka_set_error(gpt->ctx, VKA_ERROR_FORMAT,
+                         "%s: %s%s%s[%zu]%s is %s (the file is damaged, or was saved after "
+                         "training diverged)",
+                         path, what ? what : "", what ? ": " : "", vkm_gpt_kind_name(kind), j,
+                         of_layer, isnan(x[j]) ? "NaN" : x[j] > 0 ? "+Inf" : "-Inf");
+}
+
+/* Stream count tensor sets (each num_params floats) from f into the model, hashing them:
+ * *hash over all, *params_hash over the first set alone. */
+static vka_result read_sets(vka_gpt *gpt, FILE *f, const char *path, vkb_tensor *const *sets,
+                            const char *const *what, int count, uint64_t *hash,
+                            uint64_t *params_hash) {
+    size_t max = 0;
+    for (int i = 0; i < gpt->n_tensors; i++) max = VKA_MAX(max, gpt->tensor_sizes[i]);
+    float *buf = malloc(max * sizeof *buf);
+    if (!buf) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", path);
+    vka_result r = VKA_SUCCESS;
+    for (int s = 0; s < count && r == VKA_SUCCESS; s++) {
+        for (int i = 0; i < gpt->n_tensors && r == VKA_SUCCESS; i++) {
+            size_t n = gpt->tensor_sizes[i];
+            r = vkm_read_exact(gpt->ctx, f, path, buf, n * sizeof *buf, what[s]);
+            if (r == VKA_SUCCESS)
+                r = check_finite(gpt, path, count > 1 ? what[s] : NULL, i, buf, n);
+            if (r == VKA_SUCCESS) r = gpt->be->ops->write(gpt->be, sets[s][i], 0, buf, n);
+            *hash = hash_words(*hash, buf, n);
+        }
+        if (s == 0) *params_hash = *hash;
+    }
+    free(buf);
+    return r;
+}
+
+/* The parameters read (their hash) against the trailer's record of them. */
+static vka_result check_params_hash(vka_context *ctx, const char *path, const uint32_t *h,
+                                    bool trailer, uint64_t params_hash) {
+    if (!trailer || params_hash == get_u64(h, TRAILER_PARAMS)) return VKA_SUCCESS;
+    return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s is damaged: the hash of its parameters is "
+                         "%016" PRIX64 " but its header records %016" PRIX64, path, params_hash,
+                         get_u64(h, TRAILER_PARAMS));
+}
+
+vka_result vka_gpt_load(vka_context *ctx, const char *path, vka_gpt **out) {
+    if (out) *out = NULL;
+    vka_result r = vka_context_usable(ctx, "vka_gpt_load");
+    if (r != VKA_SUCCESS) return r;
+    if (!out || !path)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_gpt_load: out or path is NULL");
+    FILE *f;
+    uint32_t h[HEADER_WORDS];
+    vka_gpt_config cfg;
+    bool trailer;
+    r = open_checked(ctx, path, MODEL_MAGIC, MODEL_VERSION, MODEL_VERSION, 1, &f, h, &cfg,
+                     &trailer);
+    if (r != VKA_SUCCESS) return r;
+    vka_gpt *gpt = NULL;
+    r = vkm_gpt_new(ctx, &cfg, false, 0, &gpt);
+    uint64_t hash = HASH_SEED, params_hash = HASH_SEED;
+    vkb_tensor *sets[1] = {gpt ? gpt->params : NULL};
+    const char *what[1] = {"the parameters"};
+    if (r == VKA_SUCCESS) r = read_sets(gpt, f, path, sets, what, 1, &hash, &params_hash);
+    fclose(f);
+    if (r == VKA_SUCCESS) r = check_params_hash(ctx, path, h, trailer, params_hash);
+    if (r != VKA_SUCCESS) {
+        vka_gpt_destroy(gpt);
+        return r;
+    }
+    if (trailer) gpt->tokenizer_id = get_u64(h, TRAILER_TOKENIZER);
+    *out = gpt;
+    return VKA_SUCCESS;
+}
+
+static void header_put_config(uint32_t *h, uint32_t magic, uint32_t version,
+                              const vka_gpt_config *c) {
+    memset(h, 0, HEADER_BYTES);
+    h[0] = magic;
+    h[1] = version;
+    h[2] = (uint32_t)c->max_T;
+    h[3] = (uint32_t)c->V;
+    h[4] = (uint32_t)c->L;
+    h[5] = (uint32_t)c->NH;
+    h[6] = (uint32_t)c->C;
+    h[7] = (uint32_t)c->Vp;
+}
+
+vka_result vka_gpt_save(vka_gpt *gpt, const char *path) {
+    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    if (!path) return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_gpt_save: path is NULL");
+    uint32_t h[HEADER_WORDS];
+    header_put_config(h, MODEL_MAGIC, MODEL_VERSION, &gpt->cfg);
+    float *params = malloc(gpt->num_params * sizeof *params);
+    if (!params)
+        return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "saving %s: out of memory", path);
+    vka_result r = vkm_gpt_read_set(gpt, gpt->params, params);
+    if (r == VKA_SUCCESS) {
+        put_trailer(h, gpt->tokenizer_id, hash_words(HASH_SEED, params, gpt->num_params));
+        const void *parts[2] = {h, params};
+        size_t sizes[2] = {HEADER_BYTES, gpt->num_params * sizeof *params};
+        r = vka_write_file_atomic(gpt->ctx, path, parts, sizes, 2);
+    }
+    free(params);
+    return r;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Training state (its header's fields: put_state, get_state and state_problem, above)
+ * ------------------------------------------------------------------------------------------- */
+
 vka_result vka_gpt_save_state(vka_gpt *gpt, const vka_train_state *state, const char *path) {
     if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
     if (!state || !path)
         return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "vka_gpt_save_state: state or path is NULL");
+    char msg[320];
+    if (state_problem(state, &gpt->cfg, msg, sizeof msg))
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "saving %s: the training "
+                             "state is out of range: %s", path, msg);
     size_t n = gpt->num_params;
     /* An untrained model's m and v are zeros (as a fresh AdamW's). */
     float *buf = calloc(3 * n, sizeof *buf);
@@ -312,7 +470,9 @@ vka_result vka_gpt_save_state(vka_gpt *gpt, const vka_train_state *state, const 
         uint32_t h[HEADER_WORDS];
         header_put_config(h, STATE_MAGIC, STATE_VERSION, &gpt->cfg);
         put_state(h, gpt->step, state);
-        put_u64(h, 32, hash_words(HASH_SEED, buf, 3 * n));
+        uint64_t params_hash = hash_words(HASH_SEED, buf, n);
+        put_u64(h, 32, hash_words(params_hash, buf + n, 2 * n));
+        put_trailer(h, gpt->tokenizer_id, params_hash);
         const void *parts[2] = {h, buf};
         size_t sizes[2] = {HEADER_BYTES, 3 * n * sizeof *buf};
         r = vka_write_file_atomic(gpt->ctx, path, parts, sizes, 2);
@@ -332,29 +492,52 @@ vka_result vka_gpt_load_state(vka_context *ctx, const char *path, vka_gpt **out,
     FILE *f;
     uint32_t h[HEADER_WORDS];
     vka_gpt_config cfg;
+    bool trailer;
     r = open_checked(ctx, path, STATE_MAGIC, STATE_OLDEST_VERSION, STATE_VERSION, 3, &f, h,
-                     &cfg);
+                     &cfg, &trailer);
     if (r != VKA_SUCCESS) return r;
     vka_gpt *gpt = NULL;
     r = vkm_gpt_new(ctx, &cfg, false, 0, &gpt);
     if (r == VKA_SUCCESS) r = vkm_gpt_ensure_opt(gpt);
-    uint64_t hash = HASH_SEED;
+    uint64_t hash = HASH_SEED, params_hash = HASH_SEED;
     if (r == VKA_SUCCESS) {
         vkb_tensor *sets[3] = {gpt->params, gpt->m, gpt->v};
         const char *what[3] = {"the parameters", "AdamW m", "AdamW v"};
-        r = read_sets(gpt, f, path, sets, what, 3, &hash);
+        r = read_sets(gpt, f, path, sets, what, 3, &hash, &params_hash);
     }
     fclose(f);
     if (r == VKA_SUCCESS && hash != get_u64(h, 32))
         r = vka_set_error(ctx, VKA_ERROR_FORMAT,
                           "%s is damaged: its checksum is %016" PRIX64 " but the data gives "
                           "%016" PRIX64, path, get_u64(h, 32), hash);
+    if (r == VKA_SUCCESS) r = check_params_hash(ctx, path, h, trailer, params_hash);
     if (r != VKA_SUCCESS) {
         vka_gpt_destroy(gpt);
         return r;
     }
     gpt->step = get_u64(h, 8);
+    if (trailer) gpt->tokenizer_id = get_u64(h, TRAILER_TOKENIZER);
     get_state(h, state);
     *out = gpt;
     return VKA_SUCCESS;
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * The tokenizer a model belongs to
+ * ------------------------------------------------------------------------------------------- */
+
+vka_result vka_gpt_set_tokenizer(vka_gpt *gpt, const vka_tokenizer *tok) {
+    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    if (!tok) {
+        gpt->tokenizer_id = 0;
+        return VKA_SUCCESS;
+    }
+    if (vka_tokenizer_vocab_size(tok) != gpt->cfg.V)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "the tokenizer has %d tokens "
+                             "but the model has V = %d", vka_tokenizer_vocab_size(tok),
+                             gpt->cfg.V);
+    gpt->tokenizer_id = vka_tokenizer_id(tok);
+    return VKA_SUCCESS;
+}
+
+uint64_t vka_gpt_tokenizer_id(const vka_gpt *gpt) { return gpt ? gpt->tokenizer_id : 0; }

@@ -150,6 +150,8 @@ struct vka_gpt {
     vka_attention_impl attention; /* of the passes recorded from now on */
     size_t num_params;
     uint64_t step; /* AdamW steps taken */
+    uint64_t tokenizer_id; /* vka_tokenizer_id of its tokenizer (vka_gpt_set_tokenizer, or the
+                              file's trailer); 0 = not known */
 
     int n_tensors;         /* parameter tensors: 4 + 12 L */
     size_t *tensor_sizes;  /* (n_tensors) elements of each */

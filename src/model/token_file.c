@@ -41,6 +41,12 @@ vka_result vkm_token_file_check(vka_context *ctx, const char *name, const unsign
                              (unsigned long long)want, len,
                              (uint64_t)len < want ? " (truncated)" : "");
     if (count == 0) return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s holds no tokens", name);
+    /* llm.c writes 0 in the rest of the header: anything else is damage or another format. */
+    for (int i = 3; i < VKM_TOKENS_HEADER_BYTES / 4; i++)
+        if (le32(bytes + 4 * i) != 0)
+            return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: the token file's header is damaged: "
+                                 "unused word %d is %u (written as 0)", name, i,
+                                 le32(bytes + 4 * i));
     *n = count;
     return VKA_SUCCESS;
 }

@@ -190,6 +190,11 @@ static vka_result check_header(vka_context *ctx, const char *path, const unsigne
     if (*version == 2 && (*eot < 0 || *eot >= *n))
         return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: end-of-text id %d is not below %d tokens",
                              path, (int)*eot, (int)*n);
+    /* llm.c and vkattn write 0 in the rest: anything else is damage or another format. */
+    for (int i = 4; i < TOKENIZER_HEADER_INTS; i++)
+        if (header_int(buf, i) != 0)
+            return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: the header is damaged: unused word "
+                                 "%d is %d (written as 0)", path, i, (int)header_int(buf, i));
     return VKA_SUCCESS;
 }
 
@@ -229,13 +234,11 @@ done:
     return r;
 }
 
-vka_result vka_tokenizer_save(const vka_tokenizer *tok, const char *path) {
-    if (!tok) return VKA_ERROR_INVALID_ARGUMENT;
-    if (!path) return vka_set_error(tok->ctx, VKA_ERROR_INVALID_ARGUMENT, "tokenizer save: path is NULL");
-    int32_t header[TOKENIZER_HEADER_INTS] = {VKM_TOKENIZER_MAGIC, TOKENIZER_VERSION, tok->V, tok->eot};
-    size_t table_len = (size_t)tok->V + tok->off[tok->V];
-    unsigned char *table = malloc(table_len);
-    if (!table) return vka_set_error(tok->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "tokenizer save: out of memory");
+/* The token table of the file: per token a length byte and its bytes (table_len bytes). */
+static unsigned char *token_table(const vka_tokenizer *tok, size_t *table_len) {
+    *table_len = (size_t)tok->V + tok->off[tok->V];
+    unsigned char *table = malloc(*table_len);
+    if (!table) return NULL;
     size_t p = 0;
     for (int i = 0; i < tok->V; i++) {
         uint32_t n = tok->off[i + 1] - tok->off[i];
@@ -243,11 +246,39 @@ vka_result vka_tokenizer_save(const vka_tokenizer *tok, const char *path) {
         memcpy(table + p, tok->bytes + tok->off[i], n);
         p += n;
     }
+    return table;
+}
+
+vka_result vka_tokenizer_save(const vka_tokenizer *tok, const char *path) {
+    if (!tok) return VKA_ERROR_INVALID_ARGUMENT;
+    if (!path) return vka_set_error(tok->ctx, VKA_ERROR_INVALID_ARGUMENT, "tokenizer save: path is NULL");
+    int32_t header[TOKENIZER_HEADER_INTS] = {VKM_TOKENIZER_MAGIC, TOKENIZER_VERSION, tok->V, tok->eot};
+    size_t table_len;
+    unsigned char *table = token_table(tok, &table_len);
+    if (!table) return vka_set_error(tok->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "tokenizer save: out of memory");
     const void *parts[2] = {header, table};
     size_t sizes[2] = {sizeof header, table_len};
     vka_result r = vka_write_file_atomic(tok->ctx, path, parts, sizes, 2);
     free(table);
     return r;
+}
+
+/* 64-bit FNV-1a over the bytes of the file vka_tokenizer_save writes (header, then the table),
+ * computed without building it. */
+uint64_t vka_tokenizer_id(const vka_tokenizer *tok) {
+    if (!tok) return 0;
+    uint64_t h = 0xCBF29CE484222325ull;
+    const int32_t words[4] = {VKM_TOKENIZER_MAGIC, TOKENIZER_VERSION, tok->V, tok->eot};
+    for (int i = 0; i < TOKENIZER_HEADER_BYTES; i++) {
+        unsigned char b = i < 16 ? (unsigned char)((uint32_t)words[i / 4] >> (8 * (i % 4))) : 0;
+        h = (h ^ b) * 0x100000001B3ull;
+    }
+    for (int i = 0; i < tok->V; i++) {
+        uint32_t n = tok->off[i + 1] - tok->off[i];
+        h = (h ^ (unsigned char)n) * 0x100000001B3ull;
+        for (uint32_t k = 0; k < n; k++) h = (h ^ tok->bytes[tok->off[i] + k]) * 0x100000001B3ull;
+    }
+    return h ? h : 1; /* 0 means "no tokenizer" in a model's header */
 }
 
 void vka_tokenizer_destroy(vka_tokenizer *tok) {
