@@ -103,7 +103,26 @@ class Backend:
         self.assertIsNone(loss)
         self.assertEqual(len(logits), B * T * V)
         self.assertTrue(all(0 <= i < V for i in loaded.generate(prompt, 10, seed=1)))
-        for obj in (loaded, gpt, data):
+
+        # Greedy decoding through a session equals greedy generation.
+        greedy = loaded.generate(prompt, 12, temperature=0.0)
+        sess = vkattn.Session(loaded)
+        sess.append(prompt)
+        by_session = []
+        for _ in range(12):
+            logits = sess.logits()
+            token = sess.sample()
+            self.assertEqual(token, max(range(V), key=logits.__getitem__))
+            by_session.append(token)
+            sess.append([token])
+        self.assertEqual(by_session, list(greedy))
+        self.assertEqual(len(sess), len(prompt) + 12)
+        sess.reset()
+        self.assertEqual(len(sess), 0)
+        with self.assertRaises(vkattn.Error) as e:
+            sess.append([V])  # an id outside [0, V)
+        self.assertEqual(e.exception.name, "VKA_ERROR_INVALID_ARGUMENT")
+        for obj in (sess, loaded, gpt, data):
             obj.close()
 
     def test_python_errors_carry_the_message(self):

@@ -25,7 +25,7 @@ import ctypes
 import ctypes.util
 import os
 
-__all__ = ["Error", "Context", "Tokenizer", "Data", "GPT", "load_library", "version"]
+__all__ = ["Error", "Context", "Tokenizer", "Data", "GPT", "Session", "load_library", "version"]
 
 # --- Structs and callbacks of include/vkattn.h ---------------------------------------------------
 _c = ctypes
@@ -71,6 +71,10 @@ class vka_adamw_desc(_c.Structure):
 class vka_sample_desc(_c.Structure):
     _fields_ = [("temperature", _c.c_float), ("top_k", _c.c_int), ("seed", _c.c_uint64),
                 ("no_kv_cache", _c.c_bool)]
+
+
+class vka_gpt_session_desc(_c.Structure):
+    _fields_ = [("max_T", _c.c_int), ("prefill_chunk", _c.c_int), ("seed", _c.c_uint64)]
 
 
 BACKENDS = {"vulkan": 0, "cpu": 1}
@@ -126,6 +130,14 @@ _SIGNATURES = {  # name: (restype, argtypes)
     "vka_gpt_step": (_c.c_uint64, [_P]),
     "vka_gpt_generate": (_c.c_int, [_P, _I32P, _c.c_size_t, _c.c_int,
                                     _c.POINTER(vka_sample_desc), _I32P, TOKEN_FN, _c.c_void_p]),
+    "vka_gpt_session_create": (_c.c_int, [_P, _c.POINTER(vka_gpt_session_desc), _c.POINTER(_P)]),
+    "vka_gpt_session_destroy": (None, [_P]),
+    "vka_gpt_session_append": (_c.c_int, [_P, _I32P, _c.c_size_t]),
+    "vka_gpt_session_logits": (_c.c_int, [_P, _F32P, _c.c_size_t]),
+    "vka_gpt_session_sample": (_c.c_int, [_P, _c.POINTER(vka_sample_desc),
+                                          _c.POINTER(_c.c_uint64), _I32P]),
+    "vka_gpt_session_reset": (None, [_P]),
+    "vka_gpt_session_length": (_c.c_size_t, [_P]),
 }
 
 _lib = None
@@ -140,7 +152,8 @@ def load_library(path=None):
         return _lib
     here = os.path.dirname(os.path.abspath(__file__))
     candidates = [path, os.environ.get("VKATTN_LIBRARY"),
-                  os.path.join(here, "libvkattn.so.0"), ctypes.util.find_library("vkattn")]
+                  os.path.join(here, "libvkattn.so.0"), os.path.join(here, "libvkattn.so"),
+                  ctypes.util.find_library("vkattn")]
     tried = []
     for candidate in candidates:
         if not candidate or (os.sep in candidate and not os.path.exists(candidate)):
@@ -216,12 +229,15 @@ class _Child:
         self.ctx, self._h = ctx, handle
 
     def close(self):
-        if getattr(self, "_h", None):
-            getattr(load_library(), self._destroy)(self._h)
+        if getattr(self, "_h", None) and _lib is not None:
+            getattr(_lib, self._destroy)(self._h)
             self._h = None
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
 
     def __enter__(self):
         return self
@@ -264,12 +280,15 @@ class Context:
 
     def close(self):
         """Destroy the context (its children first: close them, or drop them before this)."""
-        if getattr(self, "_h", None):
-            load_library().vka_context_destroy(self._h)
+        if getattr(self, "_h", None) and _lib is not None:
+            _lib.vka_context_destroy(self._h)
             self._h = None
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
 
     def __enter__(self):
         return self
@@ -495,3 +514,46 @@ class GPT(_Child):
         if raised:
             raise raised[0]
         return array.array("i", out[:count[0]])
+
+
+class Session(_Child):
+    """vka_gpt_session: a KV cache driven token by token. It keeps its model alive; close it
+    before the model (or let both go)."""
+    _destroy = "vka_gpt_session_destroy"
+
+    def __init__(self, gpt, max_T=0, prefill_chunk=0, seed=0):
+        desc = vka_gpt_session_desc(max_T=max_T, prefill_chunk=prefill_chunk, seed=seed)
+        h = _c.c_void_p()
+        _check(gpt.ctx._h, load_library().vka_gpt_session_create(gpt._h, _c.byref(desc),
+                                                                 _c.byref(h)))
+        super().__init__(gpt.ctx, h)
+        self.gpt = gpt
+
+    def append(self, ids):
+        buf, n = _int32s(ids)
+        self._check(load_library().vka_gpt_session_append(self._h, buf, n))
+
+    def logits(self):
+        """Next-token logits after the last appended token: array('f') of V."""
+        V = self.gpt.config["V"]
+        out = (_c.c_float * V)()
+        self._check(load_library().vka_gpt_session_logits(self._h, out, V))
+        return array.array("f", out)
+
+    def sample(self, temperature=0.0, top_k=0, seed=0, rng_state=None):
+        """The next token (not appended): greedy at temperature 0; rng_state a list [state]
+        advanced in place, else the session's own RNG (its seed)."""
+        sample = vka_sample_desc(temperature=temperature, top_k=top_k, seed=seed)
+        tok = _c.c_int32()
+        state = None if rng_state is None else _c.c_uint64(rng_state[0])
+        self._check(load_library().vka_gpt_session_sample(
+            self._h, _c.byref(sample), None if state is None else _c.byref(state), _c.byref(tok)))
+        if state is not None:
+            rng_state[0] = state.value
+        return tok.value
+
+    def reset(self):
+        load_library().vka_gpt_session_reset(self._h)
+
+    def __len__(self):
+        return load_library().vka_gpt_session_length(self._h)
