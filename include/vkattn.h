@@ -38,6 +38,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Building vkattn (-fvisibility=hidden): what this header declares is the library's only export. */
+#if defined(VKA_BUILDING) && defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -1172,5 +1177,9 @@ vka_result vka_check(vka_context *ctx, uint64_t seed, vka_check_fn fn, void *use
 
 #ifdef __cplusplus
 }
+#endif
+
+#if defined(VKA_BUILDING) && defined(__GNUC__)
+#pragma GCC visibility pop
 #endif
 #endif /* VKATTN_H */

@@ -2,7 +2,7 @@
 # Installs what vkattn needs on Debian 12 / Ubuntu 22.04+: compiler and CMake, the Vulkan loader
 # and headers, volk, glslangValidator, cmocka, PCRE2 (the BPE tokenizer's Unicode classes),
 # Mesa's software Vulkan driver (lavapipe, for machines without a GPU) and the Khronos
-# validation layers. Safe to run again.
+# validation layers, and python3 (the binding's test). Safe to run again.
 # Elsewhere: install the LunarG Vulkan SDK (it ships volk and glslangValidator), CMake, a C11
 # compiler and cmocka; see README.md.
 set -euo pipefail
@@ -10,7 +10,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libvulkan1 libvulkan-dev libvulkan-volk-dev glslang-tools
-  libcmocka-dev libpcre2-dev
+  libcmocka-dev libpcre2-dev python3
   mesa-vulkan-drivers vulkan-validationlayers
 )
 
