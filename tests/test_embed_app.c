@@ -4,6 +4,7 @@
  * asynchronous submission with its semaphores, records vkattn's graphs and model steps into its
  * own command buffers, shares buffers both ways, shares its queue with two contexts on two
  * threads through lock callbacks, and passes its VkAllocationCallbacks. */
+#define _POSIX_C_SOURCE 200809L
 #include <vulkan/vulkan.h>
 
 #include <threads.h>
