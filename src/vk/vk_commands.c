@@ -87,13 +87,28 @@ static void memory_barrier(vkv_backend *vb, VkCommandBuffer cmd, VkPipelineStage
     vb->vk->vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 1, &mb, 0, NULL, 0, NULL);
 }
 
+/* A failed vkQueueSubmit (what: of what), out of memory said as such. */
+static vka_result submit_failed(vkv_backend *vb, VkResult vr, const char *what) {
+    if (vr == VK_ERROR_OUT_OF_DEVICE_MEMORY || vr == VK_ERROR_OUT_OF_HOST_MEMORY)
+        return vka_set_error(vb->base.ctx,
+                             vr == VK_ERROR_OUT_OF_DEVICE_MEMORY ? VKA_ERROR_OUT_OF_DEVICE_MEMORY
+                                                                 : VKA_ERROR_OUT_OF_HOST_MEMORY,
+                             "vkQueueSubmit of %s: the device ran out of memory (%s) with %.1f "
+                             "MiB of this context's allocated; nothing ran, and the context (and "
+                             "the graph) can be used again", what, vkr_result_name(vr),
+                             (double)vb->allocated_bytes / (1 << 20));
+    char msg[120];
+    snprintf(msg, sizeof msg, "vkQueueSubmit of %s", what);
+    return vkr_check(vb->base.ctx, vr, msg);
+}
+
 /* Submit cmd, wait for it, reset the fence. */
 static vka_result submit_wait(vkv_backend *vb, VkCommandBuffer cmd, VkFence fence) {
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
                        .commandBufferCount = 1,
                        .pCommandBuffers = &cmd};
     VkResult vr = vkr_queue_submit(vb->dev, &si, fence);
-    if (vr != VK_SUCCESS) return vkr_check(vb->base.ctx, vr, "vkQueueSubmit");
+    if (vr != VK_SUCCESS) return submit_failed(vb, vr, "a copy");
     vr = vb->vk->vkWaitForFences(vb->dev->device, 1, &fence, VK_TRUE, UINT64_MAX);
     if (vr != VK_SUCCESS) return vkr_check(vb->base.ctx, vr, "vkWaitForFences");
     vr = vb->vk->vkResetFences(vb->dev->device, 1, &fence);
@@ -367,7 +382,7 @@ vka_result vkv_graph_submit(vkb_backend *be, vkb_graph *graph, const vka_submit_
     g->submit_ms = vka_now_ms();
     VkResult vr = vkr_queue_submit(vb->dev, &si, g->fence);
     if (stages != stack_stages) free(stages);
-    if (vr != VK_SUCCESS) return vkr_check(be->ctx, vr, "vkQueueSubmit");
+    if (vr != VK_SUCCESS) return submit_failed(vb, vr, "a graph");
     g->pending = true;
     return VKA_SUCCESS;
 }

@@ -542,6 +542,9 @@ vka_result vkr_device_create(vka_context *ctx, const vka_context_desc *given, vk
     if (!dev) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     dev->ctx = ctx;
     dev->alloc = (const VkAllocationCallbacks *)desc->vk_allocator;
+    const char *fa = getenv("VKATTN_TEST_FAIL_ALLOC"), *fs = getenv("VKATTN_TEST_FAIL_SUBMIT");
+    dev->fail_alloc_at = fa ? strtoull(fa, NULL, 10) : 0;
+    dev->fail_submit_at = fs ? strtoull(fs, NULL, 10) : 0;
     *out = dev;
     if (desc->vulkan) return adopt_env(dev, desc->vulkan, desc->kernels, desc->max_binding_bytes);
 
@@ -564,6 +567,7 @@ vka_result vkr_device_create(vka_context *ctx, const vka_context_desc *given, vk
 }
 
 VkResult vkr_queue_submit(vkr_device *dev, const VkSubmitInfo *si, VkFence fence) {
+    if (++dev->n_submits == dev->fail_submit_at) return VK_ERROR_OUT_OF_DEVICE_MEMORY;
     if (dev->lock_queue) dev->lock_queue(dev->queue_user_data, (void *)dev->queue);
     VkResult vr = dev->vk.vkQueueSubmit(dev->queue, si ? 1 : 0, si, fence);
     if (dev->unlock_queue) dev->unlock_queue(dev->queue_user_data, (void *)dev->queue);

@@ -69,6 +69,10 @@ typedef struct vkr_device {
     uint32_t instance_version; /* apiVersion of the instance (ours, or vka_vulkan_env's) */
     vka_queue_lock_fn lock_queue, unlock_queue; /* vka_vulkan_env's, or NULL */
     void *queue_user_data;
+    /* Test knobs (VKATTN_TEST_FAIL_ALLOC / VKATTN_TEST_FAIL_SUBMIT = n): the n-th device memory
+     * allocation / queue submission of this context fails with VK_ERROR_OUT_OF_DEVICE_MEMORY,
+     * as a device that ran out would; 0 = never. Counted per context. */
+    uint64_t fail_alloc_at, fail_submit_at, n_allocs, n_submits;
     uint32_t validation_messages; /* warnings + errors from the validation layer */
 
     uint32_t n_phys;

@@ -30,7 +30,7 @@ static int find_memory_type(const vkr_device *dev, uint32_t type_bits, VkMemoryP
 /* One buffer with its own memory; *mapped set when host-visible was required. */
 static vka_result create_buffer(vkv_backend *vb, VkDeviceSize size, VkMemoryPropertyFlags need,
                                 VkMemoryPropertyFlags prefer, const char *what, VkBuffer *buf,
-                                VkDeviceMemory *mem, void **mapped) {
+                                VkDeviceMemory *mem, void **mapped, VkDeviceSize *got) {
     vka_context *ctx = vb->base.ctx;
     const struct VolkDeviceTable *vk = vb->vk;
     VkDevice d = vb->dev->device;
@@ -58,7 +58,10 @@ static vka_result create_buffer(vkv_backend *vb, VkDeviceSize size, VkMemoryProp
     VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
                                .allocationSize = req.size,
                                .memoryTypeIndex = (uint32_t)type};
-    vr = vk->vkAllocateMemory(d, &ai, vb->dev->alloc, mem);
+    if (++vb->dev->n_allocs == vb->dev->fail_alloc_at)
+        vr = VK_ERROR_OUT_OF_DEVICE_MEMORY; /* the test knob (vk_internal.h) */
+    else
+        vr = vk->vkAllocateMemory(d, &ai, vb->dev->alloc, mem);
     if (vr == VK_SUCCESS) vr = vk->vkBindBufferMemory(d, *buf, *mem, 0);
     if (vr == VK_SUCCESS && mapped) vr = vk->vkMapMemory(d, *mem, 0, VK_WHOLE_SIZE, 0, mapped);
     if (vr != VK_SUCCESS) {
@@ -66,10 +69,24 @@ static vka_result create_buffer(vkv_backend *vb, VkDeviceSize size, VkMemoryProp
         if (*mem) vk->vkFreeMemory(d, *mem, vb->dev->alloc);
         *buf = VK_NULL_HANDLE;
         *mem = VK_NULL_HANDLE;
-        char msg[160];
-        snprintf(msg, sizeof msg, "allocating %.1f MiB for %s", (double)size / (1 << 20), what);
+        if (vr == VK_ERROR_OUT_OF_DEVICE_MEMORY || vr == VK_ERROR_OUT_OF_HOST_MEMORY) {
+            const vka_device_info *dinfo = &vb->dev->infos[vb->dev->selected];
+            return vka_set_error(
+                ctx, vr == VK_ERROR_OUT_OF_HOST_MEMORY ? VKA_ERROR_OUT_OF_HOST_MEMORY
+                                                       : VKA_ERROR_OUT_OF_DEVICE_MEMORY,
+                "%s: the device ran out of memory allocating %.1f MiB (%s); this context holds "
+                "%.1f MiB of device memory, the device-local heap is %.1f MiB. Nothing of it was "
+                "kept: the context still works for smaller work",
+                what, (double)req.size / (1 << 20), vkr_result_name(vr),
+                (double)vb->allocated_bytes / (1 << 20),
+                (double)dinfo->device_local_bytes / (1 << 20));
+        }
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s: allocating %.1f MiB", what, (double)size / (1 << 20));
         return vkr_check(ctx, vr, msg);
     }
+    vb->allocated_bytes += req.size;
+    *got = req.size;
     return VKA_SUCCESS;
 }
 
@@ -81,6 +98,7 @@ static void free_arena(vkv_backend *vb, vkv_arena *a) {
         if (a->buffers && a->buffers[i]) vb->vk->vkDestroyBuffer(d, a->buffers[i], vb->dev->alloc);
         if (a->memory && a->memory[i]) vb->vk->vkFreeMemory(d, a->memory[i], vb->dev->alloc);
     }
+    vb->allocated_bytes -= a->bytes;
     free(a->buffers);
     free(a->memory);
     free(a->mapped);
@@ -164,8 +182,13 @@ vka_result vkv_arena_create(vkb_backend *be, const char *label, vkb_arena_kind k
         a->chunk_elems[c] = chunk_elems[c];
         a->ids[c] = ++vb->next_buffer_id;
         VkDeviceSize bytes = VKA_MAX((VkDeviceSize)chunk_elems[c] * 4, 16);
-        r = create_buffer(vb, bytes, need, prefer, label, &a->buffers[c], &a->memory[c],
-                          host ? &a->mapped[c] : NULL);
+        char what[200];
+        snprintf(what, sizeof what, "%s (chunk %d of %d; %.1f MiB in all)", label, c + 1,
+                 n_chunks, (double)total / (1 << 20));
+        VkDeviceSize got = 0;
+        r = create_buffer(vb, bytes, need, prefer, what, &a->buffers[c], &a->memory[c],
+                          host ? &a->mapped[c] : NULL, &got);
+        a->bytes += got;
     }
     if (r == VKA_SUCCESS) r = zero_chunks(vb, a);
     if (r != VKA_SUCCESS) goto done;
@@ -248,12 +271,14 @@ static vka_result ensure_staging(vkv_backend *vb, VkDeviceSize bytes) {
         vb->staging = VK_NULL_HANDLE;
         vb->staging_memory = VK_NULL_HANDLE;
         vb->staging_size = 0;
+        vb->allocated_bytes -= vb->staging_bytes;
+        vb->staging_bytes = 0;
     }
     VkMemoryPropertyFlags need = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
                                  VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
     vka_result r = create_buffer(vb, bytes, need, need | VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
                                  "staging", &vb->staging, &vb->staging_memory,
-                                 &vb->staging_mapped);
+                                 &vb->staging_mapped, &vb->staging_bytes);
     if (r == VKA_SUCCESS) vb->staging_size = bytes;
     return r;
 }

@@ -7,7 +7,8 @@
 
 /* An arena: chunk buffers, each with its own memory; mapped when host-visible. */
 typedef struct vkv_arena {
-    bool foreign;         /* one chunk over the application's VkBuffer: not ours to destroy */
+    bool foreign;
+    uint64_t bytes;       /* device memory allocated for it */         /* one chunk over the application's VkBuffer: not ours to destroy */
     int n_chunks;
     VkBuffer *buffers;
     VkDeviceMemory *memory;
@@ -142,11 +143,13 @@ struct vkv_backend {
 
     /* memory (vk_memory.c) */
     uint64_t next_buffer_id;
+    uint64_t allocated_bytes; /* device memory this context holds (arenas, staging) */
     vkv_arena *dummy;         /* bound to unused binding slots */
     VkBuffer staging;
     VkDeviceMemory staging_memory;
     void *staging_mapped;
     VkDeviceSize staging_size;
+    VkDeviceSize staging_bytes; /* its allocation */
 
     /* commands (vk_commands.c) */
     VkCommandPool pool;
