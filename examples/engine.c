@@ -886,8 +886,10 @@ int main(int argc, char **argv) {
     printf("engine: per-frame time of the one-token frames: median %.2f ms, mean %.2f ms "
            "(first frame, the prompt: %.2f ms); the blocking loop (sample, append): median "
            "%.2f ms per token\n", med, mean, first_ms, ref_median);
-    printf("engine: model L=%d C=%d NH=%d V=%d max_T=%d; %d particles\n", cfg.L, cfg.C, cfg.NH,
-           cfg.V, cfg.max_T, PARTICLES);
+    printf("engine: model L=%d C=%d NH=%d V=%d max_T=%d; %d particles; logits at byte %llu of "
+           "vkattn's buffer (bound from %llu)\n", cfg.L, cfg.C, cfg.NH, cfg.V, cfg.max_T,
+           PARTICLES, (unsigned long long)logits_offset,
+           (unsigned long long)(logits_offset - 4ull * logits_first));
     printf("engine: streaming thread: %u submissions on the shared queue, %u wrong\n",
            atomic_load(&st.submissions), atomic_load(&st.wrong));
     printf("engine: tokens equal to the blocking vka_gpt_session_append loop: %d of %d\n", equal,
