@@ -391,7 +391,9 @@ vka_result vka_tensor_wrap_vulkan_buffer(vka_context *ctx, const void *buffer /*
                                          uint64_t offset, uint64_t size, vka_tensor **out);
 /** Where a tensor lives: *buffer (VkBuffer, written through the pointer), the byte offset and
  * size of its elements in it, for the application's own commands (e.g. its renderer reading
- * logits). The buffer stays vkattn's (do not destroy it); it has STORAGE_BUFFER, TRANSFER_SRC
+ * logits). For tensors vkattn made (vka_tensor_create, the session's logits) the offset is a
+ * multiple of 256 bytes, so of any minStorageBufferOffsetAlignment, and can be bound as is; a
+ * wrapped tensor's is the one it was wrapped at. The buffer stays vkattn's (do not destroy it); it has STORAGE_BUFFER, TRANSFER_SRC
  * and TRANSFER_DST usage. Errors: VKA_ERROR_UNSUPPORTED (CPU backend). */
 vka_result vka_tensor_vulkan_buffer(const vka_tensor *t, void *buffer /* VkBuffer * */,
                                     uint64_t *offset, uint64_t *size);
