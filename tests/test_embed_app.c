@@ -643,6 +643,12 @@ static void test_model_steps_in_app_hands(void **state) {
     float fl = 0;
     assert_int_equal(vka_gpt_forward_prepare(gpt, in, tg, B, T, false, &g), VKA_SUCCESS);
     assert_int_equal(vka_gpt_forward_finish(gpt, &fl, got), VKA_ERROR_INVALID_ARGUMENT);
+    /* While a pass is handed out, the model's other calls are refused. */
+    assert_int_equal(vka_gpt_forward(gpt, in, tg, B, T, &fl, NULL), VKA_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(vka_gpt_forward_backward(gpt, in, tg, B, T, &fl), VKA_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(vka_last_error(ctx), "not finished"));
+    double el = 0;
+    assert_int_equal(vka_gpt_eval(gpt, (const int32_t *)in, B * T, T, &el, NULL), VKA_ERROR_INVALID_ARGUMENT);
     assert_int_equal(vka_graph_submit(g, NULL), VKA_SUCCESS);
     assert_int_equal(vka_gpt_forward_finish(gpt, &fl, NULL), VKA_SUCCESS);
     float fl_twin = 0;

@@ -346,7 +346,8 @@ static vka_result check_params_finite(vka_gpt *gpt, const float *in) {
 
 vka_result vka_gpt_set_params(vka_gpt *gpt, const float *in, size_t n) {
     if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
-    vka_result r = check_count(gpt, in, n, "vka_gpt_set_params");
+    vka_result r = vkm_gpt_busy(gpt, "vka_gpt_set_params");
+    if (r == VKA_SUCCESS) r = check_count(gpt, in, n, "vka_gpt_set_params");
     if (r == VKA_SUCCESS) r = check_params_finite(gpt, in);
     return r != VKA_SUCCESS ? r : vkm_gpt_write_set(gpt, gpt->params, in);
 }

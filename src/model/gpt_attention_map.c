@@ -71,6 +71,7 @@ vka_result vka_gpt_attention_weights(vka_gpt *gpt, const int32_t *tokens, int T,
                                      float *out) {
     if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
     const char *fn = "vka_gpt_attention_weights";
+    if (vkm_gpt_busy(gpt, fn) != VKA_SUCCESS) return VKA_ERROR_INVALID_ARGUMENT;
     vka_result r = check_args(gpt, fn, tokens, T, layer, out);
     if (r != VKA_SUCCESS) return r;
     vkb_backend *be = gpt->be;

@@ -137,6 +137,7 @@ vka_result vka_gpt_generate(vka_gpt *gpt, const int32_t *prompt, size_t n_prompt
                             const vka_sample_desc *sample, int32_t *out, vka_token_fn fn,
                             void *user_data) {
     if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    if (vkm_gpt_busy(gpt, "vka_gpt_generate") != VKA_SUCCESS) return VKA_ERROR_INVALID_ARGUMENT;
     vka_sample_desc s = sample ? *sample : (vka_sample_desc){0}; /* NULL: greedy */
     vka_result r = check_generate(gpt, prompt, n_prompt, n_new, &s);
     if (r != VKA_SUCCESS || n_new == 0) return r;

@@ -140,6 +140,8 @@ typedef struct gpt_graph {
 /* The graph of this kind and shape, recorded first if new (gpt_train.c). */
 vka_result vkm_gpt_graph(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, float grad_clip,
                          float weight_decay, vkb_graph **out);
+/* VKA_ERROR_INVALID_ARGUMENT naming fn when a pass of vka_gpt_*_prepare is not finished. */
+vka_result vkm_gpt_busy(vka_gpt *gpt, const char *fn);
 /* The public handle on graph g (gpt->handle, made on first use), for *_prepare. */
 vka_result vkm_gpt_handle(vka_gpt *gpt, vkb_graph *g, struct vka_graph **out);
 

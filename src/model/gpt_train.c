@@ -278,6 +278,13 @@ static vka_result take_pending(vka_gpt *gpt, const char *fn, bool train) {
     return r;
 }
 
+vka_result vkm_gpt_busy(vka_gpt *gpt, const char *fn) {
+    if (!gpt->pending) return VKA_SUCCESS;
+    return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                         "%s: a pass handed out by a vka_gpt_*_prepare call is not finished "
+                         "(call its _finish, or vka_gpt_cancel)", fn);
+}
+
 void vka_gpt_cancel(vka_gpt *gpt) {
     if (gpt && gpt->pending) {
         gpt->be->ops->graph_wait(gpt->be, gpt->pending_graph, UINT64_MAX);
@@ -337,7 +344,8 @@ vka_result vka_gpt_forward(vka_gpt *gpt, const int32_t *inputs, const int32_t *t
 vka_result vka_gpt_forward_backward(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets,
                                     int B, int T, float *loss) {
     if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
-    vka_result r = check_batch(gpt, "vka_gpt_forward_backward", inputs, targets, true, B, T);
+    vka_result r = vkm_gpt_busy(gpt, "vka_gpt_forward_backward");
+    if (r == VKA_SUCCESS) r = check_batch(gpt, "vka_gpt_forward_backward", inputs, targets, true, B, T);
     if (r == VKA_SUCCESS) r = vkm_gpt_ensure_grads(gpt);
     if (r != VKA_SUCCESS) return r;
     gpt_shape shape = {.B = B, .T = T, .train = true};
@@ -444,6 +452,7 @@ vka_result vka_gpt_eval(vka_gpt *gpt, const int32_t *tokens, size_t n, int T, do
                         size_t *windows) {
     if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
     const char *fn = "vka_gpt_eval";
+    if (vkm_gpt_busy(gpt, fn) != VKA_SUCCESS) return VKA_ERROR_INVALID_ARGUMENT;
     if (T == 0) T = gpt->cfg.max_T;
     vka_result r = vkm_gpt_check_shape(gpt, fn, 1, T);
     if (r != VKA_SUCCESS) return r;
