@@ -411,27 +411,41 @@ static void test_host_allocator_vulkan_out_of_memory_sweep(void **state) {
 
 /* Creating the context itself: fails with VKA_ERROR_OUT_OF_HOST_MEMORY (and no context, or a
  * failed one that destroys cleanly) whichever allocation runs out. */
-static void test_host_allocator_cpu_context_create_out_of_memory(void **state) {
-    (void)state;
+static void context_create_sweep(vka_backend backend) {
+    vka_context_destroy(make_context(backend, NULL)); /* skips without a Vulkan device */
     counter c;
     vka_host_allocator h = counting(&c);
     for (int n = 0;; n++) {
         assert_true(n < 1000);
         c.calls = 0;
         c.fail_after = n;
-        vka_context_desc d = {.backend = VKA_BACKEND_CPU, .host_allocator = &h};
+        vka_context_desc d = {.backend = backend, .host_allocator = &h, .validation = -1};
         vka_context *ctx = NULL;
         vka_result r = vka_context_create(&d, &ctx);
         c.fail_after = -1;
+        if (r != VKA_SUCCESS && r != VKA_ERROR_OUT_OF_HOST_MEMORY)
+            fail_msg("vka_context_create with %d allocations: %s (%s)", n, vka_result_string(r),
+                     vka_last_error(ctx));
         vka_context_destroy(ctx);
         assert_int_equal(c.live, 0);
         if (r == VKA_SUCCESS) {
-            print_message("vka_context_create (cpu): works with %d allocations\n", n);
+            print_message("vka_context_create (%s): fails cleanly with 0..%d allocations "
+                          "allowed, works with %d\n",
+                          backend == VKA_BACKEND_CPU ? "cpu" : "vulkan", n - 1, n);
             break;
         }
-        assert_int_equal(r, VKA_ERROR_OUT_OF_HOST_MEMORY);
         if (n == 0) assert_null(ctx);
     }
+}
+
+static void test_host_allocator_cpu_context_create_out_of_memory(void **state) {
+    (void)state;
+    context_create_sweep(VKA_BACKEND_CPU);
+}
+
+static void test_host_allocator_vulkan_context_create_out_of_memory(void **state) {
+    (void)state;
+    context_create_sweep(VKA_BACKEND_VULKAN);
 }
 
 int main(void) {
@@ -441,6 +455,7 @@ int main(void) {
         cmocka_unit_test(test_host_allocator_vulkan_every_block_returned),
         cmocka_unit_test(test_host_allocator_libc_heap_does_not_hold_the_model),
         cmocka_unit_test(test_host_allocator_cpu_context_create_out_of_memory),
+        cmocka_unit_test(test_host_allocator_vulkan_context_create_out_of_memory),
         cmocka_unit_test(test_host_allocator_cpu_out_of_memory_sweep),
         cmocka_unit_test(test_host_allocator_vulkan_out_of_memory_sweep),
     };

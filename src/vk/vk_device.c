@@ -262,12 +262,14 @@ static vka_device_type map_type(VkPhysicalDeviceType t) {
     }
 }
 
-/* The compute queue family to use: prefer one with timestamps, then a compute-only one. */
+/* The compute queue family to use: prefer one with timestamps, then a compute-only one.
+ * The families on the stack (devices have a handful), so running out of host memory is not
+ * mistaken for "no compute queue"; -1 = none. */
 static int pick_queue_family(const vkr_device *dev, VkPhysicalDevice phys, uint32_t *valid_bits) {
     uint32_t n = 0;
     dev->vki.GetPhysicalDeviceQueueFamilyProperties(phys, &n, NULL);
-    VkQueueFamilyProperties *q = vka_calloc(dev->ctx, n ? n : 1, sizeof *q);
-    if (!q) return -1;
+    VkQueueFamilyProperties q[64];
+    if (n > VKA_ARRAY_LEN(q)) n = VKA_ARRAY_LEN(q);
     dev->vki.GetPhysicalDeviceQueueFamilyProperties(phys, &n, q);
     int best = -1, best_score = -1;
     for (uint32_t i = 0; i < n; i++) {
@@ -280,7 +282,6 @@ static int pick_queue_family(const vkr_device *dev, VkPhysicalDevice phys, uint3
             *valid_bits = q[i].timestampValidBits;
         }
     }
-    vka_free(dev->ctx, q);
     return best;
 }
 
