@@ -419,7 +419,8 @@ static void context_create_sweep(vka_backend backend) {
         assert_true(n < 1000);
         c.calls = 0;
         c.fail_after = n;
-        vka_context_desc d = {.backend = backend, .host_allocator = &h, .validation = -1};
+        vka_context_desc d = {.backend = backend, .host_allocator = &h,
+                              .validation = backend == VKA_BACKEND_VULKAN ? 1 : 0};
         vka_context *ctx = NULL;
         vka_result r = vka_context_create(&d, &ctx);
         c.fail_after = -1;
@@ -448,7 +449,9 @@ static void test_host_allocator_vulkan_context_create_out_of_memory(void **state
     context_create_sweep(VKA_BACKEND_VULKAN);
 }
 
-int main(void) {
+/* An argument runs only the tests it matches (cmocka's pattern, e.g. "*cpu*" under valgrind). */
+int main(int argc, char **argv) {
+    if (argc > 1) cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_host_allocator_partial_is_refused),
         cmocka_unit_test(test_host_allocator_cpu_every_block_returned),

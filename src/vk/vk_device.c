@@ -66,12 +66,13 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL debug_callback(
     return VK_FALSE;
 }
 
-static bool has_layer(const vka_context *ctx, PFN_vkEnumerateInstanceLayerProperties enumerate,
-                      const char *name) {
+/* has_layer, has_instance_ext, has_device_ext: 1 = there, 0 = not, -1 = out of host memory. */
+static int has_layer(const vka_context *ctx, PFN_vkEnumerateInstanceLayerProperties enumerate,
+                     const char *name) {
     uint32_t n = 0;
     if (!enumerate || enumerate(&n, NULL) != VK_SUCCESS || n == 0) return false;
     VkLayerProperties *props = vka_calloc(ctx, n, sizeof *props);
-    if (!props) return false;
+    if (!props) return -1;
     bool found = false;
     if (enumerate(&n, props) == VK_SUCCESS)
         for (uint32_t i = 0; i < n && !found; i++) found = strcmp(props[i].layerName, name) == 0;
@@ -79,13 +80,13 @@ static bool has_layer(const vka_context *ctx, PFN_vkEnumerateInstanceLayerProper
     return found;
 }
 
-static bool has_instance_ext(const vka_context *ctx,
-                             PFN_vkEnumerateInstanceExtensionProperties enumerate,
-                             const char *name) {
+static int has_instance_ext(const vka_context *ctx,
+                            PFN_vkEnumerateInstanceExtensionProperties enumerate,
+                            const char *name) {
     uint32_t n = 0;
     if (!enumerate || enumerate(NULL, &n, NULL) != VK_SUCCESS || n == 0) return false;
     VkExtensionProperties *props = vka_calloc(ctx, n, sizeof *props);
-    if (!props) return false;
+    if (!props) return -1;
     bool found = false;
     if (enumerate(NULL, &n, props) == VK_SUCCESS)
         for (uint32_t i = 0; i < n && !found; i++) found = strcmp(props[i].extensionName, name) == 0;
@@ -93,12 +94,12 @@ static bool has_instance_ext(const vka_context *ctx,
     return found;
 }
 
-static bool has_device_ext(const vkr_device *dev, VkPhysicalDevice phys, const char *name) {
+static int has_device_ext(const vkr_device *dev, VkPhysicalDevice phys, const char *name) {
     uint32_t n = 0;
     if (dev->vki.EnumerateDeviceExtensionProperties(phys, NULL, &n, NULL) != VK_SUCCESS || !n)
         return false;
     VkExtensionProperties *props = vka_calloc(dev->ctx, n, sizeof *props);
-    if (!props) return false;
+    if (!props) return -1;
     bool found = false;
     if (dev->vki.EnumerateDeviceExtensionProperties(phys, NULL, &n, props) == VK_SUCCESS)
         for (uint32_t i = 0; i < n && !found; i++) found = strcmp(props[i].extensionName, name) == 0;
@@ -192,7 +193,9 @@ static vka_result create_instance(vkr_device *dev, const vka_context_desc *desc)
     const char *exts[4];
     uint32_t n_exts = 0;
     if (want_validation(desc)) {
-        if (!has_layer(dev->ctx, layers_fn, "VK_LAYER_KHRONOS_validation"))
+        int layer = has_layer(dev->ctx, layers_fn, "VK_LAYER_KHRONOS_validation");
+        if (layer < 0) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        if (!layer)
             return vka_set_error(ctx, VKA_ERROR_UNSUPPORTED,
                                  "validation was requested but VK_LAYER_KHRONOS_validation is not "
                                  "installed (Debian: apt install vulkan-validationlayers)");
@@ -201,7 +204,10 @@ static vka_result create_instance(vkr_device *dev, const vka_context_desc *desc)
     }
     VkInstanceCreateFlags flags = 0;
 #ifdef VK_KHR_portability_enumeration
-    if (has_instance_ext(dev->ctx, exts_fn, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
+    int portability =
+        has_instance_ext(dev->ctx, exts_fn, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
+    if (portability < 0) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    if (portability) {
         exts[n_exts++] = VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME;
         flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
     }
@@ -444,7 +450,9 @@ static vka_result create_device(vkr_device *dev) {
     const char *exts[1];
     uint32_t n_exts = 0;
     /* The spec requires enabling VK_KHR_portability_subset where it is exposed (MoltenVK). */
-    if (has_device_ext(dev, phys, "VK_KHR_portability_subset")) exts[n_exts++] = "VK_KHR_portability_subset";
+    int subset = has_device_ext(dev, phys, "VK_KHR_portability_subset");
+    if (subset < 0) return vka_set_error(dev->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    if (subset) exts[n_exts++] = "VK_KHR_portability_subset";
     VkDeviceCreateInfo info = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                                .queueCreateInfoCount = 1,
                                .pQueueCreateInfos = &qinfo,
