@@ -141,10 +141,20 @@ typedef struct vka_vulkan_env {
     void *queue_user_data;
 } vka_vulkan_env;
 
-/** vkattn's own host memory (as VMA's and sokol's allocator hooks): every malloc, realloc and
- * free the library makes goes through these when given (all three, or none). alloc returns
- * memory aligned for any object (as malloc), or NULL; realloc and free get what alloc or
- * realloc returned (free may get NULL). Called from the thread using the context. */
+/** vkattn's own host memory (as VMA's and sokol's allocator hooks): every block the library
+ * allocates goes through these when given (all three, or none: a partial one fails
+ * vka_context_create with VKA_ERROR_INVALID_ARGUMENT naming the missing field, on a context
+ * from malloc that only says why): the context itself, models, sessions, tokenizers, data,
+ * graphs, the CPU backend's tensors, and PCRE2's memory for the BPE pattern. alloc returns
+ * memory aligned for any object (as malloc), or NULL; realloc gets a block alloc or realloc
+ * returned, never NULL; free never gets NULL; sizes are never 0. Running out (NULL) fails the
+ * call with VKA_ERROR_OUT_OF_HOST_MEMORY (VKA_ERROR_OUT_OF_DEVICE_MEMORY for a CPU backend's
+ * tensor arena) and frees what it had made. Called only from the thread using the context
+ * (never from the CPU kernels' worker threads). Not covered: the Vulkan loader and driver (use
+ * vk_allocator, which covers only what the driver allocates through VkAllocationCallbacks),
+ * the OpenMP runtime of the CPU backend (its thread pool cannot be hooked), and libc's own
+ * (stdio buffers of the files read and written). vka_builtin_corpus has no context: its
+ * string comes from malloc and is freed with free(). */
 typedef struct vka_host_allocator {
     void *(*alloc)(void *user_data, size_t size);
     void *(*realloc)(void *user_data, void *ptr, size_t size);

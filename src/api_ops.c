@@ -538,14 +538,14 @@ vka_result vka_grad_norm(vka_context *ctx, vka_tensor *out, vka_tensor *partials
     }
     vkb_tensor *list = NULL;
     if (c.r == VKA_SUCCESS) {
-        list = malloc((size_t)count * sizeof *list);
+        list = vka_malloc(ctx, (size_t)count * sizeof *list);
         if (!list) chk_fail(&c, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of memory");
     }
     if (!chk_ok(&c)) return c.r;
     for (int i = 0; i < count; i++) list[i] = grads[i]->t;
     vka_result before = BE(c)->status;
     BE(c)->ops->grad_norm(BE(c), out->t, partials->t, list, count, max_norm); /* copies list */
-    free(list);
+    vka_free(ctx, list);
     return chk_done(&c, before);
 }
 

@@ -22,7 +22,7 @@ vka_result vka_tensor_create(vka_context *ctx, size_t n, vka_tensor **out) {
                              n, (double)n * sizeof(float), ctx->be->name,
                              (unsigned long long)limit,
                              (unsigned long long)(limit / sizeof(float)));
-    vka_tensor *t = calloc(1, sizeof *t);
+    vka_tensor *t = vka_calloc(ctx, 1, sizeof *t);
     if (!t)
         return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "vka_tensor_create: out of memory");
     t->ctx = ctx;
@@ -30,7 +30,7 @@ vka_result vka_tensor_create(vka_context *ctx, size_t n, vka_tensor **out) {
     r = ctx->be->ops->arena_create(ctx->be, "vka_tensor", VKB_ARENA_DEVICE, &n, &name, 1, &t->t,
                                    &t->arena);
     if (r != VKA_SUCCESS) {
-        free(t);
+        vka_free(ctx, t);
         return r;
     }
     vka_context_retain(ctx, VKA_CHILD_TENSOR);
@@ -73,7 +73,7 @@ void vka_tensor_destroy(vka_tensor *t) {
     vka_context *ctx = t->ctx;
     if (t->graph_uses) graphs_lose(ctx, t);
     ctx->be->ops->arena_destroy(ctx->be, t->arena);
-    free(t);
+    vka_free(ctx, t);
     vka_context_release(ctx, VKA_CHILD_TENSOR);
 }
 
@@ -110,7 +110,7 @@ vka_result vka_graph_begin(vka_context *ctx) {
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "vka_graph_begin: already recording a graph (call vka_graph_end "
                              "first)");
-    vka_graph *g = calloc(1, sizeof *g);
+    vka_graph *g = vka_calloc(ctx, 1, sizeof *g);
     if (!g)
         return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "vka_graph_begin: out of memory");
     g->ctx = ctx;
@@ -138,7 +138,7 @@ bool vka_graph_note_use(vka_graph *graph, vka_tensor *t) {
     if (t->last_graph == graph->serial) return true; /* listed already: graphs record one at a time */
     if (graph->n_uses == graph->cap_uses) {
         size_t cap = graph->cap_uses ? 2 * graph->cap_uses : 16;
-        vka_tensor **uses = realloc(graph->uses, cap * sizeof *uses);
+        vka_tensor **uses = vka_realloc(graph->ctx, graph->uses, cap * sizeof *uses);
         if (!uses) return false;
         graph->uses = uses;
         graph->cap_uses = cap;
@@ -226,14 +226,14 @@ vka_result vka_tensor_wrap_vulkan_buffer(vka_context *ctx, const void *buffer, u
     if (!out)
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "vka_tensor_wrap_vulkan_buffer: out is NULL");
-    vka_tensor *t = calloc(1, sizeof *t);
+    vka_tensor *t = vka_calloc(ctx, 1, sizeof *t);
     if (!t)
         return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY,
                              "vka_tensor_wrap_vulkan_buffer: out of memory");
     t->ctx = ctx;
     r = ctx->be->ops->arena_wrap(ctx->be, buffer, offset, size, &t->t, &t->arena);
     if (r != VKA_SUCCESS) {
-        free(t);
+        vka_free(ctx, t);
         return r;
     }
     vka_context_retain(ctx, VKA_CHILD_TENSOR);
@@ -248,14 +248,14 @@ vka_result vka_tensor_vulkan_buffer(const vka_tensor *t, void *buffer, uint64_t 
 }
 
 vka_graph *vka_graph_handle_create(vka_context *ctx) {
-    vka_graph *h = calloc(1, sizeof *h);
+    vka_graph *h = vka_calloc(ctx, 1, sizeof *h);
     if (!h) return NULL;
     h->ctx = ctx;
     h->owned = true;
     return h;
 }
 
-void vka_graph_handle_destroy(vka_graph *handle) { free(handle); }
+void vka_graph_handle_destroy(vka_graph *handle) { vka_free(handle ? handle->ctx : NULL, handle); }
 
 void vka_graph_destroy(vka_graph *graph) {
     if (!graph || graph->owned) return;
@@ -266,8 +266,8 @@ void vka_graph_destroy(vka_graph *graph) {
     else ctx->graphs = graph->next;
     if (graph->next) graph->next->prev = graph->prev;
     ctx->be->ops->graph_destroy(ctx->be, graph->g);
-    free(graph->uses);
-    free(graph);
+    vka_free(ctx, graph->uses);
+    vka_free(ctx, graph);
     vka_context_release(ctx, VKA_CHILD_GRAPH);
 }
 

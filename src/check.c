@@ -55,7 +55,7 @@ static int ck_add(ck_case *c, size_t n, float *data, bool compare) {
     return k;
 }
 static float *ck_rand(ck_state *st, size_t n, float scale) {
-    float *x = malloc((n ? n : 1) * sizeof *x);
+    float *x = vka_malloc(st->gpu, (n ? n : 1) * sizeof *x);
     for (size_t i = 0; x && i < n; i++) x[i] = scale * ck_uniform(&st->rng);
     return x;
 }
@@ -66,7 +66,7 @@ static int ck_out(ck_case *c, size_t n) { return ck_add(c, n, NULL, true); }
 /* An output the op accumulates into: starts random, compared. */
 static int ck_acc(ck_state *st, ck_case *c, size_t n) { return ck_add(c, n, ck_rand(st, n, 1.0f), true); }
 static int ck_ids(ck_state *st, ck_case *c, size_t n, int V) {
-    float *x = malloc((n ? n : 1) * sizeof *x);
+    float *x = vka_malloc(st->gpu, (n ? n : 1) * sizeof *x);
     for (size_t i = 0; x && i < n; i++) {
         int32_t v = (int32_t)vkm_rng_below(&st->rng, (uint64_t)V);
         memcpy(&x[i], &v, 4);
@@ -85,7 +85,7 @@ static vka_result ck_execute(vka_context *ctx, const ck_case *c, float **out) {
         const float *init = c->data[k];
         float *nan_fill = NULL;
         if (!init) {
-            nan_fill = malloc(c->n[k] * sizeof(float));
+            nan_fill = vka_malloc(ctx, c->n[k] * sizeof(float));
             if (!nan_fill) {
                 r = vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "check: out of host memory");
                 break;
@@ -94,7 +94,7 @@ static vka_result ck_execute(vka_context *ctx, const ck_case *c, float **out) {
             init = nan_fill;
         }
         r = vka_tensor_write(t[k], 0, init, c->n[k]);
-        free(nan_fill);
+        vka_free(ctx, nan_fill);
     }
     if (r == VKA_SUCCESS) r = vka_graph_begin(ctx);
     if (r == VKA_SUCCESS) {
@@ -105,7 +105,7 @@ static vka_result ck_execute(vka_context *ctx, const ck_case *c, float **out) {
     if (r == VKA_SUCCESS) r = vka_graph_run(g);
     for (int k = 0; k < c->n_tensors && r == VKA_SUCCESS; k++) {
         if (!c->compare[k]) continue;
-        out[k] = malloc(c->n[k] * sizeof(float));
+        out[k] = vka_malloc(ctx, c->n[k] * sizeof(float));
         r = out[k] ? vka_tensor_read(t[k], 0, out[k], c->n[k])
                    : vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "check: out of host memory");
     }
@@ -161,9 +161,9 @@ static void ck_run(ck_state *st, ck_case *c) {
     }
     ck_report(st, &row);
     for (int k = 0; k < MAX_T; k++) {
-        free(got[k]);
-        free(want[k]);
-        free(c->data[k]);
+        vka_free(st->gpu, got[k]);
+        vka_free(st->gpu, want[k]);
+        vka_free(st->gpu, c->data[k]);
     }
 }
 
@@ -310,7 +310,7 @@ static void case_kv_write(ck_state *st, int T, int NH, int HS, int max_T, int p0
     ck_acc(st, &c, cache);
     ck_acc(st, &c, cache);
     ck_in(st, &c, (size_t)T * 3 * NH * HS, 1.0f);
-    float *pos = malloc(2 * sizeof *pos);
+    float *pos = vka_malloc(st->gpu, 2 * sizeof *pos);
     if (pos) {
         int32_t p[2] = {p0, n};
         memcpy(pos, p, sizeof p);
@@ -362,7 +362,7 @@ static void case_encoder(ck_state *st, int B, int T, int C, int V) {
     ck_in(st, &c, (size_t)T * C, 1.0f);
     ck_acc(st, &c, (size_t)V * C);
     ck_acc(st, &c, (size_t)T * C);
-    float *buckets = malloc(VKA_BUCKETS_SIZE(BT) * sizeof(float));
+    float *buckets = vka_malloc(st->gpu, VKA_BUCKETS_SIZE(BT) * sizeof(float));
     if (buckets && c.data[tok]) vka_encoder_buckets((const int32_t *)(void *)c.data[tok], BT, (int32_t *)(void *)buckets);
     ck_add(&c, VKA_BUCKETS_SIZE(BT), buckets, false);
     ck_run(st, &c);
@@ -404,7 +404,7 @@ static void case_reduce(ck_state *st, int N, int OC, float max_norm) {
     ck_out(&c, 1);
     ck_in(st, &c, (size_t)N * OC, 1.0f);
     ck_out(&c, 2);
-    ck_add(&c, 3 * VKA_NORM_PARTIALS, calloc(3 * VKA_NORM_PARTIALS, sizeof(float)), false);
+    ck_add(&c, 3 * VKA_NORM_PARTIALS, vka_calloc(st->gpu, 3 * VKA_NORM_PARTIALS, sizeof(float)), false);
     ck_in(st, &c, 1, 1.0f);
     ck_in(st, &c, 777, 1.0f);
     ck_acc(st, &c, (size_t)OC);
@@ -424,7 +424,7 @@ static void case_adamw(ck_state *st, int N) {
     ck_acc(st, &c, (size_t)N);
     int v = ck_acc(st, &c, (size_t)N);
     for (int i = 0; c.data[v] && i < N; i++) c.data[v][i] = c.data[v][i] * c.data[v][i]; /* v >= 0 */
-    float *hyper = calloc(VKA_HYPER_COUNT, sizeof *hyper);
+    float *hyper = vka_calloc(st->gpu, VKA_HYPER_COUNT, sizeof *hyper);
     if (hyper) {
         hyper[VKA_HYPER_LR] = 1e-3f;
         hyper[VKA_HYPER_BETA1] = 0.9f;
@@ -434,7 +434,7 @@ static void case_adamw(ck_state *st, int N) {
         hyper[VKA_HYPER_BC2] = (float)(1.0 - pow(0.99, 3));
     }
     ck_add(&c, VKA_HYPER_COUNT, hyper, false);
-    float *gscale = calloc(2, sizeof *gscale);
+    float *gscale = vka_calloc(st->gpu, 2, sizeof *gscale);
     if (gscale) gscale[1] = 0.75f;
     ck_add(&c, 2, gscale, false);
     ck_run(st, &c);
@@ -503,7 +503,7 @@ static void case_attention(ck_state *st, int B, int NH, int Tq, int Tk, int HS, 
                 if (j > 0) c.data[m][(size_t)r * Tk + j] = -INFINITY;
     }
     if (flags & CK_KEY_LENS) {
-        float *lens = malloc((size_t)B * sizeof *lens);
+        float *lens = vka_malloc(st->gpu, (size_t)B * sizeof *lens);
         for (int b = 0; lens && b < B; b++) {
             int32_t L = 1 + (int32_t)vkm_rng_below(&st->rng, (uint64_t)Tk);
             memcpy(&lens[b], &L, 4);
@@ -551,10 +551,10 @@ static void case_train_step(ck_state *st, uint64_t seed) {
     r = ck_on_cpu(st, vka_gpt_set_attention(cpu, VKA_ATTENTION_COMPOSED), what);
     if (r == VKA_SUCCESS) r = vka_gpt_create(st->gpu, &cfg, seed, &gpu);
     size_t n = vka_gpt_num_params(cpu);
-    params = malloc(n * sizeof *params);
-    grads_cpu = malloc(n * sizeof *grads_cpu);
-    grads_gpu = malloc(n * sizeof *grads_gpu);
-    p_gpu = malloc(n * sizeof *p_gpu);
+    params = vka_malloc(st->gpu, n * sizeof *params);
+    grads_cpu = vka_malloc(st->gpu, n * sizeof *grads_cpu);
+    grads_gpu = vka_malloc(st->gpu, n * sizeof *grads_gpu);
+    p_gpu = vka_malloc(st->gpu, n * sizeof *p_gpu);
     if (r == VKA_SUCCESS && (!params || !grads_cpu || !grads_gpu || !p_gpu))
         r = vka_set_error(st->gpu, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     if (r == VKA_SUCCESS) r = ck_on_cpu(st, vka_gpt_get_params(cpu, params, n), what);
@@ -590,10 +590,10 @@ done:
         vka_check_row row = {.op = what, .shape = shape, .max_abs = INFINITY};
         ck_report(st, &row);
     }
-    free(params);
-    free(grads_cpu);
-    free(grads_gpu);
-    free(p_gpu);
+    vka_free(st->gpu, params);
+    vka_free(st->gpu, grads_cpu);
+    vka_free(st->gpu, grads_gpu);
+    vka_free(st->gpu, p_gpu);
     vka_gpt_destroy(cpu);
     vka_gpt_destroy(gpu);
 }
@@ -604,7 +604,9 @@ vka_result vka_check(vka_context *ctx, uint64_t seed, vka_check_fn fn, void *use
     if (r != VKA_SUCCESS) return r;
     ck_state st = {.gpu = ctx, .rng = seed, .fn = fn, .user = user_data};
     vka_context_desc cpu_desc = {.backend = VKA_BACKEND_CPU, .log = ctx->log,
-                                 .log_user_data = ctx->log_user_data, .log_level = ctx->log_level};
+                                 .log_user_data = ctx->log_user_data, .log_level = ctx->log_level,
+                                 /* the same allocator: blocks of either context are freed by st.gpu */
+                                 .host_allocator = ctx->host.alloc ? &ctx->host : NULL};
     r = vka_context_create(&cpu_desc, &st.cpu);
     if (r != VKA_SUCCESS) {
         vka_set_error(ctx, r, "check: CPU reference: %s", vka_last_error(st.cpu));

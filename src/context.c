@@ -3,6 +3,7 @@
 #include "vk/vk_internal.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,12 +69,66 @@ static vka_result apply_byte_limits(vka_context *ctx, const vka_context_desc *d)
     return VKA_SUCCESS;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Host memory (vka_context_desc.host_allocator)
+ * ------------------------------------------------------------------------------------------- */
+
+void *vka_malloc(const vka_context *ctx, size_t n) {
+    if (n == 0) n = 1;
+    if (ctx && ctx->host.alloc) return ctx->host.alloc(ctx->host.user_data, n);
+    return malloc(n);
+}
+
+void *vka_calloc(const vka_context *ctx, size_t count, size_t size) {
+    if (size && count > SIZE_MAX / size) return NULL;
+    size_t n = count * size;
+    if (n == 0) n = 1;
+    if (!ctx || !ctx->host.alloc) return calloc(1, n); /* libc's may skip zeroing fresh pages */
+    void *p = ctx->host.alloc(ctx->host.user_data, n);
+    if (p) memset(p, 0, n);
+    return p;
+}
+
+void *vka_realloc(const vka_context *ctx, void *p, size_t n) {
+    if (!p) return vka_malloc(ctx, n);
+    if (n == 0) n = 1;
+    if (ctx && ctx->host.realloc) return ctx->host.realloc(ctx->host.user_data, p, n);
+    return realloc(p, n);
+}
+
+void vka_free(const vka_context *ctx, void *p) {
+    if (!p) return;
+    if (ctx && ctx->host.free)
+        ctx->host.free(ctx->host.user_data, p);
+    else
+        free(p);
+}
+
+char *vka_strdup(const vka_context *ctx, const char *s) {
+    size_t n = strlen(s) + 1;
+    char *c = vka_malloc(ctx, n);
+    if (c) memcpy(c, s, n);
+    return c;
+}
+
+/* The first field missing from a partial host allocator, or NULL (none, or all three). */
+static const char *host_allocator_missing(const vka_host_allocator *h) {
+    if (!h || (!h->alloc && !h->realloc && !h->free)) return NULL;
+    return !h->alloc ? "alloc" : !h->realloc ? "realloc" : !h->free ? "free" : NULL;
+}
+
 vka_result vka_context_create(const vka_context_desc *desc, vka_context **out) {
     if (!out) return VKA_ERROR_INVALID_ARGUMENT;
     *out = NULL;
     vka_context_desc d = desc ? *desc : (vka_context_desc){0};
-    vka_context *ctx = calloc(1, sizeof *ctx);
+    /* A partial allocator is refused, on a context from libc (it cannot be used). */
+    const char *missing = host_allocator_missing(d.host_allocator);
+    vka_host_allocator host = {0};
+    if (d.host_allocator && !missing) host = *d.host_allocator;
+    vka_context *ctx = host.alloc ? host.alloc(host.user_data, sizeof *ctx) : malloc(sizeof *ctx);
     if (!ctx) return VKA_ERROR_OUT_OF_HOST_MEMORY;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->host = host;
     ctx->backend_kind = d.backend;
     snprintf(ctx->label, sizeof ctx->label, "%s", d.label ? d.label : "vkattn");
     ctx->log = d.log;
@@ -81,7 +136,11 @@ vka_result vka_context_create(const vka_context_desc *desc, vka_context **out) {
     ctx->log_level = d.log_level;
 
     vka_result r;
-    if (d.backend == VKA_BACKEND_CPU) {
+    if (missing) {
+        r = vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                          "vka_context_desc.host_allocator has no %s: give alloc, realloc and "
+                          "free, or none (NULL = malloc, realloc and free)", missing);
+    } else if (d.backend == VKA_BACKEND_CPU) {
         r = vkb_cpu_create(ctx, d.cpu_threads, &ctx->be);
     } else if (d.backend == VKA_BACKEND_VULKAN) {
         r = vkr_device_create(ctx, &d, &ctx->vk);
@@ -105,7 +164,11 @@ vka_result vka_context_create(const vka_context_desc *desc, vka_context **out) {
 static void context_free(vka_context *ctx) {
     if (ctx->be) ctx->be->ops->destroy(ctx->be);
     vkr_device_destroy(ctx->vk);
-    free(ctx);
+    vka_host_allocator host = ctx->host; /* ctx's own block goes last */
+    if (host.free)
+        host.free(host.user_data, ctx);
+    else
+        free(ctx);
 }
 
 static uint32_t live_children(const vka_context *ctx) {

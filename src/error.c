@@ -57,13 +57,13 @@ vka_result vka_set_error(vka_context *ctx, vka_result r, const char *fmt, ...) {
 vka_result vka_write_file_atomic(vka_context *ctx, const char *path, const void *const *parts,
                                  const size_t *sizes, int n_parts) {
     size_t cap = strlen(path) + 32;
-    char *tmp = malloc(cap);
+    char *tmp = vka_malloc(ctx, cap);
     if (!tmp) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "writing %s: out of memory", path);
     snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         vka_result r = vka_set_error(ctx, VKA_ERROR_IO, "cannot create %s: %s", tmp, strerror(errno));
-        free(tmp);
+        vka_free(ctx, tmp);
         return r;
     }
     int err = 0;
@@ -80,6 +80,6 @@ vka_result vka_write_file_atomic(vka_context *ctx, const char *path, const void 
                           strerror(errno));
         remove(tmp);
     }
-    free(tmp);
+    vka_free(ctx, tmp);
     return r;
 }

@@ -39,7 +39,20 @@ struct vka_context {
     uint64_t graph_serial;         /* serial of the last public graph begun */
     uint32_t children[VKA_CHILD_KINDS]; /* live objects created from this context */
     bool destroy_pending;          /* vka_context_destroy was called with children alive */
+    vka_host_allocator host;       /* vka_context_desc.host_allocator, or all NULL = libc */
 };
+
+/* Host memory through ctx's allocator (vka_context_desc.host_allocator; malloc, realloc and
+ * free when it has none or ctx is NULL): every block the library allocates goes through these.
+ * A size of 0 allocates 1 byte, so NULL always means out of memory; vka_calloc zeroes and
+ * fails (NULL) where count * size overflows; vka_realloc(ctx, NULL, n) is vka_malloc. */
+void *vka_malloc(const vka_context *ctx, size_t n);
+void *vka_calloc(const vka_context *ctx, size_t count, size_t size);
+void *vka_realloc(const vka_context *ctx, void *p, size_t n);
+void vka_free(const vka_context *ctx, void *p);
+char *vka_strdup(const vka_context *ctx, const char *s);
+/* vka_builtin_corpus with ctx's allocator (corpus.c); freed with vka_free(ctx, ...). */
+char *vkm_builtin_corpus(const vka_context *ctx, size_t bytes, size_t *len);
 
 /* ctx is usable: made, not a failed create. Otherwise sets "fn: the context failed to create"
  * (when ctx is not NULL) and returns VKA_ERROR_INVALID_ARGUMENT. */

@@ -11,25 +11,25 @@
 
 #define CPU_ALIGN_BYTES 64 /* chunk start (cache line); tensors start VKB_TENSOR_ALIGN apart */
 
-static void cpu_destroy(vkb_backend *be) { free(be); }
+static void cpu_destroy(vkb_backend *be) { vka_free(be->ctx, be); }
 
 /* --- memory ------------------------------------------------------------------------------- */
 
 static void cpu_arena_destroy(vkb_backend *be, vkb_arena *arena) {
     (void)be;
     if (!arena) return;
-    for (int c = 0; c < arena->n_chunks; c++) free(arena->bases ? arena->bases[c] : NULL);
-    free(arena->bases);
-    free(arena->chunks);
-    free(arena->chunk_elems);
-    free(arena);
+    for (int c = 0; c < arena->n_chunks; c++) vka_free(be->ctx, arena->bases ? arena->bases[c] : NULL);
+    vka_free(be->ctx, arena->bases);
+    vka_free(be->ctx, arena->chunks);
+    vka_free(be->ctx, arena->chunk_elems);
+    vka_free(be->ctx, arena);
 }
 
 /* Allocate the arena's chunks, zero-filled and 64-byte aligned (calloc's zero pages are free). */
 static vka_result alloc_chunks(vkb_backend *be, const char *label, vkb_arena *arena) {
     for (int c = 0; c < arena->n_chunks; c++) {
         size_t bytes = arena->chunk_elems[c] * sizeof(float);
-        unsigned char *base = calloc(1, bytes + CPU_ALIGN_BYTES);
+        unsigned char *base = vka_calloc(be->ctx, 1, bytes + CPU_ALIGN_BYTES);
         if (!base)
             return vka_set_error(be->ctx, VKA_ERROR_OUT_OF_DEVICE_MEMORY,
                                  "cpu: cannot allocate %zu bytes for chunk %d of arena '%s'",
@@ -55,11 +55,11 @@ static vka_result cpu_arena_create(vkb_backend *be, const char *label, vkb_arena
                                  names && names[i] ? names[i] : "?", label, sizes[i],
                                  (unsigned long long)be->limits.max_tensor_bytes, max_elems);
     }
-    vkb_arena *arena = calloc(1, sizeof *arena);
+    vkb_arena *arena = vka_calloc(be->ctx, 1, sizeof *arena);
     size_t n = count > 0 ? (size_t)count : 1;
-    uint32_t *chunk_of = malloc(n * sizeof *chunk_of);
-    size_t *offset_of = malloc(n * sizeof *offset_of);
-    size_t *elems = calloc(n, sizeof *elems);
+    uint32_t *chunk_of = vka_malloc(be->ctx, n * sizeof *chunk_of);
+    size_t *offset_of = vka_malloc(be->ctx, n * sizeof *offset_of);
+    size_t *elems = vka_calloc(be->ctx, n, sizeof *elems);
     vka_result r = VKA_SUCCESS;
     if (!arena || !chunk_of || !offset_of || !elems) {
         r = vka_set_error(be->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "cpu: arena '%s': out of memory",
@@ -76,8 +76,8 @@ static vka_result cpu_arena_create(vkb_backend *be, const char *label, vkb_arena
                           sizes[bad], (unsigned long long)be->limits.max_chunk_bytes);
         goto done;
     }
-    arena->chunks = calloc(n_chunks ? (size_t)n_chunks : 1, sizeof *arena->chunks);
-    arena->bases = calloc(n_chunks ? (size_t)n_chunks : 1, sizeof *arena->bases);
+    arena->chunks = vka_calloc(be->ctx, n_chunks ? (size_t)n_chunks : 1, sizeof *arena->chunks);
+    arena->bases = vka_calloc(be->ctx, n_chunks ? (size_t)n_chunks : 1, sizeof *arena->bases);
     if (!arena->chunks || !arena->bases) {
         r = vka_set_error(be->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "cpu: arena '%s': out of memory",
                           label);
@@ -94,9 +94,9 @@ static vka_result cpu_arena_create(vkb_backend *be, const char *label, vkb_arena
     arena = NULL;
 done:
     cpu_arena_destroy(be, arena);
-    free(chunk_of);
-    free(offset_of);
-    free(elems);
+    vka_free(be->ctx, chunk_of);
+    vka_free(be->ctx, offset_of);
+    vka_free(be->ctx, elems);
     return r;
 }
 
@@ -131,7 +131,7 @@ static bool cpu_graph_begin(vkb_backend *be, vkb_graph **graph) {
     if (*graph) return false;
     cpu_backend *cb = (cpu_backend *)be;
     be->status = VKA_SUCCESS;
-    cb->rec = calloc(1, sizeof *cb->rec);
+    cb->rec = vka_calloc(be->ctx, 1, sizeof *cb->rec);
     if (!cb->rec) vkb_fail(be, VKA_ERROR_OUT_OF_HOST_MEMORY, "cpu: cannot allocate a graph");
     else cb->rec->profiled = cb->profiling;
     *graph = cb->rec;
@@ -182,9 +182,9 @@ static void cpu_graph_destroy(vkb_backend *be, vkb_graph *graph) {
     cpu_backend *cb = (cpu_backend *)be;
     if (!graph) return;
     if (cb->rec == graph) cb->rec = NULL;
-    for (int i = 0; i < graph->n_cmds; i++) free(graph->cmds[i].args);
-    free(graph->cmds);
-    free(graph);
+    for (int i = 0; i < graph->n_cmds; i++) vka_free(be->ctx, graph->cmds[i].args);
+    vka_free(be->ctx, graph->cmds);
+    vka_free(be->ctx, graph);
 }
 
 void *vkc_record(cpu_backend *cb, const char *name, cpu_run_fn run, const void *args, size_t size,
@@ -198,7 +198,7 @@ void *vkc_record(cpu_backend *cb, const char *name, cpu_run_fn run, const void *
     }
     if (g->n_cmds == g->cap) {
         int cap = g->cap ? 2 * g->cap : 64;
-        cpu_cmd *cmds = realloc(g->cmds, (size_t)cap * sizeof *cmds);
+        cpu_cmd *cmds = vka_realloc(be->ctx, g->cmds, (size_t)cap * sizeof *cmds);
         if (!cmds) {
             vkb_fail(be, VKA_ERROR_OUT_OF_HOST_MEMORY, "cpu: out of memory recording a graph");
             return NULL;
@@ -206,7 +206,7 @@ void *vkc_record(cpu_backend *cb, const char *name, cpu_run_fn run, const void *
         g->cmds = cmds;
         g->cap = cap;
     }
-    void *copy = malloc(size + extra);
+    void *copy = vka_malloc(be->ctx, size + extra);
     if (!copy) {
         vkb_fail(be, VKA_ERROR_OUT_OF_HOST_MEMORY, "cpu: out of memory recording a graph");
         return NULL;
@@ -220,7 +220,7 @@ void *vkc_record(cpu_backend *cb, const char *name, cpu_run_fn run, const void *
 
 vka_result vkb_cpu_create(vka_context *ctx, int threads, vkb_backend **out) {
     *out = NULL;
-    cpu_backend *cb = calloc(1, sizeof *cb);
+    cpu_backend *cb = vka_calloc(ctx, 1, sizeof *cb);
     if (!cb) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "cpu backend: out of memory");
     cb->ops = (vkb_ops){
         .destroy = cpu_destroy,

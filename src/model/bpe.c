@@ -23,6 +23,7 @@ static const char EOT_BYTES[] = "<|endoftext|>";
 #define NO_ID INT32_MAX
 
 struct vkm_bpe {
+    const vka_context *ctx; /* whose allocator its blocks come from */
     int32_t *slots;    /* open addressing: token id or -1; (mask + 1) slots */
     uint32_t mask;
     pcre2_code *code;  /* GPT2_PATTERN, JIT-compiled when PCRE2 has a JIT */
@@ -38,12 +39,23 @@ static uint32_t hash_bytes(const unsigned char *b, size_t n) {
  * The pattern
  * ------------------------------------------------------------------------------------------- */
 
-static pcre2_code *compile_pattern(void) {
+/* PCRE2's memory through ctx's allocator: the compiled pattern keeps these functions, and
+ * match data made from it (and the interpreter's heap frames) use them too. */
+static void *pcre2_alloc_fn(PCRE2_SIZE n, void *ctx) { return vka_malloc(ctx, n); }
+static void pcre2_free_fn(void *p, void *ctx) { vka_free(ctx, p); }
+
+static pcre2_code *compile_pattern(const vka_context *ctx) {
     int err;
     PCRE2_SIZE at;
-    pcre2_code *code = pcre2_compile((PCRE2_SPTR)GPT2_PATTERN, PCRE2_ZERO_TERMINATED,
-                                     PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &at,
-                                     NULL);
+    pcre2_general_context *gc =
+        pcre2_general_context_create(pcre2_alloc_fn, pcre2_free_fn, (void *)ctx);
+    pcre2_compile_context *cc = gc ? pcre2_compile_context_create(gc) : NULL;
+    pcre2_code *code = cc ? pcre2_compile((PCRE2_SPTR)GPT2_PATTERN, PCRE2_ZERO_TERMINATED,
+                                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err,
+                                          &at, cc)
+                          : NULL;
+    pcre2_compile_context_free(cc);
+    pcre2_general_context_free(gc);
     if (code) (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE); /* else the interpreter */
     return code;
 }
@@ -123,14 +135,15 @@ vka_result vkm_bpe_create(vka_tokenizer *tok, const char *name) {
                                  "%s: a byte-level BPE vocabulary (tokens longer than one byte) "
                                  "must have each of the 256 bytes as a token, but byte 0x%02X is "
                                  "missing", name, b);
-    vkm_bpe *bpe = calloc(1, sizeof *bpe);
+    vkm_bpe *bpe = vka_calloc(tok->ctx, 1, sizeof *bpe);
     if (!bpe) return vka_set_error(tok->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "tokenizer: out of memory");
     tok->bpe = bpe;
+    bpe->ctx = tok->ctx;
     uint32_t size = 1024;
     while (size < 2u * (uint32_t)tok->V) size *= 2;
     bpe->mask = size - 1;
-    bpe->slots = malloc(size * sizeof *bpe->slots);
-    bpe->code = compile_pattern();
+    bpe->slots = vka_malloc(tok->ctx, size * sizeof *bpe->slots);
+    bpe->code = compile_pattern(bpe->ctx);
     if (!bpe->slots || !bpe->code)
         return vka_set_error(tok->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "tokenizer: out of memory");
     memset(bpe->slots, 0xFF, size * sizeof *bpe->slots);
@@ -153,9 +166,9 @@ vka_result vkm_bpe_create(vka_tokenizer *tok, const char *name) {
 
 void vkm_bpe_destroy(vkm_bpe *bpe) {
     if (!bpe) return;
-    free(bpe->slots);
+    vka_free(bpe->ctx, bpe->slots);
     pcre2_code_free(bpe->code);
-    free(bpe);
+    vka_free(bpe->ctx, bpe);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -210,15 +223,15 @@ static vka_result reserve(encoder *e, size_t n) {
     if (n <= e->cap) return VKA_SUCCESS;
     size_t cap = e->cap ? e->cap : 64;
     while (cap < n) cap *= 2;
-    uint32_t *next = realloc(e->next, cap * sizeof *next);
+    uint32_t *next = vka_realloc(e->tok->ctx, e->next, cap * sizeof *next);
     if (next) e->next = next;
-    uint32_t *prev = realloc(e->prev, cap * sizeof *prev);
+    uint32_t *prev = vka_realloc(e->tok->ctx, e->prev, cap * sizeof *prev);
     if (prev) e->prev = prev;
-    int32_t *id = realloc(e->id, cap * sizeof *id);
+    int32_t *id = vka_realloc(e->tok->ctx, e->id, cap * sizeof *id);
     if (id) e->id = id;
-    int32_t *rank = realloc(e->rank, cap * sizeof *rank);
+    int32_t *rank = vka_realloc(e->tok->ctx, e->rank, cap * sizeof *rank);
     if (rank) e->rank = rank;
-    cand *heap = realloc(e->heap, 3 * cap * sizeof *heap);
+    cand *heap = vka_realloc(e->tok->ctx, e->heap, 3 * cap * sizeof *heap);
     if (heap) e->heap = heap;
     if (!next || !prev || !id || !rank || !heap)
         return vka_set_error(e->tok->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "encode: out of memory");
@@ -284,11 +297,11 @@ vka_result vkm_bpe_encode(const vka_tokenizer *tok, const char *text, size_t len
     vka_result r = split_pieces(tok->ctx, tok->bpe->code, (const unsigned char *)text, len,
                                 encode_piece, &e);
     *n_out = r == VKA_SUCCESS ? e.n_out : 0;
-    free(e.next);
-    free(e.prev);
-    free(e.id);
-    free(e.rank);
-    free(e.heap);
+    vka_free(tok->ctx, e.next);
+    vka_free(tok->ctx, e.prev);
+    vka_free(tok->ctx, e.id);
+    vka_free(tok->ctx, e.rank);
+    vka_free(tok->ctx, e.heap);
     return r;
 }
 
@@ -344,11 +357,11 @@ typedef struct learner {
     bool oom;
 } learner;
 
-static bool grow(void **p, uint32_t *cap, size_t need, size_t elem) {
+static bool grow(const vka_context *ctx, void **p, uint32_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return true;
     size_t c = *cap ? *cap : 1024;
     while (c < need) c *= 2;
-    void *q = realloc(*p, c * elem);
+    void *q = vka_realloc(ctx, *p, c * elem);
     if (!q) return false;
     *p = q;
     *cap = (uint32_t)c;
@@ -369,11 +382,11 @@ static vka_result count_piece(void *user, const unsigned char *p, size_t n) {
     uint32_t w = L->n_words;
     if (w == L->cap_words) {
         uint32_t cap = L->cap_words ? 2 * L->cap_words : 4096;
-        size_t *at = realloc(L->word_at, cap * sizeof *at);
+        size_t *at = vka_realloc(L->ctx, L->word_at, cap * sizeof *at);
         if (at) L->word_at = at;
-        uint32_t *len0 = realloc(L->word_len0, cap * sizeof *len0);
+        uint32_t *len0 = vka_realloc(L->ctx, L->word_len0, cap * sizeof *len0);
         if (len0) L->word_len0 = len0;
-        int64_t *wc = realloc(L->word_count, cap * sizeof *wc);
+        int64_t *wc = vka_realloc(L->ctx, L->word_count, cap * sizeof *wc);
         if (wc) L->word_count = wc;
         if (!at || !len0 || !wc)
             return vka_set_error(L->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "tokenizer learn: out of memory");
@@ -386,7 +399,7 @@ static vka_result count_piece(void *user, const unsigned char *p, size_t n) {
     L->n_words++;
     if (L->n_words * 2 > L->word_mask) { /* rehash at half full */
         uint32_t size = (L->word_mask + 1) * 2;
-        uint32_t *slots = malloc(size * sizeof *slots);
+        uint32_t *slots = vka_malloc(L->ctx, size * sizeof *slots);
         if (!slots) return vka_set_error(L->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "tokenizer learn: out of memory");
         memset(slots, 0xFF, size * sizeof *slots);
         for (uint32_t v = 0; v < L->n_words; v++) {
@@ -394,7 +407,7 @@ static vka_result count_piece(void *user, const unsigned char *p, size_t n) {
             while (slots[t] != UINT32_MAX) t = (t + 1) & (size - 1);
             slots[t] = v;
         }
-        free(L->word_slots);
+        vka_free(L->ctx, L->word_slots);
         L->word_slots = slots;
         L->word_mask = size - 1;
     }
@@ -409,7 +422,7 @@ static uint32_t hash_key(uint64_t k) {
 }
 
 static bool pairs_resize(learner *L, uint32_t size) {
-    pair_entry *t = malloc(size * sizeof *t);
+    pair_entry *t = vka_malloc(L->ctx, size * sizeof *t);
     if (!t) return false;
     for (uint32_t i = 0; i < size; i++) t[i] = (pair_entry){.key = UINT64_MAX};
     if (L->pairs)
@@ -419,7 +432,7 @@ static bool pairs_resize(learner *L, uint32_t size) {
             while (t[s].key != UINT64_MAX) s = (s + 1) & (size - 1);
             t[s] = L->pairs[i];
         }
-    free(L->pairs);
+    vka_free(L->ctx, L->pairs);
     L->pairs = t;
     L->pair_mask = size - 1;
     return true;
@@ -443,7 +456,7 @@ static uint32_t pair_slot(learner *L, uint64_t key) {
 }
 
 static void touch(learner *L, uint64_t key) {
-    if (!grow((void **)&L->touched, &L->cap_touched, L->n_touched + 1, sizeof *L->touched)) {
+    if (!grow(L->ctx, (void **)&L->touched, &L->cap_touched, L->n_touched + 1, sizeof *L->touched)) {
         L->oom = true;
         return;
     }
@@ -460,7 +473,7 @@ static void add_pair(learner *L, int32_t a, int32_t b, int64_t delta, uint32_t w
     pair_entry *e = &L->pairs[s];
     e->count += delta;
     if (delta > 0 && (e->n_words == 0 || e->words[e->n_words - 1] != w)) {
-        if (!grow((void **)&e->words, &e->cap_words, e->n_words + 1, sizeof *e->words)) {
+        if (!grow(L->ctx, (void **)&e->words, &e->cap_words, e->n_words + 1, sizeof *e->words)) {
             L->oom = true;
             return;
         }
@@ -476,7 +489,7 @@ static bool heap_less(heap_entry x, heap_entry y) { /* x comes out first */
 static void lheap_push(learner *L, heap_entry x) {
     if (L->n_heap == L->cap_heap) {
         size_t cap = L->cap_heap ? 2 * L->cap_heap : 4096;
-        heap_entry *h = realloc(L->heap, cap * sizeof *h);
+        heap_entry *h = vka_realloc(L->ctx, L->heap, cap * sizeof *h);
         if (!h) {
             L->oom = true;
             return;
@@ -564,24 +577,24 @@ static vka_result learn_setup(learner *L, const unsigned char *text, size_t len,
                               pcre2_code *code) {
     L->text = text;
     L->word_mask = 4095;
-    L->word_slots = malloc((L->word_mask + 1) * sizeof *L->word_slots);
+    L->word_slots = vka_malloc(L->ctx, (L->word_mask + 1) * sizeof *L->word_slots);
     if (!L->word_slots) return VKA_ERROR_OUT_OF_HOST_MEMORY;
     memset(L->word_slots, 0xFF, (L->word_mask + 1) * sizeof *L->word_slots);
     vka_result r = split_pieces(L->ctx, code, text, len, count_piece, L);
     if (r != VKA_SUCCESS) return r;
     size_t total = 0;
     for (uint32_t w = 0; w < L->n_words; w++) total += L->word_len0[w];
-    L->sym = malloc(total * sizeof *L->sym);
-    L->sym_at = malloc(L->n_words * sizeof *L->sym_at);
-    L->sym_len = malloc(L->n_words * sizeof *L->sym_len);
-    L->stamp = calloc(L->n_words, sizeof *L->stamp);
+    L->sym = vka_malloc(L->ctx, total * sizeof *L->sym);
+    L->sym_at = vka_malloc(L->ctx, L->n_words * sizeof *L->sym_at);
+    L->sym_len = vka_malloc(L->ctx, L->n_words * sizeof *L->sym_len);
+    L->stamp = vka_calloc(L->ctx, L->n_words, sizeof *L->stamp);
     /* Tokens: at most vocab_size, each at most VKA_TOKENIZER_MAX_TOKEN_BYTES. */
-    L->bytes = malloc((size_t)vocab_size * VKA_TOKENIZER_MAX_TOKEN_BYTES);
-    L->off = malloc(((size_t)vocab_size + 1) * sizeof *L->off);
+    L->bytes = vka_malloc(L->ctx, (size_t)vocab_size * VKA_TOKENIZER_MAX_TOKEN_BYTES);
+    L->off = vka_malloc(L->ctx, ((size_t)vocab_size + 1) * sizeof *L->off);
     uint32_t ts = 1024;
     while (ts < 2u * (uint32_t)vocab_size) ts *= 2;
     L->tok_mask = ts - 1;
-    L->tok_slots = malloc(ts * sizeof *L->tok_slots);
+    L->tok_slots = vka_malloc(L->ctx, ts * sizeof *L->tok_slots);
     if (!L->sym || !L->sym_at || !L->sym_len || !L->stamp || !L->bytes || !L->off ||
         !L->tok_slots || !pairs_resize(L, 1 << 16))
         return VKA_ERROR_OUT_OF_HOST_MEMORY;
@@ -640,7 +653,7 @@ static bool learn_step(learner *L, uint32_t step) {
         L->stamp[w] = step;
         merge_word(L, w, a, b, t);
     }
-    free(words);
+    vka_free(L->ctx, words);
     /* By key: the table may have grown (moving slots) during the merge. */
     for (uint32_t i = 0; i < L->n_touched; i++) offer(L, pair_slot(L, L->touched[i]));
     L->n_touched = 0;
@@ -648,27 +661,27 @@ static bool learn_step(learner *L, uint32_t step) {
 }
 
 static void learner_free(learner *L) {
-    free(L->word_slots);
-    free(L->word_at);
-    free(L->word_len0);
-    free(L->word_count);
-    free(L->sym_at);
-    free(L->sym_len);
-    free(L->sym);
-    free(L->stamp);
+    vka_free(L->ctx, L->word_slots);
+    vka_free(L->ctx, L->word_at);
+    vka_free(L->ctx, L->word_len0);
+    vka_free(L->ctx, L->word_count);
+    vka_free(L->ctx, L->sym_at);
+    vka_free(L->ctx, L->sym_len);
+    vka_free(L->ctx, L->sym);
+    vka_free(L->ctx, L->stamp);
     if (L->pairs)
-        for (uint32_t i = 0; i <= L->pair_mask; i++) free(L->pairs[i].words);
-    free(L->pairs);
-    free(L->touched);
-    free(L->heap);
-    free(L->tok_slots);
-    free(L->bytes);
-    free(L->off);
+        for (uint32_t i = 0; i <= L->pair_mask; i++) vka_free(L->ctx, L->pairs[i].words);
+    vka_free(L->ctx, L->pairs);
+    vka_free(L->ctx, L->touched);
+    vka_free(L->ctx, L->heap);
+    vka_free(L->ctx, L->tok_slots);
+    vka_free(L->ctx, L->bytes);
+    vka_free(L->ctx, L->off);
 }
 
 vka_result vkm_bpe_learn(vka_tokenizer *tok, const char *text, size_t len, int vocab_size) {
     learner L = {.ctx = tok->ctx};
-    pcre2_code *code = compile_pattern();
+    pcre2_code *code = compile_pattern(tok->ctx);
     vka_result r = code ? learn_setup(&L, (const unsigned char *)text, len, vocab_size, code)
                         : VKA_ERROR_OUT_OF_HOST_MEMORY;
     for (uint32_t step = 1; r == VKA_SUCCESS && L.V < vocab_size - 1; step++) {

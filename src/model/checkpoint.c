@@ -356,7 +356,7 @@ static vka_result read_sets(vka_gpt *gpt, FILE *f, const char *path, vkb_tensor 
                             uint64_t *params_hash) {
     size_t max = 0;
     for (int i = 0; i < gpt->n_tensors; i++) max = VKA_MAX(max, gpt->tensor_sizes[i]);
-    float *buf = malloc(max * sizeof *buf);
+    float *buf = vka_malloc(gpt->ctx, max * sizeof *buf);
     if (!buf) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", path);
     vka_result r = VKA_SUCCESS;
     for (int s = 0; s < count && r == VKA_SUCCESS; s++) {
@@ -370,7 +370,7 @@ static vka_result read_sets(vka_gpt *gpt, FILE *f, const char *path, vkb_tensor 
         }
         if (s == 0) *params_hash = *hash;
     }
-    free(buf);
+    vka_free(gpt->ctx, buf);
     return r;
 }
 
@@ -431,7 +431,7 @@ vka_result vka_gpt_save(vka_gpt *gpt, const char *path) {
     if (!path) return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_gpt_save: path is NULL");
     uint32_t h[HEADER_WORDS];
     header_put_config(h, MODEL_MAGIC, MODEL_VERSION, &gpt->cfg);
-    float *params = malloc(gpt->num_params * sizeof *params);
+    float *params = vka_malloc(gpt->ctx, gpt->num_params * sizeof *params);
     if (!params)
         return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "saving %s: out of memory", path);
     vka_result r = vkm_gpt_read_set(gpt, gpt->params, params);
@@ -441,7 +441,7 @@ vka_result vka_gpt_save(vka_gpt *gpt, const char *path) {
         size_t sizes[2] = {HEADER_BYTES, gpt->num_params * sizeof *params};
         r = vka_write_file_atomic(gpt->ctx, path, parts, sizes, 2);
     }
-    free(params);
+    vka_free(gpt->ctx, params);
     return r;
 }
 
@@ -460,7 +460,7 @@ vka_result vka_gpt_save_state(vka_gpt *gpt, const vka_train_state *state, const 
                              "state is out of range: %s", path, msg);
     size_t n = gpt->num_params;
     /* An untrained model's m and v are zeros (as a fresh AdamW's). */
-    float *buf = calloc(3 * n, sizeof *buf);
+    float *buf = vka_calloc(gpt->ctx, 3 * n, sizeof *buf);
     if (!buf)
         return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "saving %s: out of memory", path);
     vka_result r = vkm_gpt_read_set(gpt, gpt->params, buf);
@@ -477,7 +477,7 @@ vka_result vka_gpt_save_state(vka_gpt *gpt, const vka_train_state *state, const 
         size_t sizes[2] = {HEADER_BYTES, 3 * n * sizeof *buf};
         r = vka_write_file_atomic(gpt->ctx, path, parts, sizes, 2);
     }
-    free(buf);
+    vka_free(gpt->ctx, buf);
     return r;
 }
 

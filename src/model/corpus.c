@@ -99,6 +99,7 @@ typedef struct {
 
 /* A growing string. */
 typedef struct {
+    const vka_context *ctx; /* whose allocator s comes from (NULL: libc) */
     char *s;
     size_t len, cap;
     bool failed;
@@ -109,7 +110,7 @@ static void sb_put(sbuf *b, const char *s, size_t n) {
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (b->len + n + 1 > cap) cap *= 2;
-        char *p = realloc(b->s, cap);
+        char *p = vka_realloc(b->ctx, b->s, cap);
         if (!p) {
             b->failed = true;
             return;
@@ -403,10 +404,10 @@ static void story(sbuf *b, uint64_t *rng) {
     ending(b, &c, rng);
 }
 
-char *vka_builtin_corpus(size_t bytes, size_t *len) {
+char *vkm_builtin_corpus(const vka_context *ctx, size_t bytes, size_t *len) {
     if (bytes == 0) bytes = CORPUS_DEFAULT_BYTES;
     uint64_t rng = CORPUS_SEED;
-    sbuf out = {0}, one = {0};
+    sbuf out = {.ctx = ctx}, one = {.ctx = ctx};
     /* Whole stories while they fit; the first one is cut if bytes is smaller than a story. */
     while (!out.failed && !one.failed) {
         one.len = 0;
@@ -418,12 +419,15 @@ char *vka_builtin_corpus(size_t bytes, size_t *len) {
         sb_put(&out, one.s, one.len);
     }
     bool failed = out.failed || one.failed;
-    free(one.s);
+    vka_free(ctx, one.s);
     if (failed) {
-        free(out.s);
+        vka_free(ctx, out.s);
         if (len) *len = 0;
         return NULL;
     }
     if (len) *len = out.len;
     return out.s;
 }
+
+/* The caller frees it with free() (the header's contract): libc's memory, as there is no ctx. */
+char *vka_builtin_corpus(size_t bytes, size_t *len) { return vkm_builtin_corpus(NULL, bytes, len); }

@@ -109,13 +109,13 @@ static vka_result check_text(vka_context *ctx, const shard *s, bool present[256]
 /* All of fd into a malloc'd buffer (standard input, or a file that cannot be mapped). */
 static vka_result read_stream(vka_context *ctx, int fd, const char *name, shard *s) {
     size_t cap = 1 << 16, len = 0;
-    unsigned char *buf = malloc(cap);
+    unsigned char *buf = vka_malloc(ctx, cap);
     for (;;) {
         if (!buf) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "reading %s: out of "
                                        "memory", name);
         if (len == cap) {
-            unsigned char *p = realloc(buf, cap * 2);
-            if (!p) free(buf);
+            unsigned char *p = vka_realloc(ctx, buf, cap * 2);
+            if (!p) vka_free(ctx, buf);
             buf = p;
             cap *= 2;
             continue;
@@ -124,7 +124,7 @@ static vka_result read_stream(vka_context *ctx, int fd, const char *name, shard 
         if (got < 0 && errno == EINTR) continue;
         if (got < 0) {
             int e = errno;
-            free(buf);
+            vka_free(ctx, buf);
             return vka_set_error(ctx, VKA_ERROR_IO, "reading %s: %s", name, strerror(e));
         }
         if (got == 0) break;
@@ -140,7 +140,7 @@ static vka_result read_stream(vka_context *ctx, int fd, const char *name, shard 
 static vka_result open_source(vka_context *ctx, const char *path, shard *s) {
     if (!path) {
         size_t len = 0;
-        s->heap = (unsigned char *)vka_builtin_corpus(0, &len);
+        s->heap = (unsigned char *)vkm_builtin_corpus(ctx, 0, &len);
         if (!s->heap)
             return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "built-in corpus: out of memory");
         s->bytes = s->heap;
@@ -178,7 +178,7 @@ static vka_result open_source(vka_context *ctx, const char *path, shard *s) {
 static vka_result encode_text(vka_context *ctx, const vka_tokenizer *tok, shard *s) {
     bool narrow = vka_tokenizer_vocab_size(tok) <= 65536;
     size_t elem = narrow ? sizeof(uint16_t) : sizeof(int32_t);
-    unsigned char *store = malloc(s->len * elem); /* at most one token per byte */
+    unsigned char *store = vka_malloc(ctx, s->len * elem); /* at most one token per byte */
     int32_t *piece = NULL;
     size_t piece_cap = 0, n = 0, dropped = 0;
     if (!store)
@@ -193,9 +193,9 @@ static vka_result encode_text(vka_context *ctx, const vka_tokenizer *tok, shard 
         int32_t *out = (int32_t *)(void *)store + n;
         if (narrow) {
             if (q - p > piece_cap) {
-                free(piece);
+                vka_free(ctx, piece);
                 piece_cap = q - p;
-                piece = malloc(piece_cap * sizeof *piece);
+                piece = vka_malloc(ctx, piece_cap * sizeof *piece);
                 if (!piece) {
                     r = vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory",
                                       s->name);
@@ -220,13 +220,13 @@ static vka_result encode_text(vka_context *ctx, const vka_tokenizer *tok, shard 
         p = q;
         release(s, &dropped, p); /* the text and its tokens are not both held */
     }
-    free(piece);
+    vka_free(ctx, piece);
     if (r != VKA_SUCCESS) {
-        free(store);
+        vka_free(ctx, store);
         return r;
     }
     if (n < s->len) {
-        void *smaller = realloc(store, (n ? n : 1) * elem);
+        void *smaller = vka_realloc(ctx, store, (n ? n : 1) * elem);
         if (smaller) store = smaller;
     }
     s->store = store;
@@ -237,9 +237,9 @@ static vka_result encode_text(vka_context *ctx, const vka_tokenizer *tok, shard 
 }
 
 /* The text's bytes are not needed once it is tokenised. */
-static void drop_bytes(shard *s) {
+static void drop_bytes(const vka_context *ctx, shard *s) {
     if (s->map) munmap(s->map, s->len);
-    free(s->heap);
+    vka_free(ctx, s->heap);
     s->map = NULL;
     s->heap = NULL;
     s->bytes = NULL;
@@ -304,7 +304,7 @@ static vka_result load_sources(vka_data *d, const vka_tokenizer *tok) {
         shard *s = &d->shards[i];
         vka_result r = s->token_file ? check_token_ids(ctx, s, V) : encode_text(ctx, tok, s);
         if (r != VKA_SUCCESS) return r;
-        if (!s->token_file) drop_bytes(s);
+        if (!s->token_file) drop_bytes(ctx, s);
         s->start = start;
         start += s->n;
     }
@@ -321,11 +321,11 @@ vka_result vka_data_open(vka_context *ctx, const vka_data_desc *desc, vka_data *
                              "paths, or a NULL list", desc->n_paths, desc->n_val_paths);
     int n_train = desc->n_paths ? desc->n_paths : 1;
     int n = n_train + desc->n_val_paths;
-    vka_data *data = calloc(1, sizeof *data);
-    shard *shards = calloc((size_t)n, sizeof *shards);
+    vka_data *data = vka_calloc(ctx, 1, sizeof *data);
+    shard *shards = vka_calloc(ctx, (size_t)n, sizeof *shards);
     if (!data || !shards) {
-        free(data);
-        free(shards);
+        vka_free(ctx, data);
+        vka_free(ctx, shards);
         return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "data: out of memory");
     }
     data->ctx = ctx;
@@ -343,7 +343,7 @@ vka_result vka_data_open(vka_context *ctx, const vka_data_desc *desc, vka_data *
         }
         const char *name = !path ? "the built-in corpus"
                            : strcmp(path, "-") == 0 ? "standard input" : path;
-        shards[i].name = malloc(strlen(name) + 1);
+        shards[i].name = vka_malloc(ctx, strlen(name) + 1);
         if (!shards[i].name) {
             r = vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "data: out of memory");
             break;
@@ -376,15 +376,15 @@ vka_result vka_data_load(vka_context *ctx, const char *path, const vka_tokenizer
 
 void vka_data_destroy(vka_data *data) {
     if (!data) return;
+    vka_context *ctx = data->ctx;
     vka_tokenizer_destroy(data->own_tok);
     for (int i = 0; i < data->n_shards; i++) {
-        drop_bytes(&data->shards[i]);
-        free(data->shards[i].store);
-        free(data->shards[i].name);
+        drop_bytes(ctx, &data->shards[i]);
+        vka_free(ctx, data->shards[i].store);
+        vka_free(ctx, data->shards[i].name);
     }
-    free(data->shards);
-    vka_context *ctx = data->ctx;
-    free(data);
+    vka_free(ctx, data->shards);
+    vka_free(ctx, data);
     vka_context_release(ctx, VKA_CHILD_DATA);
 }
 

@@ -54,7 +54,7 @@ vka_result vkm_read_all(vka_context *ctx, const char *path, const char *kind, ui
                              "(%llu bytes at most)", path, (unsigned long long)size, kind,
                              (unsigned long long)max_bytes);
     }
-    char *data = malloc((size_t)size + 1);
+    char *data = vka_malloc(ctx, (size_t)size + 1);
     if (!data) {
         fclose(f);
         return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "reading %s: %llu bytes: out of memory",
@@ -63,7 +63,7 @@ vka_result vkm_read_all(vka_context *ctx, const char *path, const char *kind, ui
     r = vkm_read_exact(ctx, f, path, data, (size_t)size, "its contents");
     fclose(f);
     if (r != VKA_SUCCESS) {
-        free(data);
+        vka_free(ctx, data);
         return r;
     }
     data[size] = '\0';

@@ -139,7 +139,7 @@ uint64_t vkm_gpt_sum_bytes(const size_t *sizes, size_t n) {
 /* Names of the parameter tensors ("wte", "qkvw (layer 3)") in one allocation. */
 static const char **param_names(const vka_gpt *gpt, const char *prefix) {
     const size_t each = 48;
-    const char **names = malloc((size_t)gpt->n_tensors * (sizeof(char *) + each));
+    const char **names = vka_malloc(gpt->ctx, (size_t)gpt->n_tensors * (sizeof(char *) + each));
     if (!names) return NULL;
     char *text = (char *)(names + gpt->n_tensors);
     for (int i = 0; i < gpt->n_tensors; i++) {
@@ -161,7 +161,7 @@ static vka_result make_param_set(vka_gpt *gpt, const char *label, const char *pr
     if (!names) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
     vka_result r = vkm_gpt_make_arena(gpt, label, VKB_ARENA_DEVICE, gpt->tensor_sizes, names,
                                   gpt->n_tensors, set, arena, "");
-    free(names);
+    vka_free(gpt->ctx, names);
     return r;
 }
 
@@ -170,7 +170,7 @@ static vka_result make_param_set(vka_gpt *gpt, const char *label, const char *pr
 static vka_result init_params(vka_gpt *gpt, uint64_t seed) {
     size_t max = 0;
     for (int i = 0; i < gpt->n_tensors; i++) max = VKA_MAX(max, gpt->tensor_sizes[i]);
-    float *buf = malloc(max * sizeof *buf);
+    float *buf = vka_malloc(gpt->ctx, max * sizeof *buf);
     if (!buf) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model init: out of memory");
     uint64_t rng = seed;
     vka_result r = VKA_SUCCESS;
@@ -188,7 +188,7 @@ static vka_result init_params(vka_gpt *gpt, uint64_t seed) {
         }
         r = gpt->be->ops->write(gpt->be, gpt->params[i], 0, buf, n);
     }
-    free(buf);
+    vka_free(gpt->ctx, buf);
     return r;
 }
 
@@ -198,7 +198,7 @@ vka_result vkm_gpt_new(vka_context *ctx, const vka_gpt_config *config, bool init
     char msg[256];
     vka_result r = vkm_gpt_config_problem(&cfg, msg, sizeof msg);
     if (r != VKA_SUCCESS) return vka_set_error(ctx, r, "model: %s", msg);
-    vka_gpt *gpt = calloc(1, sizeof *gpt);
+    vka_gpt *gpt = vka_calloc(ctx, 1, sizeof *gpt);
     if (!gpt) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
     gpt->ctx = ctx;
     vka_context_retain(ctx, VKA_CHILD_GPT);
@@ -206,10 +206,10 @@ vka_result vkm_gpt_new(vka_context *ctx, const vka_gpt_config *config, bool init
     gpt->cfg = cfg;
     gpt->n_tensors = 4 + 12 * cfg.L;
     int n = gpt->n_tensors;
-    gpt->tensor_sizes = calloc((size_t)n, sizeof *gpt->tensor_sizes);
-    gpt->params = calloc((size_t)n * 4, sizeof *gpt->params);
-    gpt->layer = calloc((size_t)cfg.L, sizeof *gpt->layer);
-    gpt->acts_cap = calloc(GPT_N_ACTS(cfg.L), sizeof(size_t));
+    gpt->tensor_sizes = vka_calloc(gpt->ctx, (size_t)n, sizeof *gpt->tensor_sizes);
+    gpt->params = vka_calloc(gpt->ctx, (size_t)n * 4, sizeof *gpt->params);
+    gpt->layer = vka_calloc(gpt->ctx, (size_t)cfg.L, sizeof *gpt->layer);
+    gpt->acts_cap = vka_calloc(gpt->ctx, GPT_N_ACTS(cfg.L), sizeof(size_t));
     if (!gpt->tensor_sizes || !gpt->params || !gpt->layer || !gpt->acts_cap) {
         vka_gpt_destroy(gpt);
         return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
@@ -246,10 +246,10 @@ vka_result vkm_gpt_ensure_grads(vka_gpt *gpt) {
     if (gpt->grads_arena) return VKA_SUCCESS;
     /* The gradients plus grad_norm's partial sums and result. */
     int n = gpt->n_tensors;
-    size_t *sizes = malloc(((size_t)n + 2) * sizeof *sizes);
+    size_t *sizes = vka_malloc(gpt->ctx, ((size_t)n + 2) * sizeof *sizes);
     const char **names = param_names(gpt, "d");
-    vkb_tensor *tensors = malloc(((size_t)n + 2) * sizeof *tensors);
-    const char **all = malloc(((size_t)n + 2) * sizeof *all);
+    vkb_tensor *tensors = vka_malloc(gpt->ctx, ((size_t)n + 2) * sizeof *tensors);
+    const char **all = vka_malloc(gpt->ctx, ((size_t)n + 2) * sizeof *all);
     vka_result r;
     if (!sizes || !names || !tensors || !all) {
         r = vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
@@ -269,10 +269,10 @@ vka_result vkm_gpt_ensure_grads(vka_gpt *gpt) {
         gpt->norm = tensors[n + 1];
     }
 done:
-    free(sizes);
-    free(names);
-    free(tensors);
-    free(all);
+    vka_free(gpt->ctx, sizes);
+    vka_free(gpt->ctx, names);
+    vka_free(gpt->ctx, tensors);
+    vka_free(gpt->ctx, all);
     return r;
 }
 
@@ -395,13 +395,13 @@ static void gpt_free(vka_gpt *gpt) {
     }
     vka_gpt_cancel(gpt);
     vka_graph_handle_destroy(gpt->handle);
-    free(gpt->tensor_sizes);
-    free(gpt->params);
-    free(gpt->layer);
-    free(gpt->acts_cap);
-    free(gpt->bucket_buf);
+    vka_free(gpt->ctx, gpt->tensor_sizes);
+    vka_free(gpt->ctx, gpt->params);
+    vka_free(gpt->ctx, gpt->layer);
+    vka_free(gpt->ctx, gpt->acts_cap);
+    vka_free(gpt->ctx, gpt->bucket_buf);
     vka_context *ctx = gpt->ctx;
-    free(gpt);
+    vka_free(gpt->ctx, gpt);
     vka_context_release(ctx, VKA_CHILD_GPT);
 }
 

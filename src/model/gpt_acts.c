@@ -131,7 +131,9 @@ static size_t n_acts(const vka_gpt *gpt) { return GPT_N_ACTS(gpt->cfg.L); }
 void vkm_gpt_free_run_arenas(vka_gpt *gpt) {
     drop_graphs(gpt);
     gpt->fits = (gpt_shape){0};
-    vkm_gpt_destroy_arena(gpt, &gpt->acts_arena, vkm_gpt_sum_bytes(gpt->acts_cap, n_acts(gpt)));
+    /* acts_cap is NULL in a model whose creation ran out of host memory */
+    vkm_gpt_destroy_arena(gpt, &gpt->acts_arena,
+                          gpt->acts_cap ? vkm_gpt_sum_bytes(gpt->acts_cap, n_acts(gpt)) : 0);
     vkm_gpt_destroy_arena(gpt, &gpt->host_arena, 0);
 }
 
@@ -150,11 +152,11 @@ static void host_slots(gpt_host *h, vkb_tensor **slots) {
 /* Create both arenas with the capacities in acts_cap and host_cap. */
 static vka_result create_run_arenas(vka_gpt *gpt, const gpt_shape *shape) {
     size_t n = n_acts(gpt);
-    const char **names = malloc(n * sizeof *names);
-    vkb_tensor **slots = malloc(n * sizeof *slots);
-    vkb_tensor *tensors = malloc(n * sizeof *tensors);
-    char (*name_buf)[48] = malloc(n * sizeof *name_buf);
-    int32_t *buckets = realloc(gpt->bucket_buf, gpt->host_cap[2] * sizeof *buckets);
+    const char **names = vka_malloc(gpt->ctx, n * sizeof *names);
+    vkb_tensor **slots = vka_malloc(gpt->ctx, n * sizeof *slots);
+    vkb_tensor *tensors = vka_malloc(gpt->ctx, n * sizeof *tensors);
+    char (*name_buf)[48] = vka_malloc(gpt->ctx, n * sizeof *name_buf);
+    int32_t *buckets = vka_realloc(gpt->ctx, gpt->bucket_buf, gpt->host_cap[2] * sizeof *buckets);
     if (buckets) gpt->bucket_buf = buckets;
     vka_result r = VKA_SUCCESS;
     if (!names || !slots || !tensors || !name_buf || !buckets) {
@@ -174,10 +176,10 @@ static vka_result create_run_arenas(vka_gpt *gpt, const gpt_shape *shape) {
     host_slots(&gpt->host, hslots);
     for (size_t i = 0; i < GPT_HOST_TENSORS; i++) *hslots[i] = host[i];
 done:
-    free(names);
-    free(slots);
-    free(tensors);
-    free(name_buf);
+    vka_free(gpt->ctx, names);
+    vka_free(gpt->ctx, slots);
+    vka_free(gpt->ctx, tensors);
+    vka_free(gpt->ctx, name_buf);
     return r;
 }
 
@@ -201,7 +203,7 @@ vka_result vkm_gpt_reserve(vka_gpt *gpt, const gpt_shape *shape) {
                                  GPT_LOGIT_BLOCKS);
     }
     size_t n = n_acts(gpt);
-    size_t *sizes = malloc(n * sizeof *sizes);
+    size_t *sizes = vka_malloc(gpt->ctx, n * sizeof *sizes);
     if (!sizes) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
     act_list(gpt, shape, sizes, NULL, NULL, NULL);
     size_t hsizes[GPT_HOST_TENSORS];
@@ -225,6 +227,6 @@ vka_result vkm_gpt_reserve(vka_gpt *gpt, const gpt_shape *shape) {
         }
     }
     if (r == VKA_SUCCESS) gpt->fits = *shape;
-    free(sizes);
+    vka_free(gpt->ctx, sizes);
     return r;
 }

@@ -109,7 +109,7 @@ static vka_result generate_cached(vka_gpt *gpt, const int32_t *prompt, size_t n_
                                   int n_new, const vka_sample_desc *s, int32_t *out,
                                   vka_token_fn fn, void *user_data) {
     vka_gpt_session *ss = NULL;
-    float *logits = malloc((size_t)gpt->cfg.V * sizeof *logits);
+    float *logits = vka_malloc(gpt->ctx, (size_t)gpt->cfg.V * sizeof *logits);
     if (!logits)
         return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "vka_gpt_generate: out of memory");
     vka_result r = vka_gpt_session_create(gpt, NULL, &ss);
@@ -129,7 +129,7 @@ static vka_result generate_cached(vka_gpt *gpt, const int32_t *prompt, size_t n_
         if (i + 1 < n_new) r = vka_gpt_session_append(ss, &tok, 1);
     }
     vka_gpt_session_destroy(ss);
-    free(logits);
+    vka_free(gpt->ctx, logits);
     return r;
 }
 
@@ -145,11 +145,11 @@ vka_result vka_gpt_generate(vka_gpt *gpt, const int32_t *prompt, size_t n_prompt
     int V = gpt->cfg.V, Vp = gpt->cfg.Vp;
     size_t total = n_prompt + (size_t)n_new;
     int Tg = (int)VKA_MIN((size_t)gpt->cfg.max_T, total - 1);
-    int32_t *seq = malloc(total * sizeof *seq);
+    int32_t *seq = vka_malloc(gpt->ctx, total * sizeof *seq);
     /* Positions after the context hold valid ids (0, or earlier tokens) nothing attends to. */
-    int32_t *row = calloc((size_t)Tg, sizeof *row);
-    float *logits = malloc((size_t)V * sizeof *logits);
-    scored *cand = malloc((size_t)V * sizeof *cand);
+    int32_t *row = vka_calloc(gpt->ctx, (size_t)Tg, sizeof *row);
+    float *logits = vka_malloc(gpt->ctx, (size_t)V * sizeof *logits);
+    scored *cand = vka_malloc(gpt->ctx, (size_t)V * sizeof *cand);
     if (!seq || !row || !logits || !cand) {
         r = vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "vka_gpt_generate: out of memory");
         goto done;
@@ -177,9 +177,9 @@ vka_result vka_gpt_generate(vka_gpt *gpt, const int32_t *prompt, size_t n_prompt
         if (fn && !fn(user_data, tok)) break;
     }
 done:
-    free(seq);
-    free(row);
-    free(logits);
-    free(cand);
+    vka_free(gpt->ctx, seq);
+    vka_free(gpt->ctx, row);
+    vka_free(gpt->ctx, logits);
+    vka_free(gpt->ctx, cand);
     return r;
 }

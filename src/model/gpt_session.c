@@ -393,9 +393,9 @@ static vka_result make_arenas(vka_gpt_session *ss) {
     size_t TC = (size_t)Tq * C, att = (size_t)NH * Tq * T;
     const char *hint = " (a session with a smaller max_T needs less)";
     /* Cache: K and V of each layer. */
-    size_t *cs = malloc(2 * (size_t)L * sizeof *cs);
-    const char **cn = malloc(2 * (size_t)L * sizeof *cn);
-    vkb_tensor *ct = malloc(2 * (size_t)L * sizeof *ct);
+    size_t *cs = vka_malloc(gpt->ctx, 2 * (size_t)L * sizeof *cs);
+    const char **cn = vka_malloc(gpt->ctx, 2 * (size_t)L * sizeof *cn);
+    vkb_tensor *ct = vka_malloc(gpt->ctx, 2 * (size_t)L * sizeof *ct);
     vka_result r = VKA_ERROR_OUT_OF_HOST_MEMORY;
     if (cs && cn && ct) {
         for (int i = 0; i < 2 * L; i++) {
@@ -412,9 +412,9 @@ static vka_result make_arenas(vka_gpt_session *ss) {
     } else {
         r = vka_set_error(gpt->ctx, r, "vka_gpt_session_create: out of host memory");
     }
-    free(cs);
-    free(cn);
-    free(ct);
+    vka_free(gpt->ctx, cs);
+    vka_free(gpt->ctx, cn);
+    vka_free(gpt->ctx, ct);
     if (r != VKA_SUCCESS) return r;
     size_t ss_sizes[SCRATCH_TENSORS] = {TC, TC, TC, TC, TC, TC, (size_t)Tq, (size_t)Tq, 3 * TC,
                                         TC, TC, TC, att, att, TC, TC, TC, 4 * TC, 4 * TC,
@@ -448,7 +448,7 @@ vka_result vka_gpt_session_create(vka_gpt *gpt, const vka_gpt_session_desc *desc
                              "%s: max_T = %d must be in 0 .. the model's max_T = %d, "
                              "prefill_chunk = %d must be >= 0", fn, d.max_T, gpt->cfg.max_T,
                              d.prefill_chunk);
-    vka_gpt_session *ss = calloc(1, sizeof *ss);
+    vka_gpt_session *ss = vka_calloc(gpt->ctx, 1, sizeof *ss);
     if (!ss) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", fn);
     ss->gpt = gpt;
     gpt->n_sessions++;
@@ -467,13 +467,13 @@ vka_result vka_gpt_session_create(vka_gpt *gpt, const vka_gpt_session_desc *desc
         if (tk >= ss->max_T) break;
     }
     int L = gpt->cfg.L, V = gpt->cfg.V;
-    ss->tokens = malloc((size_t)ss->max_T * sizeof *ss->tokens);
-    ss->kc = calloc(2 * (size_t)L, sizeof *ss->kc);
+    ss->tokens = vka_malloc(gpt->ctx, (size_t)ss->max_T * sizeof *ss->tokens);
+    ss->kc = vka_calloc(gpt->ctx, 2 * (size_t)L, sizeof *ss->kc);
     ss->vc = ss->kc ? ss->kc + L : NULL;
-    ss->row_buf = malloc(2 * (size_t)ss->chunk * sizeof *ss->row_buf);
-    ss->mask_buf = malloc((size_t)gpt->cfg.NH * ss->chunk * ss->max_T * sizeof *ss->mask_buf);
-    ss->logit_buf = malloc((size_t)V * sizeof *ss->logit_buf);
-    ss->cand = malloc((size_t)V * 8);
+    ss->row_buf = vka_malloc(gpt->ctx, 2 * (size_t)ss->chunk * sizeof *ss->row_buf);
+    ss->mask_buf = vka_malloc(gpt->ctx, (size_t)gpt->cfg.NH * ss->chunk * ss->max_T * sizeof *ss->mask_buf);
+    ss->logit_buf = vka_malloc(gpt->ctx, (size_t)V * sizeof *ss->logit_buf);
+    ss->cand = vka_malloc(gpt->ctx, (size_t)V * 8);
     if (!ss->tokens || !ss->kc || !ss->row_buf || !ss->mask_buf || !ss->logit_buf || !ss->cand)
         r = vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", fn);
     else
@@ -495,14 +495,14 @@ void vka_gpt_session_destroy(vka_gpt_session *ss) {
     vkm_gpt_destroy_arena(gpt, &ss->cache_arena, ss->cache_bytes);
     vkm_gpt_destroy_arena(gpt, &ss->scratch_arena, ss->scratch_bytes);
     vkm_gpt_destroy_arena(gpt, &ss->host_arena, 0);
-    free(ss->tokens);
-    free(ss->kc);
-    free(ss->row_buf);
-    free(ss->mask_buf);
-    free(ss->logit_buf);
-    free(ss->cand);
+    vka_free(gpt->ctx, ss->tokens);
+    vka_free(gpt->ctx, ss->kc);
+    vka_free(gpt->ctx, ss->row_buf);
+    vka_free(gpt->ctx, ss->mask_buf);
+    vka_free(gpt->ctx, ss->logit_buf);
+    vka_free(gpt->ctx, ss->cand);
     vka_context *ctx = gpt->ctx;
-    free(ss);
+    vka_free(gpt->ctx, ss);
     vkm_gpt_session_released(gpt);
     vka_context_release(ctx, VKA_CHILD_SESSION);
 }

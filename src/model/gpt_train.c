@@ -221,7 +221,7 @@ static vka_result read_logits(vka_gpt *gpt, float *logits, size_t BT) {
     size_t V = (size_t)gpt->cfg.V, Vp = (size_t)gpt->cfg.Vp;
     gpt_head h = vkm_gpt_head_plan(gpt, BT, true);
     size_t piece = V == Vp ? (size_t)h.rows : VKA_MAX((size_t)(16 << 20) / (Vp * 4), 1);
-    float *buf = V == Vp ? NULL : malloc(VKA_MIN(piece, BT) * Vp * sizeof *buf);
+    float *buf = V == Vp ? NULL : vka_malloc(gpt->ctx, VKA_MIN(piece, BT) * Vp * sizeof *buf);
     if (V != Vp && !buf)
         return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "logits: out of memory");
     vka_result r = VKA_SUCCESS;
@@ -236,7 +236,7 @@ static vka_result read_logits(vka_gpt *gpt, float *logits, size_t BT) {
                 memcpy(dst + k * V, buf + k * Vp, V * sizeof *buf);
         }
     }
-    free(buf);
+    vka_free(gpt->ctx, buf);
     return r;
 }
 
@@ -465,9 +465,9 @@ vka_result vka_gpt_eval(vka_gpt *gpt, const int32_t *tokens, size_t n, int T, do
     size_t n_windows = (n - 1) / (size_t)T;
     int per = (int)VKA_MIN(n_windows, (size_t)VKA_MAX(1, GPT_EVAL_TOKENS / T));
     size_t cap = (size_t)per * T;
-    int32_t *inputs = malloc(cap * sizeof *inputs);
-    int32_t *targets = malloc(cap * sizeof *targets);
-    float *losses = malloc(cap * sizeof *losses);
+    int32_t *inputs = vka_malloc(gpt->ctx, cap * sizeof *inputs);
+    int32_t *targets = vka_malloc(gpt->ctx, cap * sizeof *targets);
+    float *losses = vka_malloc(gpt->ctx, cap * sizeof *losses);
     if (!inputs || !targets || !losses) {
         r = vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", fn);
         goto done;
@@ -493,9 +493,9 @@ vka_result vka_gpt_eval(vka_gpt *gpt, const int32_t *tokens, size_t n, int T, do
         if (windows) *windows = n_windows;
     }
 done:
-    free(inputs);
-    free(targets);
-    free(losses);
+    vka_free(gpt->ctx, inputs);
+    vka_free(gpt->ctx, targets);
+    vka_free(gpt->ctx, losses);
     return r;
 }
 

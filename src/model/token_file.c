@@ -79,11 +79,11 @@ vka_result vka_tokens_save(vka_context *ctx, const char *path, const int32_t *to
     if ((uint64_t)n > VKM_TOKENS_MAX_COUNT)
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "%s: %zu tokens are more than a "
                              "token file holds (%llu)", path, n, VKM_TOKENS_MAX_COUNT);
-    uint16_t *ids = malloc((n ? n : 1) * sizeof *ids);
+    uint16_t *ids = vka_malloc(ctx, (n ? n : 1) * sizeof *ids);
     if (!ids) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", path);
     for (size_t i = 0; i < n; i++) {
         if (tokens[i] < 0 || tokens[i] > 65535) {
-            free(ids);
+            vka_free(ctx, ids);
             return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "%s: token %zu is id %d; a "
                                  "token file holds ids 0..65535 (uint16)", path, i, tokens[i]);
         }
@@ -94,7 +94,7 @@ vka_result vka_tokens_save(vka_context *ctx, const char *path, const int32_t *to
     const void *parts[2] = {h, ids};
     size_t sizes[2] = {sizeof h, n * sizeof *ids};
     vka_result r = vka_write_file_atomic(ctx, path, parts, sizes, 2);
-    free(ids);
+    vka_free(ctx, ids);
     return r;
 }
 
@@ -120,7 +120,7 @@ static vka_result fill(stream *s, size_t want) {
     if (want > s->cap) {
         size_t cap = s->cap ? s->cap : STREAM_PIECE_BYTES;
         while (cap < want) cap *= 2;
-        unsigned char *p = realloc(s->buf, cap);
+        unsigned char *p = vka_realloc(s->ctx, s->buf, cap);
         if (!p) return vka_set_error(s->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory "
                                      "for a piece of %zu bytes", s->name, cap);
         s->buf = p;
@@ -195,7 +195,7 @@ vka_result vka_tokenize_file(vka_context *ctx, const vka_tokenizer *tok, const c
             return vka_set_error(ctx, VKA_ERROR_IO, "cannot open %s: %s", text_path, strerror(errno));
     }
     size_t cap = strlen(out_path) + 32;
-    char *tmp = malloc(cap);
+    char *tmp = vka_malloc(ctx, cap);
     FILE *f = NULL;
     int32_t *ids = NULL;
     uint16_t *ids16 = NULL;
@@ -221,10 +221,10 @@ vka_result vka_tokenize_file(vka_context *ctx, const vka_tokenizer *tok, const c
         if (r != VKA_SUCCESS) goto done;
         if (end == 0) break;
         if (end > ids_cap) {
-            free(ids);
-            free(ids16);
-            ids = malloc(end * sizeof *ids);
-            ids16 = malloc(end * sizeof *ids16);
+            vka_free(ctx, ids);
+            vka_free(ctx, ids16);
+            ids = vka_malloc(ctx, end * sizeof *ids);
+            ids16 = vka_malloc(ctx, end * sizeof *ids16);
             ids_cap = end;
             if (!ids || !ids16) {
                 r = vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", s.name);
@@ -286,9 +286,9 @@ done:
     if (f) fclose(f);
     if (r != VKA_SUCCESS && tmp) remove(tmp);
     if (!is_stdin && s.fd >= 0) close(s.fd);
-    free(tmp);
-    free(s.buf);
-    free(ids);
-    free(ids16);
+    vka_free(ctx, tmp);
+    vka_free(ctx, s.buf);
+    vka_free(ctx, ids);
+    vka_free(ctx, ids16);
     return r;
 }

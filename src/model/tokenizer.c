@@ -22,7 +22,7 @@
     (TOKENIZER_HEADER_BYTES + (uint64_t)VKA_TOKENIZER_MAX_VOCAB * (1 + VKA_TOKENIZER_MAX_TOKEN_BYTES))
 
 static vka_tokenizer *tokenizer_new(vka_context *ctx, bool counted) {
-    vka_tokenizer *tok = calloc(1, sizeof *tok);
+    vka_tokenizer *tok = vka_calloc(ctx, 1, sizeof *tok);
     if (!tok) return NULL;
     tok->ctx = ctx;
     tok->counted = counted;
@@ -39,8 +39,8 @@ vka_result vka_tokenizer_create_from_text(vka_context *ctx, const char *text, si
 /* A character-level vocabulary of the bytes marked present, in byte order. */
 static vka_result make_char_vocab(vka_tokenizer *tok, const bool present[256]) {
     tok->kind = VKA_TOKENIZER_CHAR;
-    tok->bytes = malloc(256);
-    tok->off = malloc(257 * sizeof *tok->off);
+    tok->bytes = vka_malloc(tok->ctx, 256);
+    tok->off = vka_malloc(tok->ctx, 257 * sizeof *tok->off);
     if (!tok->bytes || !tok->off)
         return vka_set_error(tok->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "tokenizer: out of memory");
     tok->V = 0;
@@ -114,8 +114,8 @@ static int32_t header_int(const unsigned char *buf, int i) {
 static vka_result parse_tokens(vka_tokenizer *tok, const char *path, const unsigned char *buf,
                                size_t len, int n) {
     size_t pos = TOKENIZER_HEADER_BYTES;
-    tok->off = malloc(((size_t)n + 1) * sizeof *tok->off);
-    tok->bytes = malloc(len - TOKENIZER_HEADER_BYTES + 1);
+    tok->off = vka_malloc(tok->ctx, ((size_t)n + 1) * sizeof *tok->off);
+    tok->bytes = vka_malloc(tok->ctx, len - TOKENIZER_HEADER_BYTES + 1);
     if (!tok->off || !tok->bytes)
         return vka_set_error(tok->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", path);
     uint32_t used = 0;
@@ -230,14 +230,14 @@ vka_result vka_tokenizer_load(vka_context *ctx, const char *path, vka_tokenizer 
     tok = NULL;
 done:
     vka_tokenizer_destroy(tok);
-    free(data);
+    vka_free(ctx, data);
     return r;
 }
 
 /* The token table of the file: per token a length byte and its bytes (table_len bytes). */
 static unsigned char *token_table(const vka_tokenizer *tok, size_t *table_len) {
     *table_len = (size_t)tok->V + tok->off[tok->V];
-    unsigned char *table = malloc(*table_len);
+    unsigned char *table = vka_malloc(tok->ctx, *table_len);
     if (!table) return NULL;
     size_t p = 0;
     for (int i = 0; i < tok->V; i++) {
@@ -259,7 +259,7 @@ vka_result vka_tokenizer_save(const vka_tokenizer *tok, const char *path) {
     const void *parts[2] = {header, table};
     size_t sizes[2] = {sizeof header, table_len};
     vka_result r = vka_write_file_atomic(tok->ctx, path, parts, sizes, 2);
-    free(table);
+    vka_free(tok->ctx, table);
     return r;
 }
 
@@ -285,9 +285,9 @@ void vka_tokenizer_destroy(vka_tokenizer *tok) {
     if (!tok) return;
     vka_context *ctx = tok->counted ? tok->ctx : NULL;
     vkm_bpe_destroy(tok->bpe);
-    free(tok->bytes);
-    free(tok->off);
-    free(tok);
+    vka_free(tok->ctx, tok->bytes);
+    vka_free(tok->ctx, tok->off);
+    vka_free(tok->ctx, tok);
     vka_context_release(ctx, VKA_CHILD_TOKENIZER);
 }
 

@@ -14,7 +14,7 @@ static void vkv_destroy(vkb_backend *be) {
     vkv_memory_destroy(vb);
     vkv_pipelines_destroy(vb);
     vkv_commands_destroy(vb);
-    free(vb);
+    vka_free(be->ctx, vb);
 }
 
 static void op_fill(vkb_backend *be, vkb_tensor t, float value) {
@@ -77,7 +77,7 @@ static const vkb_ops vkv_ops = {
 vka_result vkb_vulkan_create(vka_context *ctx, vkb_backend **out) {
     *out = NULL;
     vkr_device *dev = ctx->vk;
-    vkv_backend *vb = calloc(1, sizeof *vb);
+    vkv_backend *vb = vka_calloc(ctx, 1, sizeof *vb);
     if (!vb) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     vb->base.impl = &vkv_ops;
     vb->base.ops = &vkb_checked_ops;

@@ -145,16 +145,16 @@ static void free_graph(vkv_backend *vb, vkv_graph *g) {
     if (vb->rec == g) vb->rec = NULL;
     /* Our own submission may still run: wait for it (only its fence) before freeing. */
     if (g->pending) vb->vk->vkWaitForFences(vb->dev->device, 1, &g->fence, VK_TRUE, UINT64_MAX);
-    free(g->cmds);
-    free(g->pcs);
+    vka_free(vb->base.ctx, g->cmds);
+    vka_free(vb->base.ctx, g->pcs);
     if (g->cmd) vb->vk->vkFreeCommandBuffers(vb->dev->device, vb->pool, 1, &g->cmd);
     if (g->fence) vb->vk->vkDestroyFence(vb->dev->device, g->fence, vb->dev->alloc);
     if (g->queries) vb->vk->vkDestroyQueryPool(vb->dev->device, g->queries, vb->dev->alloc);
-    free(g->labels);
-    free(g->stamps);
-    for (int i = 0; i < g->n_checks; i++) free(g->checks[i].host);
-    free(g->checks);
-    free(g);
+    vka_free(vb->base.ctx, g->labels);
+    vka_free(vb->base.ctx, g->stamps);
+    for (int i = 0; i < g->n_checks; i++) vka_free(vb->base.ctx, g->checks[i].host);
+    vka_free(vb->base.ctx, g->checks);
+    vka_free(vb->base.ctx, g);
 }
 
 /* Append a command to the graph being recorded; false (and the graph fails) when out of host
@@ -163,7 +163,7 @@ static bool log_cmd(vkv_backend *vb, const vkv_cmd *c) {
     vkv_graph *g = vb->rec;
     if (g->n_cmds == g->cap_cmds) {
         size_t cap = g->cap_cmds ? 2 * g->cap_cmds : 64;
-        vkv_cmd *cmds = realloc(g->cmds, cap * sizeof *cmds);
+        vkv_cmd *cmds = vka_realloc(vb->base.ctx, g->cmds, cap * sizeof *cmds);
         if (!cmds) {
             vkb_fail(&vb->base, VKA_ERROR_OUT_OF_HOST_MEMORY, "recording a graph: out of memory");
             return false;
@@ -193,10 +193,10 @@ static VkResult create_queries(vkv_backend *vb, vkv_graph *g) {
     g->profiled = vb->profiling;
     g->cap_queries = g->profiled ? VKV_PROFILE_QUERIES : 2;
     if (g->profiled) {
-        g->labels = calloc((g->cap_queries - 2) / 2, sizeof *g->labels);
+        g->labels = vka_calloc(vb->base.ctx, (g->cap_queries - 2) / 2, sizeof *g->labels);
         if (!g->labels) return VK_ERROR_OUT_OF_HOST_MEMORY;
     }
-    g->stamps = calloc(g->cap_queries, sizeof *g->stamps);
+    g->stamps = vka_calloc(vb->base.ctx, g->cap_queries, sizeof *g->stamps);
     if (!g->stamps) return VK_ERROR_OUT_OF_HOST_MEMORY;
     VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                 .queryType = VK_QUERY_TYPE_TIMESTAMP,
@@ -282,7 +282,7 @@ bool vkv_graph_begin(vkb_backend *be, vkb_graph **graph) {
     be->status = VKA_SUCCESS;
     vb->rec = NULL;
     vb->n_tracked = 0;
-    vkv_graph *g = calloc(1, sizeof *g);
+    vkv_graph *g = vka_calloc(vb->base.ctx, 1, sizeof *g);
     if (!g) {
         vkb_fail(be, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
         return true;
@@ -358,7 +358,7 @@ vka_result vkv_graph_submit(vkb_backend *be, vkb_graph *graph, const vka_submit_
     enum { STAGES_ON_STACK = 16 };
     VkPipelineStageFlags stack_stages[STAGES_ON_STACK], *stages = stack_stages;
     if (!d.wait_stages && d.wait_count > STAGES_ON_STACK) {
-        stages = malloc(d.wait_count * sizeof *stages);
+        stages = vka_malloc(vb->base.ctx, d.wait_count * sizeof *stages);
         if (!stages)
             return vka_set_error(be->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "graph submit: out of memory");
     }
@@ -381,7 +381,7 @@ vka_result vkv_graph_submit(vkb_backend *be, vkb_graph *graph, const vka_submit_
                        .pSignalSemaphores = (const VkSemaphore *)d.signal_semaphores};
     g->submit_ms = vka_now_ms();
     VkResult vr = vkr_queue_submit(vb->dev, &si, g->fence);
-    if (stages != stack_stages) free(stages);
+    if (stages != stack_stages) vka_free(vb->base.ctx, stages);
     if (vr != VK_SUCCESS) return submit_failed(vb, vr, "a graph");
     g->pending = true;
     return VKA_SUCCESS;
@@ -444,7 +444,7 @@ static void add_check(vkv_backend *vb, const char *op, vkb_tensor t, int N, int 
     if (!g || vb->base.status != VKA_SUCCESS) return;
     if (g->n_checks == g->cap_checks) {
         int cap = g->cap_checks ? 2 * g->cap_checks : 8;
-        vkv_target_check *c = realloc(g->checks, (size_t)cap * sizeof *c);
+        vkv_target_check *c = vka_realloc(vb->base.ctx, g->checks, (size_t)cap * sizeof *c);
         if (!c) {
             vkb_fail(&vb->base, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", op);
             return;
@@ -452,7 +452,7 @@ static void add_check(vkv_backend *vb, const char *op, vkb_tensor t, int N, int 
         g->checks = c;
         g->cap_checks = cap;
     }
-    int32_t *host = malloc((size_t)N * sizeof *host);
+    int32_t *host = vka_malloc(vb->base.ctx, (size_t)N * sizeof *host);
     if (!host) {
         vkb_fail(&vb->base, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", op);
         return;
@@ -645,7 +645,7 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
     vkv_graph *g = vb->rec;
     if (g->n_pcs + call->pc_size > g->cap_pcs) {
         size_t cap = VKA_MAX(2 * g->cap_pcs, g->n_pcs + VKV_PUSH_CONSTANT_BYTES + 1024);
-        unsigned char *pcs = realloc(g->pcs, cap);
+        unsigned char *pcs = vka_realloc(vb->base.ctx, g->pcs, cap);
         if (!pcs) {
             vkb_fail(&vb->base, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", label);
             return;

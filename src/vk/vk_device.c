@@ -66,41 +66,44 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL debug_callback(
     return VK_FALSE;
 }
 
-static bool has_layer(PFN_vkEnumerateInstanceLayerProperties enumerate, const char *name) {
+/* has_layer, has_instance_ext, has_device_ext: 1 = there, 0 = not, -1 = out of host memory. */
+static int has_layer(const vka_context *ctx, PFN_vkEnumerateInstanceLayerProperties enumerate,
+                     const char *name) {
     uint32_t n = 0;
     if (!enumerate || enumerate(&n, NULL) != VK_SUCCESS || n == 0) return false;
-    VkLayerProperties *props = calloc(n, sizeof *props);
-    if (!props) return false;
+    VkLayerProperties *props = vka_calloc(ctx, n, sizeof *props);
+    if (!props) return -1;
     bool found = false;
     if (enumerate(&n, props) == VK_SUCCESS)
         for (uint32_t i = 0; i < n && !found; i++) found = strcmp(props[i].layerName, name) == 0;
-    free(props);
+    vka_free(ctx, props);
     return found;
 }
 
-static bool has_instance_ext(PFN_vkEnumerateInstanceExtensionProperties enumerate,
-                             const char *name) {
+static int has_instance_ext(const vka_context *ctx,
+                            PFN_vkEnumerateInstanceExtensionProperties enumerate,
+                            const char *name) {
     uint32_t n = 0;
     if (!enumerate || enumerate(NULL, &n, NULL) != VK_SUCCESS || n == 0) return false;
-    VkExtensionProperties *props = calloc(n, sizeof *props);
-    if (!props) return false;
+    VkExtensionProperties *props = vka_calloc(ctx, n, sizeof *props);
+    if (!props) return -1;
     bool found = false;
     if (enumerate(NULL, &n, props) == VK_SUCCESS)
         for (uint32_t i = 0; i < n && !found; i++) found = strcmp(props[i].extensionName, name) == 0;
-    free(props);
+    vka_free(ctx, props);
     return found;
 }
 
-static bool has_device_ext(const vkr_device *dev, VkPhysicalDevice phys, const char *name) {
+static int has_device_ext(const vkr_device *dev, VkPhysicalDevice phys, const char *name) {
     uint32_t n = 0;
     if (dev->vki.EnumerateDeviceExtensionProperties(phys, NULL, &n, NULL) != VK_SUCCESS || !n)
         return false;
-    VkExtensionProperties *props = calloc(n, sizeof *props);
-    if (!props) return false;
+    VkExtensionProperties *props = vka_calloc(dev->ctx, n, sizeof *props);
+    if (!props) return -1;
     bool found = false;
     if (dev->vki.EnumerateDeviceExtensionProperties(phys, NULL, &n, props) == VK_SUCCESS)
         for (uint32_t i = 0; i < n && !found; i++) found = strcmp(props[i].extensionName, name) == 0;
-    free(props);
+    vka_free(dev->ctx, props);
     return found;
 }
 
@@ -190,7 +193,9 @@ static vka_result create_instance(vkr_device *dev, const vka_context_desc *desc)
     const char *exts[4];
     uint32_t n_exts = 0;
     if (want_validation(desc)) {
-        if (!has_layer(layers_fn, "VK_LAYER_KHRONOS_validation"))
+        int layer = has_layer(dev->ctx, layers_fn, "VK_LAYER_KHRONOS_validation");
+        if (layer < 0) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        if (!layer)
             return vka_set_error(ctx, VKA_ERROR_UNSUPPORTED,
                                  "validation was requested but VK_LAYER_KHRONOS_validation is not "
                                  "installed (Debian: apt install vulkan-validationlayers)");
@@ -199,7 +204,10 @@ static vka_result create_instance(vkr_device *dev, const vka_context_desc *desc)
     }
     VkInstanceCreateFlags flags = 0;
 #ifdef VK_KHR_portability_enumeration
-    if (has_instance_ext(exts_fn, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
+    int portability =
+        has_instance_ext(dev->ctx, exts_fn, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
+    if (portability < 0) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    if (portability) {
         exts[n_exts++] = VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME;
         flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
     }
@@ -260,12 +268,14 @@ static vka_device_type map_type(VkPhysicalDeviceType t) {
     }
 }
 
-/* The compute queue family to use: prefer one with timestamps, then a compute-only one. */
+/* The compute queue family to use: prefer one with timestamps, then a compute-only one.
+ * The families on the stack (devices have a handful), so running out of host memory is not
+ * mistaken for "no compute queue"; -1 = none. */
 static int pick_queue_family(const vkr_device *dev, VkPhysicalDevice phys, uint32_t *valid_bits) {
     uint32_t n = 0;
     dev->vki.GetPhysicalDeviceQueueFamilyProperties(phys, &n, NULL);
-    VkQueueFamilyProperties *q = calloc(n ? n : 1, sizeof *q);
-    if (!q) return -1;
+    VkQueueFamilyProperties q[64];
+    if (n > VKA_ARRAY_LEN(q)) n = VKA_ARRAY_LEN(q);
     dev->vki.GetPhysicalDeviceQueueFamilyProperties(phys, &n, q);
     int best = -1, best_score = -1;
     for (uint32_t i = 0; i < n; i++) {
@@ -278,7 +288,6 @@ static int pick_queue_family(const vkr_device *dev, VkPhysicalDevice phys, uint3
             *valid_bits = q[i].timestampValidBits;
         }
     }
-    free(q);
     return best;
 }
 
@@ -365,8 +374,8 @@ static vka_result enumerate_devices(vkr_device *dev) {
         return vka_set_error(ctx, VKA_ERROR_NO_DEVICE,
                              "no Vulkan device found; install a Vulkan driver (or Mesa's lavapipe: "
                              "mesa-vulkan-drivers) or use --backend cpu");
-    dev->phys_list = calloc(n, sizeof *dev->phys_list);
-    dev->infos = calloc(n, sizeof *dev->infos);
+    dev->phys_list = vka_calloc(dev->ctx, n, sizeof *dev->phys_list);
+    dev->infos = vka_calloc(dev->ctx, n, sizeof *dev->infos);
     if (!dev->phys_list || !dev->infos)
         return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     vr = dev->vki.EnumeratePhysicalDevices(dev->instance, &n, dev->phys_list);
@@ -441,7 +450,9 @@ static vka_result create_device(vkr_device *dev) {
     const char *exts[1];
     uint32_t n_exts = 0;
     /* The spec requires enabling VK_KHR_portability_subset where it is exposed (MoltenVK). */
-    if (has_device_ext(dev, phys, "VK_KHR_portability_subset")) exts[n_exts++] = "VK_KHR_portability_subset";
+    int subset = has_device_ext(dev, phys, "VK_KHR_portability_subset");
+    if (subset < 0) return vka_set_error(dev->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    if (subset) exts[n_exts++] = "VK_KHR_portability_subset";
     VkDeviceCreateInfo info = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                                .queueCreateInfoCount = 1,
                                .pQueueCreateInfos = &qinfo,
@@ -517,13 +528,13 @@ static vka_result adopt_env(vkr_device *dev, const vka_vulkan_env *env, vka_kern
     /* Timestamps depend on the application's queue family. */
     uint32_t n = 0;
     dev->vki.GetPhysicalDeviceQueueFamilyProperties(dev->phys, &n, NULL);
-    VkQueueFamilyProperties *q = calloc(n ? n : 1, sizeof *q);
+    VkQueueFamilyProperties *q = vka_calloc(dev->ctx, n ? n : 1, sizeof *q);
     if (!q) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     dev->vki.GetPhysicalDeviceQueueFamilyProperties(dev->phys, &n, q);
     bool ok = dev->queue_family < n && (q[dev->queue_family].queueFlags & VK_QUEUE_COMPUTE_BIT);
     dev->timestamp_valid_bits = ok ? q[dev->queue_family].timestampValidBits : 0;
     dev->timestamps = dev->timestamp_valid_bits > 0 && dev->props.limits.timestampPeriod > 0;
-    free(q);
+    vka_free(dev->ctx, q);
     if (!ok)
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "vka_vulkan_env.queue_family %u has no compute support",
@@ -538,7 +549,7 @@ vka_result vkr_device_create(vka_context *ctx, const vka_context_desc *given, vk
     vka_result r = resolve_settings(ctx, &settings);
     if (r != VKA_SUCCESS) return r;
     call_once(&loader_once, loader_init);
-    vkr_device *dev = calloc(1, sizeof *dev);
+    vkr_device *dev = vka_calloc(ctx, 1, sizeof *dev);
     if (!dev) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     dev->ctx = ctx;
     dev->alloc = (const VkAllocationCallbacks *)desc->vk_allocator;
@@ -584,7 +595,7 @@ void vkr_device_destroy(vkr_device *dev) {
         dev->vki.DestroyDebugUtilsMessengerEXT(dev->instance, dev->messenger, dev->alloc);
     if (dev->own_instance && dev->instance && dev->vki.DestroyInstance)
         dev->vki.DestroyInstance(dev->instance, dev->alloc);
-    free(dev->phys_list);
-    free(dev->infos);
-    free(dev);
+    vka_free(dev->ctx, dev->phys_list);
+    vka_free(dev->ctx, dev->infos);
+    vka_free(dev->ctx, dev);
 }

@@ -99,12 +99,12 @@ static void free_arena(vkv_backend *vb, vkv_arena *a) {
         if (a->memory && a->memory[i]) vb->vk->vkFreeMemory(d, a->memory[i], vb->dev->alloc);
     }
     vb->allocated_bytes -= a->bytes;
-    free(a->buffers);
-    free(a->memory);
-    free(a->mapped);
-    free(a->chunk_elems);
-    free(a->ids);
-    free(a);
+    vka_free(vb->base.ctx, a->buffers);
+    vka_free(vb->base.ctx, a->memory);
+    vka_free(vb->base.ctx, a->mapped);
+    vka_free(vb->base.ctx, a->chunk_elems);
+    vka_free(vb->base.ctx, a->ids);
+    vka_free(vb->base.ctx, a);
 }
 
 static vka_result zero_chunks(vkv_backend *vb, vkv_arena *a) {
@@ -131,10 +131,10 @@ vka_result vkv_arena_create(vkb_backend *be, const char *label, vkb_arena_kind k
     vka_context *ctx = be->ctx;
     *out = NULL;
     if (count <= 0) return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "%s: empty arena", label);
-    uint32_t *chunk_of = calloc((size_t)count, sizeof *chunk_of);
-    size_t *offset_of = calloc((size_t)count, sizeof *offset_of);
-    size_t *chunk_elems = calloc((size_t)count, sizeof *chunk_elems);
-    vkv_arena *a = calloc(1, sizeof *a);
+    uint32_t *chunk_of = vka_calloc(vb->base.ctx, (size_t)count, sizeof *chunk_of);
+    size_t *offset_of = vka_calloc(vb->base.ctx, (size_t)count, sizeof *offset_of);
+    size_t *chunk_elems = vka_calloc(vb->base.ctx, (size_t)count, sizeof *chunk_elems);
+    vkv_arena *a = vka_calloc(vb->base.ctx, 1, sizeof *a);
     vka_result r = VKA_SUCCESS;
     if (!chunk_of || !offset_of || !chunk_elems || !a) {
         r = vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
@@ -163,11 +163,11 @@ vka_result vkv_arena_create(vkb_backend *be, const char *label, vkb_arena_kind k
         goto done;
     }
     a->n_chunks = n_chunks;
-    a->buffers = calloc((size_t)n_chunks, sizeof *a->buffers);
-    a->memory = calloc((size_t)n_chunks, sizeof *a->memory);
-    a->mapped = calloc((size_t)n_chunks, sizeof *a->mapped);
-    a->chunk_elems = calloc((size_t)n_chunks, sizeof *a->chunk_elems);
-    a->ids = calloc((size_t)n_chunks, sizeof *a->ids);
+    a->buffers = vka_calloc(vb->base.ctx, (size_t)n_chunks, sizeof *a->buffers);
+    a->memory = vka_calloc(vb->base.ctx, (size_t)n_chunks, sizeof *a->memory);
+    a->mapped = vka_calloc(vb->base.ctx, (size_t)n_chunks, sizeof *a->mapped);
+    a->chunk_elems = vka_calloc(vb->base.ctx, (size_t)n_chunks, sizeof *a->chunk_elems);
+    a->ids = vka_calloc(vb->base.ctx, (size_t)n_chunks, sizeof *a->ids);
     if (!a->buffers || !a->memory || !a->mapped || !a->chunk_elems || !a->ids) {
         r = vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
         goto done;
@@ -201,9 +201,9 @@ vka_result vkv_arena_create(vkb_backend *be, const char *label, vkb_arena_kind k
     a = NULL;
 done:
     if (a) free_arena(vb, a);
-    free(chunk_of);
-    free(offset_of);
-    free(chunk_elems);
+    vka_free(vb->base.ctx, chunk_of);
+    vka_free(vb->base.ctx, offset_of);
+    vka_free(vb->base.ctx, chunk_elems);
     return r;
 }
 
@@ -230,13 +230,13 @@ vka_result vkv_arena_wrap(vkb_backend *be, const void *buffer, uint64_t offset, 
                              "%llu bytes (maxMemoryAllocationSize)", fn,
                              (unsigned long long)offset, (unsigned long long)(offset + size),
                              (unsigned long long)be->limits.max_chunk_bytes);
-    vkv_arena *a = calloc(1, sizeof *a);
+    vkv_arena *a = vka_calloc(vb->base.ctx, 1, sizeof *a);
     if (a) {
-        a->buffers = calloc(1, sizeof *a->buffers);
-        a->memory = calloc(1, sizeof *a->memory);
-        a->mapped = calloc(1, sizeof *a->mapped);
-        a->chunk_elems = calloc(1, sizeof *a->chunk_elems);
-        a->ids = calloc(1, sizeof *a->ids);
+        a->buffers = vka_calloc(vb->base.ctx, 1, sizeof *a->buffers);
+        a->memory = vka_calloc(vb->base.ctx, 1, sizeof *a->memory);
+        a->mapped = vka_calloc(vb->base.ctx, 1, sizeof *a->mapped);
+        a->chunk_elems = vka_calloc(vb->base.ctx, 1, sizeof *a->chunk_elems);
+        a->ids = vka_calloc(vb->base.ctx, 1, sizeof *a->ids);
     }
     if (!a || !a->buffers || !a->memory || !a->mapped || !a->chunk_elems || !a->ids) {
         free_arena(vb, a);

@@ -46,19 +46,19 @@ vka_result vkv_pipelines_init(vkv_backend *vb) {
 void vkv_pipelines_destroy(vkv_backend *vb) {
     VkDevice d = vb->dev->device;
     for (int i = 0; i < vb->n_pipelines; i++) vb->vk->vkDestroyPipeline(d, vb->pipelines[i].pipeline, vb->dev->alloc);
-    free(vb->pipelines);
+    vka_free(vb->base.ctx, vb->pipelines);
     vb->pipelines = NULL;
     vb->n_pipelines = vb->cap_pipelines = 0;
     for (int i = 0; i < VKA_SHADER_COUNT; i++)
         if (vb->modules[i]) vb->vk->vkDestroyShaderModule(d, vb->modules[i], vb->dev->alloc);
     for (int i = 0; i < vb->n_pools; i++) vb->vk->vkDestroyDescriptorPool(d, vb->pools[i], vb->dev->alloc);
-    free(vb->pools);
+    vka_free(vb->base.ctx, vb->pools);
     vb->pools = NULL;
     vb->n_pools = 0;
-    free(vb->sets);
+    vka_free(vb->base.ctx, vb->sets);
     vb->sets = NULL;
     vb->n_sets = vb->cap_sets = 0;
-    free(vb->set_index);
+    vka_free(vb->base.ctx, vb->set_index);
     vb->set_index = NULL;
     vb->cap_index = 0;
     if (vb->pipeline_cache) vb->vk->vkDestroyPipelineCache(d, vb->pipeline_cache, vb->dev->alloc);
@@ -94,7 +94,7 @@ VkPipeline vkv_get_pipeline(vkv_backend *vb, vka_shader_id shader, const uint32_
     if (!module) return VK_NULL_HANDLE;
     if (vb->n_pipelines == vb->cap_pipelines) {
         int cap = vb->cap_pipelines ? 2 * vb->cap_pipelines : 32;
-        vkv_pipeline *grown = realloc(vb->pipelines, (size_t)cap * sizeof *grown);
+        vkv_pipeline *grown = vka_realloc(vb->base.ctx, vb->pipelines, (size_t)cap * sizeof *grown);
         if (!grown) {
             vkb_fail(&vb->base, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
             return VK_NULL_HANDLE;
@@ -145,7 +145,7 @@ static VkDescriptorPool new_pool(vkv_backend *vb) {
                                        .poolSizeCount = 1,
                                        .pPoolSizes = &size};
     VkDescriptorPool pool = VK_NULL_HANDLE;
-    VkDescriptorPool *grown = realloc(vb->pools, (size_t)(vb->n_pools + 1) * sizeof *grown);
+    VkDescriptorPool *grown = vka_realloc(vb->base.ctx, vb->pools, (size_t)(vb->n_pools + 1) * sizeof *grown);
     if (!grown) {
         vkb_fail(&vb->base, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
         return VK_NULL_HANDLE;
@@ -204,14 +204,14 @@ static bool same_key(const vkv_binding *a, const vkv_binding *b) {
 static bool reindex(vkv_backend *vb, int want) {
     int cap = 64;
     while (cap <= 2 * want) cap *= 2;
-    int *index = calloc((size_t)cap, sizeof *index);
+    int *index = vka_calloc(vb->base.ctx, (size_t)cap, sizeof *index);
     if (!index) return false;
     for (int i = 0; i < vb->n_sets; i++) {
         size_t slot = vb->sets[i].hash & (size_t)(cap - 1);
         while (index[slot]) slot = (slot + 1) & (size_t)(cap - 1);
         index[slot] = i + 1;
     }
-    free(vb->set_index);
+    vka_free(vb->base.ctx, vb->set_index);
     vb->set_index = index;
     vb->cap_index = cap;
     return true;
@@ -228,7 +228,7 @@ VkDescriptorSet vkv_get_set(vkv_backend *vb, const VkBuffer *buffers, const vkv_
     }
     if (vb->n_sets == vb->cap_sets) {
         int cap = vb->cap_sets ? 2 * vb->cap_sets : 64;
-        vkv_set *grown = realloc(vb->sets, (size_t)cap * sizeof *grown);
+        vkv_set *grown = vka_realloc(vb->base.ctx, vb->sets, (size_t)cap * sizeof *grown);
         if (!grown) {
             vkb_fail(&vb->base, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
             return VK_NULL_HANDLE;
