@@ -48,6 +48,18 @@ for kind in shared static; do
     run "find_package, $kind" "$work/cmake_$kind/consumer"
 done
 
+# The README's library example, run as written (200 training steps on the default Vulkan
+# device, then 200 sampled tokens) against the installed shared library: with
+# VKATTN_RUN_README_EXAMPLE=1 (about a minute on lavapipe when idle, three when loaded).
+if [ "${VKATTN_RUN_README_EXAMPLE:-0}" = 1 ]; then
+linked_shared "$work/cmake_shared/readme_example"
+"$work/cmake_shared/readme_example" > "$work/readme_example.out" \
+    || { echo "the README's example failed:" >&2; cat "$work/readme_example.out" >&2; exit 1; }
+grep -q "^step 200: loss " "$work/readme_example.out" \
+    || { echo "the README's example did not train 200 steps:" >&2; cat "$work/readme_example.out" >&2; exit 1; }
+echo "README example (shared): $(grep '^step 20: ' "$work/readme_example.out"), $(grep '^step 200: ' "$work/readme_example.out")"
+fi
+
 # 3, 4: pkg-config
 export PKG_CONFIG_PATH="$(dirname "$(find "$prefix" -name vkattn.pc)")"
 libdir=$(pkg-config --variable=libdir vkattn)
