@@ -2,8 +2,8 @@
  * when its length disagrees with what its header implies (the first check after the header's,
  * which random mutations rarely pass), again with the payload cut or zero-padded to that length
  * (for models up to FIXUP_MAX_BYTES), so that the shape checks, the model's creation and the
- * finiteness check are reached. A model that loads must have its header's shape and survive
- * save and load unchanged. */
+ * finiteness check are reached. A model that loads must have its header's shape, survive
+ * save and load unchanged, and run a forward pass. */
 #include "fuzz_util.h"
 
 #define HEADER_BYTES 1024
@@ -41,6 +41,19 @@ static void check_loaded(vka_gpt *gpt, const uint8_t *header) {
     free(b);
     vka_gpt_destroy(again);
     remove(path);
+
+    /* A model that loads can be run: one forward pass of a few tokens (its values may be
+     * anything finite, so the loss may overflow: success or a clean error, never a crash). */
+    enum { T_MAX = 4 };
+    int T = c.max_T < T_MAX ? c.max_T : T_MAX;
+    int32_t ids[T_MAX], tg[T_MAX];
+    for (int t = 0; t < T; t++) {
+        ids[t] = t % c.V;
+        tg[t] = (t + 1) % c.V;
+    }
+    float loss = 0;
+    r = vka_gpt_forward(gpt, ids, tg, 1, T, &loss, NULL);
+    if (r != VKA_SUCCESS) fz_check_failure(r, path);
 }
 
 static void load(const uint8_t *data, size_t size) {

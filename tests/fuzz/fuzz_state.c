@@ -3,7 +3,7 @@
  * FNV-1a over the payload's words) disagrees with its header, again with the payload cut or
  * zero-padded to the implied length and the checksum made right, so that mutations of the
  * header's state fields and of the payload reach the checks after those two. A state that
- * loads must survive save and load unchanged. */
+ * loads must survive save and load unchanged, and take a training step. */
 #include "fuzz_util.h"
 
 #define HEADER_BYTES 1024
@@ -53,6 +53,22 @@ static void check_loaded(vka_gpt *gpt, const vka_train_state *st) {
     free(b);
     vka_gpt_destroy(again);
     remove(path);
+
+    /* A state that loads can be resumed: one training step with the file's optimizer settings
+     * (any values: success or a clean error, never a crash). */
+    vka_gpt_config c = vka_gpt_get_config(gpt);
+    enum { T_MAX = 4 };
+    int T = c.max_T < T_MAX ? c.max_T : T_MAX;
+    int32_t ids[T_MAX], tg[T_MAX];
+    for (int t = 0; t < T; t++) {
+        ids[t] = t % c.V;
+        tg[t] = (t + 1) % c.V;
+    }
+    vka_adamw_desc opt = st->adamw;
+    opt.lr = st->lr;
+    float loss = 0, norm = 0;
+    r = vka_gpt_train_step(gpt, ids, tg, 1, T, &opt, &loss, &norm);
+    if (r != VKA_SUCCESS) fz_check_failure(r, path);
 }
 
 static void load(const uint8_t *data, size_t size) {
