@@ -60,6 +60,8 @@ static inline void fz_file_set(fz_file *f, const void *data, size_t len) {
 static vka_context *fz_ctx;
 static char fz_dir[64]; /* private folder for files a target saves */
 
+static inline void fz_remove_dir(void) { rmdir(fz_dir); } /* the files are removed after use */
+
 /* The context and the folder; for LLVMFuzzerInitialize. */
 static inline void fz_init(void) {
     vka_context_desc d = {.backend = VKA_BACKEND_CPU,
@@ -72,6 +74,7 @@ static inline void fz_init(void) {
     snprintf(fz_dir, sizeof fz_dir, "%s/vkattn-fuzz-XXXXXX",
              access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
     fz_require(mkdtemp(fz_dir) != NULL, "mkdtemp %s: %s", fz_dir, strerror(errno));
+    atexit(fz_remove_dir);
 }
 
 /* A path in the private folder (the same one for the same name). */
