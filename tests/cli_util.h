@@ -39,8 +39,8 @@ typedef struct cu_spec {
     long fsize_limit; /* bytes; 0 = none */
     const char *stdin_path; /* standard input (a file or a FIFO); NULL = /dev/null */
     long as_limit; /* bytes of address space (RLIMIT_AS), so that a run that would take all of
-                    * memory fails to allocate instead; 0 = none; ignored under ASan, which
-                    * reserves terabytes of shadow */
+                    * memory fails to allocate instead; 0 = none; under ASan, which reserves
+                    * terabytes of shadow, ASan's hard_rss_limit_mb of as much instead */
 } cu_spec;
 
 typedef struct cu_result {
@@ -68,6 +68,10 @@ static inline pid_t cu_start(const cu_spec *spec, const char *const *args) {
     char out_path[256], err_path[256];
     snprintf(out_path, sizeof out_path, "%s/.stdout", spec->dir->path);
     snprintf(err_path, sizeof err_path, "%s/.stderr", spec->dir->path);
+    if (CU_ASAN && spec->as_limit > 0)
+        print_message("  (under ASan, which reserves terabytes of shadow memory, RLIMIT_AS is "
+                      "skipped: `vkattn %s` runs with ASan's hard_rss_limit_mb=%ld instead)\n",
+                      args[0], spec->as_limit >> 20);
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
@@ -96,6 +100,14 @@ static inline pid_t cu_start(const cu_spec *spec, const char *const *args) {
         if (spec->as_limit > 0) {
             struct rlimit rl = {(rlim_t)spec->as_limit, (rlim_t)spec->as_limit};
             setrlimit(RLIMIT_AS, &rl);
+        }
+#else
+        if (spec->as_limit > 0) { /* ASan's own guard: it ends the process past that RSS */
+            const char *old = getenv("ASAN_OPTIONS");
+            char opts[512];
+            snprintf(opts, sizeof opts, "%s%shard_rss_limit_mb=%ld", old ? old : "",
+                     old && old[0] ? ":" : "", spec->as_limit >> 20);
+            setenv("ASAN_OPTIONS", opts, 1);
         }
 #endif
         execv(argv[0], argv);

@@ -2,7 +2,8 @@
 # Installs what vkattn needs on Debian 12 / Ubuntu 22.04+: compiler and CMake, the Vulkan loader
 # and headers, volk, glslangValidator, cmocka, PCRE2 (the BPE tokenizer's Unicode classes),
 # Mesa's software Vulkan driver (lavapipe, for machines without a GPU) and the Khronos
-# validation layers, and python3 (the binding's test). Safe to run again.
+# validation layers, python3 (the binding's test), and clang with its sanitizer and libFuzzer
+# runtimes (tools/fuzz.sh). Safe to run again.
 # Elsewhere: install the LunarG Vulkan SDK (it ships volk and glslangValidator), CMake, a C11
 # compiler and cmocka; see README.md.
 set -euo pipefail
@@ -12,6 +13,7 @@ packages=(
   libvulkan1 libvulkan-dev libvulkan-volk-dev glslang-tools
   libcmocka-dev libpcre2-dev python3
   mesa-vulkan-drivers vulkan-validationlayers
+  clang libclang-rt-dev
 )
 
 if ! command -v apt-get >/dev/null 2>&1; then

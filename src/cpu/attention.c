@@ -68,6 +68,7 @@ enum {
  * exponent bits; within 1 ulp of exp for every float in [-87, 1], measured), 0 below -87 (and
  * for -inf: masked keys), written so that a loop of it vectorises. */
 static inline float at_exp(float x) {
+    if (x != x) return x; /* NaN: its int conversion below would be undefined behaviour */
     float xc = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
     float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f; /* round to nearest */
     float r = xc - n * 0.693359375f;
