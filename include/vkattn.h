@@ -380,7 +380,9 @@ vka_result vka_graph_wait(vka_graph *graph, uint64_t timeout_ns);
  * the after-run checks are not run (call vka_graph_check after the command buffer completed if
  * the graph has cross-entropy targets or key_lens that may be bad). The recorded commands use
  * the graph's pipelines, descriptor sets and the tensors' buffers: keep the graph and tensors
- * alive until the command buffer has completed. Errors: VKA_ERROR_UNSUPPORTED (CPU backend),
+ * alive until the command buffer has completed. Vulkan cannot tell a command buffer's state, so
+ * one that is not recording is not detected (the validation layer reports it). Errors:
+ * VKA_ERROR_UNSUPPORTED (CPU backend),
  * VKA_ERROR_INVALID_ARGUMENT (NULL command buffer, lost tensor). */
 vka_result vka_graph_record(vka_graph *graph, void *command_buffer /* VkCommandBuffer */);
 /** Run the after-run checks of a graph whose commands the application executed (recorded
@@ -393,7 +395,9 @@ vka_result vka_graph_check(vka_graph *graph);
  * vka_tensor_read / vka_tensor_write / vka_fill / vka_copy; its memory bound): ops read and
  * write it in place. offset and size must be multiples of 4 (the binding offsets vkattn uses
  * are aligned down to minStorageBufferOffsetAlignment within the buffer, so no alignment beyond
- * 4 is needed), size > 0. The buffer stays the application's: vka_tensor_destroy does not
+ * 4 is needed), size > 0, and the range must lie inside the buffer (checked against its
+ * vkGetBufferMemoryRequirements size, which may exceed the size it was created with by its
+ * alignment: the bytes between are the application's to keep out of). The buffer stays the application's: vka_tensor_destroy does not
  * destroy it, and it must outlive the tensor and every graph using it. Errors:
  * VKA_ERROR_UNSUPPORTED (CPU backend), VKA_ERROR_INVALID_ARGUMENT (NULL buffer, misaligned
  * offset or size, size beyond maxMemoryAllocationSize). */
@@ -1077,7 +1081,9 @@ vka_result vka_gpt_session_logits(vka_gpt_session *sess, float *out, size_t V);
  * token). */
 vka_result vka_gpt_session_sample(vka_gpt_session *sess, const vka_sample_desc *sample,
                                   uint64_t *rng_state, int32_t *token);
-/** Empty the cache (the next append starts at position 0). */
+/** Empty the cache (the next append starts at position 0). A step prepared with
+ * vka_gpt_session_prepare and not finished is dropped (its graph must not run afterwards; a
+ * submission of it by vkattn is waited for). */
 void vka_gpt_session_reset(vka_gpt_session *sess);
 
 /* Model work the application runs itself (see "Embedding in an application"): *_prepare checks

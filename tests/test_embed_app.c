@@ -433,6 +433,15 @@ static void test_record_into_app_command_buffer(void **state) {
     assert_null(bad);
     assert_non_null(strstr(vka_last_error(ctx), "multiples of 4"));
     assert_int_equal(vka_tensor_wrap_vulkan_buffer(ctx, NULL, 0, 8, &bad), VKA_ERROR_INVALID_ARGUMENT);
+    /* Past the end of the buffer, and an offset + size that would wrap around. */
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(app.device, buf.buffer, &req);
+    assert_int_equal(vka_tensor_wrap_vulkan_buffer(ctx, &buf.buffer, req.size - 4, 8, &bad),
+                     VKA_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(vka_last_error(ctx), "end of the buffer"));
+    assert_int_equal(vka_tensor_wrap_vulkan_buffer(ctx, &buf.buffer, UINT64_MAX - 3, 8, &bad),
+                     VKA_ERROR_INVALID_ARGUMENT);
+    assert_null(bad);
 
     float b[N], x[N];
     tu_random(b, N, 5, 1.0f);
@@ -654,6 +663,20 @@ static void test_model_steps_in_app_hands(void **state) {
     float fl_twin = 0;
     assert_int_equal(vka_gpt_forward(twin, in, tg, B, T, &fl_twin, NULL), VKA_SUCCESS);
     assert_true(fl == fl_twin && isfinite(fl));
+
+    /* A session's prepared step dropped by reset; a model destroyed with a submitted pass. */
+    assert_int_equal(vka_gpt_session_prepare(ss, &next, 1, &g), VKA_SUCCESS);
+    vka_gpt_session_reset(ss);
+    assert_int_equal(vka_gpt_session_length(ss), 0);
+    assert_int_equal(vka_gpt_session_finish(ss), VKA_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(vka_gpt_session_append(ss, prompt, 5), VKA_SUCCESS);
+    assert_int_equal(vka_gpt_session_logits(ss, got, 67), VKA_SUCCESS);
+    assert_int_equal(vka_gpt_session_logits(ref, want, 67), VKA_SUCCESS); /* ref: 6 tokens */
+    vka_gpt *third = NULL;
+    assert_int_equal(vka_gpt_create(ctx, &tiny, 9, &third), VKA_SUCCESS);
+    assert_int_equal(vka_gpt_train_step_prepare(third, in, tg, B, T, &opt, &g), VKA_SUCCESS);
+    assert_int_equal(vka_graph_submit(g, NULL), VKA_SUCCESS);
+    vka_gpt_destroy(third); /* waits for the submission, then frees */
 
     app_commands_destroy(&app, &c);
     vka_gpt_session_destroy(ref);

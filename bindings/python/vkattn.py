@@ -215,6 +215,9 @@ def _int32s(values, n=None, what="ids"):
             buf = (_c.c_int32 * len(values)).from_buffer_copy(values)
         else:
             values = list(values)
+            for i, v in enumerate(values):  # ctypes would wrap 2**32 + 5 to 5 silently
+                if not -2**31 <= v < 2**31:
+                    raise OverflowError(f"{what}[{i}] = {v} does not fit an int32")
             buf = (_c.c_int32 * len(values))(*values)
     if n is not None and len(buf) != n:
         raise ValueError(f"{what}: {len(buf)} ids, expected {n}")

@@ -385,6 +385,7 @@ void vkm_gpt_session_released(vka_gpt *gpt) {
 }
 
 static void gpt_free(vka_gpt *gpt) {
+    vka_gpt_cancel(gpt); /* a handed-out pass: waited for before its graph and arenas go */
     if (gpt->be) {
         vkm_gpt_free_run_arenas(gpt);
         uint64_t set_bytes = (uint64_t)gpt->num_params * 4;
@@ -393,7 +394,6 @@ static void gpt_free(vka_gpt *gpt) {
         vkm_gpt_destroy_arena(gpt, &gpt->m_arena, set_bytes);
         vkm_gpt_destroy_arena(gpt, &gpt->v_arena, set_bytes);
     }
-    vka_gpt_cancel(gpt);
     vka_graph_handle_destroy(gpt->handle);
     vka_free(gpt->ctx, gpt->tensor_sizes);
     vka_free(gpt->ctx, gpt->params);

@@ -381,6 +381,10 @@ vka_result vka_gpt_session_sample(vka_gpt_session *ss, const vka_sample_desc *sa
 
 void vka_gpt_session_reset(vka_gpt_session *ss) {
     if (!ss) return;
+    if (ss->pending) { /* a prepared step is dropped (waited for if vkattn submitted it) */
+        ss->gpt->be->ops->graph_wait(ss->gpt->be, ss->pending_graph, UINT64_MAX);
+        ss->pending = false;
+    }
     ss->n = 0;
     ss->have_logits = false;
 }

@@ -348,8 +348,8 @@ vka_result vkv_graph_submit(vkb_backend *be, vkb_graph *graph, const vka_submit_
     if (!g || !g->recorded) return not_recorded(be, "graph submit");
     if (g->pending)
         return vka_set_error(be->ctx, VKA_ERROR_INVALID_ARGUMENT,
-                             "graph submit: the graph's last submission is still pending (wait "
-                             "for it with vka_graph_wait first)");
+                             "vka_graph_run / vka_graph_submit: the graph's last submission is "
+                             "still pending (wait for it with vka_graph_wait first)");
     vka_submit_desc d = desc ? *desc : (vka_submit_desc){0};
     if ((d.wait_count && !d.wait_semaphores) || (d.signal_count && !d.signal_semaphores))
         return vka_set_error(be->ctx, VKA_ERROR_INVALID_ARGUMENT,

@@ -347,7 +347,9 @@ static void fill_info(vkr_device *dev, uint32_t index, VkPhysicalDevice phys, vk
                                           .pNext = &sg};
         dev->vki.GetPhysicalDeviceProperties2(phys, &p2);
         o->subgroup_size = sg.subgroupSize;
-        o->max_memory_allocation_size = m3.maxMemoryAllocationSize;
+        if (m3.maxMemoryAllocationSize) /* 0: the chain was not filled (e.g. a 1.0 instance
+                                         * declared as newer in vka_vulkan_env.api_version) */
+            o->max_memory_allocation_size = m3.maxMemoryAllocationSize;
         if (m3.pNext) {
             snprintf(o->driver_name, sizeof o->driver_name, "%s", drv.driverName);
             snprintf(o->driver_info, sizeof o->driver_info, "%s", drv.driverInfo);

@@ -224,12 +224,20 @@ vka_result vkv_arena_wrap(vkb_backend *be, const void *buffer, uint64_t offset, 
                              "%s: offset %llu and size %llu must be multiples of 4 bytes (one "
                              "element), size > 0", fn, (unsigned long long)offset,
                              (unsigned long long)size);
-    if (offset + size > be->limits.max_chunk_bytes || offset + size < offset)
+    if (size > be->limits.max_chunk_bytes || offset > be->limits.max_chunk_bytes - size)
         return vka_set_error(be->ctx, VKA_ERROR_INVALID_ARGUMENT,
-                             "%s: bytes [%llu, %llu) pass the device's largest allocation of "
-                             "%llu bytes (maxMemoryAllocationSize)", fn,
-                             (unsigned long long)offset, (unsigned long long)(offset + size),
+                             "%s: %llu bytes at offset %llu pass the device's largest allocation "
+                             "of %llu bytes (maxMemoryAllocationSize)", fn,
+                             (unsigned long long)size, (unsigned long long)offset,
                              (unsigned long long)be->limits.max_chunk_bytes);
+    /* Vulkan cannot tell a buffer's size; its memory requirements are at least that. */
+    VkMemoryRequirements req;
+    vb->vk->vkGetBufferMemoryRequirements(vb->dev->device, buf, &req);
+    if (offset + size > req.size)
+        return vka_set_error(be->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: bytes [%llu, %llu) pass the end of the buffer (its memory "
+                             "requirements are %llu bytes)", fn, (unsigned long long)offset,
+                             (unsigned long long)(offset + size), (unsigned long long)req.size);
     vkv_arena *a = vka_calloc(vb->base.ctx, 1, sizeof *a);
     if (a) {
         a->buffers = vka_calloc(vb->base.ctx, 1, sizeof *a->buffers);
