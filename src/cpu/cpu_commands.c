@@ -71,9 +71,14 @@ typedef struct { float *out; const float *a, *b, *bias; vkb_matmul mm; } matmul_
 static vka_result run_matmul(cpu_backend *cb, const void *p) {
     const matmul_args *x = p;
     const vkb_matmul *mm = &x->mm;
-    vkc_matmul_forward(x->out, x->a, x->b, x->bias, mm->M, mm->N, mm->K, mm->batch, mm->trans_a,
-                       mm->trans_b, mm->stride_a, mm->stride_b, mm->stride_out, mm->alpha,
-                       mm->accumulate, cb->nt);
+    if (cb->reference)
+        vkc_matmul_forward(x->out, x->a, x->b, x->bias, mm->M, mm->N, mm->K, mm->batch,
+                           mm->trans_a, mm->trans_b, mm->stride_a, mm->stride_b, mm->stride_out,
+                           mm->alpha, mm->accumulate, cb->nt);
+    else
+        vkc_matmul_forward_fast(x->out, x->a, x->b, x->bias, mm->M, mm->N, mm->K, mm->batch,
+                                mm->trans_a, mm->trans_b, mm->stride_a, mm->stride_b,
+                                mm->stride_out, mm->alpha, mm->accumulate, cb->isa, cb->nt);
     return VKA_SUCCESS;
 }
 static void op_matmul(vkb_backend *be, const vkb_matmul *mm) {

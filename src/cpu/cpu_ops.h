@@ -55,6 +55,22 @@ void vkc_matmul_forward(float *out, const float *a, const float *b, const float 
                         int N, int K, int batch, bool trans_a, bool trans_b, size_t stride_a,
                         size_t stride_b, size_t stride_out, float alpha, bool accumulate, int nt);
 
+/* --- matmul_fast.c -------------------------------------------------------------------------- */
+/* The widest vector ISA this CPU (and its OS) supports, from cpuid. */
+typedef enum vkc_isa { VKC_ISA_BASELINE, VKC_ISA_AVX2, VKC_ISA_AVX512 } vkc_isa;
+vkc_isa vkc_cpu_isa(void);
+const char *vkc_isa_name(vkc_isa isa);
+/* vkc_matmul_forward with micro-kernels for isa: the same k order, but each term a fused
+ * multiply-add (last bits differ from the reference); VKC_ISA_BASELINE runs the reference. */
+void vkc_matmul_forward_fast(float *out, const float *a, const float *b, const float *bias, int M,
+                             int N, int K, int batch, bool trans_a, bool trans_b, size_t stride_a,
+                             size_t stride_b, size_t stride_out, float alpha, bool accumulate,
+                             vkc_isa isa, int nt);
+
+/* Peak of the processor (peak.c): nt threads each run `iters` steps of fused multiply-add chains
+ * at isa's width, out[t] the threads' sums; returns the FLOPs done (0: no FMA ISA to measure). */
+double vkc_peak_fma_hw(float *out, vkc_isa isa, uint64_t iters, int nt);
+
 /* --- reduce.c ------------------------------------------------------------------------------- */
 /* dbias (OC) += column sums of dout (N, OC) */
 void vkc_bias_backward(float *dbias, const float *dout, int N, int OC, int nt);
