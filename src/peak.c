@@ -127,7 +127,8 @@ vka_result vka_measure_peak(vka_context *ctx, double min_ms, int repeats, vka_pe
         out->gbps = 2.0 * out->copy_mbytes * 1e-3 / (ms * 1e-3);
     }
     be->ops->arena_destroy(be, arena);
-    if (r == VKA_SUCCESS && (!ctx->vk || ctx->vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU)) {
+    bool on_cpu = !ctx->vk || ctx->vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    if (r == VKA_SUCCESS && on_cpu) {
         int nt = vka_context_cpu_threads(ctx);
 #ifdef VKA_HAVE_OPENMP
         if (nt == 0) nt = omp_get_num_procs(); /* lavapipe: a thread per CPU */

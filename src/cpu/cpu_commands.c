@@ -267,7 +267,7 @@ static void op_softmax_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dou
 
 static vka_result run_gelu_forward(cpu_backend *cb, const void *p) {
     const ew_args *a = p;
-    vkc_gelu_forward(a->dst, a->a, a->n, cb->nt);
+    vkc_gelu_forward_fast(a->dst, a->a, a->n, cb->isa, cb->nt); /* isa baseline: reference */
     return VKA_SUCCESS;
 }
 static void op_gelu_forward(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
@@ -277,7 +277,7 @@ static void op_gelu_forward(vkb_backend *be, vkb_tensor out, vkb_tensor inp, siz
 
 static vka_result run_gelu_backward(cpu_backend *cb, const void *p) {
     const ew_args *a = p;
-    vkc_gelu_backward(a->dst, a->a, a->b, a->n, cb->nt);
+    vkc_gelu_backward_fast(a->dst, a->a, a->b, a->n, cb->isa, cb->nt);
     return VKA_SUCCESS;
 }
 static void op_gelu_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor inp, vkb_tensor dout,

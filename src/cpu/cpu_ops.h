@@ -132,6 +132,11 @@ void vkc_softmax_backward(float *dinp, const float *dout, const float *out, int 
 void vkc_gelu_forward(float *out, const float *inp, size_t N, int nt);
 /* dinp += gelu'(inp) * dout */
 void vkc_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N, int nt);
+/* the same with a polynomial exp (within 2 ulp of expf), vectorised where isa is AVX-512; any
+ * other isa: the above */
+void vkc_gelu_forward_fast(float *out, const float *inp, size_t N, vkc_isa isa, int nt);
+void vkc_gelu_backward_fast(float *dinp, const float *inp, const float *dout, size_t N,
+                            vkc_isa isa, int nt);
 
 /* --- crossentropy.c ------------------------------------------------------------------------- */
 /* losses (N) = logsumexp(logits[i,:V]) - logits[i,targets[i]]; logits (N,Vp), targets in [0,V) */

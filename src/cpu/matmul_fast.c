@@ -6,8 +6,9 @@
  * Blocking as in BLIS (Van Zee & van de Geijn, "BLIS: A Framework for Rapidly Instantiating BLAS
  * Functionality", 2015): out is cut into FM_MB x FM_NB tiles, one per OpenMP work item; for each
  * tile K is walked in blocks of FM_KC, the block of op(b) packed into NR-wide k-major panels
- * (a panel, FM_KC * NR floats, stays in L1 while every MR-row panel of op(a) passes over it) and
- * the block of op(a) into MR-tall k-major panels, both zero padded past the matrix. The
+ * zero padded past N (a panel, FM_KC * NR floats, stays in L1 while every MR rows of op(a) pass
+ * over it). op(a) is not packed: the micro-kernel broadcasts its elements one at a time, read
+ * in place from MR row streams (packing it cost a quarter of the time at K = 128). The
  * micro-kernel keeps an MR x NR block of the tile's accumulators in registers for the k block.
  *
  * Summation order: every element is still summed over k = 0..K-1 in order, one term at a time,
@@ -55,28 +56,6 @@ typedef struct fm_view {
     size_t rs, cs;
 } fm_view;
 
-/* Pack op(a)(i0 .. i0+mb, k0 .. k0+kc) into ap[panel][k][mr], zeros past mb. */
-static void pack_a(float *ap, fm_view a, int i0, int mb, int k0, int kc, int mr) {
-    for (int p = 0; p < mb; p += mr) {
-        float *dst = ap + (size_t)p * kc;
-        int h = mb - p < mr ? mb - p : mr;
-        if (a.rs == 1 && h == mr) { /* rows contiguous (trans_a): copy mr per k */
-            for (int k = 0; k < kc; k++)
-                memcpy(dst + (size_t)k * mr, a.p + (size_t)(k0 + k) * a.cs + (size_t)(i0 + p),
-                       (size_t)mr * sizeof(float));
-            continue;
-        }
-        for (int r = 0; r < mr; r++) {
-            if (r >= h) {
-                for (int k = 0; k < kc; k++) dst[(size_t)k * mr + r] = 0.0f;
-                continue;
-            }
-            const float *src = a.p + (size_t)(i0 + p + r) * a.rs + (size_t)k0 * a.cs;
-            for (int k = 0; k < kc; k++) dst[(size_t)k * mr + r] = src[(size_t)k * a.cs];
-        }
-    }
-}
-
 /* Pack op(b)(k0 .. k0+kc, j0 .. j0+nb) into bp[panel][k][nr], zeros past nb. */
 static void pack_b(float *bp, fm_view b, int k0, int kc, int j0, int nb, int nr) {
     for (int p = 0; p < nb; p += nr) {
@@ -99,21 +78,26 @@ static void pack_b(float *bp, fm_view b, int k0, int kc, int j0, int nb, int nr)
     }
 }
 
-/* c (mr x nr block, row stride FM_NB) += ap (kc, mr) . bp (kc, nr) */
-typedef void (*fm_kernel)(float *c, const float *ap, const float *bp, int kc);
+/* c (mr x nr block, row stride FM_NB) += op(a) (mr, kc) . bp (kc, nr), op(a)(r, k) =
+ * a[r][k * cs]: the rows are read where they are (a row past the matrix repeats the last one;
+ * its outputs are not kept), as many independent streams as rows. */
+typedef void (*fm_kernel)(float *c, const float *const *a, size_t cs, const float *bp, int kc);
 
 #ifdef FM_X86
 /* 8 rows x 32 columns: 16 zmm accumulators, 2 for b, a broadcast folded into the FMA. */
-__attribute__((target("avx512f"))) static void kernel_avx512(float *c, const float *ap,
-                                                             const float *bp, int kc) {
+__attribute__((target("avx512f"))) static void kernel_avx512(float *c, const float *const *a,
+                                                             size_t cs, const float *bp, int kc) {
+    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5],
+                *a6 = a[6], *a7 = a[7];
 #define FM_ROW(r) __m512 c##r##0 = _mm512_loadu_ps(c + (r) * FM_NB), \
                          c##r##1 = _mm512_loadu_ps(c + (r) * FM_NB + 16)
     FM_ROW(0); FM_ROW(1); FM_ROW(2); FM_ROW(3); FM_ROW(4); FM_ROW(5); FM_ROW(6); FM_ROW(7);
 #undef FM_ROW
     for (int k = 0; k < kc; k++) {
-        const float *a = ap + (size_t)k * 8, *b = bp + (size_t)k * 32;
+        const float *b = bp + (size_t)k * 32;
+        size_t ko = (size_t)k * cs;
         __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16), x;
-#define FM_FMA(r) x = _mm512_set1_ps(a[r]); \
+#define FM_FMA(r) x = _mm512_set1_ps(a##r[ko]); \
                   c##r##0 = _mm512_fmadd_ps(x, b0, c##r##0); \
                   c##r##1 = _mm512_fmadd_ps(x, b1, c##r##1)
         FM_FMA(0); FM_FMA(1); FM_FMA(2); FM_FMA(3); FM_FMA(4); FM_FMA(5); FM_FMA(6); FM_FMA(7);
@@ -126,16 +110,18 @@ __attribute__((target("avx512f"))) static void kernel_avx512(float *c, const flo
 }
 
 /* 6 rows x 16 columns: 12 ymm accumulators, 2 for b, 1 broadcast (of 16 registers). */
-__attribute__((target("avx2,fma"))) static void kernel_avx2(float *c, const float *ap,
-                                                            const float *bp, int kc) {
+__attribute__((target("avx2,fma"))) static void kernel_avx2(float *c, const float *const *a,
+                                                            size_t cs, const float *bp, int kc) {
+    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
 #define FM_ROW(r) __m256 c##r##0 = _mm256_loadu_ps(c + (r) * FM_NB), \
                          c##r##1 = _mm256_loadu_ps(c + (r) * FM_NB + 8)
     FM_ROW(0); FM_ROW(1); FM_ROW(2); FM_ROW(3); FM_ROW(4); FM_ROW(5);
 #undef FM_ROW
     for (int k = 0; k < kc; k++) {
-        const float *a = ap + (size_t)k * 6, *b = bp + (size_t)k * 16;
+        const float *b = bp + (size_t)k * 16;
+        size_t ko = (size_t)k * cs;
         __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8), x;
-#define FM_FMA(r) x = _mm256_broadcast_ss(a + (r)); \
+#define FM_FMA(r) x = _mm256_broadcast_ss(a##r + ko); \
                   c##r##0 = _mm256_fmadd_ps(x, b0, c##r##0); \
                   c##r##1 = _mm256_fmadd_ps(x, b1, c##r##1)
         FM_FMA(0); FM_FMA(1); FM_FMA(2); FM_FMA(3); FM_FMA(4); FM_FMA(5);
@@ -153,17 +139,21 @@ static void fast_tile(float *out, fm_view a, fm_view b, const float *bias, int N
                       int mb, int j0, int nb, float alpha, bool accumulate, fm_kernel kernel,
                       int mr, int nr) {
     _Alignas(64) float acc[FM_MB * FM_NB];
-    _Alignas(64) float ap[FM_MB * FM_KC];
     _Alignas(64) float bp[FM_KC * FM_NB];
     int mbp = (mb + mr - 1) / mr * mr, nbp = (nb + nr - 1) / nr * nr;
     for (int r = 0; r < mbp; r++) memset(acc + r * FM_NB, 0, (size_t)nbp * sizeof(float));
     for (int k0 = 0; k0 < K; k0 += FM_KC) {
         int kc = K - k0 < FM_KC ? K - k0 : FM_KC;
         pack_b(bp, b, k0, kc, j0, nb, nr);
-        pack_a(ap, a, i0, mb, k0, kc, mr);
         for (int p = 0; p < nb; p += nr)
-            for (int r = 0; r < mb; r += mr)
-                kernel(acc + r * FM_NB + p, ap + (size_t)r * kc, bp + (size_t)p * kc, kc);
+            for (int r = 0; r < mb; r += mr) {
+                const float *rows[FM_MR_MAX];
+                for (int q = 0; q < mr; q++) {
+                    int i = i0 + (r + q < mb ? r + q : mb - 1);
+                    rows[q] = a.p + (size_t)i * a.rs + (size_t)k0 * a.cs;
+                }
+                kernel(acc + r * FM_NB + p, rows, a.cs, bp + (size_t)p * kc, kc);
+            }
     }
     for (int r = 0; r < mb; r++) { /* the reference's epilogue */
         float *o = out + (size_t)(i0 + r) * N + j0;
