@@ -380,8 +380,8 @@ typedef struct {
 
 static vka_result run_adamw(cpu_backend *cb, const void *p) {
     const adamw_args *a = p;
-    vkc_adamw(a->param, a->grad, a->m, a->v, a->hyper, a->gscale ? a->gscale[1] : 1.0f, a->N,
-              a->weight_decay, cb->nt);
+    vkc_adamw_fast(a->param, a->grad, a->m, a->v, a->hyper, a->gscale ? a->gscale[1] : 1.0f,
+                   a->N, a->weight_decay, cb->isa, cb->nt); /* isa baseline: the reference */
     return VKA_SUCCESS;
 }
 static void op_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m,

@@ -153,6 +153,9 @@ void vkc_crossentropy_backward(float *dlogits, const float *logits, const int32_
  * param -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + weight_decay * param) */
 void vkc_adamw(float *param, const float *grad, float *m, float *v, const float *hyper,
                float gscale, size_t N, float weight_decay, int nt);
+/* the same, vectorised where isa is AVX-512 (bit-identical results); else vkc_adamw */
+void vkc_adamw_fast(float *param, const float *grad, float *m, float *v, const float *hyper,
+                    float gscale, size_t N, float weight_decay, vkc_isa isa, int nt);
 
 /* --- attention.c ---------------------------------------------------------------------------- */
 /* Element (b, h, t, d) of an attention view is p[b*sb + h*sh + t*st + d] (vkb_attn_layout). */
