@@ -183,7 +183,6 @@ typedef struct vka_context_desc {
                                variable VKATTN_VALIDATION: 1 = on, 0 or unset = off, anything
                                else fails with VKA_ERROR_INVALID_ARGUMENT */
     int cpu_threads;        /* CPU backend threads; 0 = OpenMP's default */
-    vka_cpu_kernels cpu_kernels; /* CPU backend kernels; 0 = VKATTN_CPU_KERNELS, else fast */
     vka_log_fn log;         /* NULL = silent */
     void *log_user_data;    /* passed to log */
     vka_log_level log_level;/* most verbose level passed to log; 0 = errors only */
@@ -216,6 +215,9 @@ typedef struct vka_context_desc {
                                and destroy call vkattn makes (instance and device too, when it
                                creates them); NULL = the driver's */
     const vka_host_allocator *host_allocator; /* NULL = malloc/realloc/free */
+    vka_cpu_kernels cpu_kernels; /* CPU backend kernels; 0 = the environment variable
+                               VKATTN_CPU_KERNELS, else fast; a bad value fails with
+                               VKA_ERROR_INVALID_ARGUMENT */
 } vka_context_desc;
 
 /**
