@@ -171,6 +171,18 @@ typedef enum vka_kernels {
     VKA_KERNELS_CPU = 2,  /* always the CPU-type variants */
 } vka_kernels;
 
+/** The CPU backend's kernels. */
+typedef enum vka_cpu_kernels {
+    VKA_CPU_KERNELS_DEFAULT = 0,   /* the environment variable VKATTN_CPU_KERNELS: fast,
+                                      reference, fast-avx2, or unset = fast */
+    VKA_CPU_KERNELS_FAST = 1,      /* matmul micro-kernels for the CPU's widest vector ISA
+                                      (AVX2+FMA, AVX-512; chosen from cpuid): the same k order as
+                                      the reference, each term a fused multiply-add */
+    VKA_CPU_KERNELS_REFERENCE = 2, /* the plain-C reference (unfused multiply-adds) */
+    VKA_CPU_KERNELS_FAST_AVX2 = 3, /* fast, at most AVX2+FMA even where AVX-512 is there (to
+                                      test that path); "fast-avx2" in VKATTN_CPU_KERNELS */
+} vka_cpu_kernels;
+
 typedef struct vka_context_desc {
     vka_backend backend;    /* 0 = VKA_BACKEND_VULKAN */
     const char *device;     /* Vulkan device by index as vka_context_device_info lists it ("1");
@@ -213,6 +225,9 @@ typedef struct vka_context_desc {
                                and destroy call vkattn makes (instance and device too, when it
                                creates them); NULL = the driver's */
     const vka_host_allocator *host_allocator; /* NULL = malloc/realloc/free */
+    vka_cpu_kernels cpu_kernels; /* CPU backend kernels; 0 = the environment variable
+                               VKATTN_CPU_KERNELS, else fast; a bad value fails with
+                               VKA_ERROR_INVALID_ARGUMENT */
 } vka_context_desc;
 
 /**
@@ -244,6 +259,9 @@ uint32_t vka_context_validation_messages(const vka_context *ctx);
 /** Threads the CPU backend's kernels run on (desc.cpu_threads, else OpenMP's default, which
  * OMP_NUM_THREADS sets; 1 in a build without OpenMP). 0 for a Vulkan context. */
 int vka_context_cpu_threads(const vka_context *ctx);
+/** The CPU backend's kernels: "reference", or "fast (avx512)", "fast (avx2+fma)", "fast
+ * (baseline)" (no vector ISA to use: the reference's code). NULL for a Vulkan context. */
+const char *vka_context_cpu_kernels(const vka_context *ctx);
 
 typedef enum vka_device_type {
     VKA_DEVICE_TYPE_OTHER = 0,
@@ -442,6 +460,11 @@ typedef struct vka_peak {
     double fma_gflop;     /* work of the timed FMA run, GFLOP */
     double copy_mbytes;   /* size of the copied buffer, MB (1e6 bytes) */
     bool device_timer;    /* times come from device timestamps (else the host clock) */
+    double hw_gflops;     /* the processor's fp32 FMA peak, GFLOP/s, where the device is the CPU
+                             (CPU backend: on its threads; CPU-type Vulkan device: on every
+                             CPU): independent fused multiply-add chains at the widest vector
+                             ISA cpuid reports, whatever the build targets; 0 = not measured */
+    const char *hw_isa;   /* that ISA: "avx512", "avx2+fma"; NULL = not measured */
 } vka_peak;
 
 /** Measure the ceilings of ctx's device: each kernel is grown until one run takes at least

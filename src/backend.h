@@ -401,7 +401,8 @@ int vkb_arena_layout(const size_t *sizes, int count, size_t max_chunk_elems, uin
                      size_t *offset_of, size_t *chunk_elems, int *bad);
 
 /* Backends. Each keeps ctx for messages; the context owns and destroys its backend. */
-vka_result vkb_cpu_create(vka_context *ctx, int threads, vkb_backend **out);
+vka_result vkb_cpu_create(vka_context *ctx, int threads, vka_cpu_kernels kernels,
+                          vkb_backend **out);
 vka_result vkb_vulkan_create(vka_context *ctx, vkb_backend **out);
 
 #endif

@@ -603,7 +603,9 @@ vka_result vka_check(vka_context *ctx, uint64_t seed, vka_check_fn fn, void *use
     vka_result r = vka_context_usable(ctx, "vka_check");
     if (r != VKA_SUCCESS) return r;
     ck_state st = {.gpu = ctx, .rng = seed, .fn = fn, .user = user_data};
-    vka_context_desc cpu_desc = {.backend = VKA_BACKEND_CPU, .log = ctx->log,
+    /* the reference kernels, whatever VKATTN_CPU_KERNELS says: check compares with them */
+    vka_context_desc cpu_desc = {.backend = VKA_BACKEND_CPU,
+                                 .cpu_kernels = VKA_CPU_KERNELS_REFERENCE, .log = ctx->log,
                                  .log_user_data = ctx->log_user_data, .log_level = ctx->log_level,
                                  /* the same allocator: blocks of either context are freed by st.gpu */
                                  .host_allocator = ctx->host.alloc ? &ctx->host : NULL};

@@ -141,7 +141,7 @@ vka_result vka_context_create(const vka_context_desc *desc, vka_context **out) {
                           "vka_context_desc.host_allocator has no %s: give alloc, realloc and "
                           "free, or none (NULL = malloc, realloc and free)", missing);
     } else if (d.backend == VKA_BACKEND_CPU) {
-        r = vkb_cpu_create(ctx, d.cpu_threads, &ctx->be);
+        r = vkb_cpu_create(ctx, d.cpu_threads, d.cpu_kernels, &ctx->be);
     } else if (d.backend == VKA_BACKEND_VULKAN) {
         r = vkr_device_create(ctx, &d, &ctx->vk);
         if (r == VKA_SUCCESS) r = vkb_vulkan_create(ctx, &ctx->be);

@@ -224,6 +224,78 @@ static void test_matmul_cpu_deterministic_across_threads(void **state) {
     mm_free(&d);
 }
 
+/* A CPU context with the given kernels (vka_context_desc.cpu_kernels). */
+static vka_context *cpu_kernels(vka_cpu_kernels kernels, int threads) {
+    vka_context_desc d = {.backend = VKA_BACKEND_CPU, .cpu_kernels = kernels,
+                          .cpu_threads = threads, .log = tu_log};
+    vka_context *ctx = NULL;
+    if (vka_context_create(&d, &ctx) != VKA_SUCCESS)
+        fail_msg("CPU context: %s", vka_last_error(ctx));
+    return ctx;
+}
+
+/* The fast kernels (micro-kernels for the CPU's widest ISA, fused multiply-adds) against the
+ * reference kernels and the double loop, on shapes that are multiples of no tile (MR 6 or 8, NR
+ * 16 or 32, 96 x 128 tiles, K blocks of 128), one row or column, K of 1 and K long, every
+ * transpose, batches with padded strides, and the epilogue; both within the tolerance the GPU
+ * is held to, and the fast one deterministic across thread counts. */
+static void fast_matches_reference(vka_cpu_kernels kernels) {
+    vka_context *fast = cpu_kernels(kernels, 2);
+    vka_context *fast3 = cpu_kernels(kernels, 3);
+    vka_context *ref = cpu_kernels(VKA_CPU_KERNELS_REFERENCE, 2);
+    const char *kind = vka_context_cpu_kernels(fast);
+    assert_non_null(kind);
+    assert_string_equal(vka_context_cpu_kernels(ref), "reference");
+    assert_true(strncmp(kind, "fast", 4) == 0);
+    const mm_case shapes[] = {
+        {.M = 1, .N = 1, .K = 1},
+        {.M = 1, .N = 301, .K = 77, .bias = true},
+        {.M = 97, .N = 1, .K = 129},
+        {.M = 7, .N = 33, .K = 1},
+        {.M = 131, .N = 161, .K = 257},   /* 2 x 2 tiles, 3 K blocks, ragged everywhere */
+        {.M = 29, .N = 45, .K = 3001},    /* K long */
+        {.M = 193, .N = 129, .K = 130, .bias = true, .accumulate = true, .alpha = -0.75f},
+        {.M = 37, .N = 41, .K = 67, .batch = 3, .pad_a = 5, .pad_b = 3, .pad_out = 7,
+         .bias = true, .accumulate = true},
+    };
+    double worst = 0.0;
+    for (size_t s = 0; s < TU_LEN(shapes); s++)
+        for (int t = 0; t < 4; t++) {
+            mm_case c = shapes[s];
+            c.ta = t & 1;
+            c.tb = t & 2;
+            mm_data d = mm_make(&c, 200 + 10 * s + (uint64_t)t);
+            float *x = mm_run(fast, &c, &d), *x3 = mm_run(fast3, &c, &d);
+            float *y = mm_run(ref, &c, &d);
+            double *want = mm_ref(&c, &d);
+            char what[160];
+            snprintf(what, sizeof what, "fast matmul M=%d N=%d K=%d batch=%d ta=%d tb=%d", c.M,
+                     c.N, c.K, c.batch, c.ta, c.tb);
+            double atol = 1e-6 * (c.K + 4);
+            tu_assert_close_d(what, x, want, d.n_out, atol, 1e-6);
+            tu_assert_close_d(what, y, want, d.n_out, atol, 1e-6);
+            assert_memory_equal(x, x3, d.n_out * sizeof(float));
+            double diff = max_diff(x, y, d.n_out);
+            if (diff > atol) fail_msg("%s: max |fast - reference| %.3g > %.3g", what, diff, atol);
+            if (diff > worst) worst = diff;
+            free(x);
+            free(x3);
+            free(y);
+            free(want);
+            mm_free(&d);
+        }
+    print_message("fast matmul (%s): max |fast - reference| %.3g\n", kind, worst);
+    tu_done(fast);
+    tu_done(fast3);
+    tu_done(ref);
+}
+
+static void test_matmul_cpu_fast_matches_reference(void **state) {
+    (void)state;
+    fast_matches_reference(VKA_CPU_KERNELS_FAST);     /* the widest ISA (AVX-512 where there) */
+    fast_matches_reference(VKA_CPU_KERNELS_FAST_AVX2); /* and the AVX2+FMA micro-kernel */
+}
+
 /* The shapes of the GPT's products (default model: B*T = 768, C = 128, NH = 4, T = 64,
  * HS = 32), forward and backward, as the model records them. */
 static void gpt_shape_cases(vka_context *ctx) {
@@ -306,6 +378,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_batched_strided),
         cmocka_unit_test(test_matmul_ones_exact),
         cmocka_unit_test(test_matmul_cpu_deterministic_across_threads),
+        cmocka_unit_test(test_matmul_cpu_fast_matches_reference),
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_transposes_and_awkward_shapes),
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_bias_alpha_accumulate),
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_batched_strided),

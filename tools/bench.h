@@ -58,6 +58,7 @@ typedef struct bench_result {
     char note[256];       /* why it was skipped, or "" */
     bench_stats t;
     double ceiling;       /* GFLOP/s (compute-bound) or GB/s (memory-bound) it is compared with */
+    double hw_peak;       /* the processor's FMA peak (compute-bound rows on a CPU), else 0 */
     bool above_ceiling;   /* its rate beat even the re-measured ceiling: the run was disturbed */
     bench_check check;
     double diff, tol;     /* check: max |value - reference| and its absolute tolerance */
@@ -118,11 +119,19 @@ typedef struct bench_opts {
 #define BENCH_MAX_COPIES 64
 
 /* A backend being measured. */
+/* The build's CMAKE_BUILD_TYPE and C flags (CMakeLists.txt), printed by bench: a slow build
+ * type shows. */
+extern const char bench_build_type[], bench_build_flags[];
+
 typedef struct bench_dev {
     bool on;
     vka_context *ctx;
     vka_device_info info;
-    vka_peak peak;        /* vka_measure_peak, best of the start and any re-measurement */
+    vka_peak peak;        /* vka_measure_peak, best of the start and any re-measurement;
+                             peak.gflops is the compute ceiling of the rows: the as-built one,
+                             or the processor's (hw_gflops) for the CPU backend's fast kernels */
+    double built_gflops;  /* the as-built FMA ceiling (vka_peak.gflops) */
+    const char *cpu_kernels; /* CPU backend: vka_context_cpu_kernels */
     int threads;          /* CPU backend threads */
     size_t copy_n[BENCH_MAX_COPIES];
     double copy_gbps[BENCH_MAX_COPIES];

@@ -46,6 +46,8 @@ static const struct {
     {BM_GPT2S, 8, 1024, false, false},
     {BM_DEFAULT, 1, 1024, false, false}, /* long context: fused attention keeps no T x T */
     {BM_GPT2S, 1, 1024, false, false},
+    {BM_GPT2S, 4, 64, false, false},        /* GPT-2 small's shape at a CPU-sized batch */
+    {BM_GPT2S_V50257, 4, 64, false, false},
     {BM_GPT2S_V50257, 4, 256, false, false},
 };
 #define N_MODEL_CASES (int)(sizeof model_cases / sizeof model_cases[0])

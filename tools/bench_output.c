@@ -38,6 +38,14 @@ static const char *timer_text(const bench_dev *d, int dev) {
     return d->info.timestamps ? "device timestamps" : "host clock (the queue has no timestamps)";
 }
 
+#ifndef VKA_BUILD_TYPE
+#define VKA_BUILD_TYPE "?"
+#endif
+#ifndef VKA_BUILD_FLAGS
+#define VKA_BUILD_FLAGS "?"
+#endif
+const char bench_build_type[] = VKA_BUILD_TYPE, bench_build_flags[] = VKA_BUILD_FLAGS;
+
 /* --- the table -------------------------------------------------------------------------------- */
 
 #define ID_W 40
@@ -48,6 +56,7 @@ void bench_print_header(const bench *b, FILE *f) {
     const bench_plan *k = &b->kernel_plan, *m = &b->model_plan;
     fprintf(f, "vkattn bench %s: %s set%s\n", vka_version_string(), b->quick ? "quick" : "full",
             b->quick ? " (--full runs every case)" : "");
+    fprintf(f, "build: %s, C flags %s\n", bench_build_type, bench_build_flags);
     fprintf(f, "each case: a check run against the CPU backend, %d warm-up and %d-%d timed runs "
             "(fewer after %.2g s); models: %d warm-up and %d-%d timed runs (fewer after %.2g s)\n",
             k->warmup - 1, k->min_runs, k->max_runs, k->budget_s, m->warmup - 1, m->min_runs,
@@ -64,14 +73,20 @@ void bench_print_header(const bench *b, FILE *f) {
                     cli_vendor_name(d->info.vendor_id), d->info.vendor_id, d->info.driver_name,
                     d->info.driver_info, drv, api, cli_kernel_names[b->o->b.kernels]);
         } else {
-            fprintf(f, "%-7s %s: %d thread(s), OMP_WAIT_POLICY=%s\n", bench_backend_names[dev],
-                    d->info.name, d->threads, omp_wait_policy());
+            fprintf(f, "%-7s %s: %d thread(s), OMP_WAIT_POLICY=%s, kernels %s\n",
+                    bench_backend_names[dev], d->info.name, d->threads, omp_wait_policy(),
+                    d->cpu_kernels ? d->cpu_kernels : "?");
         }
         fprintf(f, "        timer: %s", timer_text(d, dev));
         if (dev == BENCH_VK && d->info.timestamps)
             fprintf(f, " x %g ns", (double)d->info.timestamp_period);
-        fprintf(f, "; ceilings: %.4g GFLOP/s fp32 multiply-add, %.4g GB/s copy (%.0f MB)\n",
-                d->peak.gflops, d->peak.gbps, d->peak.copy_mbytes);
+        fprintf(f, "; ceilings: %.4g GFLOP/s fp32 multiply-add as built, %.4g GB/s copy (%.0f MB)",
+                d->built_gflops, d->peak.gbps, d->peak.copy_mbytes);
+        if (d->peak.hw_gflops > 0)
+            fprintf(f, ";\n        processor peak %.4g GFLOP/s fp32 FMA (%s)%s",
+                    d->peak.hw_gflops, d->peak.hw_isa,
+                    d->peak.gflops > d->built_gflops ? ", the compute rows' ceiling" : "");
+        fputc('\n', f);
     }
     fprintf(f, "\n%-*s %-*s", ID_W, "", SHAPE_W, "");
     for (int dev = 0; dev < BENCH_NB; dev++)
@@ -214,6 +229,8 @@ static void json_backend(const bench *b, int dev, FILE *f) {
     cli_api_version(d->info.api_version, api, sizeof api);
     cli_driver_version(&d->info, drv, sizeof drv);
     fprintf(f, "{\"backend\":\"%s\"", bench_backend_names[dev]);
+    cli_json_str(f, "build_type", bench_build_type);
+    cli_json_str(f, "build_flags", bench_build_flags);
     cli_json_str(f, "device", d->info.name);
     cli_json_str(f, "device_type", cli_device_type_name(d->info.type));
     if (dev == BENCH_VK) {
@@ -230,11 +247,15 @@ static void json_backend(const bench *b, int dev, FILE *f) {
         cli_json_str(f, "kernels", cli_kernel_names[b->o->b.kernels]);
     } else {
         cli_json_num(f, "threads", d->threads);
+        if (d->cpu_kernels) cli_json_str(f, "cpu_kernels", d->cpu_kernels);
         cli_json_str(f, "omp_wait_policy", omp_wait_policy());
     }
     cli_json_str(f, "timer", dev == BENCH_VK && d->info.timestamps ? "timestamps" : "host");
     fprintf(f, ",\"ceilings\":{\"fma_gflops\":");
     cli_json_number(f, d->peak.gflops);
+    cli_json_num(f, "built_fma_gflops", d->built_gflops);
+    cli_json_num(f, "hw_fma_gflops", d->peak.hw_gflops > 0 ? d->peak.hw_gflops : NAN);
+    if (d->peak.hw_isa) cli_json_str(f, "hw_isa", d->peak.hw_isa);
     cli_json_num(f, "copy_gbps", d->peak.gbps);
     cli_json_num(f, "fma_gflop", d->peak.fma_gflop);
     cli_json_num(f, "copy_mbytes", d->peak.copy_mbytes);
@@ -271,6 +292,8 @@ static void json_result(const bench_row *row, const bench_result *res, FILE *f) 
     cli_json_num(f, "ceiling", res->ceiling);
     cli_json_num(f, "percent_of_ceiling", res->ceiling > 0 ? 100.0 * rate / res->ceiling : NAN);
     fprintf(f, ",\"above_ceiling\":%s", res->above_ceiling ? "true" : "false");
+    if (row->compute && res->hw_peak > 0)
+        cli_json_num(f, "percent_of_hw_peak", 100.0 * rate / res->hw_peak);
     cli_json_str(f, "check", bench_check_names[res->check]);
     if (res->check == BENCH_OK || res->check == BENCH_WRONG) {
         cli_json_num(f, "max_diff", res->diff);

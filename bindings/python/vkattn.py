@@ -56,7 +56,7 @@ class vka_context_desc(_c.Structure):
                 ("label", _c.c_char_p), ("kernels", _c.c_int),
                 ("max_binding_bytes", _c.c_uint64), ("max_tensor_bytes", _c.c_uint64),
                 ("max_memory_bytes", _c.c_uint64), ("vk_allocator", _c.c_void_p),
-                ("host_allocator", _c.POINTER(vka_host_allocator))]
+                ("host_allocator", _c.POINTER(vka_host_allocator)), ("cpu_kernels", _c.c_int)]
 
 
 class vka_gpt_config(_c.Structure):

@@ -218,8 +218,24 @@ void *vkc_record(cpu_backend *cb, const char *name, cpu_run_fn run, const void *
 
 /* --- creation ----------------------------------------------------------------------------- */
 
-vka_result vkb_cpu_create(vka_context *ctx, int threads, vkb_backend **out) {
+vka_result vkb_cpu_create(vka_context *ctx, int threads, vka_cpu_kernels kernels,
+                          vkb_backend **out) {
     *out = NULL;
+    const char *env = getenv("VKATTN_CPU_KERNELS");
+    if (kernels == VKA_CPU_KERNELS_DEFAULT && env && *env) {
+        if (strcmp(env, "reference") == 0) kernels = VKA_CPU_KERNELS_REFERENCE;
+        else if (strcmp(env, "fast") == 0) kernels = VKA_CPU_KERNELS_FAST;
+        else if (strcmp(env, "fast-avx2") == 0) kernels = VKA_CPU_KERNELS_FAST_AVX2;
+        else
+            return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                                 "VKATTN_CPU_KERNELS=\"%s\" is not fast, reference or fast-avx2",
+                                 env);
+    } else if (kernels < VKA_CPU_KERNELS_DEFAULT || kernels > VKA_CPU_KERNELS_FAST_AVX2) {
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_context_desc.cpu_kernels = %d is not a vka_cpu_kernels",
+                             (int)kernels);
+    }
+    bool reference = kernels == VKA_CPU_KERNELS_REFERENCE;
     cpu_backend *cb = vka_calloc(ctx, 1, sizeof *cb);
     if (!cb) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "cpu backend: out of memory");
     cb->ops = (vkb_ops){
@@ -254,9 +270,24 @@ vka_result vkb_cpu_create(vka_context *ctx, int threads, vkb_backend **out) {
     cb->nt = 1;
 #endif
     if (cb->nt < 1) cb->nt = 1;
-    vka_log(ctx, VKA_LOG_INFO, "cpu backend: %d thread(s)", cb->nt);
+    cb->reference = reference;
+    cb->isa = reference ? VKC_ISA_BASELINE : vkc_cpu_isa();
+    if (kernels == VKA_CPU_KERNELS_FAST_AVX2 && cb->isa > VKC_ISA_AVX2) cb->isa = VKC_ISA_AVX2;
+    vka_log(ctx, VKA_LOG_INFO, "cpu backend: %d thread(s), %s kernels (%s)", cb->nt,
+            reference ? "reference" : "fast", vkc_isa_name(cb->isa));
     *out = &cb->base;
     return VKA_SUCCESS;
+}
+
+const char *vka_context_cpu_kernels(const vka_context *ctx) {
+    if (!ctx || !ctx->be || vka_context_backend(ctx) != VKA_BACKEND_CPU) return NULL;
+    const cpu_backend *cb = (const cpu_backend *)ctx->be;
+    if (cb->reference) return "reference";
+    switch (cb->isa) {
+    case VKC_ISA_AVX512: return "fast (avx512)";
+    case VKC_ISA_AVX2: return "fast (avx2+fma)";
+    default: return "fast (baseline)";
+    }
 }
 
 int vka_context_cpu_threads(const vka_context *ctx) {

@@ -4,6 +4,7 @@
 #define VKA_CPU_BACKEND_H
 
 #include "backend.h"
+#include "cpu/cpu_ops.h"
 
 /* A recorded op: run(cb, args) executes it; args is the op's own copy of its arguments. */
 typedef struct cpu_backend cpu_backend;
@@ -36,6 +37,8 @@ struct cpu_backend {
     vkb_backend base;
     vkb_ops ops;       /* base.ops points here */
     int nt;            /* OpenMP threads for every parallel region (>= 1) */
+    vkc_isa isa;       /* the fast kernels' vector ISA (cpuid); VKC_ISA_BASELINE: reference */
+    bool reference;    /* VKATTN_CPU_KERNELS=reference: the reference kernels only */
     vkb_graph *rec;    /* graph being recorded, NULL outside graph_begin/graph_end */
     bool profiling;    /* graphs recorded from now on time each command */
 };

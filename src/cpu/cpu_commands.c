@@ -71,9 +71,14 @@ typedef struct { float *out; const float *a, *b, *bias; vkb_matmul mm; } matmul_
 static vka_result run_matmul(cpu_backend *cb, const void *p) {
     const matmul_args *x = p;
     const vkb_matmul *mm = &x->mm;
-    vkc_matmul_forward(x->out, x->a, x->b, x->bias, mm->M, mm->N, mm->K, mm->batch, mm->trans_a,
-                       mm->trans_b, mm->stride_a, mm->stride_b, mm->stride_out, mm->alpha,
-                       mm->accumulate, cb->nt);
+    if (cb->reference)
+        vkc_matmul_forward(x->out, x->a, x->b, x->bias, mm->M, mm->N, mm->K, mm->batch,
+                           mm->trans_a, mm->trans_b, mm->stride_a, mm->stride_b, mm->stride_out,
+                           mm->alpha, mm->accumulate, cb->nt);
+    else
+        vkc_matmul_forward_fast(x->out, x->a, x->b, x->bias, mm->M, mm->N, mm->K, mm->batch,
+                                mm->trans_a, mm->trans_b, mm->stride_a, mm->stride_b,
+                                mm->stride_out, mm->alpha, mm->accumulate, cb->isa, cb->nt);
     return VKA_SUCCESS;
 }
 static void op_matmul(vkb_backend *be, const vkb_matmul *mm) {
@@ -262,7 +267,7 @@ static void op_softmax_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dou
 
 static vka_result run_gelu_forward(cpu_backend *cb, const void *p) {
     const ew_args *a = p;
-    vkc_gelu_forward(a->dst, a->a, a->n, cb->nt);
+    vkc_gelu_forward_fast(a->dst, a->a, a->n, cb->isa, cb->nt); /* isa baseline: reference */
     return VKA_SUCCESS;
 }
 static void op_gelu_forward(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
@@ -272,7 +277,7 @@ static void op_gelu_forward(vkb_backend *be, vkb_tensor out, vkb_tensor inp, siz
 
 static vka_result run_gelu_backward(cpu_backend *cb, const void *p) {
     const ew_args *a = p;
-    vkc_gelu_backward(a->dst, a->a, a->b, a->n, cb->nt);
+    vkc_gelu_backward_fast(a->dst, a->a, a->b, a->n, cb->isa, cb->nt);
     return VKA_SUCCESS;
 }
 static void op_gelu_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor inp, vkb_tensor dout,
@@ -375,8 +380,8 @@ typedef struct {
 
 static vka_result run_adamw(cpu_backend *cb, const void *p) {
     const adamw_args *a = p;
-    vkc_adamw(a->param, a->grad, a->m, a->v, a->hyper, a->gscale ? a->gscale[1] : 1.0f, a->N,
-              a->weight_decay, cb->nt);
+    vkc_adamw_fast(a->param, a->grad, a->m, a->v, a->hyper, a->gscale ? a->gscale[1] : 1.0f,
+                   a->N, a->weight_decay, cb->isa, cb->nt); /* isa baseline: the reference */
     return VKA_SUCCESS;
 }
 static void op_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m,

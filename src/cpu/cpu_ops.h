@@ -55,6 +55,22 @@ void vkc_matmul_forward(float *out, const float *a, const float *b, const float 
                         int N, int K, int batch, bool trans_a, bool trans_b, size_t stride_a,
                         size_t stride_b, size_t stride_out, float alpha, bool accumulate, int nt);
 
+/* --- matmul_fast.c -------------------------------------------------------------------------- */
+/* The widest vector ISA this CPU (and its OS) supports, from cpuid. */
+typedef enum vkc_isa { VKC_ISA_BASELINE, VKC_ISA_AVX2, VKC_ISA_AVX512 } vkc_isa;
+vkc_isa vkc_cpu_isa(void);
+const char *vkc_isa_name(vkc_isa isa);
+/* vkc_matmul_forward with micro-kernels for isa: the same k order, but each term a fused
+ * multiply-add (last bits differ from the reference); VKC_ISA_BASELINE runs the reference. */
+void vkc_matmul_forward_fast(float *out, const float *a, const float *b, const float *bias, int M,
+                             int N, int K, int batch, bool trans_a, bool trans_b, size_t stride_a,
+                             size_t stride_b, size_t stride_out, float alpha, bool accumulate,
+                             vkc_isa isa, int nt);
+
+/* Peak of the processor (peak.c): nt threads each run `iters` steps of fused multiply-add chains
+ * at isa's width, out[t] the threads' sums; returns the FLOPs done (0: no FMA ISA to measure). */
+double vkc_peak_fma_hw(float *out, vkc_isa isa, uint64_t iters, int nt);
+
 /* --- reduce.c ------------------------------------------------------------------------------- */
 /* dbias (OC) += column sums of dout (N, OC) */
 void vkc_bias_backward(float *dbias, const float *dout, int N, int OC, int nt);
@@ -116,6 +132,11 @@ void vkc_softmax_backward(float *dinp, const float *dout, const float *out, int 
 void vkc_gelu_forward(float *out, const float *inp, size_t N, int nt);
 /* dinp += gelu'(inp) * dout */
 void vkc_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N, int nt);
+/* the same with a polynomial exp (within 2 ulp of expf), vectorised where isa is AVX-512; any
+ * other isa: the above */
+void vkc_gelu_forward_fast(float *out, const float *inp, size_t N, vkc_isa isa, int nt);
+void vkc_gelu_backward_fast(float *dinp, const float *inp, const float *dout, size_t N,
+                            vkc_isa isa, int nt);
 
 /* --- crossentropy.c ------------------------------------------------------------------------- */
 /* losses (N) = logsumexp(logits[i,:V]) - logits[i,targets[i]]; logits (N,Vp), targets in [0,V) */
@@ -132,6 +153,9 @@ void vkc_crossentropy_backward(float *dlogits, const float *logits, const int32_
  * param -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + weight_decay * param) */
 void vkc_adamw(float *param, const float *grad, float *m, float *v, const float *hyper,
                float gscale, size_t N, float weight_decay, int nt);
+/* the same, vectorised where isa is AVX-512 (bit-identical results); else vkc_adamw */
+void vkc_adamw_fast(float *param, const float *grad, float *m, float *v, const float *hyper,
+                    float gscale, size_t N, float weight_decay, vkc_isa isa, int nt);
 
 /* --- attention.c ---------------------------------------------------------------------------- */
 /* Element (b, h, t, d) of an attention view is p[b*sb + h*sh + t*st + d] (vkb_attn_layout). */
