@@ -99,6 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (uint64_t i = 0; i < 3 * n; i++) h = (h ^ fz_le32(fixed + HEADER_BYTES + 4 * i)) * 0x100000001B3ull;
     fz_put_le32(fixed + 4 * 32, (uint32_t)h);
     fz_put_le32(fixed + 4 * 33, (uint32_t)(h >> 32));
+    fz_fix_trailer(fixed, n);
     if (want != size || memcmp(fixed, data, (size_t)want) != 0) load(fixed, (size_t)want);
     free(fixed);
     return 0;

@@ -99,6 +99,22 @@ static inline void fz_put_le32(uint8_t *p, uint32_t v) {
     for (int k = 0; k < 4; k++) p[k] = (uint8_t)(v >> (8 * k));
 }
 
+/* A vkattn model or state file (header of 256 words, then n_params parameters first): when its
+ * header has vkattn's trailer (mark "VKAX" in word 252; src/model/checkpoint.c), make the
+ * trailer's parameter hash (words 250..251: FNV-1a 64 per 32-bit word) and header checksum
+ * (word 255: FNV-1a 32 over the bytes of words 0..254) agree with the mutated input, so that
+ * mutations reach the checks behind them. */
+static inline void fz_fix_trailer(uint8_t *f, uint64_t n_params) {
+    if (fz_le32(f + 4 * 252) != 0x58414B56u) return;
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (uint64_t i = 0; i < n_params; i++) h = (h ^ fz_le32(f + 1024 + 4 * i)) * 0x100000001B3ull;
+    fz_put_le32(f + 4 * 250, (uint32_t)h);
+    fz_put_le32(f + 4 * 251, (uint32_t)(h >> 32));
+    uint32_t s = 0x811C9DC5u;
+    for (size_t i = 0; i < 4 * 255; i++) s = (s ^ f[i]) * 0x01000193u;
+    fz_put_le32(f + 4 * 255, s);
+}
+
 /* Parameters of an llm.c GPT-2 checkpoint with header words [2..7] (vka_gpt_load's layout),
  * or 0 when a size is not positive (wider sizes are the loader's to refuse). */
 static inline uint64_t fz_gpt_num_params(const uint8_t *header) {
