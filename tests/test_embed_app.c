@@ -358,6 +358,7 @@ static app_buffer app_buffer_create(app_vulkan *app, VkDeviceSize bytes) {
     void *p = NULL;
     assert_int_equal(vkMapMemory(app->device, b.memory, 0, VK_WHOLE_SIZE, 0, &p), VK_SUCCESS);
     b.mapped = p;
+    memset(p, 0, (size_t)bytes); /* new memory holds anything (ASan fills it) */
     return b;
 }
 

@@ -111,6 +111,34 @@ static void test_gelu_known_values_and_finite_tails(void **state) {
     tu_done(ctx);
 }
 
+/* NaN in gives NaN out, forward and backward, with no undefined behaviour on the way (the fast
+ * CPU kernel's exp converts to int: the sanitizer build checks it; a fuzzed model found it). */
+static void test_gelu_nan_propagates(void **state) {
+    (void)state;
+    vka_context *ctx = tu_cpu();
+    enum { N = 37 };
+    float x[N];
+    for (int i = 0; i < N; i++) x[i] = i % 3 ? (float)i / 7 : NAN;
+    vka_tensor *in = tu_tensor(ctx, N, x), *out = tu_tensor_nan(ctx, N);
+    vka_tensor *dout = tu_tensor(ctx, N, x), *din = tu_tensor(ctx, N, NULL);
+    tu_begin(ctx);
+    assert_int_equal(vka_gelu_forward(ctx, out, in, N), VKA_SUCCESS);
+    assert_int_equal(vka_gelu_backward(ctx, din, in, dout, N), VKA_SUCCESS);
+    tu_run(ctx);
+    float *y = tu_read(out, N), *dy = tu_read(din, N);
+    for (int i = 0; i < N; i++) {
+        assert_true(isnan(y[i]) == isnan(x[i]));
+        if (isnan(x[i])) assert_true(isnan(dy[i]));
+    }
+    free(y);
+    free(dy);
+    vka_tensor_destroy(in);
+    vka_tensor_destroy(out);
+    vka_tensor_destroy(dout);
+    vka_tensor_destroy(din);
+    tu_done(ctx);
+}
+
 static void test_gelu_gpu_matches_cpu(void **state) {
     (void)state;
     vka_context *ctx = tu_gpu();
@@ -131,6 +159,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gelu_matches_reference_and_finite_difference),
         cmocka_unit_test(test_gelu_known_values_and_finite_tails),
+        cmocka_unit_test(test_gelu_nan_propagates),
         cmocka_unit_test(test_gelu_gpu_matches_cpu),
         cmocka_unit_test(test_gelu_gpu_known_values_and_finite_tails),
     };

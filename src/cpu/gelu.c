@@ -64,8 +64,8 @@ void vkc_gelu_backward(float *dinp, const float *inp, const float *dout, size_t 
  * backward's sech^2 term). Branch-free, so that `omp simd` vectorises the loops. */
 static inline float exp_fast(float x) {
     const float hi = 88.3762626647949f, lo = -87.3365478515625f;
-    float xc = x > hi ? hi : x; /* keeps the arithmetic finite for +-inf */
-    xc = xc < lo ? lo : xc;
+    float xc = x < hi ? x : hi; /* keeps the arithmetic finite for +-inf and NaN (no NaN */
+    xc = xc > lo ? xc : lo;     /* reaches the int conversion below: undefined behaviour) */
     /* n = round(x / ln2) by adding and subtracting 1.5 * 2^23 (|x / ln2| < 2^22), no call */
     float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = xc - n * 0.693359375f - n * -2.12194440e-4f;
@@ -81,7 +81,8 @@ static inline float exp_fast(float x) {
     memcpy(&scale, &bits, sizeof scale);
     float e = p * scale;
     e = x < lo ? 0.0f : e;
-    return x > hi ? INFINITY : e;
+    e = x > hi ? INFINITY : e;
+    return x == x ? e : x; /* NaN in, NaN out */
 }
 
 static inline void gelu_forward_block(float *out, const float *inp, long n) {
