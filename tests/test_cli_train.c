@@ -216,6 +216,30 @@ static void test_cli_non_finite_step_keeps_the_last_files(void **state) {
  * memory in well under a second, naming the arena and the sizes (it grew until the kernel
  * killed it; here RLIMIT_AS makes such a run fail to allocate instead); VKATTN_MAX_MEMORY_BYTES
  * lowers the ceiling, and a bad value is refused naming it. Nothing is written. */
+/* A fresh user's findings: a device failure mid-run says which files hold which step and how
+ * to continue; an --out named like another set's member is refused; eval of a model whose
+ * logits overflow fails instead of printing a NaN loss. */
+static void test_cli_failures_mid_run_and_overlapping_sets(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    /* Vulkan, with the 8th queue submission failing as an out-of-memory device would. */
+    cu_result r = cu_run_spec(&(cu_spec){.dir = &d, .env = {"VKATTN_TEST_FAIL_SUBMIT=8"}},
+                              CU_ARGS("train", SMALL, "--steps", "20", "--save-every", "3",
+                                      "--eval-every", "0", "--quiet", "--out", "o.bin"));
+    if (r.status != 1 || !strstr(r.err, "ran out of memory") ||
+        !strstr(r.err, "kept the files of step") || !strstr(r.err, "--resume o.state.bin"))
+        fail_msg("a submission out of memory mid-run: exit %d: %s", r.status, r.err);
+    print_message("  ok: %s", r.err);
+    cu_free(&r);
+    r = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "1", "--out", "o.state.bin");
+    cu_expect(&r, CLI_USAGE_STATUS, "ends in .state.bin", "--out o.state.bin");
+    cu_free(&r);
+    r = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "1", "--out", "o.tokenizer.bin");
+    cu_expect(&r, CLI_USAGE_STATUS, "ends in .tokenizer.bin", "--out o.tokenizer.bin");
+    cu_free(&r);
+    tf_rmdir(&d);
+}
+
 static void test_cli_batch_past_memory_is_refused(void **state) {
     (void)state;
     tf_dir d = tf_mkdir();
@@ -775,6 +799,7 @@ int main(void) {
         cmocka_unit_test(test_cli_stop_at_and_finished_runs),
         cmocka_unit_test(test_cli_non_finite_step_keeps_the_last_files),
         cmocka_unit_test(test_cli_batch_past_memory_is_refused),
+        cmocka_unit_test(test_cli_failures_mid_run_and_overlapping_sets),
         cmocka_unit_test(test_cli_resume_needs_out_for_other_names),
         cmocka_unit_test(test_cli_model_size_options_match_the_library),
         cmocka_unit_test(test_cli_sigint_abandons_an_evaluation),

@@ -120,6 +120,12 @@ static int evaluate(vka_context *ctx, const eval_opts *o) {
         rc = r == VKA_ERROR_OUT_OF_HOST_MEMORY ? CLI_ERROR : cli_fail("eval", ctx, r, o->data);
         goto done;
     }
+    if (!isfinite(loss)) {
+        fprintf(stderr, "vkattn eval: the mean loss over %s is %g: the model %s gives non-finite "
+                "logits (its parameters overflow)\n", o->data, loss, o->model);
+        rc = CLI_ERROR;
+        goto done;
+    }
     size_t scored = windows * (size_t)T; /* the predictions the mean is over */
     double bpb = cli_bits_per_byte(loss * (double)scored, bytes);
     if (o->json) {

@@ -122,6 +122,9 @@ void report_end(train_run *r, const char *event, double val_loss);
 /* A NaN or infinite loss or gradient norm after step p->step: says so, which files were kept
  * (r->good_state's set) and the command that resumes from them. */
 void report_diverged(train_run *r, const train_progress *p);
+/* After a failed step or evaluation (its error already printed): which files hold the last good
+ * step and how to continue from them. */
+void report_failed(train_run *r);
 /* After a failed save (its reason printed already): the step that was not saved, which files
  * hold the last good one (or that there are none yet) and the command that resumes from them. */
 void report_save_failed(train_run *r);

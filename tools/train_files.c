@@ -305,6 +305,19 @@ int train_files(train_run *r) {
         rc = CLI_ERROR;
     }
     if (rc == CLI_OK) rc = check_no_overwrite(r);
+    /* --out names the set by its model: an --out that is another member's name would make two
+     * runs' sets overlap under different locks (b.bin's state is b.state.bin). */
+    static const char *const members[] = {".state.bin", ".tokenizer.bin", ".lock"};
+    for (size_t i = 0; rc == CLI_OK && o->out && i < sizeof members / sizeof members[0]; i++) {
+        size_t n = strlen(o->out), m = strlen(members[i]);
+        if (n >= m && strcmp(o->out + n - m, members[i]) == 0) {
+            fprintf(stderr, "vkattn train: --out %s ends in %s, the name of a file of another "
+                    "run's set (--out MODEL.bin writes MODEL.bin, MODEL%s and MODEL.tokenizer.bin):"
+                    " give the model's name\n", o->out, members[i], ".state.bin");
+            rc = CLI_USAGE;
+            break;
+        }
+    }
     if (rc == CLI_OK) rc = check_writable(r);
     if (rc == CLI_OK && r->lock_fd < 0) {
         rc = lock_files(r);

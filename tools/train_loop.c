@@ -229,6 +229,7 @@ int train_loop(train_run *r) {
         res = step_once(r, &bb, &p);
         if (res != VKA_SUCCESS) {
             rc = cli_fail("train", r->ctx, res, "training step");
+            report_failed(r);
             break;
         }
         if (o->profile) {
@@ -257,7 +258,10 @@ int train_loop(train_run *r) {
             rc = CLI_OK;
             break;
         }
-        if (rc != CLI_OK) break;
+        if (rc != CLI_OK) {
+            report_failed(r);
+            break;
+        }
         report_step(r, &p);
         if (o->save_every > 0 && st->step % (uint64_t)o->save_every == 0 &&
             st->step < st->total_steps)

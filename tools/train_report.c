@@ -300,8 +300,16 @@ void report_diverged(train_run *r, const train_progress *p) {
     FILE *f = stderr; /* an error, even with --quiet */
     if (r->info == stdout) close_line(r);
     fprintf(f, "vkattn train: step %llu gave loss %g, gradient norm %g: not finite (the run "
-            "diverged: try a lower --lr); stopping, nothing saved\n",
+            "diverged, and resuming would repeat it: start again with a lower --lr, or from the "
+            "kept model with --init MODEL --lr LOWER); stopping, nothing saved\n",
             (unsigned long long)p->step, (double)p->loss, (double)p->grad_norm);
+    report_kept(f, r);
+    fflush(f);
+}
+
+void report_failed(train_run *r) {
+    FILE *f = stderr;
+    if (r->info == stdout) close_line(r);
     report_kept(f, r);
     fflush(f);
 }

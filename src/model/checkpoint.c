@@ -270,6 +270,10 @@ static vka_result check_state_header(vka_context *ctx, const char *path, const u
     vka_train_state s;
     get_state(h, &s);
     char msg[320];
+    if (get_u64(h, 8) > VKA_TRAIN_MAX_STEPS)
+        return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: bad training-state header: the model's "
+                             "AdamW step t = %" PRIu64 " (words 8..9) is beyond %llu", path,
+                             get_u64(h, 8), (unsigned long long)VKA_TRAIN_MAX_STEPS);
     if (state_problem(&s, cfg, msg, sizeof msg))
         return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: bad training-state header: %s", path,
                              msg);
