@@ -13,6 +13,13 @@
 // with 16 x 16 tiles 12-14 (8-11 on the batched 64 x 64 attention products); the GPU variant ~1.
 // Larger tiles (32 x 16, 24 x 24), unrolling k further, wider workgroups, subgroup broadcasts of
 // A and loads made uniform were slower, compiled for minutes, or changed nothing.
+// Re-checked on a loaded machine (Mesa 22.3.6): all 8 invocations along N with rows shared
+// (A's addresses uniform; 24 x 1, 28 x 1, 16 x 2 tiles) 3-4x slower; 16 invocations, 8 x 16,
+// 16 x 8, 4 invocations no faster than 8 invocations of 16 x 16. The machine code shows why the
+// variant stays near 35-40% of the ceiling: each vec4 load with lane-varying addresses is a loop
+// over the 8 lanes with a bounds check and a masked broadcast per component (about 35
+// instructions a lane), and the 256 accumulators spill to the stack; the multiply-adds are a
+// small part of the loop.
 
 // op(A)(i, k) for the invocation's rows i0 + r and k .. k + 3: av[r][kk].
 void load_a(uint abase, uint i0, uint k, inout float av[TM][4]) {

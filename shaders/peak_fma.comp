@@ -3,6 +3,14 @@
 // Arithmetic ceiling (vkpeak-style): each invocation runs 8 independent vec4 multiply-add chains
 // for `iters` steps, 64 FLOPs a step, and writes their sum so nothing is optimised away. The
 // chains converge to b / (1 - a) and stay finite. src/cpu/peak.c is the CPU backend's version.
+//
+// On lavapipe (Mesa 22.3, LLVM 15, 256-bit JIT) the loop's machine code, read with perf and gdb
+// (the release build ignores GALLIVM_DEBUG), is 32 vmulps + 32 vaddps on ymm registers per
+// step: full 256-bit width (8 invocations a vector, each vec4 component its own register), but
+// fma() is not fused: the driver lowers it to a multiply and an add, and no shader spelling
+// gets a vfmadd. On Zen 4/5, multiplies and adds issue on separate pipes (2 + 2 a cycle), as
+// many FLOPs as 2 FMA pipes, so this is still lavapipe's ceiling: about half of bench's AVX-512
+// processor peak. Every matmul and other kernel is held to the same unfused arithmetic.
 #include "common.glsl"
 
 layout(set = 0, binding = 0) writeonly buffer Out { float out_[]; };
