@@ -142,8 +142,10 @@ vka_result vkm_gpt_graph(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, float 
                          float weight_decay, vkb_graph **out);
 /* VKA_ERROR_INVALID_ARGUMENT naming fn when a pass of vka_gpt_*_prepare is not finished. */
 vka_result vkm_gpt_busy(vka_gpt *gpt, const char *fn);
-/* The public handle on graph g (gpt->handle, made on first use), for *_prepare. */
-vka_result vkm_gpt_handle(vka_gpt *gpt, vkb_graph *g, struct vka_graph **out);
+/* The public handle *slot (the model's or a session's, made on first use) on graph g, for
+ * *_prepare. */
+vka_result vkm_gpt_handle(vka_gpt *gpt, struct vka_graph **slot, vkb_graph *g,
+                          struct vka_graph **out);
 
 struct vka_gpt {
     vka_context *ctx;

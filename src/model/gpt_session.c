@@ -263,17 +263,15 @@ vka_result vka_gpt_session_prepare(vka_gpt_session *ss, const int32_t *tokens, s
     vka_result r = vkm_gpt_check_ids(gpt, fn, "tokens", tokens, n, 0);
     vkb_graph *g = NULL;
     if (r == VKA_SUCCESS) r = prepare_chunk(ss, tokens, (int)n, &g);
-    if (r == VKA_SUCCESS && !ss->handle) ss->handle = vka_graph_handle_create(gpt->ctx);
-    if (r == VKA_SUCCESS && !ss->handle)
-        r = vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", fn);
+    vka_graph *handed = NULL;
+    if (r == VKA_SUCCESS) r = vkm_gpt_handle(gpt, &ss->handle, g, &handed);
     if (r != VKA_SUCCESS) return r;
     /* The tokens go into the history now (past the length, so unseen until _finish). */
     memcpy(ss->tokens + ss->n, tokens, n * sizeof *tokens);
     ss->pending = true;
     ss->pending_m = (int)n;
     ss->pending_graph = g;
-    ss->handle->g = g;
-    *graph = ss->handle;
+    *graph = handed;
     return VKA_SUCCESS;
 }
 

@@ -98,12 +98,13 @@ vka_result vkm_gpt_run(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, float gr
     return r;
 }
 
-vka_result vkm_gpt_handle(vka_gpt *gpt, vkb_graph *g, struct vka_graph **out) {
-    if (!gpt->handle) gpt->handle = vka_graph_handle_create(gpt->ctx);
-    if (!gpt->handle)
+vka_result vkm_gpt_handle(vka_gpt *gpt, struct vka_graph **slot, vkb_graph *g,
+                          struct vka_graph **out) {
+    if (!*slot) *slot = vka_graph_handle_create(gpt->ctx);
+    if (!*slot)
         return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
-    gpt->handle->g = g;
-    *out = gpt->handle;
+    (*slot)->g = g;
+    *out = *slot;
     return VKA_SUCCESS;
 }
 
@@ -256,7 +257,7 @@ static vka_result hand_out(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, floa
                            float weight_decay, vka_graph **graph) {
     vkb_graph *g = NULL;
     vka_result r = vkm_gpt_graph(gpt, kind, B, T, grad_clip, weight_decay, &g);
-    if (r == VKA_SUCCESS) r = vkm_gpt_handle(gpt, g, graph);
+    if (r == VKA_SUCCESS) r = vkm_gpt_handle(gpt, &gpt->handle, g, graph);
     if (r != VKA_SUCCESS) return r;
     gpt->pending = true;
     gpt->pending_kind = kind;
