@@ -21,13 +21,29 @@
 // instructions a lane), and the 256 accumulators spill to the stack; the multiply-adds are a
 // small part of the loop.
 
+// The vec4 at vec4 index q of A's (B's) binding: through the texel view where VEC bit 3 (4)
+// says so (matmul_texel.comp), else the storage buffer.
+vec4 a_vec4(uint q) {
+#ifdef VKA_MATMUL_TEXEL
+    if ((VEC & 8u) != 0u) return texelFetch(a_tex, int(q));
+#endif
+    return a4[q];
+}
+
+vec4 b_vec4(uint q) {
+#ifdef VKA_MATMUL_TEXEL
+    if ((VEC & 16u) != 0u) return texelFetch(b_tex, int(q));
+#endif
+    return b4[q];
+}
+
 // op(A)(i, k) for the invocation's rows i0 + r and k .. k + 3: av[r][kk].
 void load_a(uint abase, uint i0, uint k, inout float av[TM][4]) {
     if (!TRANS_A && (VEC & 1u) != 0u) {
         // A (M, K) rows as vec4 along k; the host checked K, offset and stride are multiples of 4.
         [[unroll]] for (uint r = 0u; r < TM; r++) {
             uint i = min(i0 + r, pc.M - 1u);
-            vec4 v = a4[(abase + i * pc.lda + k) >> 2];
+            vec4 v = a_vec4((abase + i * pc.lda + k) >> 2);
             av[r][0] = v.x;
             av[r][1] = v.y;
             av[r][2] = v.z;
@@ -42,7 +58,7 @@ void load_a(uint abase, uint i0, uint k, inout float av[TM][4]) {
             // A (K, M) as vec4 along m: M, offset, stride and TM are multiples of 4.
             [[unroll]] for (uint q = 0u; q < TM / 4u; q++) {
                 uint i = min(i0 + 4u * q, pc.M - 4u);
-                vec4 v = a4[(abase + kc * pc.lda + i) >> 2];
+                vec4 v = a_vec4((abase + kc * pc.lda + i) >> 2);
                 if (!in_k) v = vec4(0.0);
                 av[4u * q + 0u][kk] = v.x;
                 av[4u * q + 1u][kk] = v.y;
@@ -65,7 +81,7 @@ void load_b(uint bbase, uint j0, uint k, inout float bv[TN][4]) {
         // B (N, K) rows as vec4 along k.
         [[unroll]] for (uint s = 0u; s < TN; s++) {
             uint j = min(j0 + s, pc.N - 1u);
-            vec4 v = b4[(bbase + j * pc.ldb + k) >> 2];
+            vec4 v = b_vec4((bbase + j * pc.ldb + k) >> 2);
             bv[s][0] = v.x;
             bv[s][1] = v.y;
             bv[s][2] = v.z;
@@ -80,7 +96,7 @@ void load_b(uint bbase, uint j0, uint k, inout float bv[TN][4]) {
             // B (K, N) as vec4 along n.
             [[unroll]] for (uint q = 0u; q < TN / 4u; q++) {
                 uint j = min(j0 + 4u * q, pc.N - 4u);
-                vec4 v = b4[(bbase + kc * pc.ldb + j) >> 2];
+                vec4 v = b_vec4((bbase + kc * pc.ldb + j) >> 2);
                 if (!in_k) v = vec4(0.0);
                 bv[4u * q + 0u][kk] = v.x;
                 bv[4u * q + 1u][kk] = v.y;

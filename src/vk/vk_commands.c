@@ -557,6 +557,23 @@ static VkDeviceSize bind_start(const vkv_backend *vb, vkb_tensor t) {
     return (VkDeviceSize)t.offset * 4 / vb->dev->bind_align * vb->dev->bind_align;
 }
 
+/* The bytes a texel view of view t covers: its bound range rounded up to whole vec4s. */
+static VkDeviceSize texel_range(const vkv_backend *vb, vkb_tensor t) {
+    VkDeviceSize lo = bind_start(vb, t), hi = ((VkDeviceSize)t.offset + t.n) * 4;
+    return (hi - lo + 15) / 16 * 16;
+}
+
+bool vkv_texel_ok(const vkv_backend *vb, vkb_tensor t) {
+    const vkr_device *dev = vb->dev;
+    if (!dev->texel_operands || !t.arena || t.n == 0) return false;
+    const vkv_arena *a = vkv_arena_of(t);
+    if (!a->texel) return false;
+    VkDeviceSize lo = bind_start(vb, t), range = texel_range(vb, t);
+    VkDeviceSize size = (VKA_MAX((VkDeviceSize)a->chunk_elems[t.chunk] * 4, 16) + 15) / 16 * 16;
+    return lo % dev->props.limits.minTexelBufferOffsetAlignment == 0 && lo + range <= size &&
+           range / 16 <= dev->props.limits.maxTexelBufferElements;
+}
+
 uint32_t vkv_off(const vkv_backend *vb, vkb_tensor t) {
     if (!t.arena) return 0;
     return (uint32_t)(((VkDeviceSize)t.offset * 4 - bind_start(vb, t)) / 4);
@@ -598,7 +615,8 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
     const char *label = call->label ? call->label : vka_shader_registry[call->shader].name;
     if (!can_record(vb, label) || call->groups == 0) return;
     if (call->n_bind > VKV_MAX_BINDINGS || call->pc_size > VKV_PUSH_CONSTANT_BYTES ||
-        call->pc_size % 4 || call->n_spec > VKV_MAX_SPEC) {
+        call->pc_size % 4 || call->n_spec > VKV_MAX_SPEC || call->n_texel < 0 ||
+        call->n_texel > (vb->dev->texel_operands ? VKV_MAX_TEXELS : 0)) {
         vkb_fail(&vb->base, VKA_ERROR_INVALID_ARGUMENT, "%s: bad dispatch description", label);
         return;
     }
@@ -615,7 +633,7 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
     /* Each tensor is bound as its own range, from its start aligned down to bind_align to its
      * end; the shader adds vkv_off() (the elements before the tensor in that range). */
     VkBuffer buffers[VKV_MAX_BINDINGS];
-    vkv_binding key[VKV_MAX_BINDINGS];
+    vkv_binding key[VKV_SET_KEYS];
     vkv_access acc[VKV_MAX_BINDINGS];
     int n_acc = 0;
     for (int i = 0; i < VKV_MAX_BINDINGS; i++) {
@@ -639,8 +657,31 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
         key[i] = (vkv_binding){.id = a->ids[t.chunk], .offset = lo, .range = hi - lo};
         acc[n_acc++] = (vkv_access){.id = key[i].id, .lo = lo, .hi = hi, .write = call->writes[i]};
     }
+    /* Texel views (texel_operands): over the same bytes as their storage binding. */
+    VkBufferView views[VKV_MAX_TEXELS] = {0};
+    for (int j = 0; j < VKV_MAX_TEXELS; j++) {
+        vkv_binding *k = &key[VKV_MAX_BINDINGS + j];
+        *k = (vkv_binding){0};
+        if (!vb->dev->texel_operands) continue;
+        if (j < call->n_texel && call->texel[j] != VKV_NO_TEXEL) {
+            int i = call->texel[j];
+            vkb_tensor t = i < call->n_bind ? call->bind[i] : (vkb_tensor){0};
+            if (!vkv_texel_ok(vb, t)) {
+                vkb_fail(&vb->base, VKA_ERROR_INVALID_ARGUMENT,
+                         "%s: binding %d cannot be read as a texel buffer (internal error: the "
+                         "op did not check vkv_texel_ok)", label, i);
+                return;
+            }
+            *k = (vkv_binding){.id = key[i].id, .offset = key[i].offset,
+                               .range = texel_range(vb, t)};
+            views[j] = vkv_get_view(vb, buffers[i], k->id, k->offset, k->range);
+        } else {
+            views[j] = vkv_get_view(vb, VK_NULL_HANDLE, 0, 0, 0);
+        }
+        if (!views[j]) return;
+    }
     VkPipeline pipeline = vkv_get_pipeline(vb, call->shader, call->spec, call->n_spec);
-    VkDescriptorSet set = pipeline ? vkv_get_set(vb, buffers, key) : VK_NULL_HANDLE;
+    VkDescriptorSet set = pipeline ? vkv_get_set(vb, buffers, views, key) : VK_NULL_HANDLE;
     if (!pipeline || !set) return;
     vkv_graph *g = vb->rec;
     if (g->n_pcs + call->pc_size > g->cap_pcs) {

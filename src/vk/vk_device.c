@@ -115,6 +115,7 @@ static void load_instance_fns(vkr_device *dev) {
     L(GetPhysicalDeviceProperties);
     L(GetPhysicalDeviceProperties2);
     L(GetPhysicalDeviceFeatures);
+    L(GetPhysicalDeviceFormatProperties);
     L(GetPhysicalDeviceMemoryProperties);
     L(GetPhysicalDeviceQueueFamilyProperties);
     L(EnumerateDeviceExtensionProperties);
@@ -490,6 +491,19 @@ static void finish_selection(vkr_device *dev, vka_kernels kernels, uint64_t max_
     dev->max_binding_bytes = max_binding && max_binding < range ? max_binding : range;
     VkDeviceSize align = 16;
     while (align < dev->props.limits.minStorageBufferOffsetAlignment && align < 256) align *= 2;
+    /* Texel loads: only for the CPU-type variants (on llvmpipe a uniform texel buffer fetch is
+     * one gather, a storage buffer load a loop over the lanes: matmul 2x). RGBA32F uniform
+     * texel buffers are mandatory, but check; VKATTN_TEXEL_LOADS=0 turns them off (tests,
+     * benchmarks of the storage-buffer path). Texel views start where the storage range does,
+     * so bind_align grows to the texel alignment (CPU-type variants only: GPUs keep theirs). */
+    VkFormatProperties fp = {0};
+    dev->vki.GetPhysicalDeviceFormatProperties(dev->phys, VK_FORMAT_R32G32B32A32_SFLOAT, &fp);
+    const char *env = getenv("VKATTN_TEXEL_LOADS");
+    VkDeviceSize texel_align = dev->props.limits.minTexelBufferOffsetAlignment;
+    dev->texel_operands = dev->is_cpu && !(env && strcmp(env, "0") == 0) &&
+                          (fp.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) &&
+                          texel_align <= 256;
+    while (dev->texel_operands && align < texel_align) align *= 2;
     dev->bind_align = align;
 }
 

@@ -37,6 +37,8 @@
 #include <volk.h>
 
 #define VKV_MAX_BINDINGS 12 /* fused attention's backward binds 10 tensors */
+#define VKV_MAX_TEXELS 2    /* uniform texel buffer bindings after them (texel_operands) */
+#define VKV_NO_TEXEL 0xFF   /* vkv_call.texel[j]: the dummy view */
 #define VKV_MAX_SPEC 8
 #define VKV_PUSH_CONSTANT_BYTES 128
 
@@ -47,6 +49,7 @@ typedef struct vkr_instance_fns {
     PFN_vkGetPhysicalDeviceProperties GetPhysicalDeviceProperties;
     PFN_vkGetPhysicalDeviceProperties2 GetPhysicalDeviceProperties2; /* NULL before 1.1 */
     PFN_vkGetPhysicalDeviceFeatures GetPhysicalDeviceFeatures;
+    PFN_vkGetPhysicalDeviceFormatProperties GetPhysicalDeviceFormatProperties;
     PFN_vkGetPhysicalDeviceMemoryProperties GetPhysicalDeviceMemoryProperties;
     PFN_vkGetPhysicalDeviceQueueFamilyProperties GetPhysicalDeviceQueueFamilyProperties;
     PFN_vkEnumerateDeviceExtensionProperties EnumerateDeviceExtensionProperties;
@@ -87,6 +90,10 @@ typedef struct vkr_device {
     VkQueue queue;
     uint32_t queue_family;
     bool is_cpu;         /* use the CPU-type kernel variants (lavapipe; vka_kernels overrides) */
+    bool texel_operands; /* CPU-type variants may also read tensors through uniform texel
+                          * buffers (RGBA32F views at bindings VKV_MAX_BINDINGS + j): llvmpipe
+                          * loads those with one gather instead of a loop over the lanes. Off
+                          * on GPUs, and with VKATTN_TEXEL_LOADS=0 */
     uint64_t max_binding_bytes; /* bytes one descriptor may bind: maxStorageBufferRange, or less
                                  * (vka_context_desc.max_binding_bytes) */
     VkDeviceSize bind_align;    /* binding offsets are multiples of this (a power of two >=
@@ -117,6 +124,11 @@ typedef struct vkv_call {
     vkb_tensor bind[VKV_MAX_BINDINGS]; /* tensor i -> binding i */
     bool writes[VKV_MAX_BINDINGS];     /* the dispatch writes (or read-modify-writes) tensor i */
     int n_bind;
+    /* With dev->texel_operands: binding VKV_MAX_BINDINGS + j is a uniform texel buffer (vec4
+     * texels, RGBA32F) over the same bytes as binding texel[j] (< n_texel; vkv_texel_ok must
+     * hold for that tensor), or VKV_NO_TEXEL; the other texel bindings hold a dummy view. */
+    uint8_t texel[VKV_MAX_TEXELS];
+    int n_texel;
     const void *pc;                    /* push constants */
     uint32_t pc_size;                  /* bytes, <= VKV_PUSH_CONSTANT_BYTES */
     uint64_t groups;                   /* workgroups */
@@ -133,6 +145,12 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call);
 /* Record a vkCmdFillBuffer / vkCmdCopyBuffer with the same hazard tracking. */
 void vkv_fill(vkv_backend *vb, vkb_tensor t, uint32_t bits);
 void vkv_copy(vkv_backend *vb, vkb_tensor dst, vkb_tensor src);
+
+/* Whether view t (bound as vkv_dispatch binds it) may also be read as a uniform texel buffer
+ * of vec4s (vkv_call.texel): the device has texel_operands, t's buffer was made with texel
+ * usage (vkattn's own arenas, not an application's), the bound range starts at the device's
+ * texel alignment and, rounded up to whole vec4s, stays inside the buffer. */
+bool vkv_texel_ok(const vkv_backend *vb, vkb_tensor t);
 
 /* Elements before view t in the range vkv_dispatch binds for it (0 for whole tensors and for
  * VKB_NONE): what goes in the push constants as the tensor's offset. */

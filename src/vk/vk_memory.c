@@ -43,6 +43,7 @@ static vka_result create_buffer(vkv_backend *vb, VkDeviceSize size, VkMemoryProp
                                         VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                         VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                                .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+    if (vb->dev->texel_operands) info.usage |= VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT;
     VkResult vr = vk->vkCreateBuffer(d, &info, vb->dev->alloc, buf);
     if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreateBuffer");
     VkMemoryRequirements req;
@@ -163,6 +164,7 @@ vka_result vkv_arena_create(vkb_backend *be, const char *label, vkb_arena_kind k
         goto done;
     }
     a->n_chunks = n_chunks;
+    a->texel = vb->dev->texel_operands;
     a->buffers = vka_calloc(vb->base.ctx, (size_t)n_chunks, sizeof *a->buffers);
     a->memory = vka_calloc(vb->base.ctx, (size_t)n_chunks, sizeof *a->memory);
     a->mapped = vka_calloc(vb->base.ctx, (size_t)n_chunks, sizeof *a->mapped);
@@ -182,6 +184,7 @@ vka_result vkv_arena_create(vkb_backend *be, const char *label, vkb_arena_kind k
         a->chunk_elems[c] = chunk_elems[c];
         a->ids[c] = ++vb->next_buffer_id;
         VkDeviceSize bytes = VKA_MAX((VkDeviceSize)chunk_elems[c] * 4, 16);
+        if (vb->dev->texel_operands) bytes = (bytes + 15) / 16 * 16; /* whole vec4 texels */
         char what[200];
         snprintf(what, sizeof what, "%s (chunk %d of %d; %.1f MiB in all)", label, c + 1,
                  n_chunks, (double)total / (1 << 20));

@@ -25,7 +25,8 @@ typedef struct mm_tile {
     uint32_t wg, ln, tm, tn, bk;
 } mm_tile;
 
-enum { VEC_A = 1, VEC_B = 2, VEC_OUT = 4 };
+/* VEC bits: vec4 access to A, B, out (and bias); A, B read through their texel views. */
+enum { VEC_A = 1, VEC_B = 2, VEC_OUT = 4, TEXEL_A = 8, TEXEL_B = 16 };
 
 static uint64_t tile_rows(mm_tile t) { return (uint64_t)(t.wg / t.ln) * t.tm; }
 static uint64_t tile_cols(mm_tile t) { return (uint64_t)t.ln * t.tn; }
@@ -167,7 +168,14 @@ static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, siz
                     bias, mm->accumulate || blk->k0 > 0, mm->alpha,
                     (uint32_t)(mm->trans_a ? M : K), (uint32_t)(mm->trans_b ? K : N), (uint32_t)N};
     uint32_t vec = dev->is_cpu ? cpu_vec_flags(&sub, t, &pc) : 0;
-    vkv_call call = {.shader = VKA_SHADER_MATMUL,
+    /* CPU-type devices with texel_operands read the vec4 operands through texel views
+     * (matmul_texel.comp; an application's buffers without texel usage through storage). */
+    if ((vec & VEC_A) && vkv_texel_ok(vb, a)) vec |= TEXEL_A;
+    if ((vec & VEC_B) && vkv_texel_ok(vb, b)) vec |= TEXEL_B;
+    bool texel = (vec & (TEXEL_A | TEXEL_B)) != 0;
+    vkv_call call = {.shader = texel ? VKA_SHADER_MATMUL_TEXEL : VKA_SHADER_MATMUL,
+                     .texel = {vec & TEXEL_A ? 1 : VKV_NO_TEXEL, vec & TEXEL_B ? 2 : VKV_NO_TEXEL},
+                     .n_texel = texel ? 2 : 0,
                      .spec = {t.wg, (mm->trans_a ? 1u : 0u) | (mm->trans_b ? 2u : 0u),
                               dev->is_cpu ? 1u : 0u, t.tm, t.tn, t.ln, t.bk, vec},
                      .n_spec = 8,

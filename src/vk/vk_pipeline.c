@@ -13,17 +13,28 @@
 
 #define SETS_PER_POOL 256
 
+/* Bindings of the set layout: the storage buffers, then (texel_operands) the texel views. */
+static uint32_t n_layout_bindings(const vkv_backend *vb) {
+    return VKV_MAX_BINDINGS + (vb->dev->texel_operands ? VKV_MAX_TEXELS : 0);
+}
+
+static VkDescriptorType binding_type(uint32_t i) {
+    return i < VKV_MAX_BINDINGS ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+                                : VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+}
+
 vka_result vkv_pipelines_init(vkv_backend *vb) {
     vka_context *ctx = vb->base.ctx;
     VkDevice d = vb->dev->device;
-    VkDescriptorSetLayoutBinding b[VKV_MAX_BINDINGS];
-    for (uint32_t i = 0; i < VKV_MAX_BINDINGS; i++)
+    VkDescriptorSetLayoutBinding b[VKV_SET_KEYS];
+    uint32_t n = n_layout_bindings(vb);
+    for (uint32_t i = 0; i < n; i++)
         b[i] = (VkDescriptorSetLayoutBinding){.binding = i,
-                                              .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                              .descriptorType = binding_type(i),
                                               .descriptorCount = 1,
                                               .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
     VkDescriptorSetLayoutCreateInfo sl = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-                                          .bindingCount = VKV_MAX_BINDINGS,
+                                          .bindingCount = n,
                                           .pBindings = b};
     VkResult vr = vb->vk->vkCreateDescriptorSetLayout(d, &sl, vb->dev->alloc, &vb->set_layout);
     if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreateDescriptorSetLayout");
@@ -58,6 +69,13 @@ void vkv_pipelines_destroy(vkv_backend *vb) {
     vka_free(vb->base.ctx, vb->sets);
     vb->sets = NULL;
     vb->n_sets = vb->cap_sets = 0;
+    for (int i = 0; i < vb->n_views; i++)
+        vb->vk->vkDestroyBufferView(d, vb->views[i].view, vb->dev->alloc);
+    vka_free(vb->base.ctx, vb->views);
+    vb->views = NULL;
+    vb->n_views = vb->cap_views = 0;
+    if (vb->dummy_view) vb->vk->vkDestroyBufferView(d, vb->dummy_view, vb->dev->alloc);
+    vb->dummy_view = VK_NULL_HANDLE;
     vka_free(vb->base.ctx, vb->set_index);
     vb->set_index = NULL;
     vb->cap_index = 0;
@@ -137,13 +155,16 @@ VkPipeline vkv_get_pipeline(vkv_backend *vb, vka_shader_id shader, const uint32_
 }
 
 static VkDescriptorPool new_pool(vkv_backend *vb) {
-    VkDescriptorPoolSize size = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                 .descriptorCount = SETS_PER_POOL * VKV_MAX_BINDINGS};
+    VkDescriptorPoolSize size[2] = {
+        {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+         .descriptorCount = SETS_PER_POOL * VKV_MAX_BINDINGS},
+        {.type = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER,
+         .descriptorCount = SETS_PER_POOL * VKV_MAX_TEXELS}};
     VkDescriptorPoolCreateInfo info = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                        .flags = VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT,
                                        .maxSets = SETS_PER_POOL,
-                                       .poolSizeCount = 1,
-                                       .pPoolSizes = &size};
+                                       .poolSizeCount = vb->dev->texel_operands ? 2 : 1,
+                                       .pPoolSizes = size};
     VkDescriptorPool pool = VK_NULL_HANDLE;
     VkDescriptorPool *grown = vka_realloc(vb->base.ctx, vb->pools, (size_t)(vb->n_pools + 1) * sizeof *grown);
     if (!grown) {
@@ -186,7 +207,7 @@ static VkDescriptorSet alloc_set(vkv_backend *vb, VkDescriptorPool *from) {
 
 static uint64_t key_hash(const vkv_binding *key) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a over the key's words */
-    for (int i = 0; i < VKV_MAX_BINDINGS; i++) {
+    for (int i = 0; i < VKV_SET_KEYS; i++) {
         uint64_t w[3] = {key[i].id, key[i].offset, key[i].range};
         for (int j = 0; j < 3; j++) h = (h ^ w[j]) * 1099511628211ull;
     }
@@ -194,7 +215,7 @@ static uint64_t key_hash(const vkv_binding *key) {
 }
 
 static bool same_key(const vkv_binding *a, const vkv_binding *b) {
-    for (int i = 0; i < VKV_MAX_BINDINGS; i++)
+    for (int i = 0; i < VKV_SET_KEYS; i++)
         if (a[i].id != b[i].id || a[i].offset != b[i].offset || a[i].range != b[i].range)
             return false;
     return true;
@@ -217,7 +238,40 @@ static bool reindex(vkv_backend *vb, int want) {
     return true;
 }
 
-VkDescriptorSet vkv_get_set(vkv_backend *vb, const VkBuffer *buffers, const vkv_binding *key) {
+VkBufferView vkv_get_view(vkv_backend *vb, VkBuffer buf, uint64_t id, VkDeviceSize offset,
+                          VkDeviceSize range) {
+    if (id == 0 && vb->dummy_view) return vb->dummy_view;
+    for (int i = 0; i < vb->n_views && id; i++)
+        if (vb->views[i].id == id && vb->views[i].offset == offset && vb->views[i].range == range)
+            return vb->views[i].view;
+    if (id && vb->n_views == vb->cap_views) {
+        int cap = vb->cap_views ? 2 * vb->cap_views : 64;
+        vkv_view *grown = vka_realloc(vb->base.ctx, vb->views, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            vkb_fail(&vb->base, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+            return VK_NULL_HANDLE;
+        }
+        vb->views = grown;
+        vb->cap_views = cap;
+    }
+    VkBufferViewCreateInfo info = {.sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
+                                   .buffer = id ? buf : vb->dummy->buffers[0],
+                                   .format = VK_FORMAT_R32G32B32A32_SFLOAT,
+                                   .offset = id ? offset : 0,
+                                   .range = id ? range : 16};
+    VkBufferView view = VK_NULL_HANDLE;
+    VkResult vr = vb->vk->vkCreateBufferView(vb->dev->device, &info, vb->dev->alloc, &view);
+    if (vr != VK_SUCCESS) {
+        vkv_fail_vk(vb, vr, "vkCreateBufferView");
+        return VK_NULL_HANDLE;
+    }
+    if (!id) return vb->dummy_view = view;
+    vb->views[vb->n_views++] = (vkv_view){.id = id, .offset = offset, .range = range, .view = view};
+    return view;
+}
+
+VkDescriptorSet vkv_get_set(vkv_backend *vb, const VkBuffer *buffers, const VkBufferView *views,
+                            const vkv_binding *key) {
     uint64_t hash = key_hash(key);
     if (vb->cap_index) {
         size_t slot = hash & (size_t)(vb->cap_index - 1);
@@ -244,18 +298,23 @@ VkDescriptorSet vkv_get_set(vkv_backend *vb, const VkBuffer *buffers, const vkv_
     s->set = alloc_set(vb, &s->pool);
     if (!s->set) return VK_NULL_HANDLE;
     VkDescriptorBufferInfo bi[VKV_MAX_BINDINGS];
-    VkWriteDescriptorSet w[VKV_MAX_BINDINGS];
-    for (uint32_t i = 0; i < VKV_MAX_BINDINGS; i++) {
-        bi[i] = (VkDescriptorBufferInfo){.buffer = buffers[i], .offset = key[i].offset,
-                                         .range = key[i].range};
+    VkWriteDescriptorSet w[VKV_SET_KEYS];
+    uint32_t n = n_layout_bindings(vb);
+    for (uint32_t i = 0; i < n; i++) {
         w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
                                       .dstSet = s->set,
                                       .dstBinding = i,
                                       .descriptorCount = 1,
-                                      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                      .pBufferInfo = &bi[i]};
+                                      .descriptorType = binding_type(i)};
+        if (i >= VKV_MAX_BINDINGS) {
+            w[i].pTexelBufferView = &views[i - VKV_MAX_BINDINGS];
+            continue;
+        }
+        bi[i] = (VkDescriptorBufferInfo){.buffer = buffers[i], .offset = key[i].offset,
+                                         .range = key[i].range};
+        w[i].pBufferInfo = &bi[i];
     }
-    vb->vk->vkUpdateDescriptorSets(vb->dev->device, VKV_MAX_BINDINGS, w, 0, NULL);
+    vb->vk->vkUpdateDescriptorSets(vb->dev->device, n, w, 0, NULL);
     memcpy(s->key, key, sizeof s->key);
     s->hash = hash;
     size_t slot = hash & (size_t)(vb->cap_index - 1);
@@ -266,9 +325,25 @@ VkDescriptorSet vkv_get_set(vkv_backend *vb, const VkBuffer *buffers, const vkv_
 
 void vkv_forget_buffers(vkv_backend *vb, const uint64_t *ids, int n) {
     int kept = 0;
+    for (int i = 0; i < vb->n_views; i++) {
+        bool stale = false;
+        for (int j = 0; j < n && !stale; j++) stale = vb->views[i].id == ids[j];
+        if (stale)
+            vb->vk->vkDestroyBufferView(vb->dev->device, vb->views[i].view, vb->dev->alloc);
+        else
+            vb->views[kept++] = vb->views[i];
+    }
+    vb->n_views = kept;
+    if (vb->dummy_view && vb->dummy)
+        for (int j = 0; j < n; j++)
+            if (ids[j] == vb->dummy->ids[0]) {
+                vb->vk->vkDestroyBufferView(vb->dev->device, vb->dummy_view, vb->dev->alloc);
+                vb->dummy_view = VK_NULL_HANDLE;
+            }
+    kept = 0;
     for (int i = 0; i < vb->n_sets; i++) {
         bool stale = false;
-        for (int b = 0; b < VKV_MAX_BINDINGS && !stale; b++)
+        for (int b = 0; b < VKV_SET_KEYS && !stale; b++)
             for (int j = 0; j < n && !stale; j++) stale = vb->sets[i].key[b].id == ids[j];
         if (stale)
             vb->vk->vkFreeDescriptorSets(vb->dev->device, vb->sets[i].pool, 1, &vb->sets[i].set);

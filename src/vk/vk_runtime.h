@@ -7,8 +7,9 @@
 
 /* An arena: chunk buffers, each with its own memory; mapped when host-visible. */
 typedef struct vkv_arena {
-    bool foreign;
-    uint64_t bytes;       /* device memory allocated for it */         /* one chunk over the application's VkBuffer: not ours to destroy */
+    bool foreign;         /* one chunk over the application's VkBuffer: not ours to destroy */
+    bool texel;           /* its buffers have uniform texel buffer usage (vkv_texel_ok) */
+    uint64_t bytes;       /* device memory allocated for it */
     int n_chunks;
     VkBuffer *buffers;
     VkDeviceMemory *memory;
@@ -115,8 +116,19 @@ typedef struct vkv_binding {
     VkDeviceSize offset, range;
 } vkv_binding;
 
+/* The descriptor-set key: the storage buffer bindings, then the texel buffer views (id 0: the
+ * dummy view, or no texel bindings in the layout). */
+#define VKV_SET_KEYS (VKV_MAX_BINDINGS + VKV_MAX_TEXELS)
+
+/* A cached RGBA32F buffer view over bytes [offset, offset + range) of buffer id. */
+typedef struct vkv_view {
+    uint64_t id;
+    VkDeviceSize offset, range;
+    VkBufferView view;
+} vkv_view;
+
 typedef struct vkv_set {
-    vkv_binding key[VKV_MAX_BINDINGS];
+    vkv_binding key[VKV_SET_KEYS];
     uint64_t hash;
     VkDescriptorSet set;
     VkDescriptorPool pool;
@@ -140,6 +152,9 @@ struct vkv_backend {
     int n_sets, cap_sets;
     int *set_index;           /* open-addressing hash of sets by key: index + 1, 0 = empty */
     int cap_index;            /* a power of two > 2 * n_sets, or 0 */
+    vkv_view *views;          /* texel buffer views (dev->texel_operands), made while recording */
+    int n_views, cap_views;
+    VkBufferView dummy_view;  /* over the dummy arena, for unused texel bindings */
 
     /* memory (vk_memory.c) */
     uint64_t next_buffer_id;
@@ -182,7 +197,14 @@ vka_result vkv_pipelines_init(vkv_backend *vb);
 void vkv_pipelines_destroy(vkv_backend *vb);
 VkPipeline vkv_get_pipeline(vkv_backend *vb, vka_shader_id shader, const uint32_t *spec,
                             int n_spec);
-VkDescriptorSet vkv_get_set(vkv_backend *vb, const VkBuffer *buffers, const vkv_binding *key);
+/* The set binding buffers[i] as key[i] (i < VKV_MAX_BINDINGS) and, with texel bindings,
+ * views[j] as key[VKV_MAX_BINDINGS + j]. */
+VkDescriptorSet vkv_get_set(vkv_backend *vb, const VkBuffer *buffers, const VkBufferView *views,
+                            const vkv_binding *key);
+/* The RGBA32F view of bytes [offset, offset + range) of buffer buf (id), made on first use;
+ * the dummy arena's view for id 0. NULL after a failure (vkb_fail). */
+VkBufferView vkv_get_view(vkv_backend *vb, VkBuffer buf, uint64_t id, VkDeviceSize offset,
+                          VkDeviceSize range);
 void vkv_forget_buffers(vkv_backend *vb, const uint64_t *ids, int n);
 
 /* vk_commands.c */
