@@ -6,4 +6,85 @@
 // op(A) is (M, K): A stored (M, K), or (K, M) when trans_a; op(B) is (K, N): B stored (K, N), or
 // (N, K) when trans_b. Each workgroup computes one BM x BN tile of one batch's out, summing
 // k = 0..K-1 in order, so results do not depend on the dispatch.
-#include "matmul.glsl"
+//
+// vka:texel-variant: also built with VKA_TEXEL defined (VKA_SHADER_MATMUL_TEXEL): the CPU-type
+// variant only, with op(A) and op(B) also bound as uniform texel buffers of vec4s (bindings 12
+// and 13, over the same bytes as bindings 1 and 2; VEC bits 3 and 4 say which it reads that
+// way), for devices with texel_operands (src/vk/vk_internal.h). On llvmpipe a texel fetch with
+// lane-varying addresses is one gather, a storage buffer load a loop over the 8 lanes with a
+// bounds check per component: the product runs about twice as fast.
+#include "common.glsl"
+
+layout(constant_id = 1) const uint TRANS = 0;   // bit 0: A stored (K, M); bit 1: B stored (N, K)
+layout(constant_id = 2) const uint VARIANT = 0; // 0: GPU (shared-memory tiles), 1: CPU-type
+layout(constant_id = 3) const uint TM = 4;      // rows of out per invocation
+layout(constant_id = 4) const uint TN = 4;      // columns of out per invocation
+layout(constant_id = 5) const uint LN = 16;     // invocations along N (WG / LN along M)
+layout(constant_id = 6) const uint BK = 16;     // GPU: k-depth of a shared-memory tile
+layout(constant_id = 7) const uint VEC = 0;     // CPU: vec4 access; bit 0: A, 1: B, 2: out, bias
+
+const bool TRANS_A = (TRANS & 1u) != 0u;
+const bool TRANS_B = (TRANS & 2u) != 0u;
+const uint WG = gl_WorkGroupSize.x;
+const uint LM = WG / LN;  // invocations along M
+const uint BM = LM * TM;  // rows of out per workgroup
+const uint BN = LN * TN;  // columns of out per workgroup
+
+layout(set = 0, binding = 0) buffer Out { float out_[]; };
+layout(set = 0, binding = 1) readonly buffer A { float a[]; };
+layout(set = 0, binding = 2) readonly buffer B { float b[]; };
+layout(set = 0, binding = 3) readonly buffer Bias { float bias[]; };
+// The same buffers seen as vec4 (CPU variant, VEC): only used where offsets are multiples of 4.
+layout(set = 0, binding = 1) readonly buffer A4 { vec4 a4[]; };
+layout(set = 0, binding = 2) readonly buffer B4 { vec4 b4[]; };
+layout(set = 0, binding = 0) buffer Out4 { vec4 out4[]; };
+layout(set = 0, binding = 3) readonly buffer Bias4 { vec4 bias4[]; };
+#ifdef VKA_TEXEL
+layout(set = 0, binding = 12) uniform samplerBuffer a_tex;
+layout(set = 0, binding = 13) uniform samplerBuffer b_tex;
+#endif
+
+layout(push_constant) uniform PC {
+    uint out_off, a_off, b_off, bias_off; // element offsets of the bound tensors
+    uint M, N, K, batch;
+    uint stride_out, stride_a, stride_b;  // elements between batches
+    uint has_bias, accumulate;
+    float alpha;
+    uint lda, ldb, ldo; // row strides of A, B (as stored) and out: a block of a larger matrix
+} pc;
+
+// The tile a workgroup computes, or false past the end of the work (folded grids).
+bool tile_of_group(out uint bi, out uint row0, out uint col0) {
+    uint tiles_m = (pc.M + BM - 1u) / BM;
+    uint tiles_n = (pc.N + BN - 1u) / BN;
+    uint g = vka_group_id();
+    uint per_batch = tiles_m * tiles_n;
+    bi = g / per_batch;
+    uint t = g - bi * per_batch;
+    row0 = (t / tiles_n) * BM;
+    col0 = (t % tiles_n) * BN;
+    return bi < pc.batch;
+}
+
+// out[i, j] of batch bi from the accumulated product.
+void store_out(uint bi, uint i, uint j, float acc) {
+    uint o = pc.out_off + bi * pc.stride_out + i * pc.ldo + j;
+    float v = pc.alpha * acc;
+    if (pc.has_bias != 0u) v += bias[pc.bias_off + j];
+    if (pc.accumulate != 0u) v += out_[o];
+    out_[o] = v;
+}
+
+#include "matmul_cpu.glsl"
+#ifdef VKA_TEXEL
+void main() { matmul_cpu(); }
+#else
+#include "matmul_gpu.glsl"
+
+void main() {
+    if (VARIANT == 1u)
+        matmul_cpu();
+    else
+        matmul_gpu();
+}
+#endif

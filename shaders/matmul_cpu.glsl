@@ -24,14 +24,14 @@
 // The vec4 at vec4 index q of A's (B's) binding: through the texel view where VEC bit 3 (4)
 // says so (matmul_texel.comp), else the storage buffer.
 vec4 a_vec4(uint q) {
-#ifdef VKA_MATMUL_TEXEL
+#ifdef VKA_TEXEL
     if ((VEC & 8u) != 0u) return texelFetch(a_tex, int(q));
 #endif
     return a4[q];
 }
 
 vec4 b_vec4(uint q) {
-#ifdef VKA_MATMUL_TEXEL
+#ifdef VKA_TEXEL
     if ((VEC & 16u) != 0u) return texelFetch(b_tex, int(q));
 #endif
     return b4[q];

@@ -18,6 +18,17 @@
  *    elements, and vkv_dispatch fails (naming the op) if a range is still too large. A new op
  *    that binds views of at most vkv_bind_elems elements, or only small tensors, needs nothing
  *    more: vkv_block_rows() gives the rows per block for row-wise ops.
+ *  - Texel loads (CPU-type variants on devices with texel_operands, i.e. lavapipe): a shader
+ *    with the line "// vka:texel-variant" is built again with VKA_TEXEL defined
+ *    (VKA_SHADER_<NAME>_TEXEL). That build declares `uniform samplerBuffer` at bindings
+ *    VKV_MAX_BINDINGS + j (j < VKV_MAX_TEXELS) and reads tensor vkv_call.texel[j] through it
+ *    as vec4 texels (texelFetch(t, int(q)): elements 4q .. 4q + 3 of the same range as the
+ *    tensor's storage binding, so the same vkv_off offsets apply). llvmpipe turns a storage
+ *    buffer load with lane-varying addresses into a loop over the 8 lanes with a bounds check
+ *    per component, a texel fetch into one gather (Mesa 22.3: matmul 2.3x, GELU 2-3x with
+ *    vec4s). The op uses the texel shader only where vkv_texel_ok holds for those tensors (not
+ *    for an application's buffers) and the vec4 access is aligned; stores stay storage buffer
+ *    writes. GPUs never use these builds.
  *  - Hazards are tracked on the bound byte ranges, which is what synchronization validation
  *    sees.
  *  - Shapes (B, T, C, NH, HS, V, ...) and offsets are in a push-constant block mirrored by a C
@@ -37,7 +48,7 @@
 #include <volk.h>
 
 #define VKV_MAX_BINDINGS 12 /* fused attention's backward binds 10 tensors */
-#define VKV_MAX_TEXELS 2    /* uniform texel buffer bindings after them (texel_operands) */
+#define VKV_MAX_TEXELS 4    /* uniform texel buffer bindings after them (texel_operands) */
 #define VKV_NO_TEXEL 0xFF   /* vkv_call.texel[j]: the dummy view */
 #define VKV_MAX_SPEC 8
 #define VKV_PUSH_CONSTANT_BYTES 128
