@@ -141,6 +141,11 @@ void matmul_cpu() {
 
     if ((VEC & 4u) != 0u) {
         // out (and bias) as vec4 along n: N, offsets and stride are multiples of 4, and so is j0.
+        // The bias is read once per column group, not once per row (each load is a loop over
+        // the lanes on llvmpipe); columns past N read the last group and are not stored.
+        vec4 bq[TN / 4u];
+        [[unroll]] for (uint q = 0u; q < TN / 4u; q++)
+            if (pc.has_bias != 0u) bq[q] = bias4[(pc.bias_off + min(j0 + 4u * q, pc.N - 4u)) >> 2];
         [[unroll]] for (uint r = 0u; r < TM; r++) {
             [[unroll]] for (uint q = 0u; q < TN / 4u; q++) {
                 uint i = i0 + r, j = j0 + 4u * q;
@@ -148,7 +153,7 @@ void matmul_cpu() {
                     uint o = pc.out_off + bi * pc.stride_out + i * pc.ldo + j;
                     vec4 v = pc.alpha * vec4(acc[r][4u * q], acc[r][4u * q + 1u],
                                              acc[r][4u * q + 2u], acc[r][4u * q + 3u]);
-                    if (pc.has_bias != 0u) v += bias4[(pc.bias_off + j) >> 2];
+                    if (pc.has_bias != 0u) v += bq[q];
                     if (pc.accumulate != 0u) v += out4[o >> 2];
                     out4[o >> 2] = v;
                 }
