@@ -262,6 +262,12 @@ int vka_context_cpu_threads(const vka_context *ctx);
 /** The CPU backend's kernels: "reference", or "fast (avx512)", "fast (avx2+fma)", "fast
  * (baseline)" (no vector ISA to use: the reference's code). NULL for a Vulkan context. */
 const char *vka_context_cpu_kernels(const vka_context *ctx);
+/** The Vulkan kernel variants in use: "gpu", "cpu" (the CPU-type variants, for software
+ * drivers such as lavapipe; vka_context_desc.kernels), or "cpu (texel loads)": CPU-type
+ * variants that also read tensors through uniform texel buffers, which llvmpipe loads with one
+ * gather rather than a loop over the SIMD lanes (off with VKATTN_TEXEL_LOADS=0). NULL for a
+ * CPU-backend context. */
+const char *vka_context_vulkan_kernels(const vka_context *ctx);
 
 typedef enum vka_device_type {
     VKA_DEVICE_TYPE_OTHER = 0,

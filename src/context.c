@@ -235,6 +235,12 @@ uint32_t vka_context_validation_messages(const vka_context *ctx) {
     return ctx && ctx->vk ? ctx->vk->validation_messages : 0;
 }
 
+const char *vka_context_vulkan_kernels(const vka_context *ctx) {
+    if (!ctx || !ctx->vk || ctx->create_status != VKA_SUCCESS) return NULL;
+    if (!ctx->vk->is_cpu) return "gpu";
+    return ctx->vk->texel_operands ? "cpu (texel loads)" : "cpu";
+}
+
 uint32_t vka_context_device_count(const vka_context *ctx) {
     if (!ctx || ctx->create_status != VKA_SUCCESS) return 0;
     return ctx->vk ? ctx->vk->n_phys : 1;

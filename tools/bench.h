@@ -132,6 +132,7 @@ typedef struct bench_dev {
                              or the processor's (hw_gflops) for the CPU backend's fast kernels */
     double built_gflops;  /* the as-built FMA ceiling (vka_peak.gflops) */
     const char *cpu_kernels; /* CPU backend: vka_context_cpu_kernels */
+    const char *vk_kernels;  /* Vulkan: vka_context_vulkan_kernels */
     int threads;          /* CPU backend threads */
     size_t copy_n[BENCH_MAX_COPIES];
     double copy_gbps[BENCH_MAX_COPIES];

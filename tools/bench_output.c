@@ -72,6 +72,7 @@ void bench_print_header(const bench *b, FILE *f) {
                     bench_backend_names[dev], d->info.name, cli_device_type_name(d->info.type),
                     cli_vendor_name(d->info.vendor_id), d->info.vendor_id, d->info.driver_name,
                     d->info.driver_info, drv, api, cli_kernel_names[b->o->b.kernels]);
+            if (d->vk_kernels) fprintf(f, "        kernels in use: %s\n", d->vk_kernels);
         } else {
             fprintf(f, "%-7s %s: %d thread(s), OMP_WAIT_POLICY=%s, kernels %s\n",
                     bench_backend_names[dev], d->info.name, d->threads, omp_wait_policy(),
@@ -248,6 +249,7 @@ static void json_backend(const bench *b, int dev, FILE *f) {
     } else {
         cli_json_num(f, "threads", d->threads);
         if (d->cpu_kernels) cli_json_str(f, "cpu_kernels", d->cpu_kernels);
+        if (d->vk_kernels) cli_json_str(f, "vulkan_kernels", d->vk_kernels);
         cli_json_str(f, "omp_wait_policy", omp_wait_policy());
     }
     cli_json_str(f, "timer", dev == BENCH_VK && d->info.timestamps ? "timestamps" : "host");

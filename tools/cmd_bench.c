@@ -215,6 +215,7 @@ static int open_backends(bench *b, const bench_opts *o) {
         if (r != VKA_SUCCESS) return cli_fail("bench", d->ctx, r, "device");
         d->threads = vka_context_cpu_threads(d->ctx);
         d->cpu_kernels = vka_context_cpu_kernels(d->ctx);
+        d->vk_kernels = vka_context_vulkan_kernels(d->ctx);
     }
     return CLI_OK;
 }
