@@ -1,4 +1,5 @@
 /* vka_matmul: batched, transposed, strided, with bias, alpha and accumulate. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "op_util.h"
 
 typedef struct mm_case {
@@ -362,6 +363,50 @@ static void deterministic_case(vka_context *ctx) {
     mm_free(&d);
 }
 
+/* The CPU-type variants' texel loads (vka_context_vulkan_kernels "cpu (texel loads)") read the
+ * same floats as the storage-buffer path and sum them in the same order: bit-identical outputs,
+ * on shapes taking every vec4 path (both transposes, bias, accumulate, batches) and ones that
+ * fall back to scalar reads (odd sizes, a batch stride that is not a multiple of 4). */
+static void test_matmul_vulkan_texel_loads_equal_storage(void **state) {
+    (void)state;
+    vka_context *cpu = tu_cpu();
+    assert_null(vka_context_vulkan_kernels(cpu));
+    vka_context_destroy(cpu);
+    const char *was = getenv("VKATTN_TEXEL_LOADS");
+    char saved[16] = "";
+    if (was) snprintf(saved, sizeof saved, "%s", was);
+    unsetenv("VKATTN_TEXEL_LOADS");
+    vka_context *texel = tu_gpu_kernels(VKA_KERNELS_CPU);
+    if (!texel) return;
+    setenv("VKATTN_TEXEL_LOADS", "0", 1);
+    vka_context *storage = tu_gpu_kernels(VKA_KERNELS_CPU);
+    vka_context *gpu = tu_gpu_kernels(VKA_KERNELS_GPU);
+    if (was) setenv("VKATTN_TEXEL_LOADS", saved, 1);
+    else unsetenv("VKATTN_TEXEL_LOADS");
+    assert_string_equal(vka_context_vulkan_kernels(texel), "cpu (texel loads)");
+    assert_string_equal(vka_context_vulkan_kernels(storage), "cpu");
+    assert_string_equal(vka_context_vulkan_kernels(gpu), "gpu");
+    const mm_case cases[] = {
+        {.M = 100, .N = 92, .K = 300, .batch = 2, .ta = true, .bias = true},
+        {.M = 37, .N = 64, .K = 128, .tb = true, .bias = true, .alpha = 0.5f},
+        {.M = 64, .N = 48, .K = 36, .ta = true, .tb = true, .accumulate = true},
+        {.M = 1, .N = 260, .K = 768, .tb = true},
+        {.M = 33, .N = 31, .K = 29},
+        {.M = 20, .N = 24, .K = 40, .batch = 3, .tb = true, .pad_a = 1, .pad_b = 4},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        mm_data d = mm_make(&cases[i], 300 + i);
+        float *x = mm_run(texel, &cases[i], &d), *y = mm_run(storage, &cases[i], &d);
+        assert_memory_equal(x, y, d.n_out * sizeof(float));
+        free(x);
+        free(y);
+        mm_free(&d);
+    }
+    tu_done(texel);
+    tu_done(storage);
+    tu_done(gpu);
+}
+
 TU_VULKAN_TESTS(test_matmul_vulkan_transposes_and_awkward_shapes, transpose_cases)
 TU_VULKAN_TESTS(test_matmul_vulkan_bias_alpha_accumulate, epilogue_cases)
 TU_VULKAN_TESTS(test_matmul_vulkan_batched_strided, batch_cases)
@@ -388,6 +433,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_vulkan_folded_grid),
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_big_tiles),
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_deterministic),
+        cmocka_unit_test(test_matmul_vulkan_texel_loads_equal_storage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
