@@ -3,7 +3,8 @@
  * (with the messenger counting every warning and error: any is a failure), and uses vkattn's
  * asynchronous submission with its semaphores, records vkattn's graphs and model steps into its
  * own command buffers, shares buffers both ways, shares its queue with two contexts on two
- * threads through lock callbacks, and passes its VkAllocationCallbacks. */
+ * threads through lock callbacks, and passes its VkAllocationCallbacks; and the smallest env
+ * an application can give. */
 #define _POSIX_C_SOURCE 200809L
 #include <vulkan/vulkan.h>
 
@@ -187,6 +188,54 @@ static void check_gelu(const float *got, const float *a, const float *b, size_t 
         double want = gelu_ref((double)a[i] + (b ? b[i] : 0.0));
         if (fabs(got[i] - want) > 1e-5) fail_msg("element %zu: %g, want %g", i, got[i], want);
     }
+}
+
+/* The smallest embedding: an env with only the required fields (no lock callbacks, no API
+ * version), vkattn's own validation setting; the application's device still works after
+ * vka_context_destroy. */
+static void test_minimal_env_runs_ops(void **state) {
+    (void)state;
+    app_vulkan app;
+    if (!app_create(&app, VK_API_VERSION_1_1)) return;
+    vka_vulkan_env env = {.get_instance_proc_addr = (void *)vkGetInstanceProcAddr,
+                          .instance = app.instance, .physical_device = app.phys,
+                          .device = app.device, .queue = app.queue, .queue_family = app.family};
+    vka_context_desc d = {.backend = VKA_BACKEND_VULKAN, .vulkan = &env, .log = tu_log};
+    vka_context *ctx = NULL;
+    if (vka_context_create(&d, &ctx) != VKA_SUCCESS)
+        fail_msg("embedding context: %s", vka_last_error(ctx));
+    vka_device_info info;
+    assert_int_equal(vka_context_selected_device(ctx, &info), VKA_SUCCESS);
+    assert_true(info.selected);
+    enum { N = 1000 };
+    float a[N], b[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = (float)i / N;
+        b[i] = 1.0f;
+    }
+    vka_tensor *ta = tu_tensor(ctx, N, a), *tb = tu_tensor(ctx, N, b);
+    vka_tensor *sum = tu_tensor_nan(ctx, N), *out = tu_tensor_nan(ctx, N);
+    vka_graph *g = gelu_graph(ctx, out, sum, ta, tb, N);
+    assert_int_equal(vka_graph_run(g), VKA_SUCCESS);
+    float *got = tu_read(out, N);
+    check_gelu(got, a, b, N);
+    free(got);
+    vka_graph_destroy(g);
+    vka_tensor *all[] = {ta, tb, sum, out};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) vka_tensor_destroy(all[i]);
+    vka_context_destroy(ctx);
+    assert_int_equal(vkDeviceWaitIdle(app.device), VK_SUCCESS);
+    app_destroy(&app);
+}
+
+static void test_incomplete_env_refused(void **state) {
+    (void)state;
+    vka_vulkan_env env = {0};
+    vka_context_desc d = {.backend = VKA_BACKEND_VULKAN, .vulkan = &env};
+    vka_context *ctx = NULL;
+    assert_int_equal(vka_context_create(&d, &ctx), VKA_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(vka_last_error(ctx), "vka_vulkan_env"));
+    vka_context_destroy(ctx);
 }
 
 /* A 1.0 instance with a newer device: no 1.1 call, sensible limits, ops run, layer silent. */
@@ -774,6 +823,8 @@ static void test_cpu_backend_async(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_minimal_env_runs_ops),
+        cmocka_unit_test(test_incomplete_env_refused),
         cmocka_unit_test(test_instance_1_0),
         cmocka_unit_test(test_async_semaphores_and_destroy),
         cmocka_unit_test(test_record_into_app_command_buffer),
