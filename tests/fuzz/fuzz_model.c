@@ -32,25 +32,14 @@ static void check_loaded(vka_gpt *gpt, const uint8_t *header) {
     vka_gpt *again = NULL;
     r = vka_gpt_load(fz_ctx, path, &again);
     fz_require(r == VKA_SUCCESS, "reload: %s", vka_last_error(fz_ctx));
-    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
-    fz_require(a && b, "out of memory");
-    fz_require(vka_gpt_get_params(gpt, a, n) == VKA_SUCCESS, "get_params");
-    fz_require(vka_gpt_get_params(again, b, n) == VKA_SUCCESS, "get_params");
-    fz_require(memcmp(a, b, n * sizeof *a) == 0, "parameters changed by save and load");
-    free(a);
-    free(b);
+    fz_require_same_params(gpt, again);
     vka_gpt_destroy(again);
     remove(path);
 
     /* A model that loads can be run: one forward pass of a few tokens (its values may be
      * anything finite, so the loss may overflow: success or a clean error, never a crash). */
-    enum { T_MAX = 4 };
-    int T = c.max_T < T_MAX ? c.max_T : T_MAX;
-    int32_t ids[T_MAX], tg[T_MAX];
-    for (int t = 0; t < T; t++) {
-        ids[t] = t % c.V;
-        tg[t] = (t + 1) % c.V;
-    }
+    int32_t ids[FZ_TOKENS], tg[FZ_TOKENS];
+    int T = fz_tokens(gpt, ids, tg);
     float loss = 0;
     r = vka_gpt_forward(gpt, ids, tg, 1, T, &loss, NULL);
     if (r != VKA_SUCCESS) fz_check_failure(r, path);
@@ -70,17 +59,12 @@ static void load(const uint8_t *data, size_t size) {
     }
 }
 
+static void fix(uint8_t *file) { fz_fix_trailer(file, fz_gpt_num_params(file)); }
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     load(data, size);
-    if (size < HEADER_BYTES) return 0;
-    uint64_t n = fz_gpt_num_params(data);
-    uint64_t want = HEADER_BYTES + 4 * n;
-    if (n == 0 || want > FIXUP_MAX_BYTES) return 0;
-    uint8_t *fixed = calloc(1, (size_t)want);
-    fz_require(fixed != NULL, "out of memory");
-    memcpy(fixed, data, size < want ? size : (size_t)want);
-    fz_fix_trailer(fixed, n);
-    if (want != size || memcmp(fixed, data, (size_t)want) != 0) load(fixed, (size_t)want);
-    free(fixed);
+    if (size >= HEADER_BYTES)
+        fz_load_fixed(data, size, HEADER_BYTES, 4 * fz_gpt_num_params(data), FIXUP_MAX_BYTES, fix,
+                      load);
     return 0;
 }

@@ -129,6 +129,48 @@ static inline uint64_t fz_gpt_num_params(const uint8_t *header) {
 
 /* A byte-level BPE vocabulary learned from 32 KiB of the built-in corpus (deterministic), and
  * the character vocabulary of the same text; for LLVMFuzzerInitialize. */
+/* Two models hold the same parameters, bit for bit (a save and load must not change any). */
+static inline void fz_require_same_params(vka_gpt *a, vka_gpt *b) {
+    size_t n = vka_gpt_num_params(a);
+    fz_require(n == vka_gpt_num_params(b), "parameter counts differ");
+    float *pa = malloc(n * sizeof *pa), *pb = malloc(n * sizeof *pb);
+    fz_require(pa && pb, "out of memory");
+    fz_require(vka_gpt_get_params(a, pa, n) == VKA_SUCCESS, "get_params");
+    fz_require(vka_gpt_get_params(b, pb, n) == VKA_SUCCESS, "get_params");
+    fz_require(memcmp(pa, pb, n * sizeof *pa) == 0, "parameters changed by save and load");
+    free(pa);
+    free(pb);
+}
+
+/* A few tokens (at most FZ_TOKENS, within the model's context) to run a loaded model on:
+ * ids[t] = t mod V, targets the next one. Returns T. */
+#define FZ_TOKENS 4
+static inline int fz_tokens(vka_gpt *gpt, int32_t ids[FZ_TOKENS], int32_t targets[FZ_TOKENS]) {
+    vka_gpt_config c = vka_gpt_get_config(gpt);
+    int T = c.max_T < FZ_TOKENS ? c.max_T : FZ_TOKENS;
+    for (int t = 0; t < T; t++) {
+        ids[t] = t % c.V;
+        targets[t] = (t + 1) % c.V;
+    }
+    return T;
+}
+
+/* The input again with its payload cut or zero-padded to header + payload_bytes (when that is
+ * at most max_bytes and differs from the input), for fix(...) to make the header's checks pass;
+ * load(...) is called on it. */
+static inline void fz_load_fixed(const uint8_t *data, size_t size, uint64_t header_bytes,
+                                 uint64_t payload_bytes, uint64_t max_bytes,
+                                 void (*fix)(uint8_t *file), void (*load)(const uint8_t *, size_t)) {
+    uint64_t want = header_bytes + payload_bytes;
+    if (size < header_bytes || payload_bytes == 0 || want > max_bytes) return;
+    uint8_t *fixed = calloc(1, (size_t)want);
+    fz_require(fixed != NULL, "out of memory");
+    memcpy(fixed, data, size < want ? size : (size_t)want);
+    fix(fixed);
+    if (want != size || memcmp(fixed, data, (size_t)want) != 0) load(fixed, (size_t)want);
+    free(fixed);
+}
+
 static inline void fz_tokenizers(vka_tokenizer **bpe, int vocab_size, vka_tokenizer **chars) {
     size_t len = 0;
     char *text = vka_builtin_corpus(32 << 10, &len);
