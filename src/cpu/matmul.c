@@ -7,9 +7,7 @@
  * between K blocks. Every element is therefore summed over k = 0..K-1 in order, the same for
  * any thread count or tile size: results are deterministic and equal to the naive loop's.
  * Scratch lives on the stack (~48 KiB), so nothing is allocated per call. */
-#include "cpu/cpu_ops.h"
-
-#include <string.h>
+#include "cpu/matmul_tiles.h"
 
 enum {
     MM_MR = 4,   /* rows per micro-kernel */
@@ -28,34 +26,6 @@ enum {
 #else
 #define MM_UNROLL
 #endif
-
-/* op(a)(i, k) = a[i * rs + k * cs] */
-typedef struct mm_view {
-    const float *p;
-    size_t rs, cs;
-} mm_view;
-
-/* Pack op(b)(k0 .. k0+kc, j0 .. j0+nb) into bp[panel][k][MM_NR], zeros past nb. */
-static void pack_b(float *bp, mm_view b, int k0, int kc, int j0, int nb) {
-    for (int p = 0; p < nb; p += MM_NR) {
-        float *dst = bp + (size_t)p * kc;
-        int w = nb - p < MM_NR ? nb - p : MM_NR;
-        if (b.cs == 1 && w == MM_NR) { /* columns contiguous: copy rows of MM_NR */
-            for (int k = 0; k < kc; k++)
-                memcpy(dst + k * MM_NR, b.p + (size_t)(k0 + k) * b.rs + (size_t)(j0 + p),
-                       MM_NR * sizeof(float));
-            continue;
-        }
-        for (int jj = 0; jj < MM_NR; jj++) {
-            if (jj >= w) {
-                for (int k = 0; k < kc; k++) dst[k * MM_NR + jj] = 0.0f;
-                continue;
-            }
-            const float *src = b.p + (size_t)(j0 + p + jj) * b.cs + (size_t)k0 * b.rs;
-            for (int k = 0; k < kc; k++) dst[k * MM_NR + jj] = src[(size_t)k * b.rs];
-        }
-    }
-}
 
 #if defined(__GNUC__) || defined(__clang__)
 typedef float mm_v4 __attribute__((vector_size(16)));
@@ -130,14 +100,16 @@ static void kernel_1x8(float *c, const float *a, size_t cs, const float *bp, int
 }
 
 /* One mb x nb tile of one batch: out(i0.., j0..). */
-static void matmul_tile(float *out, mm_view a, mm_view b, const float *bias, int N, int K,
-                        int i0, int mb, int j0, int nb, float alpha, bool accumulate) {
+static void matmul_tile(const vkc_mm *mm, float *out, vkc_mm_view a, vkc_mm_view b, int i0,
+                        int mb, int j0, int nb, const void *user) {
+    (void)user;
+    int K = mm->K;
     float acc[MM_MB * MM_NB];
     float bp[MM_KC * MM_NB];
     memset(acc, 0, sizeof acc);
     for (int k0 = 0; k0 < K; k0 += MM_KC) {
         int kc = K - k0 < MM_KC ? K - k0 : MM_KC;
-        pack_b(bp, b, k0, kc, j0, nb);
+        vkc_mm_pack_b(bp, b, k0, kc, j0, nb, MM_NR);
         for (int p = 0; p < nb; p += MM_NR) {
             const float *bpp = bp + (size_t)p * kc;
             int r = 0;
@@ -149,35 +121,36 @@ static void matmul_tile(float *out, mm_view a, mm_view b, const float *bias, int
                            a.cs, bpp, kc);
         }
     }
-    for (int r = 0; r < mb; r++) {
-        float *o = out + (size_t)(i0 + r) * N + j0;
-        const float *s = acc + r * MM_NB;
-        for (int j = 0; j < nb; j++) {
-            float x = alpha * s[j];
-            if (bias) x = x + bias[j0 + j];
-            o[j] = accumulate ? o[j] + x : x;
-        }
+    vkc_mm_epilogue(mm, out, acc, MM_NB, i0, mb, j0, nb);
+}
+
+void vkc_matmul_tiles(const vkc_mm *mm, int tile_m, int tile_n, vkc_mm_tile_fn tile,
+                      const void *user, int nt) {
+    int M = mm->M, N = mm->N, K = mm->K;
+    size_t sa = mm->stride_a ? mm->stride_a : (size_t)M * K;
+    size_t sb = mm->stride_b ? mm->stride_b : (size_t)K * N;
+    size_t so = mm->stride_out ? mm->stride_out : (size_t)M * N;
+    long tiles_m = (M + tile_m - 1) / tile_m, tiles_n = (N + tile_n - 1) / tile_n;
+    long tiles = (long)mm->batch * tiles_m * tiles_n;
+    double work = (double)mm->batch * M * N * K;
+    (void)work; /* unused without OpenMP */
+    VKA_OMP_FOR_DYNAMIC(nt, work > VKA_OMP_MIN_WORK)
+    for (long t = 0; t < tiles; t++) {
+        long bi = t / (tiles_m * tiles_n), rest = t % (tiles_m * tiles_n);
+        int i0 = (int)(rest / tiles_n) * tile_m, j0 = (int)(rest % tiles_n) * tile_n;
+        vkc_mm_view av = {mm->a + (size_t)bi * sa, mm->trans_a ? 1 : (size_t)K,
+                          mm->trans_a ? (size_t)M : 1};
+        vkc_mm_view bv = {mm->b + (size_t)bi * sb, mm->trans_b ? 1 : (size_t)N,
+                          mm->trans_b ? (size_t)K : 1};
+        int mb = M - i0 < tile_m ? M - i0 : tile_m, nb = N - j0 < tile_n ? N - j0 : tile_n;
+        tile(mm, mm->out + (size_t)bi * so, av, bv, i0, mb, j0, nb, user);
     }
 }
 
 void vkc_matmul_forward(float *out, const float *a, const float *b, const float *bias, int M,
                         int N, int K, int batch, bool trans_a, bool trans_b, size_t stride_a,
                         size_t stride_b, size_t stride_out, float alpha, bool accumulate, int nt) {
-    if (!stride_a) stride_a = (size_t)M * K;
-    if (!stride_b) stride_b = (size_t)K * N;
-    if (!stride_out) stride_out = (size_t)M * N;
-    long tiles_m = (M + MM_MB - 1) / MM_MB, tiles_n = (N + MM_NB - 1) / MM_NB;
-    long tiles = (long)batch * tiles_m * tiles_n;
-    double work = (double)batch * M * N * K;
-    (void)work; /* unused without OpenMP */
-    VKA_OMP_FOR_DYNAMIC(nt, work > VKA_OMP_MIN_WORK)
-    for (long t = 0; t < tiles; t++) {
-        long bi = t / (tiles_m * tiles_n), rest = t % (tiles_m * tiles_n);
-        int i0 = (int)(rest / tiles_n) * MM_MB, j0 = (int)(rest % tiles_n) * MM_NB;
-        mm_view av = {a + (size_t)bi * stride_a, trans_a ? 1 : (size_t)K, trans_a ? (size_t)M : 1};
-        mm_view bv = {b + (size_t)bi * stride_b, trans_b ? 1 : (size_t)N, trans_b ? (size_t)K : 1};
-        int mb = M - i0 < MM_MB ? M - i0 : MM_MB, nb = N - j0 < MM_NB ? N - j0 : MM_NB;
-        matmul_tile(out + (size_t)bi * stride_out, av, bv, bias, N, K, i0, mb, j0, nb, alpha,
-                    accumulate);
-    }
+    vkc_mm mm = {out, a, b, bias, M, N, K, batch, trans_a, trans_b,
+                 stride_a, stride_b, stride_out, alpha, accumulate};
+    vkc_matmul_tiles(&mm, MM_MB, MM_NB, matmul_tile, NULL, nt);
 }

@@ -15,9 +15,7 @@
  * whatever the tile sizes or thread count (deterministic, exact --resume), but each term is a
  * fused multiply-add (one rounding instead of two), so results differ from the reference kernel
  * in the last bits. VKATTN_CPU_KERNELS=reference selects the reference (README). */
-#include "cpu/cpu_ops.h"
-
-#include <string.h>
+#include "cpu/matmul_tiles.h"
 
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
 #define FM_X86 1
@@ -47,34 +45,6 @@ const char *vkc_isa_name(vkc_isa isa) {
     case VKC_ISA_AVX512: return "avx512";
     case VKC_ISA_AVX2: return "avx2+fma";
     default: return "baseline";
-    }
-}
-
-/* op(a)(i, k) = a[i * rs + k * cs] */
-typedef struct fm_view {
-    const float *p;
-    size_t rs, cs;
-} fm_view;
-
-/* Pack op(b)(k0 .. k0+kc, j0 .. j0+nb) into bp[panel][k][nr], zeros past nb. */
-static void pack_b(float *bp, fm_view b, int k0, int kc, int j0, int nb, int nr) {
-    for (int p = 0; p < nb; p += nr) {
-        float *dst = bp + (size_t)p * kc;
-        int w = nb - p < nr ? nb - p : nr;
-        if (b.cs == 1 && w == nr) { /* columns contiguous: copy nr per k */
-            for (int k = 0; k < kc; k++)
-                memcpy(dst + (size_t)k * nr, b.p + (size_t)(k0 + k) * b.rs + (size_t)(j0 + p),
-                       (size_t)nr * sizeof(float));
-            continue;
-        }
-        for (int jj = 0; jj < nr; jj++) {
-            if (jj >= w) {
-                for (int k = 0; k < kc; k++) dst[(size_t)k * nr + jj] = 0.0f;
-                continue;
-            }
-            const float *src = b.p + (size_t)(j0 + p + jj) * b.cs + (size_t)k0 * b.rs;
-            for (int k = 0; k < kc; k++) dst[(size_t)k * nr + jj] = src[(size_t)k * b.rs];
-        }
     }
 }
 
@@ -134,17 +104,25 @@ __attribute__((target("avx2,fma"))) static void kernel_avx2(float *c, const floa
 }
 #endif
 
-/* One mb x nb tile of one batch: out(i0.., j0..). */
-static void fast_tile(float *out, fm_view a, fm_view b, const float *bias, int N, int K, int i0,
-                      int mb, int j0, int nb, float alpha, bool accumulate, fm_kernel kernel,
-                      int mr, int nr) {
+/* The micro-kernel of an ISA and its register block. */
+typedef struct fm_isa_kernel {
+    fm_kernel kernel;
+    int mr, nr;
+} fm_isa_kernel;
+
+/* One mb x nb tile of one batch: out(i0.., j0..); user is the fm_isa_kernel. */
+static void fast_tile(const vkc_mm *mm, float *out, vkc_mm_view a, vkc_mm_view b, int i0, int mb,
+                      int j0, int nb, const void *user) {
+    const fm_isa_kernel *ik = user;
+    fm_kernel kernel = ik->kernel;
+    int mr = ik->mr, nr = ik->nr, K = mm->K;
     _Alignas(64) float acc[FM_MB * FM_NB];
     _Alignas(64) float bp[FM_KC * FM_NB];
     int mbp = (mb + mr - 1) / mr * mr, nbp = (nb + nr - 1) / nr * nr;
     for (int r = 0; r < mbp; r++) memset(acc + r * FM_NB, 0, (size_t)nbp * sizeof(float));
     for (int k0 = 0; k0 < K; k0 += FM_KC) {
         int kc = K - k0 < FM_KC ? K - k0 : FM_KC;
-        pack_b(bp, b, k0, kc, j0, nb, nr);
+        vkc_mm_pack_b(bp, b, k0, kc, j0, nb, nr);
         for (int p = 0; p < nb; p += nr)
             for (int r = 0; r < mb; r += mr) {
                 const float *rows[FM_MR_MAX];
@@ -155,15 +133,7 @@ static void fast_tile(float *out, fm_view a, fm_view b, const float *bias, int N
                 kernel(acc + r * FM_NB + p, rows, a.cs, bp + (size_t)p * kc, kc);
             }
     }
-    for (int r = 0; r < mb; r++) { /* the reference's epilogue */
-        float *o = out + (size_t)(i0 + r) * N + j0;
-        const float *s = acc + r * FM_NB;
-        for (int j = 0; j < nb; j++) {
-            float x = alpha * s[j];
-            if (bias) x = x + bias[j0 + j];
-            o[j] = accumulate ? o[j] + x : x;
-        }
-    }
+    vkc_mm_epilogue(mm, out, acc, FM_NB, i0, mb, j0, nb); /* the reference's */
 }
 
 void vkc_matmul_forward_fast(float *out, const float *a, const float *b, const float *bias, int M,
@@ -181,21 +151,8 @@ void vkc_matmul_forward_fast(float *out, const float *a, const float *b, const f
                            stride_out, alpha, accumulate, nt);
         return;
     }
-    if (!stride_a) stride_a = (size_t)M * K;
-    if (!stride_b) stride_b = (size_t)K * N;
-    if (!stride_out) stride_out = (size_t)M * N;
-    long tiles_m = (M + FM_MB - 1) / FM_MB, tiles_n = (N + FM_NB - 1) / FM_NB;
-    long tiles = (long)batch * tiles_m * tiles_n;
-    double work = (double)batch * M * N * K;
-    (void)work; /* unused without OpenMP */
-    VKA_OMP_FOR_DYNAMIC(nt, work > VKA_OMP_MIN_WORK)
-    for (long t = 0; t < tiles; t++) {
-        long bi = t / (tiles_m * tiles_n), rest = t % (tiles_m * tiles_n);
-        int i0 = (int)(rest / tiles_n) * FM_MB, j0 = (int)(rest % tiles_n) * FM_NB;
-        fm_view av = {a + (size_t)bi * stride_a, trans_a ? 1 : (size_t)K, trans_a ? (size_t)M : 1};
-        fm_view bv = {b + (size_t)bi * stride_b, trans_b ? 1 : (size_t)N, trans_b ? (size_t)K : 1};
-        int mb = M - i0 < FM_MB ? M - i0 : FM_MB, nb = N - j0 < FM_NB ? N - j0 : FM_NB;
-        fast_tile(out + (size_t)bi * stride_out, av, bv, bias, N, K, i0, mb, j0, nb, alpha,
-                  accumulate, kernel, mr, nr);
-    }
+    vkc_mm mm = {out, a, b, bias, M, N, K, batch, trans_a, trans_b,
+                 stride_a, stride_b, stride_out, alpha, accumulate};
+    fm_isa_kernel ik = {kernel, mr, nr};
+    vkc_matmul_tiles(&mm, FM_MB, FM_NB, fast_tile, &ik, nt);
 }
