@@ -297,6 +297,73 @@ static void test_matmul_cpu_fast_matches_reference(void **state) {
     fast_matches_reference(VKA_CPU_KERNELS_FAST_AVX2); /* and the AVX2+FMA micro-kernel */
 }
 
+/* out rows i0 .. i0 + m of a product computed with rows [0, M) of op(A) (A stored (M, K), or
+ * (K, M) when ta): the few-row path runs below 5 rows, the tiled kernel from 5 rows on. */
+static float *rows_of_product(vka_context *ctx, const float *a_all, int M_all, int i0, int m,
+                              const float *b, const float *bias, const float *out0, int N, int K,
+                              bool ta, bool tb, float alpha, bool accumulate) {
+    float *a = malloc((size_t)m * K * sizeof *a);
+    for (int i = 0; i < m; i++)
+        for (int k = 0; k < K; k++)
+            a[ta ? (size_t)k * m + i : (size_t)i * K + k] =
+                a_all[ta ? (size_t)k * M_all + i0 + i : (size_t)(i0 + i) * K + k];
+    vka_tensor *ta_t = tu_tensor(ctx, (size_t)m * K, a), *tb_t = tu_tensor(ctx, (size_t)K * N, b);
+    vka_tensor *bias_t = bias ? tu_tensor(ctx, (size_t)N, bias) : NULL;
+    vka_tensor *out = tu_tensor(ctx, (size_t)m * N, out0 + (size_t)i0 * N);
+    vka_matmul_desc desc = {.out = out, .a = ta_t, .b = tb_t, .bias = bias_t, .M = m, .N = N,
+                            .K = K, .trans_a = ta, .trans_b = tb, .alpha = alpha,
+                            .accumulate = accumulate};
+    tu_begin(ctx);
+    assert_int_equal(vka_matmul(ctx, &desc), VKA_SUCCESS);
+    tu_run(ctx);
+    float *got = tu_read(out, (size_t)m * N);
+    vka_tensor_destroy(ta_t);
+    vka_tensor_destroy(tb_t);
+    vka_tensor_destroy(bias_t);
+    vka_tensor_destroy(out);
+    free(a);
+    return got;
+}
+
+/* The fast kernels' few-row path (M <= 4: decode steps; op(b) read in place, gathered where
+ * strided) gives the tiled micro-kernel's bits: rows 0..m of a product of m rows equal rows
+ * 0..m of the same product with 9 rows, for every transpose, N past a 256-column block and
+ * not a multiple of 16, K past a 128 block, with bias, alpha and accumulate; both ISAs. */
+static void test_matmul_cpu_few_rows_equal_tiled(void **state) {
+    (void)state;
+    const vka_cpu_kernels kinds[2] = {VKA_CPU_KERNELS_FAST, VKA_CPU_KERNELS_FAST_AVX2};
+    const int M_all = 9, N = 301, K = 133;
+    float *a = malloc((size_t)M_all * K * sizeof *a), *b = malloc((size_t)K * N * sizeof *b);
+    float *bias = malloc((size_t)N * sizeof *bias), *out0 = malloc((size_t)M_all * N * sizeof *out0);
+    tu_random(a, (size_t)M_all * K, 41, 1.0f);
+    tu_random(b, (size_t)K * N, 42, 1.0f);
+    tu_random(bias, (size_t)N, 43, 1.0f);
+    tu_random(out0, (size_t)M_all * N, 44, 1.0f);
+    for (int kind = 0; kind < 2; kind++) {
+        vka_context *ctx = cpu_kernels(kinds[kind], 2);
+        for (int t = 0; t < 8; t++) {
+            bool ta = t & 1, tb = t & 2, epi = t & 4;
+            float alpha = epi ? -0.5f : 1.0f;
+            float *all = rows_of_product(ctx, a, M_all, 0, M_all, b, epi ? bias : NULL, out0, N, K,
+                                         ta, tb, alpha, epi);
+            for (int m = 1; m <= 4; m++) {
+                float *few = rows_of_product(ctx, a, M_all, 0, m, b, epi ? bias : NULL, out0, N,
+                                             K, ta, tb, alpha, epi);
+                if (memcmp(few, all, (size_t)m * N * sizeof *few) != 0)
+                    fail_msg("%s: %d rows differ from the tiled kernel's (ta=%d tb=%d epilogue=%d)",
+                             vka_context_cpu_kernels(ctx), m, ta, tb, epi);
+                free(few);
+            }
+            free(all);
+        }
+        tu_done(ctx);
+    }
+    free(a);
+    free(b);
+    free(bias);
+    free(out0);
+}
+
 /* The shapes of the GPT's products (default model: B*T = 768, C = 128, NH = 4, T = 64,
  * HS = 32), forward and backward, as the model records them. */
 static void gpt_shape_cases(vka_context *ctx) {
@@ -424,6 +491,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_ones_exact),
         cmocka_unit_test(test_matmul_cpu_deterministic_across_threads),
         cmocka_unit_test(test_matmul_cpu_fast_matches_reference),
+        cmocka_unit_test(test_matmul_cpu_few_rows_equal_tiled),
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_transposes_and_awkward_shapes),
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_bias_alpha_accumulate),
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_batched_strided),
