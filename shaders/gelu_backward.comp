@@ -1,12 +1,24 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 // dinp += gelu'(inp) * dout, the derivative of the tanh-form GELU (see gelu.glsl).
+// vka:texel-variant: the CPU-type vec4 layout of elementwise.glsl, dinp, inp and dout read
+// through texel views (bindings 12, 13, 14) in the VKA_TEXEL build.
 #include "common.glsl"
+#include "elementwise.glsl"
 #include "gelu.glsl"
 
 layout(set = 0, binding = 0) buffer Dinp { float dinp[]; };
 layout(set = 0, binding = 1) readonly buffer Inp { float inp[]; };
 layout(set = 0, binding = 2) readonly buffer Dout { float dout[]; };
+layout(set = 0, binding = 0) buffer Dinp4 { vec4 dinp4[]; };
+layout(set = 0, binding = 1) readonly buffer Inp4 { vec4 inp4[]; };
+layout(set = 0, binding = 2) readonly buffer Dout4 { vec4 dout4[]; };
+#ifdef VKA_TEXEL
+layout(set = 0, binding = 12) uniform samplerBuffer dinp_tex;
+layout(set = 0, binding = 13) uniform samplerBuffer inp_tex;
+layout(set = 0, binding = 14) uniform samplerBuffer dout_tex;
+#endif
 
 layout(push_constant) uniform PC {
     uint dinp_off, inp_off, dout_off;
@@ -14,7 +26,19 @@ layout(push_constant) uniform PC {
 } pc;
 
 void main() {
-    uint i = vka_global_id();
-    if (i >= pc.N) return;
-    dinp[pc.dinp_off + i] += gelu_grad(inp[pc.inp_off + i]) * dout[pc.dout_off + i];
+    if (VEC4S == 0u) {
+        uint i = vka_global_id();
+        if (i >= pc.N) return;
+        dinp[pc.dinp_off + i] += gelu_grad(inp[pc.inp_off + i]) * dout[pc.dout_off + i];
+        return;
+    }
+    [[unroll]] for (uint r = 0u; r < VEC4S; r++) {
+        uint q = vec4_index(r);
+        if (q >= pc.N >> 2) return;
+        vec4 x = VKA_LOAD4(inp_tex, inp4, (pc.inp_off >> 2) + q);
+        vec4 d = VKA_LOAD4(dout_tex, dout4, (pc.dout_off >> 2) + q);
+        vec4 acc = VKA_LOAD4(dinp_tex, dinp4, (pc.dinp_off >> 2) + q);
+        vec4 g = vec4(gelu_grad(x.x), gelu_grad(x.y), gelu_grad(x.z), gelu_grad(x.w));
+        dinp4[(pc.dinp_off >> 2) + q] = acc + g * d;
+    }
 }

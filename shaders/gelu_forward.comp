@@ -1,12 +1,21 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 // GELU, tanh form (Hendrycks & Gimpel 2016), as GPT-2 (evaluated as in gelu.glsl):
 //   out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+// vka:texel-variant: the CPU-type vec4 layout of elementwise.glsl, inp read through a texel view
+// (binding 12) in the VKA_TEXEL build.
 #include "common.glsl"
+#include "elementwise.glsl"
 #include "gelu.glsl"
 
 layout(set = 0, binding = 0) writeonly buffer Out { float out_[]; };
 layout(set = 0, binding = 1) readonly buffer Inp { float inp[]; };
+layout(set = 0, binding = 0) writeonly buffer Out4 { vec4 out4[]; };
+layout(set = 0, binding = 1) readonly buffer Inp4 { vec4 inp4[]; };
+#ifdef VKA_TEXEL
+layout(set = 0, binding = 12) uniform samplerBuffer inp_tex;
+#endif
 
 // Same block as every elementwise op (pc_binary in vk_ops_elementwise.c); third offset unused.
 layout(push_constant) uniform PC {
@@ -15,7 +24,16 @@ layout(push_constant) uniform PC {
 } pc;
 
 void main() {
-    uint i = vka_global_id();
-    if (i >= pc.N) return;
-    out_[pc.out_off + i] = gelu(inp[pc.inp_off + i]);
+    if (VEC4S == 0u) {
+        uint i = vka_global_id();
+        if (i >= pc.N) return;
+        out_[pc.out_off + i] = gelu(inp[pc.inp_off + i]);
+        return;
+    }
+    [[unroll]] for (uint r = 0u; r < VEC4S; r++) {
+        uint q = vec4_index(r);
+        if (q >= pc.N >> 2) return;
+        vec4 x = VKA_LOAD4(inp_tex, inp4, (pc.inp_off >> 2) + q);
+        out4[(pc.out_off >> 2) + q] = vec4(gelu(x.x), gelu(x.y), gelu(x.z), gelu(x.w));
+    }
 }

@@ -1,11 +1,22 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 // out = a + b over N elements (residual connection).
+// vka:texel-variant: the CPU-type vec4 layout of elementwise.glsl, a and b read through texel
+// views (bindings 12, 13) in the VKA_TEXEL build.
 #include "common.glsl"
+#include "elementwise.glsl"
 
 layout(set = 0, binding = 0) buffer Out { float out_[]; };
 layout(set = 0, binding = 1) readonly buffer A { float a[]; };
 layout(set = 0, binding = 2) readonly buffer B { float b[]; };
+layout(set = 0, binding = 0) buffer Out4 { vec4 out4[]; };
+layout(set = 0, binding = 1) readonly buffer A4 { vec4 a4[]; };
+layout(set = 0, binding = 2) readonly buffer B4 { vec4 b4[]; };
+#ifdef VKA_TEXEL
+layout(set = 0, binding = 12) uniform samplerBuffer a_tex;
+layout(set = 0, binding = 13) uniform samplerBuffer b_tex;
+#endif
 
 layout(push_constant) uniform PC {
     uint out_off, a_off, b_off;
@@ -13,7 +24,16 @@ layout(push_constant) uniform PC {
 } pc;
 
 void main() {
-    uint i = vka_global_id();
-    if (i >= pc.N) return;
-    out_[pc.out_off + i] = a[pc.a_off + i] + b[pc.b_off + i];
+    if (VEC4S == 0u) {
+        uint i = vka_global_id();
+        if (i >= pc.N) return;
+        out_[pc.out_off + i] = a[pc.a_off + i] + b[pc.b_off + i];
+        return;
+    }
+    [[unroll]] for (uint r = 0u; r < VEC4S; r++) {
+        uint q = vec4_index(r);
+        if (q >= pc.N >> 2) return;
+        out4[(pc.out_off >> 2) + q] = VKA_LOAD4(a_tex, a4, (pc.a_off >> 2) + q) +
+                                      VKA_LOAD4(b_tex, b4, (pc.b_off >> 2) + q);
+    }
 }

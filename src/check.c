@@ -632,7 +632,9 @@ vka_result vka_check(vka_context *ctx, uint64_t seed, vka_check_fn fn, void *use
     case_layernorm(&st, 3, 3000, true);
     case_layernorm(&st, 65, 33, true);
     case_gelu(&st, 1001);
+    case_gelu(&st, 1024); /* lengths of multiples of 4: the CPU-type kernels' vec4 layout */
     case_residual(&st, 70001);
+    case_residual(&st, 70000);
     case_permute(&st, 3, 7, 5, 3);
     case_kv_write(&st, 7, 3, 5, 19, 11, 5);
     case_kv_write(&st, 1, 4, 33, 64, 63, 1);
@@ -641,7 +643,9 @@ vka_result vka_check(vka_context *ctx, uint64_t seed, vka_check_fn fn, void *use
     case_crossentropy(&st, 3, 5000, 5120);
     case_reduce(&st, 130, 33, 0.5f);
     case_reduce(&st, 7, 1, 0.0f);
+    case_reduce(&st, 130, 36, 0.5f);
     case_adamw(&st, 1003);
+    case_adamw(&st, 1004);
     case_attention(&st, 2, 3, 37, 37, 24, VKA_CAUSAL_TOP_LEFT, CK_QKV | CK_BTC);
     case_attention(&st, 2, 2, 5, 70, 72, VKA_CAUSAL_BOTTOM_RIGHT, CK_MASK);
     case_attention(&st, 3, 1, 65, 33, 128, VKA_CAUSAL_NONE,

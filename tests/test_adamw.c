@@ -168,6 +168,56 @@ static void test_adamw_gpu_matches_reference(void **state) {
     tu_done(ctx);
 }
 
+/* Lengths that take each path of the CPU-type kernel (shaders/elementwise.glsl): multiples of 4
+ * (vec4s, through texel views on lavapipe; 2068 fills two workgroups and part of a third) and
+ * not (one element per invocation); clipped and not. */
+static void vulkan_cases(vka_context *ctx) {
+    adamw_case(ctx, 4, 0.0f, 0.0f, 1);
+    adamw_case(ctx, 1001, 0.1f, 0.0f, 2);
+    adamw_case(ctx, 2068, 0.1f, 0.0f, 3);
+    adamw_case(ctx, 1000, 0.05f, 0.25f, 4);
+    known_value_cases(ctx);
+    adamw_cfg c = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.1f};
+    float p0[8] = {1, 2, 3, 4, 5, 6, 7, 8}, g[8] = {NAN, 1, 1, 1, 1, 1, 1, INFINITY};
+    float *r = adamw_run(ctx, &c, p0, g, 8, 1, -1.0f); /* clip scale 0 on the vec4 path */
+    for (int i = 0; i < 8; i++)
+        if (!(r[i] == p0[i] && r[8 + i] == 0.0f && r[16 + i] == 0.0f))
+            fail_msg("clip scale 0: element %d changed (param %g, m %g, v %g)", i, r[i], r[8 + i],
+                     r[16 + i]);
+    free(r);
+}
+TU_VULKAN_TESTS(test_adamw_vulkan_matches_reference, vulkan_cases)
+
+/* The CPU-type kernel (vec4s, texel views) gives the same bits as the one-element-per-invocation
+ * GPU kernel on the same device, over several steps, clipped and not. */
+static void test_adamw_vulkan_kernel_variants_agree(void **state) {
+    (void)state;
+    adamw_cfg c = {.lr = 3e-3f, .beta1 = 0.85f, .beta2 = 0.99f, .eps = 1e-6f,
+                   .weight_decay = 0.1f};
+    const size_t N = 40008;
+    float *p0 = malloc(N * sizeof *p0), *grad = malloc(N * sizeof *grad);
+    tu_random(p0, N, 7, 1.0f);
+    tu_random(grad, N, 8, 0.1f);
+    for (int clipped = 0; clipped < 2; clipped++) {
+        float *res[2];
+        for (int k = 0; k < 2; k++) {
+            vka_context *ctx = tu_gpu_kernels(k ? VKA_KERNELS_CPU : VKA_KERNELS_GPU);
+            res[k] = adamw_run(ctx, &c, p0, grad, N, 3, clipped ? 0.5f : 0.0f);
+            tu_done(ctx);
+        }
+        for (size_t i = 0; i < 3 * 3 * N; i++)
+            if (memcmp(&res[0][i], &res[1][i], 4))
+                fail_msg("clipped %d: result %zu (step %zu, %s of element %zu) is %.9g with the "
+                         "GPU kernel, %.9g with the CPU-type one", clipped, i, i / (3 * N) + 1,
+                         (const char *[]){"param", "m", "v"}[i / N % 3], i % N, res[0][i],
+                         res[1][i]);
+        free(res[0]);
+        free(res[1]);
+    }
+    free(p0);
+    free(grad);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adamw_known_values),
@@ -175,6 +225,8 @@ int main(void) {
         cmocka_unit_test(test_adamw_cpu_fast_equals_reference),
         cmocka_unit_test(test_adamw_gpu_known_values),
         cmocka_unit_test(test_adamw_gpu_matches_reference),
+        TU_VULKAN_TEST_ENTRIES(test_adamw_vulkan_matches_reference),
+        cmocka_unit_test(test_adamw_vulkan_kernel_variants_agree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

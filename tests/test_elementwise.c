@@ -75,8 +75,7 @@ static void test_elementwise_huge_dispatch_reaches_last_element(void **state) {
 
 /* Ten dependent steps x <- 2x + 1 (x += x; x += ones) in one graph: 0 -> 1023 everywhere, which
  * needs each op to see the previous one's writes (barriers on a GPU). */
-static void dependent_steps_case(vka_context *ctx) {
-    const size_t n = 100003;
+static void dependent_steps_n(vka_context *ctx, size_t n) {
     vka_tensor *x = tu_tensor(ctx, n, NULL), *ones = tu_tensor_nan(ctx, n);
     tu_begin(ctx);
     assert_int_equal(vka_fill(ctx, ones, 1.0f), VKA_SUCCESS);
@@ -92,6 +91,8 @@ static void dependent_steps_case(vka_context *ctx) {
     vka_tensor_destroy(x);
     vka_tensor_destroy(ones);
 }
+
+static void dependent_steps_case(vka_context *ctx) { dependent_steps_n(ctx, 100003); }
 
 static void test_elementwise_dependent_steps_in_one_graph(void **state) {
     (void)state;
@@ -123,6 +124,20 @@ static void test_elementwise_gpu_dependent_steps_in_one_graph(void **state) {
     tu_done(ctx);
 }
 
+/* Lengths that take each path of the CPU-type kernels (shaders/elementwise.glsl): multiples of
+ * 4 (vec4s, through texel views on lavapipe; 5140 fills five workgroups and part of a sixth;
+ * x += x reads dst and src through two views of the same bytes) and not (one element per
+ * invocation). */
+static void vulkan_cases(vka_context *ctx) {
+    elementwise_case(ctx, 4, 1);
+    elementwise_case(ctx, 1003, 2);
+    elementwise_case(ctx, 5140, 3);
+    elementwise_case(ctx, 65536, 4);
+    dependent_steps_n(ctx, 100004);
+    dependent_steps_n(ctx, 1001);
+}
+TU_VULKAN_TESTS(test_elementwise_vulkan_matches_definition, vulkan_cases)
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_elementwise_matches_definition),
@@ -131,6 +146,7 @@ int main(void) {
         cmocka_unit_test(test_elementwise_gpu_matches_definition),
         cmocka_unit_test(test_elementwise_gpu_huge_dispatch_reaches_last_element),
         cmocka_unit_test(test_elementwise_gpu_dependent_steps_in_one_graph),
+        TU_VULKAN_TEST_ENTRIES(test_elementwise_vulkan_matches_definition),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

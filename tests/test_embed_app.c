@@ -544,6 +544,44 @@ static void test_record_into_app_command_buffer(void **state) {
     app_destroy(&app);
 }
 
+/* The ops on the application's buffer wrapped at every element offset mod 4: on lavapipe's
+ * CPU-type kernels, vec4s through storage buffers where the views are vec4-aligned (an
+ * application's buffer has no texel views) and one element per invocation where not. */
+static void test_wrapped_buffers_at_every_offset(void **state) {
+    (void)state;
+    app_vulkan app;
+    if (!app_create(&app, VK_API_VERSION_1_1)) return;
+    vka_vulkan_env env;
+    vka_context *ctx = app_context(&app, &env, NULL);
+    enum { N = 1028 };
+    app_buffer buf = app_buffer_create(&app, (VkDeviceSize)(2 * N + 16) * 4);
+    float b[N], x[N];
+    tu_random(b, N, 7, 1.0f);
+    tu_random(x, N, 8, 2.0f);
+    vka_tensor *tb = tu_tensor(ctx, N, b), *sum = tu_tensor_nan(ctx, N);
+    for (size_t pad = 0; pad <= 4; pad++) {
+        /* a = elements [pad, pad + N), out = [pad + N + 5, ... + N) */
+        size_t out0 = pad + N + 5;
+        memcpy(buf.mapped + pad, x, sizeof x);
+        vka_tensor *a = NULL, *out = NULL;
+        assert_int_equal(vka_tensor_wrap_vulkan_buffer(ctx, &buf.buffer, pad * 4, N * 4, &a),
+                         VKA_SUCCESS);
+        assert_int_equal(vka_tensor_wrap_vulkan_buffer(ctx, &buf.buffer, out0 * 4, N * 4, &out),
+                         VKA_SUCCESS);
+        vka_graph *g = gelu_graph(ctx, out, sum, a, tb, N);
+        assert_int_equal(vka_graph_run(g), VKA_SUCCESS);
+        check_gelu(buf.mapped + out0, x, b, N);
+        vka_graph_destroy(g);
+        vka_tensor_destroy(a);
+        vka_tensor_destroy(out);
+    }
+    vka_tensor_destroy(tb);
+    vka_tensor_destroy(sum);
+    vka_context_destroy(ctx);
+    app_buffer_destroy(&app, &buf);
+    app_destroy(&app);
+}
+
 /* Two contexts on the application's one queue, each on its own thread, plus the application's
  * own submissions from this thread: the lock callbacks keep the queue externally synchronised
  * (the validation layer's thread checks report any overlap). */
@@ -828,6 +866,7 @@ int main(void) {
         cmocka_unit_test(test_instance_1_0),
         cmocka_unit_test(test_async_semaphores_and_destroy),
         cmocka_unit_test(test_record_into_app_command_buffer),
+        cmocka_unit_test(test_wrapped_buffers_at_every_offset),
         cmocka_unit_test(test_shared_queue_two_threads),
         cmocka_unit_test(test_model_steps_in_app_hands),
         cmocka_unit_test(test_allocation_callbacks),

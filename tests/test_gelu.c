@@ -155,6 +155,50 @@ static void test_gelu_gpu_known_values_and_finite_tails(void **state) {
     tu_done(ctx);
 }
 
+/* Lengths that take each path of the CPU-type kernels (shaders/elementwise.glsl): multiples of
+ * 4 (vec4s, through texel views on lavapipe; 3092 fills three workgroups and part of a fourth)
+ * and not (one element per invocation). */
+static void vulkan_cases(vka_context *ctx) {
+    gelu_case(ctx, 4, 1);
+    gelu_case(ctx, 333, 2);
+    gelu_case(ctx, 1032, 3);
+    gelu_case(ctx, 3092, 4);
+    known_value_cases(ctx);
+}
+TU_VULKAN_TESTS(test_gelu_vulkan_matches_cpu, vulkan_cases)
+
+/* The CPU-type kernels (vec4s, texel views) give the same bits as the one-element-per-invocation
+ * GPU kernels on the same device: the same arithmetic per element, forward and backward. */
+static void test_gelu_vulkan_kernel_variants_agree(void **state) {
+    (void)state;
+    const size_t sizes[] = {4096, 1031};
+    for (size_t k = 0; k < TU_LEN(sizes); k++) {
+        size_t n = sizes[k];
+        float *x = malloc(n * sizeof *x), *dout = malloc(n * sizeof *dout);
+        float *dinp0 = malloc(n * sizeof *dinp0), *y[2], *dx[2];
+        tu_random(x, n, 10 + k, 8.0f);
+        tu_random(dout, n, 20 + k, 1.0f);
+        tu_random(dinp0, n, 30 + k, 1.0f);
+        for (int v = 0; v < 2; v++) {
+            vka_context *ctx = tu_gpu_kernels(v ? VKA_KERNELS_CPU : VKA_KERNELS_GPU);
+            y[v] = gelu_run(ctx, x, n);
+            dx[v] = gelu_backward_run(ctx, x, dout, dinp0, n);
+            tu_done(ctx);
+        }
+        for (size_t i = 0; i < n; i++)
+            if (memcmp(&y[0][i], &y[1][i], 4) || memcmp(&dx[0][i], &dx[1][i], 4))
+                fail_msg("n %zu, element %zu: gelu %.9g vs %.9g, gelu' added %.9g vs %.9g (GPU vs "
+                         "CPU-type kernels)", n, i, y[0][i], y[1][i], dx[0][i], dx[1][i]);
+        for (int v = 0; v < 2; v++) {
+            free(y[v]);
+            free(dx[v]);
+        }
+        free(x);
+        free(dout);
+        free(dinp0);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gelu_matches_reference_and_finite_difference),
@@ -162,6 +206,8 @@ int main(void) {
         cmocka_unit_test(test_gelu_nan_propagates),
         cmocka_unit_test(test_gelu_gpu_matches_cpu),
         cmocka_unit_test(test_gelu_gpu_known_values_and_finite_tails),
+        TU_VULKAN_TEST_ENTRIES(test_gelu_vulkan_matches_cpu),
+        cmocka_unit_test(test_gelu_vulkan_kernel_variants_agree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -260,12 +260,8 @@ static void vulkan_grad_norm_cases(vka_context *ctx) {
     free(g);
 }
 
-/* The bias cases plus many rows (against the CPU backend only), run twice: the same bits. */
-static void vulkan_bias_cases(vka_context *ctx) {
-    bias_case(ctx, (bias_shape){1, 1}, 1);
-    bias_case(ctx, (bias_shape){70, 130}, 2);
-    bias_case(ctx, (bias_shape){513, 3}, 3);
-    bias_shape s = {5000, 771};
+/* Many rows (against the CPU backend only), run twice: the same bits. */
+static void bias_many_rows_case(vka_context *ctx, bias_shape s) {
     size_t n = (size_t)s.N * s.OC;
     float *dout = malloc(n * sizeof *dout), *db0 = malloc((size_t)s.OC * sizeof *db0);
     tu_random(dout, n, 6, 1.0f);
@@ -274,13 +270,28 @@ static void vulkan_bias_cases(vka_context *ctx) {
     vka_context *cpu = tu_cpu();
     float *want = bias_backward_run(cpu, s, dout, db0);
     tu_done(cpu);
-    tu_vs_cpu(ctx, "bias_backward 5000 x 771 vs cpu", a, want, (size_t)s.OC, 1e-5, 1e-5);
+    char what[64];
+    snprintf(what, sizeof what, "bias_backward %d x %d vs cpu", s.N, s.OC);
+    tu_vs_cpu(ctx, what, a, want, (size_t)s.OC, 1e-5, 1e-5);
     assert_memory_equal(a, b, (size_t)s.OC * sizeof *a);
     free(dout);
     free(db0);
     free(a);
     free(b);
     free(want);
+}
+
+/* The bias cases, OC a multiple of 4 or not (the CPU-type kernel's vec4 and one-column layouts;
+ * OC 516: a partial last workgroup), plus many rows. */
+static void vulkan_bias_cases(vka_context *ctx) {
+    bias_case(ctx, (bias_shape){1, 1}, 1);
+    bias_case(ctx, (bias_shape){70, 130}, 2);
+    bias_case(ctx, (bias_shape){513, 3}, 3);
+    bias_case(ctx, (bias_shape){70, 128}, 4);
+    bias_case(ctx, (bias_shape){33, 516}, 5);
+    bias_case(ctx, (bias_shape){2, 4}, 6);
+    bias_many_rows_case(ctx, (bias_shape){5000, 771});
+    bias_many_rows_case(ctx, (bias_shape){4000, 516});
 }
 
 TU_VULKAN_TESTS(test_reduce_vulkan_mean, vulkan_mean_cases)

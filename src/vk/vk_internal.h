@@ -189,6 +189,15 @@ uint32_t vkv_workgroup_size(const vkv_backend *vb, uint32_t want);
  * groups = enough workgroups to cover n. */
 void vkv_call_elems(const vkv_backend *vb, vkv_call *call, uint64_t n, uint32_t want_wg);
 
+/* The elementwise shaders' layouts (shaders/elementwise.glsl) for an op over n elements of each
+ * of call->bind[0..n_vec-1] (call->shader: the shader's plain build): on CPU-type devices, when
+ * n and those views' vkv_off are multiples of 4, several vec4s per invocation (spec[1]), read
+ * through texel views (texel_shader, texel[j] = the j-th binding in texel_mask) when every
+ * binding in texel_mask passes vkv_texel_ok, else through storage buffers; otherwise (GPUs,
+ * misaligned views) vkv_call_elems(vb, call, n, want_wg). Implemented in vk_ops_elementwise.c. */
+void vkv_call_vec4(const vkv_backend *vb, vkv_call *call, uint64_t n, int n_vec,
+                   uint32_t texel_mask, vka_shader_id texel_shader, uint32_t want_wg);
+
 /* Fail (naming op and what) unless 0 < v <= limit: the device's own bounds. Tensor sizes and
  * positive dimensions were checked in front of the backend (vkb_checked_ops, backend.h). */
 bool vkv_check_dim(vkb_backend *be, const char *op, const char *what, long long v, uint64_t limit);

@@ -1,4 +1,5 @@
-/* AdamW update, one invocation per parameter; see shaders/adamw.comp. */
+/* AdamW update, one invocation per parameter (on CPU-type devices several vec4s of them, read
+ * through texel views: vkv_call_vec4); see shaders/adamw.comp. */
 #include "vk/vk_internal.h"
 
 #define WG 256 /* wanted workgroup size */
@@ -29,7 +30,7 @@ void vkv_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m,
                          .bind = {ps, ms, vs, grs, hs, gs},
                          .writes = {true, true, true}, .n_bind = 6, .pc = &pc,
                          .pc_size = sizeof pc, .label = op};
-        vkv_call_elems(vb, &call, n, WG);
+        vkv_call_vec4(vb, &call, n, 4, 0xF, VKA_SHADER_ADAMW_TEXEL, WG);
         vkv_dispatch(vb, &call);
     }
 }

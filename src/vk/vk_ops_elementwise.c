@@ -1,8 +1,37 @@
-/* Elementwise ops: residual add, in-place add, GELU forward and backward.
- * One invocation per element, in blocks that fit the binding limit; the grid folds past 65,535 workgroups (vkv_dispatch). */
+/* Elementwise ops: residual add, in-place add, GELU forward and backward, in blocks that fit the
+ * binding limit; the grid folds past 65,535 workgroups (vkv_dispatch). One invocation per
+ * element on GPUs; on CPU-type devices several vec4s per invocation, read through texel views
+ * (shaders/elementwise.glsl, vkv_call_vec4). */
 #include "vk/vk_internal.h"
 
-#define WG 256 /* wanted workgroup size */
+#define WG 256     /* wanted workgroup size, one element per invocation */
+#define WG_CPU 64  /* CPU-type vec4 layout: workgroup size (8 SIMD vectors of 8 lanes) */
+#define VEC4S 4    /* CPU-type vec4 layout: vec4s per invocation */
+
+void vkv_call_vec4(const vkv_backend *vb, vkv_call *call, uint64_t n, int n_vec,
+                   uint32_t texel_mask, vka_shader_id texel_shader, uint32_t want_wg) {
+    bool vec = vkv_device(vb)->is_cpu && n % 4 == 0;
+    bool texel = vec && texel_mask != 0;
+    for (int i = 0; vec && i < n_vec; i++) {
+        vkb_tensor t = call->bind[i];
+        if (vkv_off(vb, t) % 4) vec = texel = false;
+        else if ((texel_mask >> i & 1) && !vkv_texel_ok(vb, t)) texel = false;
+    }
+    if (!vec) {
+        vkv_call_elems(vb, call, n, want_wg);
+        return;
+    }
+    uint32_t wg = vkv_workgroup_size(vb, WG_CPU);
+    call->spec[0] = wg;
+    call->spec[1] = VEC4S;
+    call->n_spec = 2;
+    call->groups = VKA_CEIL_DIV(n / 4, (uint64_t)wg * VEC4S);
+    if (!texel) return;
+    call->shader = texel_shader;
+    call->n_texel = 0;
+    for (int i = 0; i < n_vec; i++)
+        if (texel_mask >> i & 1) call->texel[call->n_texel++] = (uint8_t)i;
+}
 
 typedef struct pc_binary {
     uint32_t out_off, a_off, b_off; /* element offsets of the bound tensors */
@@ -11,9 +40,11 @@ typedef struct pc_binary {
 _Static_assert(sizeof(pc_binary) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
 /* o (written) and a, b (read; b only when present) of N elements each (checked in front of the
- * backend, vkb_checked_ops), in blocks of at most vkv_bind_elems elements. */
-static void dispatch3(vkb_backend *be, vka_shader_id shader, const char *label, vkb_tensor o,
-                      vkb_tensor a, vkb_tensor b, size_t N) {
+ * backend, vkb_checked_ops), in blocks of at most vkv_bind_elems elements. reads: the bindings
+ * the texel build reads through texel views (bit i: binding i). */
+static void dispatch3(vkb_backend *be, vka_shader_id shader, vka_shader_id texel_shader,
+                      uint32_t reads, const char *label, vkb_tensor o, vkb_tensor a,
+                      vkb_tensor b, size_t N) {
     vkv_backend *vb = (vkv_backend *)be;
     bool has_b = vkb_present(b);
     size_t block = vkv_bind_elems(vb);
@@ -29,24 +60,28 @@ static void dispatch3(vkb_backend *be, vka_shader_id shader, const char *label, 
                          .pc = &pc,
                          .pc_size = sizeof pc,
                          .label = label};
-        vkv_call_elems(vb, &call, n, WG);
+        vkv_call_vec4(vb, &call, n, call.n_bind, reads, texel_shader, WG);
         vkv_dispatch(vb, &call);
     }
 }
 
 void vkv_residual_forward(vkb_backend *be, vkb_tensor out, vkb_tensor a, vkb_tensor b, size_t N) {
-    dispatch3(be, VKA_SHADER_RESIDUAL_FORWARD, "residual_forward", out, a, b, N);
+    dispatch3(be, VKA_SHADER_RESIDUAL_FORWARD, VKA_SHADER_RESIDUAL_FORWARD_TEXEL, 0x6,
+              "residual_forward", out, a, b, N);
 }
 
 void vkv_add_inplace(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size_t N) {
-    dispatch3(be, VKA_SHADER_ADD_INPLACE, "add_inplace", dst, src, VKB_NONE, N);
+    dispatch3(be, VKA_SHADER_ADD_INPLACE, VKA_SHADER_ADD_INPLACE_TEXEL, 0x3, "add_inplace", dst,
+              src, VKB_NONE, N);
 }
 
 void vkv_gelu_forward(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
-    dispatch3(be, VKA_SHADER_GELU_FORWARD, "gelu_forward", out, inp, VKB_NONE, N);
+    dispatch3(be, VKA_SHADER_GELU_FORWARD, VKA_SHADER_GELU_FORWARD_TEXEL, 0x2, "gelu_forward",
+              out, inp, VKB_NONE, N);
 }
 
 void vkv_gelu_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor inp, vkb_tensor dout,
                        size_t N) {
-    dispatch3(be, VKA_SHADER_GELU_BACKWARD, "gelu_backward", dinp, inp, dout, N);
+    dispatch3(be, VKA_SHADER_GELU_BACKWARD, VKA_SHADER_GELU_BACKWARD_TEXEL, 0x7, "gelu_backward",
+              dinp, inp, dout, N);
 }

@@ -302,6 +302,33 @@ typedef struct pc_bias_backward {
 } pc_bias_backward;
 _Static_assert(sizeof(pc_bias_backward) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
+/* The CPU-type vec4 layout of bias_backward.comp (VEC4 = 1) for a block of n rows, or false
+ * where it does not apply (GPUs, OC or an offset not a multiple of 4, rows past llvmpipe's loop
+ * budget for one invocation): one invocation per 4 columns, workgroups of a SIMD vector or more
+ * with at least 4 of them when there are enough columns (lavapipe spreads workgroups over its
+ * threads), through dout's texel view where it has one. */
+static bool bias_vec4_call(vkv_backend *vb, vkv_call *call, vkb_tensor bs, vkb_tensor ds,
+                           size_t n, int OC) {
+    vkv_layout lay = vkv_cols_layout(vb, (uint64_t)n, (uint64_t)OC);
+    if (!vkv_device(vb)->is_cpu || OC % 4 || vkv_off(vb, bs) % 4 || vkv_off(vb, ds) % 4 ||
+        lay.spec[0] != lay.spec[1])
+        return false;
+    uint32_t inv = (uint32_t)OC / 4, wg = 8;
+    while (wg * 2 <= CPU_ROWS_WG && wg * 2 * 4 <= inv) wg *= 2;
+    wg = vkv_workgroup_size(vb, wg);
+    call->spec[0] = wg;
+    call->spec[1] = wg; /* COLS = WG: one row lane */
+    call->spec[2] = 1;  /* VEC4 */
+    call->n_spec = 3;
+    call->groups = VKA_CEIL_DIV(inv, wg);
+    if (vkv_texel_ok(vb, ds)) {
+        call->shader = VKA_SHADER_BIAS_BACKWARD_TEXEL;
+        call->texel[0] = 1;
+        call->n_texel = 1;
+    }
+    return true;
+}
+
 /* In blocks of rows that fit the binding limit, each adding its column sums in order. */
 void vkv_bias_backward(vkb_backend *be, vkb_tensor dbias, vkb_tensor dout, int N, int OC) {
     const char *op = "bias_backward";
@@ -325,7 +352,7 @@ void vkv_bias_backward(vkb_backend *be, vkb_tensor dbias, vkb_tensor dout, int N
                          .pc = &pc,
                          .pc_size = sizeof pc,
                          .label = op};
-        vkv_call_layout(&call, &lay);
+        if (!bias_vec4_call(vb, &call, bs, ds, n, OC)) vkv_call_layout(&call, &lay);
         vkv_dispatch(vb, &call);
     }
 }
