@@ -55,9 +55,11 @@ void main() {
 
     uint o0 = (pc.out_off + n * pc.C) >> 2;
     int w0 = int(pc.weight_off >> 2), b0 = int(pc.bias_off >> 2);
-    for (int c = 0; c < int(C4); c++)
-        out4[o0 + uint(c)] = (texelFetch(inp_tex, x0 + c) - m) * s * texelFetch(weight_tex, w0 + c) +
-                             texelFetch(bias_tex, b0 + c);
+    for (int c = 0; c < int(C4); c++) {
+        vec4 x = texelFetch(inp_tex, x0 + c);
+        vec4 w = texelFetch(weight_tex, w0 + c), b = texelFetch(bias_tex, b0 + c);
+        out4[o0 + uint(c)] = (x - m) * s * w + b;
+    }
     mean_[pc.mean_off + n] = m;
     rstd_[pc.rstd_off + n] = s;
 }
