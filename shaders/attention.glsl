@@ -113,11 +113,26 @@ uint lse_at(uint b, uint h, uint t) { return boff(4u) + (b * pc.NH + h) * pc.Tq 
             if (4u * c + e_ < pc.HS) r[e_] = X[row + 4u * c + e_];                            \
         return r;                                                                             \
     }
+#ifdef VKA_TEXEL
+// Texel builds (vka:texel-variant; CPU-type variant only, VEC holds): q, k, v and dout are
+// also bound as uniform texel buffers of vec4s over the same bytes (bindings 12..15 over 0, 1,
+// 2 and 7; src/vk/vk_internal.h), which llvmpipe reads with one gather where a storage buffer
+// load is a loop over the lanes.
+layout(set = 0, binding = 12) uniform samplerBuffer q_tex;
+layout(set = 0, binding = 13) uniform samplerBuffer k_tex;
+layout(set = 0, binding = 14) uniform samplerBuffer v_tex;
+layout(set = 0, binding = 15) uniform samplerBuffer do_tex;
+vec4 ld_q(uint row, uint c) { return texelFetch(q_tex, int((row >> 2) + c)); }
+vec4 ld_k(uint row, uint c) { return texelFetch(k_tex, int((row >> 2) + c)); }
+vec4 ld_v(uint row, uint c) { return texelFetch(v_tex, int((row >> 2) + c)); }
+vec4 ld_do(uint row, uint c) { return texelFetch(do_tex, int((row >> 2) + c)); }
+#else
 VKA_LOAD4(ld_q, q_, q4)
 VKA_LOAD4(ld_k, k_, k4)
 VKA_LOAD4(ld_v, v_, v4)
-VKA_LOAD4(ld_o, o_, o4)
 VKA_LOAD4(ld_do, do_, do4)
+#endif
+VKA_LOAD4(ld_o, o_, o4)
 
 // Store vec4 c of a row (only its first HS elements).
 #define VKA_STORE4(X, X4, row, c, val)                                                         \

@@ -6,6 +6,10 @@
 //   delta_t) q_t
 // with s recomputed as in the forward and delta_t read from dq[b,h,t,0]
 // (attention_backward_delta). Keys no query sees (padding, causal) get dk = dv = 0.
+//
+// vka:texel-variant: also built with VKA_TEXEL defined (VKA_SHADER_ATTENTION_BACKWARD_DKDV_TEXEL):
+// the CPU-type variant only, reading q, k, v and dout through texel views (attention.glsl),
+// for devices with texel_operands when rows are vec4-aligned (VEC).
 #include "common.glsl"
 #include "attention.glsl"
 
@@ -84,6 +88,9 @@ void dkdv_cpu() {
         if (j0 + r < pc.Tk) store_key(b, h, j0 + r, dk[r], dv[r]);
 }
 
+#ifdef VKA_TEXEL
+void main() { dkdv_cpu(); }
+#else
 // GPU: workgroup = WG key rows, one per invocation; tiles of TK query rows (q, dout, lse,
 // delta) in shared memory.
 shared vec4 sh_q[VKA_CPU ? 1u : TK * DV];
@@ -145,3 +152,4 @@ void main() {
     else
         dkdv_gpu();
 }
+#endif

@@ -5,6 +5,10 @@
 //   p_j = exp(s_j - lse),  ds_j = p_j (dout . v_j - delta),  dq = scale * sum_j ds_j k_j
 // with s recomputed as in the forward and delta read from dq[b,h,t,0] (attention_backward_delta)
 // before the row is written. A row with no visible key (lse = -inf) gets dq = 0.
+//
+// vka:texel-variant: also built with VKA_TEXEL defined (VKA_SHADER_ATTENTION_BACKWARD_DQ_TEXEL):
+// the CPU-type variant only, reading q, k, v and dout through texel views (attention.glsl),
+// for devices with texel_operands when rows are vec4-aligned (VEC).
 #include "common.glsl"
 #include "attention.glsl"
 
@@ -73,6 +77,9 @@ void dq_cpu() {
     }
 }
 
+#ifdef VKA_TEXEL
+void main() { dq_cpu(); }
+#else
 // GPU: workgroup = WG query rows, one per invocation; key and value tiles in shared memory.
 shared vec4 sh_k[VKA_CPU ? 1u : TK * DV];
 shared vec4 sh_v[VKA_CPU ? 1u : TK * DV];
@@ -129,3 +136,4 @@ void main() {
     else
         dq_gpu();
 }
+#endif

@@ -5,6 +5,10 @@
 // rescaled once per tile), never storing a Tq x Tk matrix:
 //   out = sum_j exp(s_j - m) v_j / l,  lse = m + log(l);  no visible key: out = 0, lse = -inf.
 // Keys are summed in ascending order whatever the variant (deterministic).
+//
+// vka:texel-variant: also built with VKA_TEXEL defined (VKA_SHADER_ATTENTION_FORWARD_TEXEL):
+// the CPU-type variant only, reading q, k, v and dout through texel views (attention.glsl),
+// for devices with texel_operands when rows are vec4-aligned (VEC).
 #include "common.glsl"
 #include "attention.glsl"
 
@@ -92,6 +96,9 @@ void forward_cpu() {
         if (t0 + r < pc.Tq) store_row(b, h, t0 + r, m[r], l[r], o[r]);
 }
 
+#ifdef VKA_TEXEL
+void main() { forward_cpu(); }
+#else
 // GPU: workgroup = WG consecutive query rows of one (b, h), one per invocation; tiles of TK key
 // and value rows staged in shared memory by the whole workgroup.
 shared vec4 sh_k[VKA_CPU ? 1u : TK * DV];
@@ -144,3 +151,4 @@ void main() {
     else
         forward_gpu();
 }
+#endif

@@ -5,6 +5,11 @@
 //   dinp += (g - mean(g) - norm * mean(g * norm)) * rstd.
 // dweight and dbias are column sums over rows: layernorm_backward_params.comp.
 // Row layout and reductions: rowreduce.glsl.
+//
+// vka:texel-variant: also built with VKA_TEXEL defined (VKA_SHADER_LAYERNORM_BACKWARD_TEXEL):
+// the CPU-type variant only (one invocation per row), for C and every offset a multiple of 4
+// on devices with texel_operands (src/vk/vk_internal.h). It reads dout, inp and weight as vec4
+// texels (bindings 12, 13, 14 over bindings 1, 2, 3) and adds to dinp as vec4s.
 #include "common.glsl"
 #include "rowreduce.glsl"
 #include "sumloop.glsl"
@@ -22,6 +27,39 @@ layout(push_constant) uniform PC {
     uint N, C;
 } pc;
 
+#ifdef VKA_TEXEL
+layout(set = 0, binding = 0) buffer Dinp4 { vec4 dinp4[]; };
+layout(set = 0, binding = 12) uniform samplerBuffer dout_tex;
+layout(set = 0, binding = 13) uniform samplerBuffer inp_tex;
+layout(set = 0, binding = 14) uniform samplerBuffer weight_tex;
+
+void main() {
+    uint n = seg_row();
+    if (n >= pc.N) return;
+    uint C4 = pc.C >> 2;
+    float m = mean_[pc.mean_off + n], s = rstd_[pc.rstd_off + n];
+    int g0 = int((pc.dout_off + n * pc.C) >> 2), x0 = int((pc.inp_off + n * pc.C) >> 2);
+    int w0 = int(pc.weight_off >> 2);
+
+    // (sum g, sum g * norm) per component (Kahan), then the four components added
+    vec4 sg = vec4(0.0), sgn = vec4(0.0), cg = vec4(0.0), cgn = vec4(0.0);
+    for (int c = 0; c < int(C4); c++) {
+        vec4 g = texelFetch(weight_tex, w0 + c) * texelFetch(dout_tex, g0 + c);
+        vec4 norm = (texelFetch(inp_tex, x0 + c) - m) * s;
+        KAHAN_ADD(vec4, sg, cg, g)
+        KAHAN_ADD(vec4, sgn, cgn, g * norm)
+    }
+    float mg = ((sg.x + sg.y) + (sg.z + sg.w)) / float(pc.C);
+    float mgn = ((sgn.x + sgn.y) + (sgn.z + sgn.w)) / float(pc.C);
+
+    uint d0 = (pc.dinp_off + n * pc.C) >> 2;
+    for (int c = 0; c < int(C4); c++) {
+        vec4 g = texelFetch(weight_tex, w0 + c) * texelFetch(dout_tex, g0 + c);
+        vec4 norm = (texelFetch(inp_tex, x0 + c) - m) * s;
+        dinp4[d0 + uint(c)] += (g - mg - norm * mgn) * s;
+    }
+}
+#else
 void main() {
     uint n = seg_row(), lane = seg_lane();
     if (SEG == 1u && n >= pc.N) return;
@@ -45,3 +83,4 @@ void main() {
         dinp[pc.dinp_off + row + c] += (g - sums.x - norm * sums.y) * s;
     }
 }
+#endif

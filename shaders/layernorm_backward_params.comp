@@ -3,9 +3,19 @@
 // Layer normalisation backward, the parameter gradients (llm.c layernorm_backward), per column c:
 //   dweight[c] += sum_n dout[n, c] * (inp[n, c] - mean[n]) * rstd[n];  dbias[c] += sum_n dout[n, c].
 // Column layout and reduction (deterministic, no scratch): colreduce.glsl.
+//
+// vka:texel-variant: also built with VKA_TEXEL defined
+// (VKA_SHADER_LAYERNORM_BACKWARD_PARAMS_TEXEL): the CPU-type variant for C and every offset a
+// multiple of 4 on devices with texel_operands (src/vk/vk_internal.h). An invocation sums 4
+// columns (a vec4 texel of dout and of inp per row, bindings 12 and 13 over 2 and 3) down every
+// RL-th row; a workgroup holds CQ column quads (spec constant 1) times RL row lanes, whose
+// partial sums row lane 0 adds in order after one barrier (enough workgroups for every thread;
+// on llvmpipe the SIMD lanes are neighbouring quads of one row, so mean and rstd are uniform).
 #include "common.glsl"
-#include "colreduce.glsl"
 #include "sumloop.glsl"
+#ifndef VKA_TEXEL
+#include "colreduce.glsl"
+#endif
 
 layout(set = 0, binding = 0) buffer Dweight { float dweight[]; };
 layout(set = 0, binding = 1) buffer Dbias { float dbias[]; };
@@ -20,6 +30,67 @@ layout(push_constant) uniform PC {
     uint N, C;
 } pc;
 
+#ifdef VKA_TEXEL
+layout(constant_id = 1) const uint CQ = 8; // column quads per workgroup
+const uint RL = gl_WorkGroupSize.x / CQ;   // row lanes
+layout(set = 0, binding = 0) buffer Dweight4 { vec4 dweight4[]; };
+layout(set = 0, binding = 1) buffer Dbias4 { vec4 dbias4[]; };
+layout(set = 0, binding = 12) uniform samplerBuffer dout_tex;
+layout(set = 0, binding = 13) uniform samplerBuffer inp_tex;
+
+shared vec4 part_w[gl_WorkGroupSize.x];
+shared vec4 part_b[gl_WorkGroupSize.x];
+
+uint cq; // this invocation's column quad
+
+// Row n's terms of dweight and dbias for the quad.
+void quad_terms(uint n, out vec4 tw, out vec4 tb) {
+    uint e = n * pc.C + 4u * cq;
+    vec4 d = texelFetch(dout_tex, int((pc.dout_off + e) >> 2));
+    vec4 x = texelFetch(inp_tex, int((pc.inp_off + e) >> 2));
+    tw = d * ((x - mean_[pc.mean_off + n]) * rstd_[pc.rstd_off + n]);
+    tb = d;
+}
+
+void main() {
+    uint t = gl_LocalInvocationID.x, lane = t / CQ;
+    cq = vka_group_id() * CQ + t % CQ;
+    uint rows = cq < (pc.C >> 2) ? pc.N : 0u;
+    // rows lane, lane + RL, ...: four per iteration added pairwise, then the rest, each into
+    // the sums with Kahan compensation (as UNROLLED_SUM)
+    vec4 sw = vec4(0.0), sb = vec4(0.0), cw = vec4(0.0), cb = vec4(0.0);
+    uint n = lane;
+    for (; n + 3u * RL < rows; n += 4u * RL) {
+        vec4 w0, b0, w1, b1, w2, b2, w3, b3;
+        quad_terms(n, w0, b0);
+        quad_terms(n + RL, w1, b1);
+        quad_terms(n + 2u * RL, w2, b2);
+        quad_terms(n + 3u * RL, w3, b3);
+        KAHAN_ADD(vec4, sw, cw, (w0 + w1) + (w2 + w3))
+        KAHAN_ADD(vec4, sb, cb, (b0 + b1) + (b2 + b3))
+    }
+    for (; n < rows; n += RL) {
+        vec4 w0, b0;
+        quad_terms(n, w0, b0);
+        KAHAN_ADD(vec4, sw, cw, w0)
+        KAHAN_ADD(vec4, sb, cb, b0)
+    }
+    if (RL > 1u) {
+        part_w[t] = sw;
+        part_b[t] = sb;
+        barrier();
+        if (lane != 0u) return;
+        for (uint r = 1u; r < RL; r++) {
+            sw += part_w[t + r * CQ];
+            sb += part_b[t + r * CQ];
+        }
+    }
+    if (rows == 0u) return;
+    uint q = 4u * cq;
+    dweight4[(pc.dweight_off + q) >> 2] += sw;
+    dbias4[(pc.dbias_off + q) >> 2] += sb;
+}
+#else
 uint c; // this invocation's column
 
 // Row n's terms of (dweight[c], dbias[c]).
@@ -40,3 +111,4 @@ void main() {
         dbias[pc.dbias_off + c] += acc.y;
     }
 }
+#endif

@@ -4,6 +4,12 @@
 //   mean = sum(x) / C; var = sum((x - mean)^2) / C (second pass, never E[x^2] - E[x]^2);
 //   rstd = 1 / sqrt(var + eps); out = (x - mean) * rstd * weight + bias.
 // Saves mean (N) and rstd (N) for the backward pass. Row layout and reductions: rowreduce.glsl.
+//
+// vka:texel-variant: also built with VKA_TEXEL defined (VKA_SHADER_LAYERNORM_FORWARD_TEXEL):
+// the CPU-type variant only (one invocation per row), for C and every offset a multiple of 4
+// on devices with texel_operands (src/vk/vk_internal.h). It reads inp, weight and bias as vec4
+// texels (bindings 12, 13, 14 over bindings 3, 4, 5) and writes out as vec4: on llvmpipe one
+// gather per vec4 instead of a loop over the lanes per float.
 #include "common.glsl"
 #include "rowreduce.glsl"
 #include "sumloop.glsl"
@@ -21,6 +27,43 @@ layout(push_constant) uniform PC {
     uint N, C;
 } pc;
 
+#ifdef VKA_TEXEL
+layout(set = 0, binding = 0) writeonly buffer Out4 { vec4 out4[]; };
+layout(set = 0, binding = 12) uniform samplerBuffer inp_tex;
+layout(set = 0, binding = 13) uniform samplerBuffer weight_tex;
+layout(set = 0, binding = 14) uniform samplerBuffer bias_tex;
+
+// Row n as C / 4 vec4s; the two sums per component (Kahan), then the four components added:
+// a fixed order, within the CPU reference's tolerance of the scalar walk.
+void main() {
+    uint n = seg_row();
+    if (n >= pc.N) return;
+    uint C4 = pc.C >> 2;
+    int x0 = int((pc.inp_off + n * pc.C) >> 2);
+
+    vec4 sum = vec4(0.0), comp = vec4(0.0);
+    for (int c = 0; c < int(C4); c++) KAHAN_ADD(vec4, sum, comp, texelFetch(inp_tex, x0 + c))
+    float m = ((sum.x + sum.y) + (sum.z + sum.w)) / float(pc.C);
+
+    vec4 sq = vec4(0.0);
+    comp = vec4(0.0);
+    for (int c = 0; c < int(C4); c++) {
+        vec4 d = texelFetch(inp_tex, x0 + c) - m;
+        KAHAN_ADD(vec4, sq, comp, d * d)
+    }
+    float s = 1.0 / sqrt(((sq.x + sq.y) + (sq.z + sq.w)) / float(pc.C) + 1e-5);
+
+    uint o0 = (pc.out_off + n * pc.C) >> 2;
+    int w0 = int(pc.weight_off >> 2), b0 = int(pc.bias_off >> 2);
+    for (int c = 0; c < int(C4); c++) {
+        vec4 x = texelFetch(inp_tex, x0 + c);
+        vec4 w = texelFetch(weight_tex, w0 + c), b = texelFetch(bias_tex, b0 + c);
+        out4[o0 + uint(c)] = (x - m) * s * w + b;
+    }
+    mean_[pc.mean_off + n] = m;
+    rstd_[pc.rstd_off + n] = s;
+}
+#else
 void main() {
     uint n = seg_row(), lane = seg_lane();
     if (SEG == 1u && n >= pc.N) return;
@@ -48,3 +91,4 @@ void main() {
         rstd_[pc.rstd_off + n] = s;
     }
 }
+#endif

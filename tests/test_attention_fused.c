@@ -3,6 +3,7 @@
  * softmax ops) and the textbook example; masks, causal kinds, key lengths, packed qkv and
  * (B, T, C) output; fully masked rows; determinism; argument errors.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv, strdup */
 #include "op_util.h"
 
 typedef struct att_case {
@@ -474,6 +475,52 @@ static void deterministic_cases(vka_context *ctx) {
     free(mask);
 }
 
+/* The CPU-type kernels read q, k, v and dout through texel views on lavapipe
+ * (vk_ops_attention.c) unless VKATTN_TEXEL_LOADS=0: the same arithmetic, so bitwise the same
+ * results as the storage-buffer path, on packed and qkv layouts, masks and key lengths. */
+static void test_attention_fused_vulkan_texel_matches_storage(void **state) {
+    (void)state;
+    static const int lens[] = {37, 20, 1};
+    const att_case cases[] = {
+        {.B = 2, .NH = 2, .Tq = 70, .Tk = 70, .HS = 16, .causal = VKA_CAUSAL_TOP_LEFT,
+         .qkv = true, .mask = 1},
+        {.B = 3, .NH = 4, .Tq = 64, .Tk = 64, .HS = 32, .causal = VKA_CAUSAL_TOP_LEFT,
+         .qkv = true},
+        {.B = 3, .NH = 1, .Tq = 20, .Tk = 37, .HS = 64, .causal = VKA_CAUSAL_BOTTOM_RIGHT,
+         .key_lens = lens},
+    };
+    const char *old = getenv("VKATTN_TEXEL_LOADS");
+    char *saved = old ? strdup(old) : NULL;
+    vka_context *texel = tu_gpu_kernels(VKA_KERNELS_CPU);
+    setenv("VKATTN_TEXEL_LOADS", "0", 1);
+    vka_context *storage = tu_gpu_kernels(VKA_KERNELS_CPU);
+    if (saved) setenv("VKATTN_TEXEL_LOADS", saved, 1);
+    else unsetenv("VKATTN_TEXEL_LOADS");
+    free(saved);
+    for (size_t c = 0; c < TU_LEN(cases); c++) {
+        const att_case *s = &cases[c];
+        size_t nq = att_nq(s), nk = att_nk(s), n_in = nq + 2 * nk;
+        float *x = malloc(n_in * sizeof *x), *dout = malloc(nq * sizeof *dout);
+        tu_random(x, n_in, 90 + c, 1.5f);
+        tu_random(dout, nq, 95 + c, 1.0f);
+        float *mask = att_make_mask(s, 99);
+        att_result a = att_run(texel, s, x, mask, dout), b = att_run(storage, s, x, mask, dout);
+        const float *pa[] = {a.out, a.lse, a.dq, a.dk, a.dv};
+        const float *pb[] = {b.out, b.lse, b.dq, b.dk, b.dv};
+        size_t n[] = {nq, att_nlse(s), nq, nk, nk};
+        for (int i = 0; i < 5; i++)
+            if (memcmp(pa[i], pb[i], n[i] * sizeof(float)) != 0)
+                fail_msg("case %zu: tensor %d differs between the texel and storage paths", c, i);
+        att_result_free(&a);
+        att_result_free(&b);
+        free(x);
+        free(dout);
+        free(mask);
+    }
+    tu_done(texel);
+    tu_done(storage);
+}
+
 /* One matmul into the graph being recorded (alpha 1, packed). */
 static void mm(vka_context *ctx, vka_tensor *out, const vka_tensor *a, const vka_tensor *b,
                int M, int N, int K, int batch, bool ta, bool tb) {
@@ -761,6 +808,7 @@ int main(void) {
         TU_VULKAN_TEST_ENTRIES(test_attention_fused_vulkan_fully_masked_row_is_zero),
         TU_VULKAN_TEST_ENTRIES(test_attention_fused_vulkan_deterministic),
         TU_VULKAN_TEST_ENTRIES(test_attention_fused_vulkan_matches_composed),
+        cmocka_unit_test(test_attention_fused_vulkan_texel_matches_storage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

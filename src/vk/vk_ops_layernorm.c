@@ -3,6 +3,12 @@
  * layernorm_backward.comp for dinp, layernorm_backward_params.comp for dweight and dbias).
  * Rows are spread over workgroups as in shaders/rowreduce.glsl, the parameter gradients' column
  * sums as in shaders/colreduce.glsl.
+ *
+ * CPU-type devices with texel_operands take the _texel builds when C and every offset are
+ * multiples of 4 and the tensors may be read as texels (vkv_texel_ok): each invocation then
+ * walks its row (or, for dweight/dbias, its 4 columns) as vec4s read through uniform texel
+ * buffers, one gather each on llvmpipe where a storage buffer load is a loop over the lanes.
+ * Otherwise (odd C, an application's buffers, VKATTN_TEXEL_LOADS=0, GPUs) the storage paths.
  */
 #include "vk/vk_reduce.h"
 
@@ -24,6 +30,18 @@ typedef struct pc_layernorm_params {
 } pc_layernorm_params;
 _Static_assert(sizeof(pc_layernorm_params) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
+/* Whether the texel builds may read views t[0 .. n) (vkv_texel_ok) for rows of C elements
+ * whose push-constant offsets offs[0 .. n_offs) are all multiples of 4 (vec4 access). */
+static bool texel_path(vkv_backend *vb, int C, const vkb_tensor *t, int n, const uint32_t *offs,
+                       int n_offs) {
+    if (!vkv_device(vb)->texel_operands || C % 4) return false;
+    for (int i = 0; i < n_offs; i++)
+        if (offs[i] % 4) return false;
+    for (int i = 0; i < n; i++)
+        if (!vkv_texel_ok(vb, t[i])) return false;
+    return true;
+}
+
 void vkv_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mean, vkb_tensor rstd,
                            vkb_tensor inp, vkb_tensor weight, vkb_tensor bias, int N, int C) {
     const char *op = "layernorm_forward";
@@ -39,10 +57,21 @@ void vkv_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mean, vkb
         size_t n = VKA_MIN(block, (size_t)N - r0);
         vkb_tensor os = vkb_slice(out, r0 * C, n * C), is = vkb_slice(inp, r0 * C, n * C);
         vkb_tensor ms = vkb_slice(mean, r0, n), rs = vkb_slice(rstd, r0, n);
-        lay = vkv_rows_layout(vb, (uint64_t)n, (uint64_t)C, 3);
         pc_layernorm pc = {vkv_off(vb, os), vkv_off(vb, ms), vkv_off(vb, rs), vkv_off(vb, is),
                            vkv_off(vb, ws), vkv_off(vb, bs), (uint32_t)n, (uint32_t)C};
-        vkv_call call = {.shader = VKA_SHADER_LAYERNORM_FORWARD,
+        /* texel build: one invocation per row (SEG 1), C / 4 loop iterations per pass */
+        vkb_tensor tex[3] = {is, ws, bs};
+        uint32_t offs[4] = {pc.out_off, pc.inp_off, pc.weight_off, pc.bias_off};
+        bool texel = texel_path(vb, C, tex, 3, offs, 4);
+        if (texel) {
+            lay = vkv_rows_layout(vb, (uint64_t)n, (uint64_t)C / 4, 3);
+            texel = lay.spec[1] == 1;
+        }
+        if (!texel) lay = vkv_rows_layout(vb, (uint64_t)n, (uint64_t)C, 3);
+        vkv_call call = {.shader = texel ? VKA_SHADER_LAYERNORM_FORWARD_TEXEL
+                                         : VKA_SHADER_LAYERNORM_FORWARD,
+                         .texel = {3, 4, 5},
+                         .n_texel = texel ? 3 : 0,
                          .bind = {os, ms, rs, is, ws, bs},
                          .writes = {true, true, true},
                          .n_bind = 6,
@@ -77,12 +106,21 @@ void vkv_layernorm_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dweight
         vkb_tensor ds = vkb_slice(dinp, r0 * C, n * C), gs = vkb_slice(dout, r0 * C, n * C);
         vkb_tensor is = vkb_slice(inp, r0 * C, n * C);
         vkb_tensor ms = vkb_slice(mean, r0, n), rs = vkb_slice(rstd, r0, n);
-        rows = vkv_rows_layout(vb, (uint64_t)n, (uint64_t)C, 2);
-        cols = vkv_cols_layout(vb, (uint64_t)n, (uint64_t)C);
         pc_layernorm_backward pr = {vkv_off(vb, ds), vkv_off(vb, gs), vkv_off(vb, is),
                                     vkv_off(vb, ws), vkv_off(vb, ms), vkv_off(vb, rs),
                                     (uint32_t)n,     (uint32_t)C};
-        vkv_call call = {.shader = VKA_SHADER_LAYERNORM_BACKWARD,
+        vkb_tensor tex[3] = {gs, is, ws};
+        uint32_t offs[4] = {pr.dinp_off, pr.dout_off, pr.inp_off, pr.weight_off};
+        bool texel = texel_path(vb, C, tex, 3, offs, 4);
+        if (texel) {
+            rows = vkv_rows_layout(vb, (uint64_t)n, (uint64_t)C / 4, 2);
+            texel = rows.spec[1] == 1;
+        }
+        if (!texel) rows = vkv_rows_layout(vb, (uint64_t)n, (uint64_t)C, 2);
+        vkv_call call = {.shader = texel ? VKA_SHADER_LAYERNORM_BACKWARD_TEXEL
+                                         : VKA_SHADER_LAYERNORM_BACKWARD,
+                         .texel = {1, 2, 3},
+                         .n_texel = texel ? 3 : 0,
                          .bind = {ds, gs, is, ws, ms, rs},
                          .writes = {true},
                          .n_bind = 6,
@@ -95,7 +133,15 @@ void vkv_layernorm_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dweight
         pc_layernorm_params pp = {vkv_off(vb, dws), vkv_off(vb, dbs), vkv_off(vb, gs),
                                   vkv_off(vb, is),  vkv_off(vb, ms),  vkv_off(vb, rs),
                                   (uint32_t)n,      (uint32_t)C};
-        call = (vkv_call){.shader = VKA_SHADER_LAYERNORM_BACKWARD_PARAMS,
+        vkb_tensor ptex[2] = {gs, is};
+        uint32_t poffs[4] = {pp.dweight_off, pp.dbias_off, pp.dout_off, pp.inp_off};
+        texel = texel_path(vb, C, ptex, 2, poffs, 4);
+        cols = texel ? vkv_quad_cols_layout(vb, (uint64_t)n, (uint64_t)C / 4)
+                     : vkv_cols_layout(vb, (uint64_t)n, (uint64_t)C);
+        call = (vkv_call){.shader = texel ? VKA_SHADER_LAYERNORM_BACKWARD_PARAMS_TEXEL
+                                          : VKA_SHADER_LAYERNORM_BACKWARD_PARAMS,
+                          .texel = {2, 3},
+                          .n_texel = texel ? 2 : 0,
                           .bind = {dws, dbs, gs, is, ms, rs},
                           .writes = {true, true},
                           .n_bind = 6,

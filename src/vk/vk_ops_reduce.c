@@ -142,6 +142,20 @@ vkv_layout vkv_cols_layout(vkv_backend *vb, uint64_t rows, uint64_t cols) {
                         .iters = unrolled_iters(rows, row_lanes) + log2_of(row_lanes)};
 }
 
+/* 8 quads (one SIMD vector of llvmpipe's: neighbouring quads of one row) and 8 row lanes, so
+ * that even a narrow matrix gives every thread workgroups; fewer quads for fewer columns, more
+ * row lanes where a lane's rows pass the loop budget. */
+vkv_layout vkv_quad_cols_layout(vkv_backend *vb, uint64_t rows, uint64_t quads) {
+    uint64_t budget = loop_budget(vb);
+    uint32_t top = vkv_workgroup_size(vb, UINT32_MAX), cq = 8, rl = 8;
+    while (cq > 1 && cq / 2 >= quads) cq /= 2;
+    while (cq * rl < top && unrolled_iters(rows, rl) + rl > budget) rl *= 2;
+    return (vkv_layout){.spec = {cq * rl, cq},
+                        .n_spec = 2,
+                        .groups = VKA_CEIL_DIV(quads, cq),
+                        .iters = unrolled_iters(rows, rl) + rl};
+}
+
 bool vkv_check_layout(vkb_backend *be, const char *op, const vkv_layout *lay) {
     uint64_t budget = loop_budget((vkv_backend *)be);
     if (lay->iters <= budget) return true;

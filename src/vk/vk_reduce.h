@@ -36,6 +36,10 @@ vkv_layout vkv_rows_layout(vkv_backend *vb, uint64_t rows, uint64_t len, int pas
 vkv_layout vkv_vector_layout(vkv_backend *vb, uint64_t len);
 /* Column sums of a (rows, cols) matrix (loops unrolled by 4). */
 vkv_layout vkv_cols_layout(vkv_backend *vb, uint64_t rows, uint64_t cols);
+/* Column sums of a (rows, 4 * quads) matrix in texel builds (CPU-type): each invocation sums a
+ * column quad (vec4) down every RL-th row (loops unrolled by 4), a workgroup holds CQ quads
+ * times RL row lanes whose partials row lane 0 adds after one barrier; spec = {CQ * RL, CQ}. */
+vkv_layout vkv_quad_cols_layout(vkv_backend *vb, uint64_t rows, uint64_t quads);
 /* Fail with VKA_ERROR_DEVICE_LIMIT if the layout's loops exceed what the device runs (llvmpipe
  * ends a shader's loops after 65535 iterations in total, silently). */
 bool vkv_check_layout(vkb_backend *be, const char *op, const vkv_layout *lay);
