@@ -436,13 +436,13 @@ static vka_result check_key_lens(cpu_backend *cb, const char *op, const vkc_atte
 static vka_result run_attention_forward(cpu_backend *cb, const void *p) {
     const attention_args *x = p;
     vka_result r = check_key_lens(cb, "attention_forward", &x->a);
-    if (r == VKA_SUCCESS) vkc_attention_forward(&x->a, cb->nt);
+    if (r == VKA_SUCCESS) vkc_attention_forward(&x->a, cb->isa, cb->nt);
     return r;
 }
 static vka_result run_attention_backward(cpu_backend *cb, const void *p) {
     const attention_args *x = p;
     vka_result r = check_key_lens(cb, "attention_backward", &x->a);
-    if (r == VKA_SUCCESS) vkc_attention_backward(&x->a, cb->nt);
+    if (r == VKA_SUCCESS) vkc_attention_backward(&x->a, cb->isa, cb->nt);
     return r;
 }
 static vkc_attn_strides strides(vkb_attn_layout l) { return (vkc_attn_strides){l.sb, l.sh, l.st}; }

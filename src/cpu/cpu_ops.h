@@ -179,10 +179,12 @@ typedef struct vkc_attention {
     bool mask_per_batch;
 } vkc_attention;
 #define VKC_ATTN_MAX_HS 256
-/* Forward (FlashAttention-2: key tiles, online softmax), threads over (b, h, query block). */
-void vkc_attention_forward(const vkc_attention *a, int nt);
+/* Forward (FlashAttention-2: key tiles, online softmax), threads over (b, h, query block).
+ * isa: the fast kernels' vector ISA (fused multiply-adds, a polynomial exp, vector sums: last
+ * bits differ from the reference); VKC_ISA_BASELINE runs the reference. */
+void vkc_attention_forward(const vkc_attention *a, vkc_isa isa, int nt);
 /* Backward (probabilities recomputed from lse), threads over (b, h): each head's dq, dk, dv
  * are summed by one thread in a fixed order. */
-void vkc_attention_backward(const vkc_attention *a, int nt);
+void vkc_attention_backward(const vkc_attention *a, vkc_isa isa, int nt);
 
 #endif
