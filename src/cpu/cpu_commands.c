@@ -150,8 +150,8 @@ typedef struct {
 
 static vka_result run_layernorm_forward(cpu_backend *cb, const void *p) {
     const layernorm_args *a = p;
-    vkc_layernorm_forward(a->out, a->mean, a->rstd, a->inp, a->weight, a->bias, a->N, a->C,
-                          cb->nt);
+    vkc_layernorm_forward_fast(a->out, a->mean, a->rstd, a->inp, a->weight, a->bias, a->N,
+                               a->C, cb->isa, cb->nt); /* isa baseline: the reference */
     return VKA_SUCCESS;
 }
 static void op_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mean,
@@ -165,8 +165,8 @@ static void op_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mea
 
 static vka_result run_layernorm_backward(cpu_backend *cb, const void *p) {
     const layernorm_args *a = p;
-    vkc_layernorm_backward(a->dinp, a->dweight, a->dbias, a->dout, a->inp, a->weight, a->mean_in,
-                           a->rstd_in, a->N, a->C, cb->nt);
+    vkc_layernorm_backward_fast(a->dinp, a->dweight, a->dbias, a->dout, a->inp, a->weight,
+                                a->mean_in, a->rstd_in, a->N, a->C, cb->isa, cb->nt);
     return VKA_SUCCESS;
 }
 static void op_layernorm_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dweight,

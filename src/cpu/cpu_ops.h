@@ -99,6 +99,14 @@ void vkc_layernorm_forward(float *out, float *mean, float *rstd, const float *in
 void vkc_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                             const float *inp, const float *weight, const float *mean,
                             const float *rstd, int N, int C, int nt);
+/* the same vectorised for isa (AVX2 or AVX-512; row sums in another order: mean, rstd and dinp
+ * may differ in the last bit, dweight and dbias are bit-identical); else the above */
+void vkc_layernorm_forward_fast(float *out, float *mean, float *rstd, const float *inp,
+                                const float *weight, const float *bias, int N, int C,
+                                vkc_isa isa, int nt);
+void vkc_layernorm_backward_fast(float *dinp, float *dweight, float *dbias, const float *dout,
+                                 const float *inp, const float *weight, const float *mean,
+                                 const float *rstd, int N, int C, vkc_isa isa, int nt);
 
 /* --- permute.c ------------------------------------------------------------------------------ */
 /* inp (B,T,3C) -> q, k, v (B,NH,T,HS), C = NH*HS */
