@@ -140,8 +140,8 @@ void vkc_softmax_backward(float *dinp, const float *dout, const float *out, int 
 void vkc_gelu_forward(float *out, const float *inp, size_t N, int nt);
 /* dinp += gelu'(inp) * dout */
 void vkc_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N, int nt);
-/* the same with a polynomial exp (within 2 ulp of expf), vectorised where isa is AVX-512; any
- * other isa: the above */
+/* the same with a polynomial exp (within 2 ulp of expf), vectorised where isa is AVX-512 or
+ * AVX2 (the same bits on both); VKC_ISA_BASELINE: the above */
 void vkc_gelu_forward_fast(float *out, const float *inp, size_t N, vkc_isa isa, int nt);
 void vkc_gelu_backward_fast(float *dinp, const float *inp, const float *dout, size_t N,
                             vkc_isa isa, int nt);
@@ -161,7 +161,7 @@ void vkc_crossentropy_backward(float *dlogits, const float *logits, const int32_
  * param -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + weight_decay * param) */
 void vkc_adamw(float *param, const float *grad, float *m, float *v, const float *hyper,
                float gscale, size_t N, float weight_decay, int nt);
-/* the same, vectorised where isa is AVX-512 (bit-identical results); else vkc_adamw */
+/* the same, vectorised where isa is AVX-512 or AVX2 (bit-identical results); else vkc_adamw */
 void vkc_adamw_fast(float *param, const float *grad, float *m, float *v, const float *hyper,
                     float gscale, size_t N, float weight_decay, vkc_isa isa, int nt);
 
