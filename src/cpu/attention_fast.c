@@ -136,49 +136,58 @@ VKC_TARGET_AVX512 AT_INLINE __m512 scores512(const float *dots, const float *mj,
     return _mm512_mask_blend_ps(vis, _mm512_set1_ps(-INFINITY), y);
 }
 
+/* One row of fwd_rows512 with NV vectors (a constant: the NV exps run side by side); bk keys. */
+VKC_TARGET_AVX512 AT_INLINE void fwd_row512(const at_tile *t, int i, int bk, const int NV,
+                                            float *si, float *m, float *l, float *oi) {
+    const vkc_attention *a = t->a;
+    const int HS = a->HS;
+    const __m512 scale = _mm512_set1_ps(a->scale);
+    const float *mrow = at_mask_row(a, t->b, t->i0 + i);
+    const int n = t->last[i] - t->j0 + 1 < bk ? t->last[i] - t->j0 + 1 : bk;
+    __m512 x[4], vmx = _mm512_set1_ps(-INFINITY);
+    AT_UNROLL
+    for (int v = 0; v < NV; v++) {
+        x[v] = scores512(si + 16 * v, mrow ? mrow + t->j0 + 16 * v : NULL, n - 16 * v, scale);
+        vmx = _mm512_max_ps(vmx, x[v]);
+    }
+    float mx = _mm512_reduce_max_ps(vmx);
+    mx = m[i] > mx ? m[i] : mx;
+    if (mx == -INFINITY) { /* every key so far masked: nothing to add */
+        AT_UNROLL
+        for (int v = 0; v < NV; v++)
+            _mm512_mask_storeu_ps(si + 16 * v, lanes16(bk - 16 * v), _mm512_setzero_ps());
+        return;
+    }
+    const float alpha = vkc_exp_fast(m[i] - mx); /* 0 when m[i] = -inf (o, l are 0 then) */
+    const __m512 vmxb = _mm512_set1_ps(mx);
+    AT_UNROLL
+    for (int v = 0; v < NV; v++) x[v] = _mm512_sub_ps(x[v], vmxb);
+    vkc_exp_fast512_n(x, NV); /* masked: 0 */
+    __m512 vsum = _mm512_setzero_ps();
+    AT_UNROLL
+    for (int v = 0; v < NV; v++) {
+        _mm512_mask_storeu_ps(si + 16 * v, lanes16(bk - 16 * v), x[v]);
+        vsum = _mm512_add_ps(vsum, x[v]);
+    }
+    l[i] = l[i] * alpha + _mm512_reduce_add_ps(vsum);
+    m[i] = mx;
+    if (alpha != 1.0f) {
+        const __m512 va = _mm512_set1_ps(alpha);
+        for (int d = 0; d < HS; d += 16) {
+            __mmask16 k = lanes16(HS - d);
+            _mm512_mask_storeu_ps(oi + d, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, oi + d), va));
+        }
+    }
+}
+
 VKC_TARGET_AVX512 static void fwd_rows512(const at_tile *t, float (*s)[AT_BK], float *m, float *l,
                                           float *o) {
-    const vkc_attention *a = t->a;
-    const int HS = a->HS, bk = t->nc, nv = (bk + 15) / 16;
-    const __m512 scale = _mm512_set1_ps(a->scale);
+    const int bk = t->nc, nv = (bk + 15) / 16, HS = t->a->HS;
     for (int i = t->r0; i < t->nq; i++) {
-        float *si = s[i];
-        const float *mrow = at_mask_row(a, t->b, t->i0 + i);
-        const int n = t->last[i] - t->j0 + 1 < bk ? t->last[i] - t->j0 + 1 : bk;
-        __m512 vmx = _mm512_set1_ps(-INFINITY), x[AT_BK / 16] = {vmx, vmx, vmx, vmx};
-        AT_UNROLL
-        for (int v = 0; v < AT_BK / 16; v++) {
-            if (v >= nv) break;
-            x[v] = scores512(si + 16 * v, mrow ? mrow + t->j0 + 16 * v : NULL, n - 16 * v, scale);
-            vmx = _mm512_max_ps(vmx, x[v]);
-        }
-        float mx = _mm512_reduce_max_ps(vmx);
-        mx = m[i] > mx ? m[i] : mx;
-        if (mx == -INFINITY) { /* every key so far masked: nothing to add */
-            for (int v = 0; v < nv; v++)
-                _mm512_mask_storeu_ps(si + 16 * v, lanes16(bk - 16 * v), _mm512_setzero_ps());
-            continue;
-        }
-        const float alpha = vkc_exp_fast(m[i] - mx); /* 0 when m[i] = -inf (o, l are 0 then) */
-        const __m512 vmxb = _mm512_set1_ps(mx);
-        __m512 vsum = _mm512_setzero_ps();
-        AT_UNROLL
-        for (int v = 0; v < AT_BK / 16; v++) {
-            if (v >= nv) break;
-            __m512 p = vkc_exp_fast512(_mm512_sub_ps(x[v], vmxb)); /* masked: 0 */
-            _mm512_mask_storeu_ps(si + 16 * v, lanes16(bk - 16 * v), p);
-            vsum = _mm512_add_ps(vsum, p);
-        }
-        l[i] = l[i] * alpha + _mm512_reduce_add_ps(vsum);
-        m[i] = mx;
-        if (alpha != 1.0f) {
-            float *oi = o + (size_t)i * HS;
-            const __m512 va = _mm512_set1_ps(alpha);
-            for (int d = 0; d < HS; d += 16) {
-                __mmask16 k = lanes16(HS - d);
-                _mm512_mask_storeu_ps(oi + d, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, oi + d), va));
-            }
-        }
+        float *oi = o + (size_t)i * HS;
+        if (nv == 1) fwd_row512(t, i, bk, 1, s[i], m, l, oi);
+        else if (nv == 2) fwd_row512(t, i, bk, 2, s[i], m, l, oi);
+        else fwd_row512(t, i, bk, 4, s[i], m, l, oi); /* 3: the 4th vector all -inf */
     }
 }
 
@@ -224,35 +233,47 @@ VKC_TARGET_AVX512 static void delta512(const at_tile *t, float *delta) {
     }
 }
 
+/* One row of bwd_rows512 with NV vectors (a constant: the NV exps run side by side). */
+VKC_TARGET_AVX512 AT_INLINE void bwd_row512(const at_tile *t, int i, float lse, float delta,
+                                            const int NV, float *pi, float *dsi) {
+    const vkc_attention *a = t->a;
+    const int nc = t->nc;
+    const __m512 scale = _mm512_set1_ps(a->scale);
+    const float *mrow = at_mask_row(a, t->b, t->i0 + i);
+    const int n = t->last[i] - t->j0 + 1 < nc ? t->last[i] - t->j0 + 1 : nc;
+    const __m512 vl = _mm512_set1_ps(lse), vd = _mm512_set1_ps(delta);
+    __m512 x[4];
+    AT_UNROLL
+    for (int v = 0; v < NV; v++)
+        x[v] = _mm512_sub_ps(scores512(pi + 16 * v, mrow ? mrow + t->j0 + 16 * v : NULL,
+                                       n - 16 * v, scale), vl);
+    vkc_exp_fast512_n(x, NV); /* masked: 0 */
+    AT_UNROLL
+    for (int v = 0; v < NV; v++) {
+        __mmask16 k = lanes16(nc - 16 * v);
+        __m512 dp = _mm512_maskz_loadu_ps(k, dsi + 16 * v);
+        __m512 dsv = _mm512_mul_ps(scale, _mm512_mul_ps(x[v], _mm512_sub_ps(dp, vd)));
+        _mm512_mask_storeu_ps(pi + 16 * v, k, x[v]);
+        _mm512_mask_storeu_ps(dsi + 16 * v, k, dsv);
+    }
+}
+
 VKC_TARGET_AVX512 static void bwd_rows512(const at_tile *t, const float *delta, float (*p)[AT_BK],
                                           float (*ds)[AT_BK]) {
     const vkc_attention *a = t->a;
     const int nc = t->nc, nv = (nc + 15) / 16;
-    const __m512 scale = _mm512_set1_ps(a->scale);
     for (int i = t->r0; i < t->nq; i++) {
-        const int tq = t->i0 + i;
-        const float lse = a->lse[((size_t)t->b * a->NH + t->h) * a->Tq + tq];
-        float *pi = p[i], *dsi = ds[i];
+        const float lse = a->lse[((size_t)t->b * a->NH + t->h) * a->Tq + t->i0 + i];
         if (t->last[i] < t->j0 || lse == -INFINITY) {
             for (int v = 0; v < nv; v++) {
-                _mm512_mask_storeu_ps(pi + 16 * v, lanes16(nc - 16 * v), _mm512_setzero_ps());
-                _mm512_mask_storeu_ps(dsi + 16 * v, lanes16(nc - 16 * v), _mm512_setzero_ps());
+                _mm512_mask_storeu_ps(p[i] + 16 * v, lanes16(nc - 16 * v), _mm512_setzero_ps());
+                _mm512_mask_storeu_ps(ds[i] + 16 * v, lanes16(nc - 16 * v), _mm512_setzero_ps());
             }
             continue;
         }
-        const float *mrow = at_mask_row(a, t->b, tq);
-        const int n = t->last[i] - t->j0 + 1 < nc ? t->last[i] - t->j0 + 1 : nc;
-        const __m512 vl = _mm512_set1_ps(lse), vd = _mm512_set1_ps(delta[i]);
-        for (int v = 0; v < nv; v++) {
-            __m512 y = scores512(pi + 16 * v, mrow ? mrow + t->j0 + 16 * v : NULL, n - 16 * v,
-                                 scale);
-            __m512 pj = vkc_exp_fast512(_mm512_sub_ps(y, vl)); /* masked: 0 */
-            __mmask16 k = lanes16(nc - 16 * v);
-            __m512 dp = _mm512_maskz_loadu_ps(k, dsi + 16 * v);
-            __m512 dsv = _mm512_mul_ps(scale, _mm512_mul_ps(pj, _mm512_sub_ps(dp, vd)));
-            _mm512_mask_storeu_ps(pi + 16 * v, k, pj);
-            _mm512_mask_storeu_ps(dsi + 16 * v, k, dsv);
-        }
+        if (nv == 1) bwd_row512(t, i, lse, delta[i], 1, p[i], ds[i]);
+        else if (nv == 2) bwd_row512(t, i, lse, delta[i], 2, p[i], ds[i]);
+        else bwd_row512(t, i, lse, delta[i], 4, p[i], ds[i]);
     }
 }
 
@@ -381,12 +402,12 @@ VKC_TARGET_AVX2 static void fwd_rows256(const at_tile *t, float (*s)[AT_BK], flo
         const float alpha = vkc_exp_fast(m[i] - mx);
         const __m256 vmxb = _mm256_set1_ps(mx);
         __m256 vsum = _mm256_setzero_ps();
-        AT_UNROLL
-        for (int v = 0; v < AT_BK / 8; v++) {
-            if (v >= nv) break;
-            __m256 p = vkc_exp_fast256(_mm256_sub_ps(x[v], vmxb)); /* past bk: -inf, so 0 */
-            _mm256_storeu_ps(si + 8 * v, p);
-            vsum = _mm256_add_ps(vsum, p);
+        for (int v = 0; v < nv; v += 2) { /* two exps side by side (exp_fast.h) */
+            __m256 p[2] = {_mm256_sub_ps(x[v], vmxb), _mm256_sub_ps(x[v + 1], vmxb)};
+            vkc_exp_fast256_n(p, 2); /* past bk: -inf, so 0 */
+            _mm256_storeu_ps(si + 8 * v, p[0]);
+            _mm256_storeu_ps(si + 8 * v + 8, p[1]); /* within the row's AT_BK */
+            vsum = _mm256_add_ps(vsum, _mm256_add_ps(p[0], p[1]));
         }
         l[i] = l[i] * alpha + hsum8(vsum);
         m[i] = mx;
@@ -459,12 +480,19 @@ VKC_TARGET_AVX2 static void bwd_rows256(const at_tile *t, const float *delta, fl
         const float *mrow = at_mask_row(a, t->b, tq);
         const int n = t->last[i] - t->j0 + 1 < nc ? t->last[i] - t->j0 + 1 : nc;
         const __m256 vl = _mm256_set1_ps(lse), vd = _mm256_set1_ps(delta[i]);
-        for (int v = 0; v < nv; v++) {
-            __m256 y = scores256(pi + 8 * v, mrow ? mrow + t->j0 + 8 * v : NULL, n - 8 * v, scale);
-            __m256 pj = vkc_exp_fast256(_mm256_sub_ps(y, vl)); /* masked: 0 */
-            __m256 dsv = _mm256_mul_ps(scale, _mm256_mul_ps(pj, _mm256_sub_ps(_mm256_loadu_ps(dsi + 8 * v), vd)));
-            _mm256_storeu_ps(pi + 8 * v, pj);
-            _mm256_storeu_ps(dsi + 8 * v, dsv);
+        for (int v = 0; v < nv; v += 2) { /* two exps side by side, within the rows' AT_BK */
+            __m256 pj[2];
+            for (int e = 0; e < 2; e++) {
+                const float *mj = mrow ? mrow + t->j0 + 8 * (v + e) : NULL;
+                pj[e] = _mm256_sub_ps(scores256(pi + 8 * (v + e), mj, n - 8 * (v + e), scale), vl);
+            }
+            vkc_exp_fast256_n(pj, 2); /* masked: 0 */
+            for (int e = 0; e < 2; e++) {
+                __m256 dp = _mm256_loadu_ps(dsi + 8 * (v + e));
+                __m256 dsv = _mm256_mul_ps(scale, _mm256_mul_ps(pj[e], _mm256_sub_ps(dp, vd)));
+                _mm256_storeu_ps(pi + 8 * (v + e), pj[e]);
+                _mm256_storeu_ps(dsi + 8 * (v + e), dsv);
+            }
         }
     }
 }

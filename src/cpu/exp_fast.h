@@ -49,42 +49,77 @@ static inline float vkc_exp_fast(float x) {
 }
 
 #ifdef VKC_X86
-/* min_ps(a, b) and max_ps(a, b) return b when either is NaN: a < b ? a : b, as above. */
-#define VKC_EXP_BODY(V, P, W)                                                                  \
-    V xc = P##_max_ps(P##_min_ps(x, P##_set1_ps(VKC_EXP_HI)), P##_set1_ps(VKC_EXP_LO));        \
-    V n = P##_sub_ps(P##_add_ps(P##_mul_ps(xc, P##_set1_ps(1.44269504088896341f)),              \
-                                P##_set1_ps(12582912.0f)),                                      \
-                     P##_set1_ps(12582912.0f));                                                 \
-    V r = P##_sub_ps(P##_sub_ps(xc, P##_mul_ps(n, P##_set1_ps(0.693359375f))),                 \
-                     P##_mul_ps(n, P##_set1_ps(-2.12194440e-4f)));                              \
-    V p = P##_set1_ps(1.9875691500e-4f);                                                        \
-    p = P##_add_ps(P##_mul_ps(p, r), P##_set1_ps(1.3981999507e-3f));                            \
-    p = P##_add_ps(P##_mul_ps(p, r), P##_set1_ps(8.3334519073e-3f));                            \
-    p = P##_add_ps(P##_mul_ps(p, r), P##_set1_ps(4.1665795894e-2f));                            \
-    p = P##_add_ps(P##_mul_ps(p, r), P##_set1_ps(1.6666665459e-1f));                            \
-    p = P##_add_ps(P##_mul_ps(p, r), P##_set1_ps(5.0000001201e-1f));                            \
-    p = P##_add_ps(P##_add_ps(P##_mul_ps(P##_mul_ps(p, r), r), r), P##_set1_ps(1.0f));         \
-    __m##W##i bits = P##_slli_epi32(P##_add_epi32(P##_cvttps_epi32(n), P##_set1_epi32(127)), 23);      \
-    V e = P##_mul_ps(p, P##_castsi##W##_ps(bits))
+#if defined(__clang__)
+#define VKC_EXP_UNROLL _Pragma("unroll")
+#else
+#define VKC_EXP_UNROLL _Pragma("GCC unroll 4")
+#endif
+/* x[0 .. n) (n <= 4, a constant where inlined) in place, one step for all n vectors at a time:
+ * each exp is a chain of ~20 dependent operations, so independent chains side by side keep the
+ * vector pipes busy where one after the other would wait on each step's latency.
+ * min_ps(a, b) and max_ps(a, b) return b when either is NaN: a < b ? a : b, as above. */
+#define VKC_EXP_N(V, P, W, x, n)                                                               \
+    V xc_[4], n_[4], r_[4], p_[4];                                                             \
+    VKC_EXP_UNROLL for (int j = 0; j < (n); j++) xc_[j] =                                      \
+        P##_max_ps(P##_min_ps(x[j], P##_set1_ps(VKC_EXP_HI)), P##_set1_ps(VKC_EXP_LO));        \
+    VKC_EXP_UNROLL for (int j = 0; j < (n); j++) n_[j] =                                       \
+        P##_sub_ps(P##_add_ps(P##_mul_ps(xc_[j], P##_set1_ps(1.44269504088896341f)),            \
+                              P##_set1_ps(12582912.0f)),                                        \
+                   P##_set1_ps(12582912.0f));                                                   \
+    VKC_EXP_UNROLL for (int j = 0; j < (n); j++) r_[j] =                                       \
+        P##_sub_ps(P##_sub_ps(xc_[j], P##_mul_ps(n_[j], P##_set1_ps(0.693359375f))),           \
+                   P##_mul_ps(n_[j], P##_set1_ps(-2.12194440e-4f)));                            \
+    VKC_EXP_UNROLL for (int j = 0; j < (n); j++) p_[j] = P##_add_ps(                           \
+        P##_mul_ps(P##_set1_ps(1.9875691500e-4f), r_[j]), P##_set1_ps(1.3981999507e-3f));      \
+    VKC_EXP_UNROLL for (int j = 0; j < (n); j++) p_[j] =                                       \
+        P##_add_ps(P##_mul_ps(p_[j], r_[j]), P##_set1_ps(8.3334519073e-3f));                   \
+    VKC_EXP_UNROLL for (int j = 0; j < (n); j++) p_[j] =                                       \
+        P##_add_ps(P##_mul_ps(p_[j], r_[j]), P##_set1_ps(4.1665795894e-2f));                   \
+    VKC_EXP_UNROLL for (int j = 0; j < (n); j++) p_[j] =                                       \
+        P##_add_ps(P##_mul_ps(p_[j], r_[j]), P##_set1_ps(1.6666665459e-1f));                   \
+    VKC_EXP_UNROLL for (int j = 0; j < (n); j++) p_[j] =                                       \
+        P##_add_ps(P##_mul_ps(p_[j], r_[j]), P##_set1_ps(5.0000001201e-1f));                   \
+    VKC_EXP_UNROLL for (int j = 0; j < (n); j++) p_[j] = P##_add_ps(                           \
+        P##_add_ps(P##_mul_ps(P##_mul_ps(p_[j], r_[j]), r_[j]), r_[j]), P##_set1_ps(1.0f));     \
+    VKC_EXP_UNROLL for (int j = 0; j < (n); j++) p_[j] = P##_mul_ps(p_[j], P##_castsi##W##_ps( \
+        P##_slli_epi32(P##_add_epi32(P##_cvttps_epi32(n_[j]), P##_set1_epi32(127)), 23)))
+
+VKC_TARGET_AVX512 static inline __attribute__((always_inline)) void
+vkc_exp_fast512_n(__m512 *x, const int n) {
+    VKC_EXP_N(__m512, _mm512, 512, x, n);
+    VKC_EXP_UNROLL for (int j = 0; j < n; j++) {
+        __m512 e = p_[j];
+        e = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x[j], _mm512_set1_ps(VKC_EXP_LO), _CMP_LT_OQ),
+                                 e, _mm512_setzero_ps());
+        e = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x[j], _mm512_set1_ps(VKC_EXP_HI), _CMP_GT_OQ),
+                                 e, _mm512_set1_ps(INFINITY));
+        x[j] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x[j], x[j], _CMP_UNORD_Q), e, x[j]);
+    }
+}
+
+VKC_TARGET_AVX2 static inline __attribute__((always_inline)) void
+vkc_exp_fast256_n(__m256 *x, const int n) {
+    VKC_EXP_N(__m256, _mm256, 256, x, n);
+    VKC_EXP_UNROLL for (int j = 0; j < n; j++) {
+        __m256 e = p_[j];
+        e = _mm256_blendv_ps(e, _mm256_setzero_ps(),
+                             _mm256_cmp_ps(x[j], _mm256_set1_ps(VKC_EXP_LO), _CMP_LT_OQ));
+        e = _mm256_blendv_ps(e, _mm256_set1_ps(INFINITY),
+                             _mm256_cmp_ps(x[j], _mm256_set1_ps(VKC_EXP_HI), _CMP_GT_OQ));
+        x[j] = _mm256_blendv_ps(e, x[j], _mm256_cmp_ps(x[j], x[j], _CMP_UNORD_Q));
+    }
+}
+#undef VKC_EXP_N
 
 VKC_TARGET_AVX512 static inline __m512 vkc_exp_fast512(__m512 x) {
-    VKC_EXP_BODY(__m512, _mm512, 512);
-    e = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(VKC_EXP_LO), _CMP_LT_OQ), e,
-                             _mm512_setzero_ps());
-    e = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(VKC_EXP_HI), _CMP_GT_OQ), e,
-                             _mm512_set1_ps(INFINITY));
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), e, x);
+    vkc_exp_fast512_n(&x, 1);
+    return x;
 }
 
 VKC_TARGET_AVX2 static inline __m256 vkc_exp_fast256(__m256 x) {
-    VKC_EXP_BODY(__m256, _mm256, 256);
-    e = _mm256_blendv_ps(e, _mm256_setzero_ps(),
-                         _mm256_cmp_ps(x, _mm256_set1_ps(VKC_EXP_LO), _CMP_LT_OQ));
-    e = _mm256_blendv_ps(e, _mm256_set1_ps(INFINITY),
-                         _mm256_cmp_ps(x, _mm256_set1_ps(VKC_EXP_HI), _CMP_GT_OQ));
-    return _mm256_blendv_ps(e, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    vkc_exp_fast256_n(&x, 1);
+    return x;
 }
-#undef VKC_EXP_BODY
 #endif
 
 #endif
