@@ -90,7 +90,7 @@ typedef struct { float *dbias; const float *dout; int N, OC; } bias_args;
 
 static vka_result run_bias_backward(cpu_backend *cb, const void *p) {
     const bias_args *a = p;
-    vkc_bias_backward(a->dbias, a->dout, a->N, a->OC, cb->nt);
+    vkc_bias_backward_fast(a->dbias, a->dout, a->N, a->OC, cb->isa, cb->nt);
     return VKA_SUCCESS;
 }
 static void op_bias_backward(vkb_backend *be, vkb_tensor dbias, vkb_tensor dout, int N, int OC) {

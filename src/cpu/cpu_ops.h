@@ -74,6 +74,9 @@ double vkc_peak_fma_hw(float *out, vkc_isa isa, uint64_t iters, int nt);
 /* --- reduce.c ------------------------------------------------------------------------------- */
 /* dbias (OC) += column sums of dout (N, OC) */
 void vkc_bias_backward(float *dbias, const float *dout, int N, int OC, int nt);
+/* the same vectorised across columns for isa (the same order: bit-identical) */
+void vkc_bias_backward_fast(float *dbias, const float *dout, int N, int OC, vkc_isa isa,
+                            int nt);
 /* WRITES out[0] = sum(inp[0:N]) / N */
 void vkc_mean(float *out, const float *inp, size_t N, int nt);
 /* WRITES out[0] = L2 norm of the count tensors grads[i] (sizes[i] elements), out[1] = clip
