@@ -9,8 +9,8 @@
  *  - score rows: scale and mask by one multiply-add, exp by exp_fast.h's polynomial, row
  *    maxima and sums across vector lanes (a fixed tree: no result depends on the thread count);
  *  - delta = rowsum(dout * out) in double, as the reference.
- * So results differ from the reference's in the last bits (test_attention_fast.c holds them to
- * the tolerance the GPU is held to). */
+ * So results differ from the reference's in the last bits (test_attention_fused.c's
+ * test_attention_fused_cpu_fast_matches_reference holds them to the GPU's tolerance). */
 #include "cpu/attention_kern.h"
 #include "cpu/exp_fast.h"
 
@@ -415,7 +415,8 @@ VKC_TARGET_AVX2 static void fwd_rows256(const at_tile *t, float (*s)[AT_BK], flo
             float *oi = o + (size_t)i * HS;
             const __m256 va = _mm256_set1_ps(alpha);
             int d = 0;
-            for (; d + 8 <= HS; d += 8) _mm256_storeu_ps(oi + d, _mm256_mul_ps(_mm256_loadu_ps(oi + d), va));
+            for (; d + 8 <= HS; d += 8)
+                _mm256_storeu_ps(oi + d, _mm256_mul_ps(_mm256_loadu_ps(oi + d), va));
             for (; d < HS; d++) oi[d] *= alpha;
         }
     }
@@ -433,7 +434,8 @@ VKC_TARGET_AVX2 static void fwd_finish256(const at_tile *t, const float *o, cons
         if (l[i] != 0.0f) { /* NaN too (a +inf score): NaN out, never zeros */
             const __m256 vl = _mm256_set1_ps(l[i]);
             int d = 0;
-            for (; d + 8 <= HS; d += 8) _mm256_storeu_ps(orow + d, _mm256_div_ps(_mm256_loadu_ps(oi + d), vl));
+            for (; d + 8 <= HS; d += 8)
+                _mm256_storeu_ps(orow + d, _mm256_div_ps(_mm256_loadu_ps(oi + d), vl));
             for (; d < HS; d++) orow[d] = oi[d] / l[i];
             lse = m[i] + logf(l[i]);
         } else {

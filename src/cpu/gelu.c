@@ -128,7 +128,8 @@ VKC_TARGET_AVX2 static void bwd_avx2(float *d, const float *x, const float *g, l
         __m256 ope = _mm256_add_ps(one, e);
         __m256 sg = _mm256_div_ps(one, ope);
         __m256 sech2 = _mm256_mul_ps(four, _mm256_div_ps(_mm256_div_ps(e, ope), ope));
-        __m256 du = _mm256_mul_ps(scale, _mm256_add_ps(one, _mm256_mul_ps(_mm256_mul_ps(cube3, v), v)));
+        __m256 x2 = _mm256_mul_ps(_mm256_mul_ps(cube3, v), v);
+        __m256 du = _mm256_mul_ps(scale, _mm256_add_ps(one, x2));
         __m256 tail = _mm256_or_ps(_mm256_or_ps(_mm256_cmp_ps(e, zero, _CMP_EQ_OQ),
                                                 _mm256_cmp_ps(e, inf, _CMP_EQ_OQ)),
                                    _mm256_cmp_ps(sech2, zero, _CMP_EQ_OQ));
