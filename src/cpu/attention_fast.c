@@ -3,8 +3,8 @@
  * target attributes, so a baseline x86-64 build carries them and still runs anywhere.
  *
  * The same FlashAttention-2 loops as the reference (attention.c) call them on the same tiles:
- *  - products: register tiles of 8 rows x 32 columns (AVX-512) or 6 x 16 (AVX2), each element
- *    still summed over k in order, one fused multiply-add per term (as the fast matmul);
+ *  - products: register tiles of 6 rows x 64 columns or 8 x 32 (AVX-512), 6 x 16 (AVX2), each
+ *    element still summed over k in order, one fused multiply-add per term (as the fast matmul);
  *  - k and v tiles transposed 8 x 8 in registers;
  *  - score rows: scale and mask by one multiply-add, exp by exp_fast.h's polynomial, row
  *    maxima and sums across vector lanes (a fixed tree: no result depends on the thread count);
@@ -76,53 +76,66 @@ static inline __mmask16 lanes16(int n) {
     return (__mmask16)(n <= 0 ? 0 : n >= 16 ? 0xFFFF : (1u << n) - 1);
 }
 
-/* MR rows x NV (1 or 2) vectors of c, lanes m0, m1: += a (MR, K) b (K, 16 NV). */
+/* MR rows x NV (1 to 4) vectors of c, lanes mk[v]: += a (MR, K) b (K, 16 NV). */
 VKC_TARGET_AVX512 AT_INLINE void mm512_block(float *c, size_t ldc, at_mat a, const float *b,
                                              size_t ldb, int K, bool acc, const int MR,
-                                             const int NV, __mmask16 m0, __mmask16 m1) {
-    __m512 c0[8], c1[8];
+                                             const int NV, const __mmask16 *mk) {
+    __m512 cv[8][4];
     AT_UNROLL
-    for (int r = 0; r < MR; r++) {
-        c0[r] = acc ? _mm512_maskz_loadu_ps(m0, c + r * ldc) : _mm512_setzero_ps();
-        c1[r] = acc && NV == 2 ? _mm512_maskz_loadu_ps(m1, c + r * ldc + 16) : _mm512_setzero_ps();
-    }
+    for (int r = 0; r < MR; r++)
+        AT_UNROLL
+        for (int v = 0; v < NV; v++)
+            cv[r][v] = acc ? _mm512_maskz_loadu_ps(mk[v], c + r * ldc + 16 * v)
+                           : _mm512_setzero_ps();
     for (int k = 0; k < K; k++) {
         const float *bk = b + (size_t)k * ldb, *ak = a.p + (size_t)k * a.cs;
-        __m512 b0 = _mm512_maskz_loadu_ps(m0, bk);
-        __m512 b1 = NV == 2 ? _mm512_maskz_loadu_ps(m1, bk + 16) : _mm512_setzero_ps();
+        __m512 bv[4];
+        AT_UNROLL
+        for (int v = 0; v < NV; v++) bv[v] = _mm512_maskz_loadu_ps(mk[v], bk + 16 * v);
         AT_UNROLL
         for (int r = 0; r < MR; r++) {
             __m512 x = _mm512_set1_ps(ak[(size_t)r * a.rs]);
-            c0[r] = _mm512_fmadd_ps(x, b0, c0[r]);
-            if (NV == 2) c1[r] = _mm512_fmadd_ps(x, b1, c1[r]);
+            AT_UNROLL
+            for (int v = 0; v < NV; v++) cv[r][v] = _mm512_fmadd_ps(x, bv[v], cv[r][v]);
         }
     }
     AT_UNROLL
-    for (int r = 0; r < MR; r++) {
-        _mm512_mask_storeu_ps(c + r * ldc, m0, c0[r]);
-        if (NV == 2) _mm512_mask_storeu_ps(c + r * ldc + 16, m1, c1[r]);
-    }
+    for (int r = 0; r < MR; r++)
+        AT_UNROLL
+        for (int v = 0; v < NV; v++) _mm512_mask_storeu_ps(c + r * ldc + 16 * v, mk[v], cv[r][v]);
 }
 
+/* Column passes of 64 (6 rows x 4 vectors: 24 accumulators) or 32 (8 x 2) columns. */
 VKC_TARGET_AVX512 static void mm512(float *c, size_t ldc, at_mat a, at_mat b, int M, int N, int K,
                                     bool acc) {
-    for (int n0 = 0; n0 < N; n0 += 32) {
-        const int w = N - n0 < 32 ? N - n0 : 32;
-        const __mmask16 m0 = lanes16(w), m1 = lanes16(w - 16);
+    for (int n0 = 0; n0 < N;) {
+        const int w = N - n0 > 32 ? (N - n0 < 64 ? N - n0 : 64) : N - n0;
+        const __mmask16 mk[4] = {lanes16(w), lanes16(w - 16), lanes16(w - 32), lanes16(w - 48)};
         int r = 0;
-#define AT_MM512(MR)                                                                           \
+#define AT_MM512(MR, NV)                                                                       \
     do {                                                                                       \
         at_mat ar = {a.p + (size_t)r * a.rs, a.rs, a.cs};                                      \
-        float *cr = c + (size_t)r * ldc + n0;                                                  \
-        if (w > 16) mm512_block(cr, ldc, ar, b.p + n0, b.rs, K, acc, MR, 2, m0, m1);           \
-        else mm512_block(cr, ldc, ar, b.p + n0, b.rs, K, acc, MR, 1, m0, m1);                  \
+        mm512_block(c + (size_t)r * ldc + n0, ldc, ar, b.p + n0, b.rs, K, acc, MR, NV, mk);    \
         r += MR;                                                                               \
     } while (0)
-        while (r + 8 <= M) AT_MM512(8);
-        if (M - r >= 4) AT_MM512(4);
-        if (M - r >= 2) AT_MM512(2);
-        if (M - r >= 1) AT_MM512(1);
+        if (w > 32) {
+            while (r + 6 <= M) AT_MM512(6, 4);
+            if (M - r >= 4) AT_MM512(4, 4);
+            if (M - r >= 2) AT_MM512(2, 4);
+            if (M - r >= 1) AT_MM512(1, 4);
+        } else if (w > 16) {
+            while (r + 8 <= M) AT_MM512(8, 2);
+            if (M - r >= 4) AT_MM512(4, 2);
+            if (M - r >= 2) AT_MM512(2, 2);
+            if (M - r >= 1) AT_MM512(1, 2);
+        } else {
+            while (r + 8 <= M) AT_MM512(8, 1);
+            if (M - r >= 4) AT_MM512(4, 1);
+            if (M - r >= 2) AT_MM512(2, 1);
+            if (M - r >= 1) AT_MM512(1, 1);
+        }
 #undef AT_MM512
+        n0 += w;
     }
 }
 
