@@ -22,6 +22,17 @@ static inline vka_context *tu_cpu_threads(int threads) {
     return ctx;
 }
 
+/* A CPU-backend context with the given kernels (vka_context_desc.cpu_kernels) on `threads`
+ * OpenMP threads. */
+static inline vka_context *tu_cpu_kernels(vka_cpu_kernels kernels, int threads) {
+    vka_context_desc d = {.backend = VKA_BACKEND_CPU, .cpu_kernels = kernels,
+                          .cpu_threads = threads, .log = tu_log};
+    vka_context *ctx = NULL;
+    if (vka_context_create(&d, &ctx) != VKA_SUCCESS)
+        fail_msg("CPU context: %s", vka_last_error(ctx));
+    return ctx;
+}
+
 static inline bool tu_is_cpu(vka_context *ctx) {
     return vka_context_backend(ctx) == VKA_BACKEND_CPU;
 }

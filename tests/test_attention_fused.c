@@ -742,6 +742,95 @@ static void test_attention_fused_inf_score_is_nan(void **state) {
     tu_done(ctx);
 }
 
+/* --- the CPU backend's fast kernels --------------------------------------------------------- */
+
+/* The fast kernels (attention_fast.c: fused multiply-adds, a polynomial exp, row sums across
+ * vector lanes) and the reference ones sum every element in the same order but round
+ * differently, so each is held to the tolerance the GPU is held to against the double
+ * reference (att_case_run), lse is -inf exactly where it should be, fast and reference agree
+ * within that tolerance, and the fast results are identical on 2 and 3 threads. Shapes: one
+ * query and key, lengths of no tile (query blocks of 32, key tiles of 64, backward groups of
+ * 256 keys), HS from 1 to 256 (no multiple of 8 or 16 too), both causal kinds, either mask,
+ * key lengths, packed qkv. */
+static void fast_matches_reference(vka_cpu_kernels kernels) {
+    vka_context *fast = tu_cpu_kernels(kernels, 2), *fast3 = tu_cpu_kernels(kernels, 3);
+    vka_context *ref = tu_cpu_kernels(VKA_CPU_KERNELS_REFERENCE, 2);
+    static const int lens[2] = {1, 299};
+    const att_case cases[] = {
+        {.B = 1, .NH = 1, .Tq = 1, .Tk = 1, .HS = 1},
+        {.B = 1, .NH = 2, .Tq = 1, .Tk = 1, .HS = 24, .causal = VKA_CAUSAL_TOP_LEFT, .qkv = true},
+        {.B = 2, .NH = 2, .Tq = 33, .Tk = 33, .HS = 40, .causal = VKA_CAUSAL_TOP_LEFT,
+         .qkv = true, .out_btc = true},
+        {.B = 1, .NH = 2, .Tq = 65, .Tk = 130, .HS = 64, .causal = VKA_CAUSAL_BOTTOM_RIGHT,
+         .mask = 1},
+        {.B = 2, .NH = 1, .Tq = 300, .Tk = 300, .HS = 40, .causal = VKA_CAUSAL_TOP_LEFT,
+         .key_lens = lens},
+        {.B = 2, .NH = 1, .Tq = 70, .Tk = 97, .HS = 7, .mask = 2, .mask_style = 1},
+        {.B = 1, .NH = 1, .Tq = 37, .Tk = 5, .HS = 256, .scale = 0.9f},
+        {.B = 1, .NH = 3, .Tq = 64, .Tk = 64, .HS = 32, .causal = VKA_CAUSAL_TOP_LEFT,
+         .qkv = true, .out_btc = true}, /* the default model's layer */
+    };
+    const char *kind = vka_context_cpu_kernels(fast);
+    double worst[2] = {0.0, 0.0}; /* |fast - reference|: out, gradients */
+    for (size_t c = 0; c < TU_LEN(cases); c++) {
+        const att_case *s = &cases[c];
+        size_t nq = att_nq(s), nk = att_nk(s), n_in = nq + 2 * nk, nl = att_nlse(s);
+        float *x = malloc(n_in * sizeof *x), *dout = malloc(nq * sizeof *dout);
+        tu_random(x, n_in, 300 + c, 1.5f);
+        tu_random(dout, nq, 310 + c, 1.0f);
+        float *mask = att_make_mask(s, 320 + c);
+        double *xd = tu_to_double(x, n_in), *want = malloc(nq * sizeof *want);
+        double *lse = malloc(nl * sizeof *lse), *g = malloc(n_in * sizeof *g);
+        ref_forward(s, mask, xd, want, lse);
+        ref_backward(s, mask, xd, dout, g);
+        att_result r[3] = {att_run(fast, s, x, mask, dout), att_run(ref, s, x, mask, dout),
+                           att_run(fast3, s, x, mask, dout)};
+        char what[200];
+        for (int k = 0; k < 2; k++) {
+            snprintf(what, sizeof what, "%s attention B=%d NH=%d Tq=%d Tk=%d HS=%d causal=%d "
+                     "mask=%d", k ? "reference" : kind, s->B, s->NH, s->Tq, s->Tk, s->HS,
+                     (int)s->causal, s->mask);
+            tu_assert_close_d(what, r[k].out, want, nq, 2e-5, 1e-4);
+            check_lse(what, r[k].lse, lse, nl);
+            tu_assert_close_d(what, r[k].dq, g, nq, 5e-5, 2e-4);
+            tu_assert_close_d(what, r[k].dk, g + nq, nk, 5e-5, 2e-4);
+            tu_assert_close_d(what, r[k].dv, g + nq + nk, nk, 5e-5, 2e-4);
+        }
+        const float *f[] = {r[0].out, r[0].lse, r[0].dq, r[0].dk, r[0].dv};
+        const float *f3[] = {r[2].out, r[2].lse, r[2].dq, r[2].dk, r[2].dv};
+        const float *rf[] = {r[1].out, r[1].lse, r[1].dq, r[1].dk, r[1].dv};
+        const size_t n[] = {nq, nl, nq, nk, nk};
+        for (int t = 0; t < 5; t++) {
+            if (memcmp(f[t], f3[t], n[t] * sizeof(float)) != 0)
+                fail_msg("%s: tensor %d differs between 2 and 3 threads", what, t);
+            if (t == 1) continue; /* lse: against the double reference above (-inf) */
+            snprintf(what, sizeof what, "%s vs reference, case %zu, tensor %d", kind, c, t);
+            double d = t == 0 ? tu_assert_close(what, f[t], rf[t], n[t], 2e-5, 1e-4)
+                              : tu_assert_close(what, f[t], rf[t], n[t], 5e-5, 2e-4);
+            if (d > worst[t > 0]) worst[t > 0] = d;
+        }
+        for (int k = 0; k < 3; k++) att_result_free(&r[k]);
+        free(x);
+        free(dout);
+        free(mask);
+        free(xd);
+        free(want);
+        free(lse);
+        free(g);
+    }
+    print_message("fast attention (%s): max |fast - reference| out %.3g, gradients %.3g\n", kind,
+                  worst[0], worst[1]);
+    tu_done(fast);
+    tu_done(fast3);
+    tu_done(ref);
+}
+
+static void test_attention_fused_cpu_fast_matches_reference(void **state) {
+    (void)state;
+    fast_matches_reference(VKA_CPU_KERNELS_FAST);      /* the widest ISA (AVX-512 where there) */
+    fast_matches_reference(VKA_CPU_KERNELS_FAST_AVX2); /* and the AVX2+FMA kernels */
+}
+
 /* --- cmocka --------------------------------------------------------------------------------- */
 
 #define CPU_TEST(name, cases)                                                                  \
@@ -799,6 +888,7 @@ int main(void) {
         cmocka_unit_test(test_attention_fused_deterministic),
         cmocka_unit_test(test_attention_fused_matches_composed),
         cmocka_unit_test(test_attention_fused_threads_agree),
+        cmocka_unit_test(test_attention_fused_cpu_fast_matches_reference),
         cmocka_unit_test(test_attention_fused_argument_errors),
         cmocka_unit_test(test_attention_fused_vulkan_key_lens_checked),
         cmocka_unit_test(test_attention_fused_inf_score_is_nan),

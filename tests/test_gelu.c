@@ -80,6 +80,46 @@ static void test_gelu_matches_reference_and_finite_difference(void **state) {
     tu_done(ctx);
 }
 
+/* The CPU backend's fast kernels (polynomial exp, vectorised) against the reference (libm's
+ * expf): within the tolerance above, on a length no multiple of the vectors (8, 16) or work
+ * items (4096), with the tails (|x| up to FLT_MAX); AVX-512 and AVX2 compute the same
+ * operations in the same order, so their results are identical, and so are 2 and 3 threads. */
+static void test_gelu_cpu_fast_matches_reference(void **state) {
+    (void)state;
+    const size_t n = 40009;
+    float *x = malloc(n * sizeof *x), *dout = malloc(n * sizeof *dout);
+    float *dinp0 = malloc(n * sizeof *dinp0);
+    tu_random(x, n, 500, 12.0f);
+    tu_random(dout, n, 501, 1.0f);
+    tu_random(dinp0, n, 502, 1.0f);
+    const float special[] = {0.0f, -0.0f, 13.5f, -13.5f, 20.625f, -20.625f, 44.0f, -44.0f,
+                             1e20f, -1e20f, FLT_MAX, -FLT_MAX, 1e-30f, -1e-30f};
+    for (size_t i = 0; i < TU_LEN(special); i++) x[i * 997] = special[i];
+    const vka_cpu_kernels kinds[4] = {VKA_CPU_KERNELS_REFERENCE, VKA_CPU_KERNELS_FAST,
+                                      VKA_CPU_KERNELS_FAST_AVX2, VKA_CPU_KERNELS_FAST};
+    float *y[4], *dy[4];
+    for (int k = 0; k < 4; k++) {
+        vka_context *ctx = tu_cpu_kernels(kinds[k], k == 3 ? 3 : 2);
+        y[k] = gelu_run(ctx, x, n);
+        dy[k] = gelu_backward_run(ctx, x, dout, dinp0, n);
+        tu_done(ctx);
+    }
+    double d = tu_assert_close("fast gelu_forward vs reference", y[1], y[0], n, 1e-6, 1e-5);
+    double db = tu_assert_close("fast gelu_backward vs reference", dy[1], dy[0], n, 1e-6, 1e-5);
+    for (int k = 2; k < 4; k++) {
+        assert_memory_equal(y[1], y[k], n * sizeof(float));
+        assert_memory_equal(dy[1], dy[k], n * sizeof(float));
+    }
+    print_message("fast gelu: max |fast - reference| forward %.3g, backward %.3g\n", d, db);
+    for (int k = 0; k < 4; k++) {
+        free(y[k]);
+        free(dy[k]);
+    }
+    free(x);
+    free(dout);
+    free(dinp0);
+}
+
 /* Large |x| overflows x^3 and tanh's exponentials: the result must stay finite. */
 static void known_value_cases(vka_context *ctx) {
     const float x[] = {-100.0f, -20.0f, -13.5f, -3.0f, -1.0f, 0.0f, 1.0f, 3.0f, 13.5f,
@@ -202,6 +242,7 @@ static void test_gelu_vulkan_kernel_variants_agree(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gelu_matches_reference_and_finite_difference),
+        cmocka_unit_test(test_gelu_cpu_fast_matches_reference),
         cmocka_unit_test(test_gelu_known_values_and_finite_tails),
         cmocka_unit_test(test_gelu_nan_propagates),
         cmocka_unit_test(test_gelu_gpu_matches_cpu),

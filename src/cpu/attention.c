@@ -16,8 +16,12 @@
  * the compiler vectorises across columns without reassociating a sum. Rows that see no key of a
  * tile and keys past the block's last visible one are skipped. Scratch lives on the stack
  * (forward ~105 KiB, backward ~145 KiB at the largest HS),
- * nothing is allocated per run. */
-#include "cpu/cpu_ops.h"
+ * nothing is allocated per run.
+ *
+ * The loops above are written once against a table of kernels (at_kern, attention_kern.h):
+ * those below, the reference (VKATTN_CPU_KERNELS=reference, `vkattn check`), or the fast ones
+ * for the CPU's vector ISA (attention_fast.c). */
+#include "cpu/attention_kern.h"
 
 #include <math.h>
 #include <string.h>
@@ -57,13 +61,6 @@
 #define AT_UNROLL4
 #endif
 
-enum {
-    AT_DC = 8,  /* d per register accumulator chunk */
-    AT_BQ = 32, /* query rows per block */
-    AT_BK = 64, /* keys per tile */
-    AT_GK = 256, /* backward: keys per group of tiles at most */
-};
-
 /* exp(x) for x <= 88 (Cephes expf: x = n ln2 + r, a degree-7 polynomial in r, 2^n from the
  * exponent bits; within 1 ulp of exp for every float in [-87, 1], measured), 0 below -87 (and
  * for -inf: masked keys), written so that a loop of it vectorises. */
@@ -86,10 +83,6 @@ static inline float at_exp(float x) {
     return x < -87.0f ? 0.0f : y * pow2n;
 }
 
-static inline size_t at_off(vkc_attn_strides s, int b, int h, int t) {
-    return (size_t)b * s.sb + (size_t)h * s.sh + (size_t)t * s.st;
-}
-
 /* The last key query t may see with L valid keys (-1: none). */
 static int at_last_key(const vkc_attention *a, int L, int t) {
     long last = L - 1;
@@ -105,11 +98,6 @@ static int at_len(const vkc_attention *a, int b) { return a->key_lens ? a->key_l
  * the blocking, so the result does not depend on M, N or the kernel that computed it.
  * 4 rows x 8 columns in registers per step (the pattern of matmul.c's kernel that gcc keeps in
  * SSE registers): each load of b serves four rows, where a 1-row kernel is load-bound. */
-typedef struct at_mat {
-    const float *p;
-    size_t rs, cs; /* a: element (r, k) at p[r*rs + k*cs]; b: (k, n) at p[k*rs + n] */
-} at_mat;
-
 static void at_kernel_4x8(float *c, size_t ldc, at_mat a, const float *b, size_t ldb, int K,
                           bool acc) {
     float c0[AT_DC] = {0}, c1[AT_DC] = {0}, c2[AT_DC] = {0}, c3[AT_DC] = {0};
@@ -201,21 +189,56 @@ static void at_scores_row(float *s, const float *mrow, int j0, int nc, int last,
     for (int jj = n < 0 ? 0 : n; jj < nc; jj++) s[jj] = -INFINITY;
 }
 
-/* Columns of a score tile to compute for nc keys: rounded up to a register chunk (kt is
- * zero-padded to AT_BK). */
-static int at_cols(int nc) {
-    int c = (nc + AT_DC - 1) / AT_DC * AT_DC;
-    return c < AT_BK ? c : AT_BK;
+/* The reference forward of a tile's rows (at_kern.fwd_rows). */
+static void at_fwd_rows_ref(const at_tile *t, float (*s)[AT_BK], float *m, float *l, float *o) {
+    const vkc_attention *a = t->a;
+    const int HS = a->HS, bk = t->nc;
+    for (int i = t->r0; i < t->nq; i++) {
+        float *si = s[i];
+        at_scores_row(si, at_mask_row(a, t->b, t->i0 + i), t->j0, bk, t->last[i], a->scale);
+        float mx = m[i];
+        AT_SIMD_MAX(mx)
+        for (int jj = 0; jj < bk; jj++) mx = si[jj] > mx ? si[jj] : mx;
+        if (mx == -INFINITY) { /* every key so far masked: nothing to add */
+            for (int jj = 0; jj < bk; jj++) si[jj] = 0.0f;
+            continue;
+        }
+        float alpha = at_exp(m[i] - mx); /* 0 when m[i] = -inf (o and l are 0 then) */
+        AT_SIMD
+        for (int jj = 0; jj < bk; jj++) si[jj] = at_exp(si[jj] - mx); /* masked: 0 */
+        float sum = 0.0f;
+        for (int jj = 0; jj < bk; jj++) sum += si[jj];
+        l[i] = l[i] * alpha + sum;
+        m[i] = mx;
+        float *oi = o + (size_t)i * HS;
+        if (alpha != 1.0f) {
+            AT_SIMD
+            for (int d = 0; d < HS; d++) oi[d] *= alpha;
+        }
+    }
 }
 
-static const float *at_mask_row(const vkc_attention *a, int b, int t) {
-    if (!a->mask) return NULL;
-    size_t batch = a->mask_per_batch ? (size_t)b * a->Tq * a->Tk : 0;
-    return a->mask + batch + (size_t)t * a->Tk;
+static void at_fwd_finish_ref(const at_tile *t, const float *o, const float *m, const float *l) {
+    const vkc_attention *a = t->a;
+    const int HS = a->HS;
+    for (int i = 0; i < t->nq; i++) {
+        int tq = t->i0 + i;
+        float *orow = a->out + at_off(a->so, t->b, t->h, tq);
+        const float *oi = o + (size_t)i * HS;
+        float lse = -INFINITY;
+        if (l[i] != 0.0f) { /* NaN too (a +inf score): NaN out, as on Vulkan, never zeros */
+            for (int d = 0; d < HS; d++) orow[d] = oi[d] / l[i];
+            lse = m[i] + logf(l[i]);
+        } else {
+            for (int d = 0; d < HS; d++) orow[d] = 0.0f;
+        }
+        if (a->lse) a->lse[((size_t)t->b * a->NH + t->h) * a->Tq + tq] = lse;
+    }
 }
 
 /* Forward of query rows i0 .. i0+nq of head (b, h). */
-static void at_forward_block(const vkc_attention *a, int b, int h, int i0, int nq) {
+static void at_forward_block(const at_kern *kn, const vkc_attention *a, int b, int h, int i0,
+                             int nq) {
     float kt[VKC_ATTN_MAX_HS * AT_BK];
     float o[AT_BQ * VKC_ATTN_MAX_HS]; /* (nq, HS) */
     float s[AT_BQ][AT_BK];
@@ -231,65 +254,23 @@ static void at_forward_block(const vkc_attention *a, int b, int h, int i0, int n
         l[i] = 0.0f;
     }
     memset(o, 0, (size_t)nq * HS * sizeof(float));
+    at_tile t = {.a = a, .b = b, .h = h, .i0 = i0, .nq = nq, .last = last};
     for (int j0 = 0; j0 <= max_last; j0 += AT_BK) {
         int bk = max_last + 1 - j0 < AT_BK ? max_last + 1 - j0 : AT_BK;
         int r0 = 0; /* rows before r0 see no key of this tile (last grows with the row) */
         while (r0 < nq && last[r0] < j0) r0++;
-        at_pack_t(kt, a->k, a->sk, b, h, j0, bk, HS);
-        at_mm(s[r0], AT_BK, (at_mat){q0 + (size_t)r0 * a->sq.st, a->sq.st, 1},
-              (at_mat){kt, AT_BK, 0}, nq - r0, at_cols(bk), HS, false);
-        for (int i = r0; i < nq; i++) {
-            float *si = s[i];
-            at_scores_row(si, at_mask_row(a, b, i0 + i), j0, bk, last[i], a->scale);
-            float mx = m[i];
-            AT_SIMD_MAX(mx)
-            for (int jj = 0; jj < bk; jj++) mx = si[jj] > mx ? si[jj] : mx;
-            if (mx == -INFINITY) { /* every key so far masked: nothing to add */
-                for (int jj = 0; jj < bk; jj++) si[jj] = 0.0f;
-                continue;
-            }
-            float alpha = at_exp(m[i] - mx); /* 0 when m[i] = -inf (o and l are 0 then) */
-            AT_SIMD
-            for (int jj = 0; jj < bk; jj++) si[jj] = at_exp(si[jj] - mx); /* masked: 0 */
-            float sum = 0.0f;
-            for (int jj = 0; jj < bk; jj++) sum += si[jj];
-            l[i] = l[i] * alpha + sum;
-            m[i] = mx;
-            float *oi = o + (size_t)i * HS;
-            if (alpha != 1.0f) {
-                AT_SIMD
-                for (int d = 0; d < HS; d++) oi[d] *= alpha;
-            }
-        }
+        kn->pack_t(kt, a->k, a->sk, b, h, j0, bk, HS);
+        kn->mm(s[r0], AT_BK, (at_mat){q0 + (size_t)r0 * a->sq.st, a->sq.st, 1},
+               (at_mat){kt, AT_BK, 0}, nq - r0, at_cols(bk), HS, false);
+        t.r0 = r0;
+        t.j0 = j0;
+        t.nc = bk;
+        kn->fwd_rows(&t, s, m, l, o);
         /* o += p v over the tile's keys (a masked key adds 0) */
-        at_mm(o + (size_t)r0 * HS, HS, (at_mat){s[r0], AT_BK, 1},
-              (at_mat){a->v + at_off(a->sv, b, h, j0), a->sv.st, 0}, nq - r0, HS, bk, true);
+        kn->mm(o + (size_t)r0 * HS, HS, (at_mat){s[r0], AT_BK, 1},
+               (at_mat){a->v + at_off(a->sv, b, h, j0), a->sv.st, 0}, nq - r0, HS, bk, true);
     }
-    for (int i = 0; i < nq; i++) {
-        int t = i0 + i;
-        float *orow = a->out + at_off(a->so, b, h, t);
-        const float *oi = o + (size_t)i * HS;
-        float lse = -INFINITY;
-        if (l[i] != 0.0f) { /* NaN too (a +inf score): NaN out, as on Vulkan, never zeros */
-            for (int d = 0; d < HS; d++) orow[d] = oi[d] / l[i];
-            lse = m[i] + logf(l[i]);
-        } else {
-            for (int d = 0; d < HS; d++) orow[d] = 0.0f;
-        }
-        if (a->lse) a->lse[((size_t)b * a->NH + h) * a->Tq + t] = lse;
-    }
-}
-
-void vkc_attention_forward(const vkc_attention *a, int nt) {
-    long blocks = (a->Tq + AT_BQ - 1) / AT_BQ, items = (long)a->B * a->NH * blocks;
-    double work = (double)a->B * a->NH * a->Tq * a->Tk * a->HS;
-    (void)work; /* unused without OpenMP */
-    VKA_OMP_FOR_DYNAMIC(nt, work > VKA_OMP_MIN_WORK)
-    for (long it = 0; it < items; it++) {
-        int bh = (int)(it / blocks), i0 = (int)(it % blocks) * AT_BQ;
-        int nq = a->Tq - i0 < AT_BQ ? a->Tq - i0 : AT_BQ;
-        at_forward_block(a, bh / a->NH, bh % a->NH, i0, nq);
-    }
+    kn->fwd_finish(&t, o, m, l);
 }
 
 /* Zero rows 0 .. T of HS of head (b, h) of view x. */
@@ -297,15 +278,51 @@ static void at_zero_rows(float *x, vkc_attn_strides s, int b, int h, int T, int 
     for (int t = 0; t < T; t++) memset(x + at_off(s, b, h, t), 0, (size_t)HS * sizeof(float));
 }
 
+/* The reference backward of a tile's rows (at_kern.bwd_rows). */
+static void at_bwd_rows_ref(const at_tile *t, const float *delta, float (*p)[AT_BK],
+                            float (*ds)[AT_BK]) {
+    const vkc_attention *a = t->a;
+    const float scale = a->scale;
+    const int nc = t->nc;
+    for (int i = t->r0; i < t->nq; i++) {
+        int tq = t->i0 + i;
+        float lse = a->lse[((size_t)t->b * a->NH + t->h) * a->Tq + tq];
+        float *pi = p[i], *dsi = ds[i];
+        if (t->last[i] < t->j0 || lse == -INFINITY) {
+            for (int jj = 0; jj < nc; jj++) pi[jj] = dsi[jj] = 0.0f;
+            continue;
+        }
+        float fdelta = delta[i];
+        at_scores_row(pi, at_mask_row(a, t->b, tq), t->j0, nc, t->last[i], scale);
+        AT_SIMD
+        for (int jj = 0; jj < nc; jj++) {
+            float pj = at_exp(pi[jj] - lse); /* masked: 0 */
+            pi[jj] = pj;
+            dsi[jj] = scale * (pj * (dsi[jj] - fdelta)); /* 0 where pj is */
+        }
+    }
+}
+
+/* rowsum(dout * out) in double (at_kern.delta). */
+static void at_delta_ref(const at_tile *t, float *delta) {
+    const vkc_attention *a = t->a;
+    for (int i = 0; i < t->nq; i++) {
+        const float *dor = a->dout + at_off(a->so, t->b, t->h, t->i0 + i);
+        const float *orow = a->out + at_off(a->so, t->b, t->h, t->i0 + i);
+        double sum = 0.0;
+        for (int d = 0; d < a->HS; d++) sum += (double)dor[d] * orow[d];
+        delta[i] = (float)sum;
+    }
+}
+
 /* Backward of key tile j0 .. j0+bk of head (b, h) against query rows i0 .. i0+nq: adds to dv
  * and dk rows of the tile and to dq rows of the block. kt, vt: the tile's k and v transposed. */
-static void at_backward_block(const vkc_attention *a, int b, int h, int L, int j0, int bk,
-                              const float *kt, const float *vt, int i0, int nq,
+static void at_backward_block(const at_kern *kn, const vkc_attention *a, int b, int h, int L,
+                              int j0, int bk, const float *kt, const float *vt, int i0, int nq,
                               const float *delta) {
     float p[AT_BQ][AT_BK], ds[AT_BQ][AT_BK];
     int last[AT_BQ];
     const int HS = a->HS;
-    const float scale = a->scale;
     int r0 = nq, max_last = -1;
     for (int i = nq - 1; i >= 0; i--) {
         last[i] = at_last_key(a, L, i0 + i);
@@ -319,41 +336,28 @@ static void at_backward_block(const vkc_attention *a, int b, int h, int L, int j
     const float *q0 = a->q + at_off(a->sq, b, h, i0 + r0);
     const float *do0 = a->dout + at_off(a->so, b, h, i0 + r0);
     /* p = q k^T, ds = dout v^T (dP) for now */
-    at_mm(p[r0], AT_BK, (at_mat){q0, qs, 1}, (at_mat){kt, AT_BK, 0}, nr, at_cols(nc), HS, false);
-    at_mm(ds[r0], AT_BK, (at_mat){do0, os, 1}, (at_mat){vt, AT_BK, 0}, nr, at_cols(nc), HS,
-          false);
-    for (int i = r0; i < nq; i++) {
-        int t = i0 + i;
-        float lse = a->lse[((size_t)b * a->NH + h) * a->Tq + t];
-        float *pi = p[i], *dsi = ds[i];
-        if (last[i] < j0 || lse == -INFINITY) {
-            for (int jj = 0; jj < nc; jj++) pi[jj] = dsi[jj] = 0.0f;
-            continue;
-        }
-        float fdelta = delta[i];
-        at_scores_row(pi, at_mask_row(a, b, t), j0, nc, last[i], scale);
-        AT_SIMD
-        for (int jj = 0; jj < nc; jj++) {
-            float pj = at_exp(pi[jj] - lse); /* masked: 0 */
-            pi[jj] = pj;
-            dsi[jj] = scale * (pj * (dsi[jj] - fdelta)); /* 0 where pj is */
-        }
-    }
+    kn->mm(p[r0], AT_BK, (at_mat){q0, qs, 1}, (at_mat){kt, AT_BK, 0}, nr, at_cols(nc), HS,
+           false);
+    kn->mm(ds[r0], AT_BK, (at_mat){do0, os, 1}, (at_mat){vt, AT_BK, 0}, nr, at_cols(nc), HS,
+           false);
+    at_tile t = {.a = a, .b = b, .h = h, .i0 = i0, .nq = nq, .r0 = r0, .j0 = j0, .nc = nc,
+                 .last = last};
+    kn->bwd_rows(&t, delta, p, ds);
     /* dv_j += sum_i P[i][j] dout_i, dk_j += sum_i dS[i][j] q_i (scale in dS) */
-    at_mm(a->dv + at_off(a->sv, b, h, j0), a->sv.st, (at_mat){p[r0], 1, AT_BK},
-          (at_mat){do0, os, 0}, nc, HS, nr, true);
-    at_mm(a->dk + at_off(a->sk, b, h, j0), a->sk.st, (at_mat){ds[r0], 1, AT_BK},
-          (at_mat){q0, qs, 0}, nc, HS, nr, true);
+    kn->mm(a->dv + at_off(a->sv, b, h, j0), a->sv.st, (at_mat){p[r0], 1, AT_BK},
+           (at_mat){do0, os, 0}, nc, HS, nr, true);
+    kn->mm(a->dk + at_off(a->sk, b, h, j0), a->sk.st, (at_mat){ds[r0], 1, AT_BK},
+           (at_mat){q0, qs, 0}, nc, HS, nr, true);
     /* dq_i += sum_j dS[i][j] k_j */
-    at_mm(a->dq + at_off(a->sq, b, h, i0 + r0), qs, (at_mat){ds[r0], AT_BK, 1},
-          (at_mat){a->k + at_off(a->sk, b, h, j0), a->sk.st, 0}, nr, HS, nc, true);
+    kn->mm(a->dq + at_off(a->sq, b, h, i0 + r0), qs, (at_mat){ds[r0], AT_BK, 1},
+           (at_mat){a->k + at_off(a->sk, b, h, j0), a->sk.st, 0}, nr, HS, nc, true);
 }
 
 /* Backward of head (b, h): groups of key tiles (as many as the scratch holds at this HS, up to
  * AT_GK keys) against every query block in turn, so q, dout and dq pass through the cache once
  * per group rather than once per tile. Each dq row still gets its tiles in order and each dk, dv
  * row its query blocks in order. */
-static void at_backward_head(const vkc_attention *a, int b, int h) {
+static void at_backward_head(const at_kern *kn, const vkc_attention *a, int b, int h) {
     float kt[VKC_ATTN_MAX_HS * AT_BK], vt[VKC_ATTN_MAX_HS * AT_BK];
     const int HS = a->HS, L = at_len(a, b);
     const size_t tile = (size_t)HS * AT_BK; /* floats of one packed tile */
@@ -365,33 +369,50 @@ static void at_backward_head(const vkc_attention *a, int b, int h) {
         int ng = 0;
         for (int j0 = g0; j0 < L && ng < G; j0 += AT_BK, ng++) {
             int bk = L - j0 < AT_BK ? L - j0 : AT_BK;
-            at_pack_t(kt + ng * tile, a->k, a->sk, b, h, j0, bk, HS);
-            at_pack_t(vt + ng * tile, a->v, a->sv, b, h, j0, bk, HS);
+            kn->pack_t(kt + ng * tile, a->k, a->sk, b, h, j0, bk, HS);
+            kn->pack_t(vt + ng * tile, a->v, a->sv, b, h, j0, bk, HS);
         }
         for (int i0 = 0; i0 < a->Tq; i0 += AT_BQ) {
             int nq = a->Tq - i0 < AT_BQ ? a->Tq - i0 : AT_BQ;
             if (at_last_key(a, L, i0 + nq - 1) < g0) continue; /* no row sees the group */
             float delta[AT_BQ]; /* rowsum(dout * out), once per group */
-            for (int i = 0; i < nq; i++) {
-                const float *dor = a->dout + at_off(a->so, b, h, i0 + i);
-                const float *orow = a->out + at_off(a->so, b, h, i0 + i);
-                double sum = 0.0;
-                for (int d = 0; d < HS; d++) sum += (double)dor[d] * orow[d];
-                delta[i] = (float)sum;
-            }
+            at_tile t = {.a = a, .b = b, .h = h, .i0 = i0, .nq = nq};
+            kn->delta(&t, delta);
             for (int g = 0; g < ng; g++) {
                 int j0 = g0 + g * AT_BK, bk = L - j0 < AT_BK ? L - j0 : AT_BK;
-                at_backward_block(a, b, h, L, j0, bk, kt + g * tile, vt + g * tile, i0, nq,
+                at_backward_block(kn, a, b, h, L, j0, bk, kt + g * tile, vt + g * tile, i0, nq,
                                   delta);
             }
         }
     }
 }
 
-void vkc_attention_backward(const vkc_attention *a, int nt) {
+static const at_kern at_kern_ref = {at_mm, at_pack_t, at_fwd_rows_ref, at_fwd_finish_ref,
+                                    at_delta_ref, at_bwd_rows_ref};
+
+static const at_kern *at_kern_for(vkc_isa isa) {
+    const at_kern *kn = vkc_attention_fast_kern(isa);
+    return kn ? kn : &at_kern_ref;
+}
+
+void vkc_attention_forward(const vkc_attention *a, vkc_isa isa, int nt) {
+    const at_kern *kn = at_kern_for(isa);
+    long blocks = (a->Tq + AT_BQ - 1) / AT_BQ, items = (long)a->B * a->NH * blocks;
+    double work = (double)a->B * a->NH * a->Tq * a->Tk * a->HS;
+    (void)work; /* unused without OpenMP */
+    VKA_OMP_FOR_DYNAMIC(nt, work > VKA_OMP_MIN_WORK)
+    for (long it = 0; it < items; it++) {
+        int bh = (int)(it / blocks), i0 = (int)(it % blocks) * AT_BQ;
+        int nq = a->Tq - i0 < AT_BQ ? a->Tq - i0 : AT_BQ;
+        at_forward_block(kn, a, bh / a->NH, bh % a->NH, i0, nq);
+    }
+}
+
+void vkc_attention_backward(const vkc_attention *a, vkc_isa isa, int nt) {
+    const at_kern *kn = at_kern_for(isa);
     int heads = a->B * a->NH;
     double work = (double)heads * a->Tq * a->Tk * a->HS;
     (void)work;
     VKA_OMP_FOR_DYNAMIC(nt, work > VKA_OMP_MIN_WORK)
-    for (int bh = 0; bh < heads; bh++) at_backward_head(a, bh / a->NH, bh % a->NH);
+    for (int bh = 0; bh < heads; bh++) at_backward_head(kn, a, bh / a->NH, bh % a->NH);
 }

@@ -90,7 +90,7 @@ typedef struct { float *dbias; const float *dout; int N, OC; } bias_args;
 
 static vka_result run_bias_backward(cpu_backend *cb, const void *p) {
     const bias_args *a = p;
-    vkc_bias_backward(a->dbias, a->dout, a->N, a->OC, cb->nt);
+    vkc_bias_backward_fast(a->dbias, a->dout, a->N, a->OC, cb->isa, cb->nt);
     return VKA_SUCCESS;
 }
 static void op_bias_backward(vkb_backend *be, vkb_tensor dbias, vkb_tensor dout, int N, int OC) {
@@ -150,8 +150,8 @@ typedef struct {
 
 static vka_result run_layernorm_forward(cpu_backend *cb, const void *p) {
     const layernorm_args *a = p;
-    vkc_layernorm_forward(a->out, a->mean, a->rstd, a->inp, a->weight, a->bias, a->N, a->C,
-                          cb->nt);
+    vkc_layernorm_forward_fast(a->out, a->mean, a->rstd, a->inp, a->weight, a->bias, a->N,
+                               a->C, cb->isa, cb->nt); /* isa baseline: the reference */
     return VKA_SUCCESS;
 }
 static void op_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mean,
@@ -165,8 +165,8 @@ static void op_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mea
 
 static vka_result run_layernorm_backward(cpu_backend *cb, const void *p) {
     const layernorm_args *a = p;
-    vkc_layernorm_backward(a->dinp, a->dweight, a->dbias, a->dout, a->inp, a->weight, a->mean_in,
-                           a->rstd_in, a->N, a->C, cb->nt);
+    vkc_layernorm_backward_fast(a->dinp, a->dweight, a->dbias, a->dout, a->inp, a->weight,
+                                a->mean_in, a->rstd_in, a->N, a->C, cb->isa, cb->nt);
     return VKA_SUCCESS;
 }
 static void op_layernorm_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dweight,
@@ -436,13 +436,13 @@ static vka_result check_key_lens(cpu_backend *cb, const char *op, const vkc_atte
 static vka_result run_attention_forward(cpu_backend *cb, const void *p) {
     const attention_args *x = p;
     vka_result r = check_key_lens(cb, "attention_forward", &x->a);
-    if (r == VKA_SUCCESS) vkc_attention_forward(&x->a, cb->nt);
+    if (r == VKA_SUCCESS) vkc_attention_forward(&x->a, cb->isa, cb->nt);
     return r;
 }
 static vka_result run_attention_backward(cpu_backend *cb, const void *p) {
     const attention_args *x = p;
     vka_result r = check_key_lens(cb, "attention_backward", &x->a);
-    if (r == VKA_SUCCESS) vkc_attention_backward(&x->a, cb->nt);
+    if (r == VKA_SUCCESS) vkc_attention_backward(&x->a, cb->isa, cb->nt);
     return r;
 }
 static vkc_attn_strides strides(vkb_attn_layout l) { return (vkc_attn_strides){l.sb, l.sh, l.st}; }

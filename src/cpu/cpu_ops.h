@@ -74,6 +74,9 @@ double vkc_peak_fma_hw(float *out, vkc_isa isa, uint64_t iters, int nt);
 /* --- reduce.c ------------------------------------------------------------------------------- */
 /* dbias (OC) += column sums of dout (N, OC) */
 void vkc_bias_backward(float *dbias, const float *dout, int N, int OC, int nt);
+/* the same vectorised across columns for isa (the same order: bit-identical) */
+void vkc_bias_backward_fast(float *dbias, const float *dout, int N, int OC, vkc_isa isa,
+                            int nt);
 /* WRITES out[0] = sum(inp[0:N]) / N */
 void vkc_mean(float *out, const float *inp, size_t N, int nt);
 /* WRITES out[0] = L2 norm of the count tensors grads[i] (sizes[i] elements), out[1] = clip
@@ -99,6 +102,14 @@ void vkc_layernorm_forward(float *out, float *mean, float *rstd, const float *in
 void vkc_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                             const float *inp, const float *weight, const float *mean,
                             const float *rstd, int N, int C, int nt);
+/* the same vectorised for isa (AVX2 or AVX-512; row sums in another order: mean, rstd and dinp
+ * may differ in the last bit, dweight and dbias are bit-identical); else the above */
+void vkc_layernorm_forward_fast(float *out, float *mean, float *rstd, const float *inp,
+                                const float *weight, const float *bias, int N, int C,
+                                vkc_isa isa, int nt);
+void vkc_layernorm_backward_fast(float *dinp, float *dweight, float *dbias, const float *dout,
+                                 const float *inp, const float *weight, const float *mean,
+                                 const float *rstd, int N, int C, vkc_isa isa, int nt);
 
 /* --- permute.c ------------------------------------------------------------------------------ */
 /* inp (B,T,3C) -> q, k, v (B,NH,T,HS), C = NH*HS */
@@ -132,8 +143,8 @@ void vkc_softmax_backward(float *dinp, const float *dout, const float *out, int 
 void vkc_gelu_forward(float *out, const float *inp, size_t N, int nt);
 /* dinp += gelu'(inp) * dout */
 void vkc_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N, int nt);
-/* the same with a polynomial exp (within 2 ulp of expf), vectorised where isa is AVX-512; any
- * other isa: the above */
+/* the same with a polynomial exp (within 2 ulp of expf), vectorised where isa is AVX-512 or
+ * AVX2 (the same bits on both); VKC_ISA_BASELINE: the above */
 void vkc_gelu_forward_fast(float *out, const float *inp, size_t N, vkc_isa isa, int nt);
 void vkc_gelu_backward_fast(float *dinp, const float *inp, const float *dout, size_t N,
                             vkc_isa isa, int nt);
@@ -153,7 +164,7 @@ void vkc_crossentropy_backward(float *dlogits, const float *logits, const int32_
  * param -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + weight_decay * param) */
 void vkc_adamw(float *param, const float *grad, float *m, float *v, const float *hyper,
                float gscale, size_t N, float weight_decay, int nt);
-/* the same, vectorised where isa is AVX-512 (bit-identical results); else vkc_adamw */
+/* the same, vectorised where isa is AVX-512 or AVX2 (bit-identical results); else vkc_adamw */
 void vkc_adamw_fast(float *param, const float *grad, float *m, float *v, const float *hyper,
                     float gscale, size_t N, float weight_decay, vkc_isa isa, int nt);
 
@@ -179,10 +190,12 @@ typedef struct vkc_attention {
     bool mask_per_batch;
 } vkc_attention;
 #define VKC_ATTN_MAX_HS 256
-/* Forward (FlashAttention-2: key tiles, online softmax), threads over (b, h, query block). */
-void vkc_attention_forward(const vkc_attention *a, int nt);
+/* Forward (FlashAttention-2: key tiles, online softmax), threads over (b, h, query block).
+ * isa: the fast kernels' vector ISA (fused multiply-adds, a polynomial exp, vector sums: last
+ * bits differ from the reference); VKC_ISA_BASELINE runs the reference. */
+void vkc_attention_forward(const vkc_attention *a, vkc_isa isa, int nt);
 /* Backward (probabilities recomputed from lse), threads over (b, h): each head's dq, dk, dv
  * are summed by one thread in a fixed order. */
-void vkc_attention_backward(const vkc_attention *a, int nt);
+void vkc_attention_backward(const vkc_attention *a, vkc_isa isa, int nt);
 
 #endif

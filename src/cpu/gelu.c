@@ -5,16 +5,14 @@
  * without the cancellation of 1 + tanh(u) for negative u, and finite for every finite x: u
  * overflows to +-inf for |x| > ~1e13, where exp gives 0 or inf and the result x or -0.
  * The fast variants (the CPU backend's default, VKATTN_CPU_KERNELS) compute the same formulas
- * with a polynomial exp, vectorised for AVX-512 (target attribute, cpuid dispatch; GCC 12 does
- * not vectorise the loops for AVX2, so there, and without AVX-512, the reference runs). */
+ * with a polynomial exp, vectorised for AVX-512 and AVX2 (target attributes, cpuid dispatch),
+ * the same bits on either; without either, the reference runs. */
 #include "cpu/cpu_ops.h"
+#include "cpu/exp_fast.h"
 
 #include <math.h>
 #include <string.h>
 
-#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
-#define VKC_X86 1
-#endif
 #ifdef VKA_HAVE_OPENMP
 #define VKC_SIMD VKA_PRAGMA(omp simd)
 #else
@@ -57,33 +55,10 @@ void vkc_gelu_backward(float *dinp, const float *inp, const float *dout, size_t 
 }
 
 /* --- fast: the same formulas with a vectorisable exp ---------------------------------------- */
-/* exp(x) as Cephes' expf (Moshier): x = n ln2 + r, |r| <= ln2 / 2, e^r by a degree-7 polynomial,
- * scaled by 2^n through the exponent bits; within 2 ulp of expf. 0 below -87.33 (where expf is
- * subnormal: the GELU formulas above give the same results to the last bit there), inf above
- * 88.37 (expf: up to 2.4e38 there; both make x / (1 + e) zero to within 1e-38 and skip the
- * backward's sech^2 term). Branch-free, so that `omp simd` vectorises the loops. */
-static inline float exp_fast(float x) {
-    const float hi = 88.3762626647949f, lo = -87.3365478515625f;
-    float xc = x < hi ? x : hi; /* keeps the arithmetic finite for +-inf and NaN (no NaN */
-    xc = xc > lo ? xc : lo;     /* reaches the int conversion below: undefined behaviour) */
-    /* n = round(x / ln2) by adding and subtracting 1.5 * 2^23 (|x / ln2| < 2^22), no call */
-    float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    float r = xc - n * 0.693359375f - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    float e = p * scale;
-    e = x < lo ? 0.0f : e;
-    e = x > hi ? INFINITY : e;
-    return x == x ? e : x; /* NaN in, NaN out */
-}
+/* exp_fast: exp_fast.h (within 2 ulp of expf; 0 below -87.33 where expf is subnormal: the GELU
+ * formulas above give the same results to the last bit there; inf above 88.37, where expf gives
+ * up to 2.4e38: both make x / (1 + e) zero to within 1e-38 and skip the backward's sech^2 term). */
+#define exp_fast vkc_exp_fast
 
 static inline void gelu_forward_block(float *out, const float *inp, long n) {
     VKC_SIMD
@@ -122,16 +97,61 @@ __attribute__((target("avx512f"))) static void bwd_avx512(float *d, const float 
                                                           const float *g, long n) {
     gelu_backward_block(d, x, g, n);
 }
+/* GCC 12 does not vectorise the loops above for AVX2: the same operations in intrinsics (no
+ * fused multiply-add, exp_fast.h's vector exp), so both ISAs give the same bits. */
+VKC_TARGET_AVX2 static void fwd_avx2(float *o, const float *x, long n) {
+    const __m256 scale = _mm256_set1_ps(GELU_SCALE), cube = _mm256_set1_ps(GELU_CUBE);
+    const __m256 m2 = _mm256_set1_ps(-2.0f), one = _mm256_set1_ps(1.0f);
+    long i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256 c3 = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(cube, v), v), v);
+        __m256 u = _mm256_mul_ps(scale, _mm256_add_ps(v, c3));
+        __m256 e = vkc_exp_fast256(_mm256_mul_ps(m2, u));
+        _mm256_storeu_ps(o + i, _mm256_div_ps(v, _mm256_add_ps(one, e)));
+    }
+    gelu_forward_block(o + i, x + i, n - i);
+}
+
+VKC_TARGET_AVX2 static void bwd_avx2(float *d, const float *x, const float *g, long n) {
+    const __m256 scale = _mm256_set1_ps(GELU_SCALE), cube = _mm256_set1_ps(GELU_CUBE);
+    const __m256 cube3 = _mm256_set1_ps(3.0f * GELU_CUBE), m2 = _mm256_set1_ps(-2.0f);
+    const __m256 one = _mm256_set1_ps(1.0f), four = _mm256_set1_ps(4.0f);
+    const __m256 half = _mm256_set1_ps(0.5f), zero = _mm256_setzero_ps();
+    const __m256 inf = _mm256_set1_ps(INFINITY);
+    long i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256 c3 = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(cube, v), v), v);
+        __m256 u = _mm256_mul_ps(scale, _mm256_add_ps(v, c3));
+        __m256 e = vkc_exp_fast256(_mm256_mul_ps(m2, u));
+        __m256 ope = _mm256_add_ps(one, e);
+        __m256 sg = _mm256_div_ps(one, ope);
+        __m256 sech2 = _mm256_mul_ps(four, _mm256_div_ps(_mm256_div_ps(e, ope), ope));
+        __m256 x2 = _mm256_mul_ps(_mm256_mul_ps(cube3, v), v);
+        __m256 du = _mm256_mul_ps(scale, _mm256_add_ps(one, x2));
+        __m256 tail = _mm256_or_ps(_mm256_or_ps(_mm256_cmp_ps(e, zero, _CMP_EQ_OQ),
+                                                _mm256_cmp_ps(e, inf, _CMP_EQ_OQ)),
+                                   _mm256_cmp_ps(sech2, zero, _CMP_EQ_OQ));
+        __m256 term = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(half, v), sech2), du);
+        __m256 grad = _mm256_add_ps(sg, _mm256_blendv_ps(term, zero, tail));
+        __m256 di = _mm256_loadu_ps(d + i);
+        _mm256_storeu_ps(d + i, _mm256_add_ps(di, _mm256_mul_ps(grad, _mm256_loadu_ps(g + i))));
+    }
+    gelu_backward_block(d + i, x + i, g + i, n - i);
+}
 #endif
 
 void vkc_gelu_forward_fast(float *out, const float *inp, size_t N, vkc_isa isa, int nt) {
 #ifdef VKC_X86
-    if (isa == VKC_ISA_AVX512) {
+    if (isa == VKC_ISA_AVX512 || isa == VKC_ISA_AVX2) {
         long chunks = (long)((N + GELU_CHUNK - 1) / GELU_CHUNK);
         VKA_OMP_FOR(nt, N > VKA_OMP_MIN_WORK)
         for (long c = 0; c < chunks; c++) {
             size_t i0 = (size_t)c * GELU_CHUNK;
-            fwd_avx512(out + i0, inp + i0, (long)(N - i0 < GELU_CHUNK ? N - i0 : GELU_CHUNK));
+            long n = (long)(N - i0 < GELU_CHUNK ? N - i0 : GELU_CHUNK);
+            if (isa == VKC_ISA_AVX512) fwd_avx512(out + i0, inp + i0, n);
+            else fwd_avx2(out + i0, inp + i0, n);
         }
         return;
     }
@@ -143,13 +163,14 @@ void vkc_gelu_forward_fast(float *out, const float *inp, size_t N, vkc_isa isa, 
 void vkc_gelu_backward_fast(float *dinp, const float *inp, const float *dout, size_t N,
                             vkc_isa isa, int nt) {
 #ifdef VKC_X86
-    if (isa == VKC_ISA_AVX512) {
+    if (isa == VKC_ISA_AVX512 || isa == VKC_ISA_AVX2) {
         long chunks = (long)((N + GELU_CHUNK - 1) / GELU_CHUNK);
         VKA_OMP_FOR(nt, N > VKA_OMP_MIN_WORK)
         for (long c = 0; c < chunks; c++) {
             size_t i0 = (size_t)c * GELU_CHUNK;
             long n = (long)(N - i0 < GELU_CHUNK ? N - i0 : GELU_CHUNK);
-            bwd_avx512(dinp + i0, inp + i0, dout + i0, n);
+            if (isa == VKC_ISA_AVX512) bwd_avx512(dinp + i0, inp + i0, dout + i0, n);
+            else bwd_avx2(dinp + i0, inp + i0, dout + i0, n);
         }
         return;
     }

@@ -2,11 +2,66 @@
  * mean.comp, grad_norm.comp). Each output is summed in a fixed order that does not depend on
  * the thread count, in double. */
 #include "cpu/cpu_ops.h"
+#include "cpu/exp_fast.h" /* VKC_X86, VKC_TARGET_* */
 #include "vkattn.h" /* VKA_NORM_PARTIALS: slices per tensor in grad_norm */
 
 #include <math.h>
 
+#ifdef VKA_HAVE_OPENMP
+#define BB_SIMD VKA_PRAGMA(omp simd)
+#else
+#define BB_SIMD
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+#define BB_INLINE __attribute__((always_inline))
+#else
+#define BB_INLINE
+#endif
+
 #define SUM_LANES 8  /* independent partial sums: a fixed order that still pipelines */
+
+/* The fast kernels: the reference's sums in the same order, vector lanes across the columns
+ * (omp simd under a target attribute, cpuid dispatch), so bit-identical to it. Columns o0 ..
+ * o0+w (w <= VKA_COL_BLOCK), rows in order. */
+static inline BB_INLINE void bias_cols(float *dbias, const float *dout, int N, int OC, int o0,
+                                       int w) {
+    double sum[VKA_COL_BLOCK] = {0};
+    for (int n = 0; n < N; n++) {
+        const float *row = dout + (size_t)n * OC + o0;
+        BB_SIMD
+        for (int j = 0; j < w; j++) sum[j] += row[j];
+    }
+    for (int j = 0; j < w; j++) dbias[o0 + j] = (float)(dbias[o0 + j] + sum[j]);
+}
+
+#ifdef VKC_X86
+VKC_TARGET_AVX512 static void bias_cols_avx512(float *dbias, const float *dout, int N, int OC,
+                                               int o0, int w) {
+    bias_cols(dbias, dout, N, OC, o0, w);
+}
+VKC_TARGET_AVX2 static void bias_cols_avx2(float *dbias, const float *dout, int N, int OC, int o0,
+                                           int w) {
+    bias_cols(dbias, dout, N, OC, o0, w);
+}
+#endif
+
+void vkc_bias_backward_fast(float *dbias, const float *dout, int N, int OC, vkc_isa isa,
+                            int nt) {
+#ifdef VKC_X86
+    if (isa == VKC_ISA_AVX512 || isa == VKC_ISA_AVX2) {
+        int blocks = (OC + VKA_COL_BLOCK - 1) / VKA_COL_BLOCK;
+        VKA_OMP_FOR(nt, (double)N * OC > VKA_OMP_MIN_WORK)
+        for (int bl = 0; bl < blocks; bl++) {
+            int o0 = bl * VKA_COL_BLOCK, w = OC - o0 < VKA_COL_BLOCK ? OC - o0 : VKA_COL_BLOCK;
+            if (isa == VKC_ISA_AVX512) bias_cols_avx512(dbias, dout, N, OC, o0, w);
+            else bias_cols_avx2(dbias, dout, N, OC, o0, w);
+        }
+        return;
+    }
+#endif
+    (void)isa;
+    vkc_bias_backward(dbias, dout, N, OC, nt);
+}
 
 void vkc_bias_backward(float *dbias, const float *dout, int N, int OC, int nt) {
     int blocks = (OC + VKA_COL_BLOCK - 1) / VKA_COL_BLOCK;
