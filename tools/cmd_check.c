@@ -10,7 +10,7 @@ static const cli_command check_cmd = {
              "Vulkan device and on the CPU reference with the same random data, and compare.",
     .notes = "Each row: the op, the largest absolute and relative difference from the CPU reference,\n"
              "the tolerance on the absolute difference, PASS or FAIL, and the shape (last, as shapes\n"
-             "vary in length). Exits 1 if any row fails. --json prints {\"device\",\"kernels\",\"rows\":[{\"op\",\"shape\",\"max_abs\",\n"
+             "vary in length). Exits 1 if any row fails. --json prints {\"device\",\"kernels\",\"kernels_in_use\",\"rows\":[{\"op\",\"shape\",\"max_abs\",\n"
              "\"max_rel\",\"tol\",\"pass\"}...],\"failed\",\"pass\"}.",
 };
 
@@ -68,9 +68,13 @@ int cmd_check(int argc, char **argv) {
         printf("{\"device\":");
         cli_json_string(stdout, device);
         cli_json_str(stdout, "kernels", cli_kernel_names[b.kernels]);
+        const char *in_use = vka_context_vulkan_kernels(ctx);
+        if (in_use) cli_json_str(stdout, "kernels_in_use", in_use);
         printf(",\"seed\":%llu,\"rows\":[", (unsigned long long)seed);
     } else {
-        printf("device: %s (kernels: %s)\n", device, cli_kernel_names[b.kernels]);
+        const char *in_use = vka_context_vulkan_kernels(ctx);
+        printf("device: %s (kernels: %s%s%s)\n", device, cli_kernel_names[b.kernels],
+               in_use ? "; in use: " : "", in_use ? in_use : "");
         printf("%-*s %10s %10s %10s  %-6s  %s\n", OP_WIDTH, "op", "max abs", "max rel", "tol",
                "result", "shape");
     }

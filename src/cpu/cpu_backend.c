@@ -221,16 +221,21 @@ void *vkc_record(cpu_backend *cb, const char *name, cpu_run_fn run, const void *
 vka_result vkb_cpu_create(vka_context *ctx, int threads, vka_cpu_kernels kernels,
                           vkb_backend **out) {
     *out = NULL;
+    /* The variable is checked even where the desc decides (vkattn check's reference), so that a
+     * typo is never silently ignored. */
     const char *env = getenv("VKATTN_CPU_KERNELS");
-    if (kernels == VKA_CPU_KERNELS_DEFAULT && env && *env) {
-        if (strcmp(env, "reference") == 0) kernels = VKA_CPU_KERNELS_REFERENCE;
-        else if (strcmp(env, "fast") == 0) kernels = VKA_CPU_KERNELS_FAST;
-        else if (strcmp(env, "fast-avx2") == 0) kernels = VKA_CPU_KERNELS_FAST_AVX2;
+    if (env && *env) {
+        vka_cpu_kernels from_env;
+        if (strcmp(env, "reference") == 0) from_env = VKA_CPU_KERNELS_REFERENCE;
+        else if (strcmp(env, "fast") == 0) from_env = VKA_CPU_KERNELS_FAST;
+        else if (strcmp(env, "fast-avx2") == 0) from_env = VKA_CPU_KERNELS_FAST_AVX2;
         else
             return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
                                  "VKATTN_CPU_KERNELS=\"%s\" is not fast, reference or fast-avx2",
                                  env);
-    } else if (kernels < VKA_CPU_KERNELS_DEFAULT || kernels > VKA_CPU_KERNELS_FAST_AVX2) {
+        if (kernels == VKA_CPU_KERNELS_DEFAULT) kernels = from_env;
+    }
+    if (kernels < VKA_CPU_KERNELS_DEFAULT || kernels > VKA_CPU_KERNELS_FAST_AVX2) {
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "vka_context_desc.cpu_kernels = %d is not a vka_cpu_kernels",
                              (int)kernels);

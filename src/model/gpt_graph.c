@@ -278,8 +278,9 @@ static bool follows(const vka_gpt *gpt, int j) {
 void vkm_gpt_record_update(vka_gpt *gpt, float grad_clip, float weight_decay) {
     vkb_backend *be = gpt->be;
     be->ops->grad_norm(be, gpt->norm, gpt->norm_partials, gpt->grads, gpt->n_tensors, grad_clip);
-    /* One AdamW op per run of adjacent tensors with the same decay (a dozen for any L instead
-     * of 12 L + 4: each dispatch has a fixed cost, on lavapipe about as much as updating 2 M
+    /* One AdamW op per run of adjacent tensors with the same decay (10 for any L instead of
+     * 12 L + 4: [wte wpe] [ln1] [qkvw] [qkvb] [attprojw] [attprojb ln2] [fcw] [fcb] [fcprojw]
+     * [fcprojb lnf]; each dispatch has a fixed cost, on lavapipe about that of updating 2 M
      * parameters). AdamW is elementwise, so every parameter's update is the one its own op
      * would make; the padding between tensors (zero in all four sets, never read as a
      * tensor) is updated too and stays zero. */

@@ -586,7 +586,7 @@ size_t vkv_bind_elems(const vkv_backend *vb) {
 
 static void fail_row(vkv_backend *vb, const char *op, const char *what, size_t n, const char *unit) {
     vkb_fail(&vb->base, VKA_ERROR_DEVICE_LIMIT,
-             "%s: %s%s of %zu elements (%.1f KiB) does not fit this device's binding limit of "
+             "%s: %s%s: %zu elements (%.1f KiB), more than this device's binding limit of "
              "%llu bytes (maxStorageBufferRange or VKATTN_MAX_BINDING_BYTES)", op, unit, what, n,
              (double)n * 4 / 1024, (unsigned long long)vb->dev->max_binding_bytes);
 }

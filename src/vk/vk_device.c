@@ -161,6 +161,11 @@ static vka_result resolve_settings(vka_context *ctx, vka_context_desc *d) {
                              "vka_context_desc.max_binding_bytes = %llu is below 4096",
                              (unsigned long long)d->max_binding_bytes);
     }
+    env = getenv("VKATTN_TEXEL_LOADS"); /* read again in finish_selection */
+    if (env && *env && strcmp(env, "0") != 0 && strcmp(env, "1") != 0)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "VKATTN_TEXEL_LOADS=\"%s\" is not 0 or 1 (0 makes the CPU-type "
+                             "kernels read tensors through storage buffers only)", env);
     env = getenv("VKATTN_VALIDATION");
     if (d->validation == 0) {
         if (!env || !*env || strcmp(env, "0") == 0) d->validation = -1;
