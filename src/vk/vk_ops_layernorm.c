@@ -42,6 +42,19 @@ static bool texel_path(vkv_backend *vb, int C, const vkb_tensor *t, int n, const
     return true;
 }
 
+/* The row layout of a block of n rows (lanes as vkv_rows_layout takes them), and whether it is
+ * the texel build's: texel_path holds and the vec4 row (C / 4) takes one invocation per row
+ * (SEG 1); else the storage build's layout over C elements. */
+static bool rows_layout(vkv_backend *vb, size_t n, int C, const vkb_tensor *t, int n_t,
+                        const uint32_t *offs, int n_offs, int lanes, vkv_layout *lay) {
+    if (texel_path(vb, C, t, n_t, offs, n_offs)) {
+        *lay = vkv_rows_layout(vb, (uint64_t)n, (uint64_t)C / 4, lanes);
+        if (lay->spec[1] == 1) return true;
+    }
+    *lay = vkv_rows_layout(vb, (uint64_t)n, (uint64_t)C, lanes);
+    return false;
+}
+
 void vkv_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mean, vkb_tensor rstd,
                            vkb_tensor inp, vkb_tensor weight, vkb_tensor bias, int N, int C) {
     const char *op = "layernorm_forward";
@@ -62,12 +75,7 @@ void vkv_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mean, vkb
         /* texel build: one invocation per row (SEG 1), C / 4 loop iterations per pass */
         vkb_tensor tex[3] = {is, ws, bs};
         uint32_t offs[4] = {pc.out_off, pc.inp_off, pc.weight_off, pc.bias_off};
-        bool texel = texel_path(vb, C, tex, 3, offs, 4);
-        if (texel) {
-            lay = vkv_rows_layout(vb, (uint64_t)n, (uint64_t)C / 4, 3);
-            texel = lay.spec[1] == 1;
-        }
-        if (!texel) lay = vkv_rows_layout(vb, (uint64_t)n, (uint64_t)C, 3);
+        bool texel = rows_layout(vb, n, C, tex, 3, offs, 4, 3, &lay);
         vkv_call call = {.shader = texel ? VKA_SHADER_LAYERNORM_FORWARD_TEXEL
                                          : VKA_SHADER_LAYERNORM_FORWARD,
                          .texel = {3, 4, 5},
@@ -111,12 +119,7 @@ void vkv_layernorm_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dweight
                                     (uint32_t)n,     (uint32_t)C};
         vkb_tensor tex[3] = {gs, is, ws};
         uint32_t offs[4] = {pr.dinp_off, pr.dout_off, pr.inp_off, pr.weight_off};
-        bool texel = texel_path(vb, C, tex, 3, offs, 4);
-        if (texel) {
-            rows = vkv_rows_layout(vb, (uint64_t)n, (uint64_t)C / 4, 2);
-            texel = rows.spec[1] == 1;
-        }
-        if (!texel) rows = vkv_rows_layout(vb, (uint64_t)n, (uint64_t)C, 2);
+        bool texel = rows_layout(vb, n, C, tex, 3, offs, 4, 2, &rows);
         vkv_call call = {.shader = texel ? VKA_SHADER_LAYERNORM_BACKWARD_TEXEL
                                          : VKA_SHADER_LAYERNORM_BACKWARD,
                          .texel = {1, 2, 3},
