@@ -4,6 +4,7 @@ Run: VKATTN_LIBRARY=build/libvkattn.so.0 python3 bindings/python/test_vkattn.py
 A missing Vulkan device skips the Vulkan cases, unless VKATTN_REQUIRE_GPU=1 (then it fails).
 """
 
+import array
 import math
 import os
 import sys
@@ -141,12 +142,252 @@ class Backend:
         gpt.close()
 
 
+    def assertBinding(self, kind, fn, *parts):
+        """fn() raises a vkattn.Error that is also a kind (ValueError, TypeError), VKA_ERROR_
+        INVALID_ARGUMENT, whose message contains each of parts. Returns the message."""
+        with self.assertRaises(vkattn.Error) as e:
+            fn()
+        self.assertIsInstance(e.exception, kind)
+        self.assertEqual(e.exception.name, "VKA_ERROR_INVALID_ARGUMENT")
+        for part in parts:
+            self.assertIn(str(part), e.exception.message)
+        return e.exception.message
+
+    def test_python_set_params_takes_exactly_num_params(self):
+        gpt = self.model(V=10)
+        n = gpt.num_params
+        before = gpt.get_params()
+        for k in (0, 10, n - 1, n + 1, 2 * n):
+            for form in ([0.5] * k, array.array("f", [0.5] * k), bytes(4 * k)):
+                self.assertBinding(ValueError, lambda: gpt.set_params(form), k, n)
+        self.assertEqual(gpt.get_params(), before, "a refused set_params changed the model")
+        self.assertBinding(ValueError, lambda: gpt.set_params(bytes(4 * n + 2)), 4 * n + 2)
+        self.assertBinding(TypeError, lambda: gpt.set_params("0.5" * n), "str")
+        self.assertBinding(TypeError, lambda: gpt.set_params(["x"] * n))
+        self.assertBinding(TypeError, lambda: gpt.set_params(None))
+        # Every accepted form sets every parameter (an array('d') was copied as raw bytes).
+        values = [((i * 7919) % 1000 - 500) / 4096 for i in range(n)]
+        expected = array.array("f", values)
+        for form in (values, tuple(values), array.array("d", values), expected,
+                     expected.tobytes()):
+            gpt.set_params(array.array("f", [0.0] * n))
+            gpt.set_params(form)
+            self.assertEqual(gpt.get_params(), expected, f"set_params({type(form).__name__})")
+        gpt.close()
+
+    def test_python_token_arrays_lengths_and_types(self):
+        V = 10
+        gpt = self.model(V)
+        ok = [1] * (B * T)
+        # Lengths: both named, for inputs and targets, forward and train_step.
+        for k in (0, 3, B * T - 1, B * T + 1):
+            self.assertBinding(ValueError, lambda: gpt.train_step([1] * k, ok, B, T, lr=1e-3),
+                               f"{k} ids", B * T)
+            self.assertBinding(ValueError, lambda: gpt.train_step(ok, [1] * k, B, T, lr=1e-3),
+                               "targets", f"{k} ids", B * T)
+            self.assertBinding(ValueError, lambda: gpt.forward(ok, [1] * k, B, T), "targets",
+                               f"{k} ids", B * T)
+        self.assertBinding(ValueError, lambda: gpt.forward([1] * 5, B=2), "5", "B = 2")
+        self.assertBinding(ValueError, lambda: gpt.forward([1] * 4, B=0), "B = 0")
+        self.assertBinding(ValueError, lambda: gpt.forward([], B=1), "T = 0")
+        # Types: float ids in any container, no ids at all, ids beyond int32.
+        sess = vkattn.Session(gpt)
+        for bad in ([1.5] * (B * T), array.array("f", [1.0] * (B * T)),
+                    array.array("d", [1.0] * (B * T)), [None] * (B * T), ["1"] * (B * T),
+                    [[1] * T] * B, None, 3, 2.0, object()):
+            for call in (lambda: gpt.train_step(bad, ok, B, T, lr=1e-3),
+                         lambda: gpt.train_step(ok, bad, B, T, lr=1e-3),  # None: no targets
+                         lambda: gpt.forward(bad, ok, B, T),
+                         lambda: gpt.generate(bad, 2),
+                         lambda: sess.append(bad)):
+                self.assertBinding(TypeError, call)
+        self.assertBinding(ValueError, lambda: gpt.generate([2**32 + 1], 2), 2**32 + 1, "int32")
+        self.assertBinding(ValueError, lambda: gpt.generate(b"\n", 2), "1 bytes", "str")
+        # Token ids outside [0, V): the library names the id (targets may be -1: padding).
+        for bad_id in (-1, V, 2**31 - 1):
+            for call in (lambda: gpt.generate([1, bad_id], 2),
+                         lambda: gpt.forward([bad_id] + ok[1:], None, B, T),
+                         lambda: sess.append([bad_id])):
+                with self.assertRaises(vkattn.Error) as e:
+                    call()
+                self.assertEqual(e.exception.name, "VKA_ERROR_INVALID_ARGUMENT")
+                self.assertIn(str(bad_id), e.exception.message)
+        self.assertTrue(math.isfinite(gpt.forward(ok, [-1] + ok[1:], B, T)))
+        # Every accepted form of ids gives the same loss.
+        loss = gpt.forward(ok, ok, B, T)
+        for form in (tuple(ok), array.array("i", ok), array.array("q", ok),
+                     array.array("H", ok), array.array("i", ok).tobytes(),
+                     memoryview(array.array("i", ok))):
+            self.assertEqual(gpt.forward(form, ok, B, T), loss, type(form).__name__)
+        if numpy is not None:
+            for dtype in (numpy.int32, numpy.int64, numpy.uint16):
+                self.assertEqual(gpt.forward(numpy.array(ok, dtype).reshape(B, T), ok, B, T),
+                                 loss)
+            self.assertBinding(TypeError, lambda: gpt.forward(numpy.array(ok, float), ok, B, T),
+                               "float64")
+        # The other integer arguments: their type, and their C type's range (no wrapping).
+        self.assertBinding(TypeError, lambda: gpt.train_step(ok, ok, float(B), T, lr=1e-3), "B")
+        self.assertBinding(TypeError, lambda: gpt.generate([1], 2.0), "n_new")
+        self.assertBinding(TypeError, lambda: gpt.train_step(ok, ok, B, T, lr="0.1"), "lr")
+        self.assertBinding(ValueError, lambda: gpt.generate([1], 2, seed=-1), "seed = -1")
+        self.assertBinding(ValueError, lambda: gpt.generate([1], 2**32 + 2), "n_new")
+        self.assertBinding(ValueError, lambda: vkattn.GPT.create(
+            self.ctx, max_T=2**32 + 16, V=V, L=1, NH=2, C=32), "max_T", 2**32 + 16)
+        self.assertBinding(ValueError, lambda: vkattn.Session(gpt, max_T=2**32 + 4), "max_T")
+        # The tokenizer: text is a str or bytes; ids are ints in [0, V).
+        tok = vkattn.Tokenizer.from_text(self.ctx, "abcdefghij")
+        self.assertEqual(tok.decode([0, 1]), b"ab")
+        self.assertBinding(TypeError, lambda: tok.decode([1.7]), "1.7")
+        self.assertBinding(TypeError, lambda: tok.decode("ab"), "str")
+        for bad_id in (-1, 10):
+            self.assertBinding(ValueError, lambda: tok.decode([0, bad_id]), f"ids[1] = {bad_id}",
+                               "0 to V-1 = 9")
+        for bad in (5, [97, 98], None):
+            self.assertBinding(TypeError, lambda: tok.encode(bad), type(bad).__name__)
+            self.assertBinding(TypeError, lambda: vkattn.Tokenizer.from_text(self.ctx, bad))
+        self.assertBinding(TypeError, lambda: vkattn.Tokenizer.learn(self.ctx, "ab", 2.5))
+        self.assertBinding(TypeError, lambda: vkattn.GPT.load(self.ctx, 7), "path")
+        self.assertBinding(TypeError, lambda: vkattn.GPT.create(None, V=V, **CFG), "Context")
+        self.assertBinding(TypeError, lambda: vkattn.Session("gpt"), "GPT")
+        # Data: B and T, the RNG state.
+        data = vkattn.Data.load(self.ctx)
+        self.assertBinding(TypeError, lambda: data.batch(2.0, T), "B")
+        self.assertBinding(ValueError, lambda: data.batch(0, T), "B = 0")
+        self.assertBinding(TypeError, lambda: data.batch(B, T, rng_state=5), "rng_state")
+        self.assertBinding(ValueError, lambda: data.batch(B, T, rng_state=[-1]), "rng_state")
+        self.assertBinding(TypeError, lambda: vkattn.Data.load(self.ctx, tokenizer="tok"))
+        for obj in (data, tok, sess, gpt):
+            obj.close()
+
+    def test_python_bad_split_lists_the_splits(self):
+        data = vkattn.Data.load(self.ctx)
+        for call in (lambda: data.num_tokens("test"), lambda: data.batch(B, T, split="dev"),
+                     lambda: data.num_tokens(["train"])):
+            self.assertBinding(ValueError, call, "'train', 'val', 'all'")
+        self.assertGreater(data.num_tokens("val"), 0)
+        data.close()
+
+    def test_python_str_prompt_needs_the_models_tokenizer(self):
+        data = vkattn.Data.load(self.ctx)
+        tok = data.tokenizer
+        gpt = self.model(tok.vocab_size)
+        text = "The cat"
+        for call in (lambda: gpt.generate(text, 4), lambda: vkattn.Session(gpt).append(text)):
+            self.assertBinding(TypeError, call, "str", "token ids", "set_tokenizer")
+        other = vkattn.Tokenizer.from_text(self.ctx, "abc")
+        with self.assertRaises(vkattn.Error) as e:
+            gpt.set_tokenizer(other)  # 3 tokens, not V
+        self.assertIn("V = ", e.exception.message)
+        self.assertIsNone(gpt.tokenizer)
+        self.assertBinding(TypeError, lambda: gpt.set_tokenizer("tok"), "Tokenizer")
+        gpt.set_tokenizer(tok)
+        self.assertIs(gpt.tokenizer, tok)
+        ids = tok.encode(text)
+        self.assertEqual(gpt.generate(text, 6, seed=5), gpt.generate(ids, 6, seed=5))
+        by_text, by_ids = vkattn.Session(gpt), vkattn.Session(gpt)
+        by_text.append(text)
+        by_ids.append(ids)
+        self.assertEqual(len(by_text), len(ids))
+        self.assertEqual(by_text.logits(), by_ids.logits())
+        # Text is for prompts only; training and scoring take ids.
+        self.assertBinding(TypeError, lambda: gpt.forward(text), "str")
+        gpt.set_tokenizer(None)
+        self.assertBinding(TypeError, lambda: gpt.generate(text, 4), "set_tokenizer")
+        for obj in (by_text, by_ids, other, gpt, data):
+            obj.close()
+
+    def test_python_closed_objects_raise_a_clear_error(self):
+        ctx = open_context(self.backend)
+        data = vkattn.Data.load(ctx)
+        tok = data.tokenizer
+        V = tok.vocab_size
+        own_tok = vkattn.Tokenizer.from_text(ctx, "abc")
+        gpt = vkattn.GPT.create(ctx, V=V, seed=3, **CFG)
+        sess = vkattn.Session(gpt)
+        sess.append([1, 2])
+        inputs, targets = data.batch(B, T)
+        calls = {  # every public method and property of each, with good arguments
+            "Context": [lambda: ctx.backend, lambda: ctx.validation_messages,
+                        lambda: ctx.last_error, lambda: vkattn.GPT.create(ctx, V=5, **CFG),
+                        lambda: vkattn.GPT.load(ctx, self.path("m.bin")),
+                        lambda: vkattn.Data.load(ctx), lambda: vkattn.Tokenizer.from_text(ctx, "a"),
+                        lambda: vkattn.Tokenizer.learn(ctx, "ab" * 50, 258),
+                        lambda: vkattn.Tokenizer.load(ctx, self.path("t.bin"))],
+            "Data": [lambda: data.tokenizer, lambda: data.num_tokens(),
+                     lambda: data.batch(B, T)],
+            "Tokenizer": [lambda: t.vocab_size, lambda: t.eot, lambda: t.encode("a"),
+                          lambda: t.decode([0]), lambda: t.save(self.path("t.bin"))],
+            "GPT": [lambda: gpt.config, lambda: gpt.num_params, lambda: gpt.step,
+                    lambda: gpt.get_params(), lambda: gpt.set_params([0.0] * 4),
+                    lambda: gpt.save(self.path("m.bin")), lambda: gpt.set_tokenizer(None),
+                    lambda: gpt.forward(inputs, targets, B, T),
+                    lambda: gpt.train_step(inputs, targets, B, T, lr=1e-3),
+                    lambda: gpt.generate([1], 2), lambda: vkattn.Session(gpt)],
+            "Session": [lambda: sess.append([1]), lambda: sess.logits(), lambda: sess.sample(),
+                        lambda: sess.reset(), lambda: len(sess)],
+        }
+
+        def all_refused(kinds, *parts):
+            for kind in kinds:
+                for call in calls[kind]:
+                    message = self.assertBinding(ValueError, call, "closed", *parts)
+                    self.assertTrue(message)
+
+        # A closed Data: its own tokenizer goes with it (a tokenizer passed in does not).
+        t = tok
+        data.close()
+        all_refused(["Data"], "this Data")
+        all_refused(["Tokenizer"], "Data this Tokenizer belongs to")
+        t = own_tok
+        self.assertEqual(t.vocab_size, 3)
+        # A closed GPT: its sessions too.
+        gpt.close()
+        all_refused(["GPT"], "this GPT")
+        all_refused(["Session"], "GPT of this Session")
+        sess.close()
+        all_refused(["Session"], "this Session")
+        # A closed Context: every object still alive answers only close().
+        gpt = vkattn.GPT.create(ctx, V=V, seed=3, **CFG)
+        sess = vkattn.Session(gpt)
+        if self.backend == "vulkan":
+            self.assertEqual(ctx.validation_messages, 0, "validation-layer messages")
+        ctx.close()
+        all_refused(["Context"], "this Context")
+        all_refused(["GPT", "Session", "Tokenizer"], "the Context of this")
+        for obj in (sess, gpt, own_tok, tok, data, ctx):  # closing twice does nothing
+            obj.close()
+            obj.close()
+
 class TestCPU(Backend, unittest.TestCase):
     backend = "cpu"
 
 
 class TestVulkan(Backend, unittest.TestCase):
     backend = "vulkan"
+
+
+class TestChoices(unittest.TestCase):
+    def test_python_bad_backend_or_option_lists_the_choices(self):
+        for kwargs, parts in (({"backend": "cuda"}, ("'cuda'", "'vulkan', 'cpu'")),
+                              ({"backend": None}, ("None", "'vulkan', 'cpu'")),
+                              ({"backend": ["cpu"]}, ("'vulkan', 'cpu'",)),
+                              ({"backend": "cpu", "log_level": "loud"},
+                               ("'loud'", "'error', 'warn', 'info', 'debug'")),
+                              ({"backend": "cpu", "validation": 5}, ("5", "1 (on)", "-1 (off)")),
+                              ({"backend": "cpu", "cpu_threads": -1}, ("cpu_threads",))):
+            with self.assertRaises(vkattn.Error, msg=str(kwargs)) as e:
+                vkattn.Context(**kwargs)
+            self.assertIsInstance(e.exception, ValueError)
+            self.assertEqual(e.exception.name, "VKA_ERROR_INVALID_ARGUMENT")
+            for part in parts:
+                self.assertIn(part, e.exception.message)
+        for kwargs in ({"backend": "cpu", "label": 5}, {"backend": "cpu", "log": "print"},
+                       {"backend": "cpu", "cpu_threads": 1.5}):
+            with self.assertRaises(vkattn.Error, msg=str(kwargs)) as e:
+                vkattn.Context(**kwargs)
+            self.assertIsInstance(e.exception, TypeError)
+        with vkattn.Context(backend="cpu", validation=False) as ctx:
+            self.assertEqual(ctx.backend, "cpu")
 
 
 class TestBackendsAgree(unittest.TestCase):

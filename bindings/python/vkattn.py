@@ -11,18 +11,30 @@
         ids = gpt.generate(tok.encode("\\n"), 100, temperature=0.8, seed=42)
         print(tok.decode(ids).decode(errors="replace"))
 
-Token ids go in as lists, tuples, array.array("i"), bytes of int32 (native byte order), or
-numpy arrays when numpy is installed; they come out as array.array("i") (floats as
-array.array("f")). A failing call raises vkattn.Error with the library's message
-(vka_last_error). The library is found from load_library's argument, else the VKATTN_LIBRARY
-environment variable, else libvkattn.so.0 next to this file, else the system's search path.
+Token ids go in as lists, tuples, array.array of an integer type, bytes of int32 (native byte
+order), or numpy integer arrays when numpy is installed; they come out as array.array("i")
+(floats as array.array("f")). A str is text, not ids: GPT.generate and Session.append encode it
+with the model's tokenizer (GPT.set_tokenizer), other calls refuse it.
+
+A failing library call raises vkattn.Error with the library's message (vka_last_error). What
+the binding checks itself before calling (an array of the wrong length, a value of the wrong
+type or outside its C type, a name that is not one of the choices, an object or context that
+was closed) raises a vkattn.Error too, VKA_ERROR_INVALID_ARGUMENT, that is also a TypeError
+(wrong type) or a ValueError (the rest), naming the argument, the lengths or the choices.
+
+The library is found from load_library's argument, else the VKATTN_LIBRARY environment
+variable, else libvkattn.so.0 next to this file, else the system's search path.
 Objects keep their context alive; close() (or a with block) frees one now, else the garbage
-collector does. The structs below mirror include/vkattn.h field for field.
+collector does; closing twice does nothing; after close() only close() works (on the object,
+and on the objects of a closed Context, a closed Data's tokenizer, a closed GPT's sessions).
+The structs below mirror include/vkattn.h field for field.
 """
 
 import array
 import ctypes
 import ctypes.util
+import numbers
+import operator
 import os
 
 __all__ = ["Error", "Context", "Tokenizer", "Data", "GPT", "Session", "load_library", "version"]
@@ -120,6 +132,7 @@ _SIGNATURES = {  # name: (restype, argtypes)
     "vka_gpt_load": (_c.c_int, [_P, _c.c_char_p, _c.POINTER(_P)]),
     "vka_gpt_save": (_c.c_int, [_P, _c.c_char_p]),
     "vka_gpt_destroy": (None, [_P]),
+    "vka_gpt_set_tokenizer": (_c.c_int, [_P, _P]),
     "vka_gpt_get_config": (vka_gpt_config, [_P]),
     "vka_gpt_num_params": (_c.c_size_t, [_P]),
     "vka_gpt_get_params": (_c.c_int, [_P, _F32P, _c.c_size_t]),
@@ -176,7 +189,10 @@ def version():
 
 
 class Error(Exception):
-    """A vka_result failure: .result (the negative code), .name ("VKA_ERROR_IO"), .message."""
+    """A vka_result failure: .result (the negative code), .name ("VKA_ERROR_IO"), .message.
+    The binding's own argument checks raise it as VKA_ERROR_INVALID_ARGUMENT, then also as a
+    TypeError (a wrong type) or a ValueError (a wrong length, value or choice; a closed
+    object)."""
 
     def __init__(self, result, message):
         self.result = result
@@ -186,42 +202,180 @@ class Error(Exception):
         super().__init__(f"{self.name} ({kind}): {message}" if message else f"{self.name} ({kind})")
 
 
+class _ValueError(Error, ValueError):
+    pass
+
+
+class _TypeError(Error, TypeError):
+    pass
+
+
+for _cls in (_ValueError, _TypeError):  # a traceback reads "vkattn.Error: ..."
+    _cls.__name__ = _cls.__qualname__ = "Error"
+
+
+_INVALID = -1  # VKA_ERROR_INVALID_ARGUMENT
+
+
+def _bad(message, kind=ValueError):
+    """The Error of an argument the binding refuses before calling the library."""
+    return (_TypeError if kind is TypeError else _ValueError)(_INVALID, message)
+
+
 def _check(ctx, result):
     if result < 0:
         raise Error(result, load_library().vka_last_error(ctx).decode(errors="replace"))
     return result
 
 
-def _path(p):
-    return os.fsencode(p)
+def _path(p, what="path"):
+    try:
+        return os.fsencode(p)
+    except TypeError:
+        raise _bad(f"{what} must be a str, bytes or os.PathLike, not {type(p).__name__}",
+                   TypeError) from None
 
 
-def _int32s(values, n=None, what="ids"):
-    """A ctypes int32 array (and its length) from a list, array('i'), int32 bytes or numpy."""
-    if isinstance(values, (bytes, bytearray, memoryview)) and not (
-            isinstance(values, memoryview) and values.itemsize == 4):
-        raw = bytes(values)
-        if len(raw) % 4:
-            raise ValueError(f"{what}: {len(raw)} bytes is not a whole number of int32")
-        buf = (_c.c_int32 * (len(raw) // 4)).from_buffer_copy(raw)
+def _text(text, what="text"):
+    """The bytes of text: a str (encoded as UTF-8) or a bytes-like object."""
+    if isinstance(text, str):
+        return text.encode()
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        return bytes(text)
+    raise _bad(f"{what} must be a str or bytes, not {type(text).__name__}", TypeError)
+
+
+def _int(value, what, lo=-2**31, hi=2**31 - 1):
+    """value as a Python int in [lo, hi] (the C type's range unless narrower): ctypes would
+    wrap 2**32 + 5 to 5 and refuse 2.0 with "wrong type"."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise _bad(f"{what} must be an int, not {type(value).__name__}", TypeError) from None
+    if not lo <= v <= hi:
+        raise _bad(f"{what} = {v} is outside [{lo}, {hi}]")
+    return v
+
+
+def _u64(value, what):
+    return _int(value, what, 0, 2**64 - 1)
+
+
+def _float(value, what):
+    if not isinstance(value, numbers.Real):
+        raise _bad(f"{what} must be a real number, not {type(value).__name__}", TypeError)
+    return float(value)
+
+
+def _choice(table, value, what):
+    """table[value], or an Error listing table's keys."""
+    try:
+        return table[value]
+    except (KeyError, TypeError):
+        raise _bad(f"{what} = {value!r} is not one of {', '.join(map(repr, table))}") from None
+
+
+def _rng_state(rng_state, what="rng_state"):
+    if not isinstance(rng_state, list) or len(rng_state) != 1:
+        raise _bad(f"{what} must be a list of one int (the state, advanced in place), not "
+                   f"{rng_state!r}", TypeError)
+    return _c.c_uint64(_u64(rng_state[0], f"{what}[0]"))
+
+
+_IDS_FORMS = "a list, tuple, array.array of ints, int32 bytes or a numpy integer array"
+
+
+def _int32s(values, n=None, what="ids", expected=""):
+    """A ctypes int32 array (and its length) from a list, tuple, integer array.array, int32
+    bytes or numpy integer array; n: the length it must have (expected: how n came about)."""
+    if isinstance(values, str):
+        raise _bad(f"{what} is a str: pass token ids ({_IDS_FORMS}); Tokenizer.encode(text) "
+                   "gives them", TypeError)
+    if isinstance(values, memoryview) and values.format in ("B", "b", "c"):
+        values = values.tobytes()
+    if isinstance(values, (bytes, bytearray)):
+        if len(values) % 4:
+            raise _bad(f"{what}: {len(values)} bytes is not a whole number of int32 (bytes are "
+                       "read as native int32 token ids; text goes in as a str)")
+        ids = array.array("i", bytes(values))
     else:
-        if str(getattr(values, "dtype", "")) == "int32":  # numpy int32: its bytes as they are
-            values = array.array("i", values.tobytes())
-        elif hasattr(values, "tolist") and not isinstance(values, array.array):
-            values = values.tolist()  # numpy, of any integer type
-            if values and isinstance(values[0], list):
-                values = [v for row in values for v in row]
-        if isinstance(values, array.array) and values.itemsize == 4 and values.typecode in "il":
-            buf = (_c.c_int32 * len(values)).from_buffer_copy(values)
+        dtype = getattr(values, "dtype", None)
+        if dtype is not None and hasattr(values, "tobytes"):  # numpy
+            if getattr(dtype, "kind", "") not in ("i", "u"):
+                raise _bad(f"{what}: a numpy array of {dtype}; token ids are integers",
+                           TypeError)
+            values = (array.array("i", values.tobytes()) if str(dtype) == "int32" else
+                      values.ravel().tolist())  # (B, T) or any shape, row-major
+        elif isinstance(values, memoryview):
+            values = values.tolist()
+        if isinstance(values, array.array) and values.typecode == "i":
+            ids = values
         else:
-            values = list(values)
-            for i, v in enumerate(values):  # ctypes would wrap 2**32 + 5 to 5 silently
-                if not -2**31 <= v < 2**31:
-                    raise OverflowError(f"{what}[{i}] = {v} does not fit an int32")
-            buf = (_c.c_int32 * len(values))(*values)
-    if n is not None and len(buf) != n:
-        raise ValueError(f"{what}: {len(buf)} ids, expected {n}")
-    return buf, len(buf)
+            try:
+                ids = array.array("i", values)
+            except (TypeError, OverflowError, ValueError):
+                raise _bad_id(values, what) from None
+    if n is not None and len(ids) != n:
+        raise _bad(f"{what}: {len(ids)} ids, expected {n}{expected}")
+    return (_c.c_int32 * len(ids)).from_buffer_copy(ids), len(ids)
+
+
+def _bad_id(values, what):
+    """The Error of the first element of values that is not an int32 (or of values itself)."""
+    if isinstance(values, array.array):
+        return _bad(f"{what}: an array.array('{values.typecode}'); token ids are integers",
+                    TypeError)
+    try:
+        values = list(values)
+    except TypeError:
+        return _bad(f"{what} must be token ids ({_IDS_FORMS}), not {type(values).__name__}",
+                    TypeError)
+    for i, v in enumerate(values):
+        try:
+            v = operator.index(v)
+        except TypeError:
+            return _bad(f"{what}[{i}] = {v!r} is not an int (a token id)", TypeError)
+        if not -2**31 <= v < 2**31:
+            return _bad(f"{what}[{i}] = {v} does not fit an int32")
+    return _bad(f"{what}: not token ids ({_IDS_FORMS})", TypeError)
+
+
+def _float32s(values, n, what, expected=""):
+    """A ctypes float array of exactly n values from an array.array, a sequence of numbers,
+    float32 bytes or a numpy array."""
+    if isinstance(values, str):
+        raise _bad(f"{what} must be numbers, not a str", TypeError)
+    if isinstance(values, memoryview) and values.format in ("B", "b", "c"):
+        values = values.tobytes()
+    if isinstance(values, (bytes, bytearray)):
+        if len(values) % 4:
+            raise _bad(f"{what}: {len(values)} bytes is not a whole number of float32")
+        floats = array.array("f", bytes(values))
+    else:
+        dtype = getattr(values, "dtype", None)
+        if dtype is not None and hasattr(values, "tobytes"):  # numpy
+            if getattr(dtype, "kind", "") not in ("f", "i", "u"):
+                raise _bad(f"{what}: a numpy array of {dtype}; expected numbers", TypeError)
+            values = (array.array("f", values.tobytes()) if str(dtype) == "float32" else
+                      values.ravel().tolist())
+        elif isinstance(values, memoryview):
+            values = values.tolist()
+        if isinstance(values, array.array) and values.typecode == "f":
+            floats = values
+        else:
+            try:
+                floats = array.array("f", values)  # from an array('d') too, value by value
+            except TypeError as e:
+                raise _bad(f"{what} must be numbers ({e})", TypeError) from None
+    if len(floats) != n:
+        raise _bad(f"{what}: {len(floats)} values, expected {n}{expected}")
+    return (_c.c_float * n).from_buffer_copy(floats)
+
+
+def _context_handle(ctx):
+    if not isinstance(ctx, Context):
+        raise _bad(f"ctx must be a vkattn.Context, not {type(ctx).__name__}", TypeError)
+    return ctx._handle()
 
 
 class _Child:
@@ -232,6 +386,7 @@ class _Child:
         self.ctx, self._h = ctx, handle
 
     def close(self):
+        """Destroy it now; a second close does nothing, and nothing but close works after."""
         if getattr(self, "_h", None) and _lib is not None:
             getattr(_lib, self._destroy)(self._h)
             self._h = None
@@ -248,27 +403,53 @@ class _Child:
     def __exit__(self, *exc):
         self.close()
 
+    def _handle(self):
+        """The C handle, or an Error if this object, or what it depends on, was closed. The
+        library must not see a closed object (freed), nor the objects of a destroyed context
+        (only their destroy functions may be called then)."""
+        kind = type(self).__name__
+        if not getattr(self, "_h", None):
+            raise _bad(f"this {kind} is closed")
+        if not self.ctx._h:
+            raise _bad(f"the Context of this {kind} is closed (close a context's objects "
+                       "before it); only close() works on it now")
+        return self._h
+
     def _check(self, result):
         return _check(self.ctx._h, result)
 
 
 class Context:
-    """vka_context: backend "cpu" or "vulkan"; device "1" picks a Vulkan device by index;
-    validation 1 / -1 / 0 (the VKATTN_VALIDATION variable); log(level_name, message) is called
-    with the library's messages up to log_level."""
+    """vka_context: backend "vulkan" (default) or "cpu"; device "1" picks a Vulkan device by
+    index; validation 1 or True (on), -1 or False (off), 0 (the VKATTN_VALIDATION variable);
+    cpu_threads 0 = OpenMP's default; log(level_name, message) is called with the library's
+    messages up to log_level ("error", "warn", "info", "debug"). A backend or log_level that is
+    not one of those raises Error listing them."""
 
     def __init__(self, backend="vulkan", device=None, validation=0, cpu_threads=0, label=None,
                  log=None, log_level="error", library=None):
         lib = load_library(library)
         self._h = None
         self._log = None
-        desc = vka_context_desc(backend=BACKENDS[backend], validation=validation,
-                                cpu_threads=cpu_threads, log_level=LOG_LEVELS[log_level])
+        if isinstance(validation, bool):
+            validation = 1 if validation else -1
+        if _int(validation, "validation") not in (-1, 0, 1):
+            raise _bad(f"validation = {validation} is not one of 1 (on), -1 (off), 0 (the "
+                       "VKATTN_VALIDATION variable), True, False")
+        desc = vka_context_desc(backend=_choice(BACKENDS, backend, "backend"),
+                                validation=validation,
+                                cpu_threads=_int(cpu_threads, "cpu_threads", 0),
+                                log_level=_choice(LOG_LEVELS, log_level, "log_level"))
         if device is not None:
             desc.device = str(device).encode()
         if label is not None:
+            if not isinstance(label, str):
+                raise _bad(f"label must be a str, not {type(label).__name__}", TypeError)
             desc.label = label.encode()
         if log is not None:
+            if not callable(log):
+                raise _bad(f"log must be callable (level_name, message), not "
+                           f"{type(log).__name__}", TypeError)
             names = {v: k for k, v in LOG_LEVELS.items()}
             self._log = LOG_FN(lambda _ud, level, msg: log(names.get(level, level),
                                                            msg.decode(errors="replace")))
@@ -282,7 +463,8 @@ class Context:
         self._h = h
 
     def close(self):
-        """Destroy the context (its children first: close them, or drop them before this)."""
+        """Destroy the context (its children first: close them, or drop them before this).
+        A second close does nothing; its objects still alive then only answer close()."""
         if getattr(self, "_h", None) and _lib is not None:
             _lib.vka_context_destroy(self._h)
             self._h = None
@@ -299,17 +481,23 @@ class Context:
     def __exit__(self, *exc):
         self.close()
 
+    def _handle(self):
+        if not getattr(self, "_h", None):
+            raise _bad("this Context is closed")
+        return self._h
+
     @property
     def backend(self):
-        return {v: k for k, v in BACKENDS.items()}[load_library().vka_context_backend(self._h)]
+        return {v: k for k, v in BACKENDS.items()}[load_library().vka_context_backend(
+            self._handle())]
 
     @property
     def validation_messages(self):
-        return load_library().vka_context_validation_messages(self._h)
+        return load_library().vka_context_validation_messages(self._handle())
 
     @property
     def last_error(self):
-        return load_library().vka_last_error(self._h).decode(errors="replace")
+        return load_library().vka_last_error(self._handle()).decode(errors="replace")
 
 
 class Tokenizer(_Child):
@@ -325,90 +513,105 @@ class Tokenizer(_Child):
             super().close()
         self._h = None
 
+    def _handle(self):
+        if self._owner is not None and not self._owner._h:
+            raise _bad("the Data this Tokenizer belongs to is closed")
+        return super()._handle()
+
     @classmethod
     def from_text(cls, ctx, text):
-        raw = text.encode() if isinstance(text, str) else bytes(text)
+        """A character tokenizer of the distinct bytes of text (str, as UTF-8, or bytes)."""
+        raw, ch = _text(text), _context_handle(ctx)
         h = _c.c_void_p()
-        _check(ctx._h, load_library().vka_tokenizer_create_from_text(ctx._h, raw, len(raw),
-                                                                     _c.byref(h)))
+        _check(ch, load_library().vka_tokenizer_create_from_text(ch, raw, len(raw), _c.byref(h)))
         return cls(ctx, h)
 
     @classmethod
     def learn(cls, ctx, text, vocab_size):
-        raw = text.encode() if isinstance(text, str) else bytes(text)
+        raw, ch = _text(text), _context_handle(ctx)
         h = _c.c_void_p()
-        _check(ctx._h, load_library().vka_tokenizer_learn(ctx._h, raw, len(raw), vocab_size,
-                                                          _c.byref(h)))
+        _check(ch, load_library().vka_tokenizer_learn(ch, raw, len(raw),
+                                                      _int(vocab_size, "vocab_size"),
+                                                      _c.byref(h)))
         return cls(ctx, h)
 
     @classmethod
     def load(cls, ctx, path):
-        h = _c.c_void_p()
-        _check(ctx._h, load_library().vka_tokenizer_load(ctx._h, _path(path), _c.byref(h)))
+        ch, h = _context_handle(ctx), _c.c_void_p()
+        _check(ch, load_library().vka_tokenizer_load(ch, _path(path), _c.byref(h)))
         return cls(ctx, h)
 
     def save(self, path):
-        self._check(load_library().vka_tokenizer_save(self._h, _path(path)))
+        self._check(load_library().vka_tokenizer_save(self._handle(), _path(path)))
 
     @property
     def vocab_size(self):
-        return load_library().vka_tokenizer_vocab_size(self._h)
+        return load_library().vka_tokenizer_vocab_size(self._handle())
 
     @property
     def eot(self):
-        return load_library().vka_tokenizer_eot(self._h)
+        return load_library().vka_tokenizer_eot(self._handle())
 
     def encode(self, text):
         """Ids of text (str, encoded as UTF-8, or bytes): array('i')."""
-        raw = text.encode() if isinstance(text, str) else bytes(text)
+        raw, h = _text(text), self._handle()
         out = (_c.c_int32 * max(len(raw), 1))()
         n = _c.c_size_t()
-        self._check(load_library().vka_tokenizer_encode(self._h, raw, len(raw), out, _c.byref(n)))
+        self._check(load_library().vka_tokenizer_encode(h, raw, len(raw), out, _c.byref(n)))
         return array.array("i", out[:n.value])
 
     def decode(self, ids):
-        """The bytes of ids (a BPE token may end inside a UTF-8 character: decode the whole)."""
-        lib, parts, n = load_library(), [], _c.c_size_t()
-        for i in (ids if not isinstance(ids, int) else [ids]):
-            p = lib.vka_tokenizer_decode(self._h, int(i), _c.byref(n))
+        """The bytes of ids (token ids as GPT.generate takes them, or one int). A BPE token may
+        end inside a UTF-8 character: decode the whole."""
+        lib, h, parts, n = load_library(), self._handle(), [], _c.c_size_t()
+        buf, _ = _int32s([ids] if isinstance(ids, numbers.Integral) else ids, what="ids")
+        for k, i in enumerate(buf):
+            p = lib.vka_tokenizer_decode(h, i, _c.byref(n))
             if not p:
-                raise ValueError(f"token id {i} outside [0, {self.vocab_size})")
+                raise _bad(f"ids[{k}] = {i} is not a token id of this tokenizer (0 to V-1 = "
+                           f"{self.vocab_size - 1})")
             parts.append(_c.string_at(p, n.value))
         return b"".join(parts)
 
 
 class Data(_Child):
-    """vka_data: a text or llm.c token file (None: the built-in corpus), split 90/10."""
+    """vka_data: a text or llm.c token file (None: the built-in corpus), split 90/10. Splits:
+    "train", "val", "all" (another name raises Error listing them)."""
     _destroy = "vka_data_destroy"
 
     @classmethod
     def load(cls, ctx, path=None, tokenizer=None):
-        h = _c.c_void_p()
-        _check(ctx._h, load_library().vka_data_load(
-            ctx._h, None if path is None else _path(path),
-            None if tokenizer is None else tokenizer._h, _c.byref(h)))
+        ch, h = _context_handle(ctx), _c.c_void_p()
+        if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
+            raise _bad(f"tokenizer must be a vkattn.Tokenizer or None, not "
+                       f"{type(tokenizer).__name__}", TypeError)
+        _check(ch, load_library().vka_data_load(
+            ch, None if path is None else _path(path),
+            None if tokenizer is None else tokenizer._handle(), _c.byref(h)))
         data = cls(ctx, h)
         data._tok = tokenizer
         return data
 
     @property
     def tokenizer(self):
+        h = self._handle()
         if self._tok is None:
-            self._tok = Tokenizer(self.ctx, load_library().vka_data_tokenizer(self._h), owner=self)
+            self._tok = Tokenizer(self.ctx, load_library().vka_data_tokenizer(h), owner=self)
         return self._tok
 
     def num_tokens(self, split="train"):
-        return load_library().vka_data_num_tokens(self._h, SPLITS[split])
+        return load_library().vka_data_num_tokens(self._handle(), _choice(SPLITS, split, "split"))
 
     def batch(self, B, T, split="train", rng_state=None):
         """(inputs, targets), each array('i') of B*T ids, from random windows; rng_state is a
         list [state] advanced in place (None: the Data's own, starting at 1)."""
+        h, s = self._handle(), _choice(SPLITS, split, "split")
+        B, T = _int(B, "B", 1), _int(T, "T", 1)
         if rng_state is None:
             rng_state = self.__dict__.setdefault("_rng", [1])
-        state = _c.c_uint64(rng_state[0])
+        state = _rng_state(rng_state)
         inputs, targets = (_c.c_int32 * (B * T))(), (_c.c_int32 * (B * T))()
-        self._check(load_library().vka_data_batch(self._h, SPLITS[split], B, T, _c.byref(state),
-                                                  inputs, targets))
+        self._check(load_library().vka_data_batch(h, s, B, T, _c.byref(state), inputs, targets))
         rng_state[0] = state.value
         return array.array("i", inputs), array.array("i", targets)
 
@@ -416,93 +619,140 @@ class Data(_Child):
 class GPT(_Child):
     """vka_gpt: a GPT-2 model in llm.c's layout and checkpoint format."""
     _destroy = "vka_gpt_destroy"
+    tokenizer = None  # set_tokenizer's: what generate and Session.append encode a str with
 
     @classmethod
     def create(cls, ctx, max_T, V, L, NH, C, Vp=0, seed=1337):
-        cfg = vka_gpt_config(max_T=max_T, V=V, Vp=Vp, L=L, NH=NH, C=C)
+        ch = _context_handle(ctx)
+        cfg = vka_gpt_config(max_T=_int(max_T, "max_T"), V=_int(V, "V"), Vp=_int(Vp, "Vp"),
+                             L=_int(L, "L"), NH=_int(NH, "NH"), C=_int(C, "C"))
         h = _c.c_void_p()
-        _check(ctx._h, load_library().vka_gpt_create(ctx._h, _c.byref(cfg), seed, _c.byref(h)))
+        _check(ch, load_library().vka_gpt_create(ch, _c.byref(cfg), _u64(seed, "seed"),
+                                                 _c.byref(h)))
         return cls(ctx, h)
 
     @classmethod
     def load(cls, ctx, path):
-        h = _c.c_void_p()
-        _check(ctx._h, load_library().vka_gpt_load(ctx._h, _path(path), _c.byref(h)))
+        ch, h = _context_handle(ctx), _c.c_void_p()
+        _check(ch, load_library().vka_gpt_load(ch, _path(path), _c.byref(h)))
         return cls(ctx, h)
 
     def save(self, path):
-        self._check(load_library().vka_gpt_save(self._h, _path(path)))
+        self._check(load_library().vka_gpt_save(self._handle(), _path(path)))
+
+    def set_tokenizer(self, tok):
+        """Record tok (vka_gpt_set_tokenizer: its id goes into files saved from now on; its
+        vocabulary size must be V) as the tokenizer that generate and Session.append encode a
+        str prompt with; None forgets it."""
+        if tok is not None and not isinstance(tok, Tokenizer):
+            raise _bad(f"tok must be a vkattn.Tokenizer or None, not {type(tok).__name__}",
+                       TypeError)
+        h = self._handle()
+        self._check(load_library().vka_gpt_set_tokenizer(h, None if tok is None else
+                                                          tok._handle()))
+        self.tokenizer = tok
+
+    def _prompt_ids(self, prompt, what):
+        """prompt as token ids: a str is encoded with the model's tokenizer."""
+        if not isinstance(prompt, str):
+            return _int32s(prompt, what=what)
+        if self.tokenizer is None:
+            raise _bad(f"{what} is a str but this GPT has no tokenizer: pass token ids "
+                       "(tok.encode(text)) or call gpt.set_tokenizer(tok) first", TypeError)
+        return _int32s(self.tokenizer.encode(prompt), what=what)
 
     @property
     def config(self):
         """{"max_T", "V", "Vp", "L", "NH", "C"}."""
-        cfg = load_library().vka_gpt_get_config(self._h)
+        cfg = load_library().vka_gpt_get_config(self._handle())
         return {name: getattr(cfg, name) for name, _ in vka_gpt_config._fields_}
 
     @property
     def num_params(self):
-        return load_library().vka_gpt_num_params(self._h)
+        return load_library().vka_gpt_num_params(self._handle())
 
     @property
     def step(self):
-        return load_library().vka_gpt_step(self._h)
+        return load_library().vka_gpt_step(self._handle())
 
     def get_params(self):
-        """All parameters in the checkpoint's order: array('f')."""
-        n = self.num_params
+        """All num_params parameters in the checkpoint's order: array('f')."""
+        h, n = self._handle(), self.num_params
         out = array.array("f", bytes(4 * n))
         ptr = (_c.c_float * n).from_buffer(out)
-        self._check(load_library().vka_gpt_get_params(self._h, ptr, n))
+        self._check(load_library().vka_gpt_get_params(h, ptr, n))
         del ptr
         return out
 
     def set_params(self, values):
-        n = self.num_params
-        buf = (_c.c_float * n)(*values) if not isinstance(values, array.array) else \
-            (_c.c_float * n).from_buffer_copy(values)
-        self._check(load_library().vka_gpt_set_params(self._h, buf, n))
+        """Set all parameters from exactly num_params values in get_params's order (array('f'),
+        any sequence of numbers, float32 bytes or a numpy array); another count raises Error
+        naming both."""
+        h, n = self._handle(), self.num_params
+        buf = _float32s(values, n, "set_params", " (the model's num_params)")
+        self._check(load_library().vka_gpt_set_params(h, buf, n))
+
+    def _batch(self, inputs, targets, B, T):
+        """inputs and targets (may be None) as B*T ids, and B and T; T None = len(inputs) / B."""
+        inp, n = _int32s(inputs, what="inputs")
+        B = _int(B, "B", 1)
+        if T is None:
+            if n % B:
+                raise _bad(f"inputs: {n} ids is not a whole number of rows of B = {B}")
+            T = n // B
+        T = _int(T, "T", 1)
+        expected = f" (B*T = {B}*{T})"
+        inp, _ = _int32s(inp, B * T, "inputs", expected)
+        tgt = None if targets is None else _int32s(targets, B * T, "targets", expected)[0]
+        return inp, tgt, B, T
 
     def forward(self, inputs, targets=None, B=1, T=None, logits=False):
         """Mean cross-entropy over (B, T) (None without targets); with logits=True also the
-        (B, T, V) logits as a flat array('f'): (loss, logits)."""
-        inp, n = _int32s(inputs, what="inputs")
-        T = n // B if T is None else T
-        inp, _ = _int32s(inp, B * T, "inputs")
-        tgt = None if targets is None else _int32s(targets, B * T, "targets")[0]
+        (B, T, V) logits as a flat array('f'): (loss, logits). inputs and targets hold B*T ids
+        (T None: len(inputs) / B); a target of -1 counts for nothing."""
+        h = self._handle()
+        inp, tgt, B, T = self._batch(inputs, targets, B, T)
         loss = _c.c_float()
         out = (_c.c_float * (B * T * self.config["V"]))() if logits else None
-        self._check(load_library().vka_gpt_forward(self._h, inp, tgt, B, T,
+        self._check(load_library().vka_gpt_forward(h, inp, tgt, B, T,
                                                    None if tgt is None else _c.byref(loss), out))
         result = None if tgt is None else loss.value
         return (result, array.array("f", out)) if logits else result
 
     def train_step(self, inputs, targets, B, T, lr, beta1=0.0, beta2=0.0, eps=0.0,
                    weight_decay=0.0, grad_clip=0.0):
-        """One AdamW step (0 = the library's defaults: 0.9, 0.999, 1e-8; no decay or
-        clipping): returns the loss before the update; .grad_norm is then the gradient norm
-        before clipping."""
-        inp, _ = _int32s(inputs, B * T, "inputs")
-        tgt, _ = _int32s(targets, B * T, "targets")
-        opt = vka_adamw_desc(lr=lr, beta1=beta1, beta2=beta2, eps=eps,
-                             weight_decay=weight_decay, grad_clip=grad_clip)
+        """One AdamW step on B*T inputs and targets (0 = the library's defaults: 0.9, 0.999,
+        1e-8; no decay or clipping): returns the loss before the update; .grad_norm is then the
+        gradient norm before clipping."""
+        h = self._handle()
+        inp, tgt, B, T = self._batch(inputs, targets, B, T)
+        if tgt is None:
+            raise _bad("targets must be token ids, not None", TypeError)
+        opt = vka_adamw_desc(lr=_float(lr, "lr"), beta1=_float(beta1, "beta1"),
+                             beta2=_float(beta2, "beta2"), eps=_float(eps, "eps"),
+                             weight_decay=_float(weight_decay, "weight_decay"),
+                             grad_clip=_float(grad_clip, "grad_clip"))
         loss, norm = _c.c_float(), _c.c_float()
-        self._check(load_library().vka_gpt_train_step(self._h, inp, tgt, B, T, _c.byref(opt),
+        self._check(load_library().vka_gpt_train_step(h, inp, tgt, B, T, _c.byref(opt),
                                                       _c.byref(loss), _c.byref(norm)))
         self.grad_norm = norm.value
         return loss.value
 
     def generate(self, prompt, n_new, temperature=1.0, top_k=0, seed=0, no_kv_cache=False,
                  on_token=None):
-        """Continue prompt by up to n_new tokens: array('i'). on_token(id) is called with each;
-        returning False stops early."""
-        ids, n = _int32s(prompt, what="prompt")
-        sample = vka_sample_desc(temperature=temperature, top_k=top_k, seed=seed,
-                                 no_kv_cache=no_kv_cache)
-        out = (_c.c_int32 * max(n_new, 1))()
-        count, raised = [0], []
+        """Continue prompt by up to n_new tokens: array('i') of the new ids (tok.decode gives
+        their text). prompt: token ids, or a str, encoded with the tokenizer set_tokenizer gave
+        the model (without one a str raises Error: pass tok.encode(text)). on_token(id) is
+        called with each; returning False stops early."""
+        h = self._handle()
+        ids, n = self._prompt_ids(prompt, "prompt")
+        sample = vka_sample_desc(temperature=_float(temperature, "temperature"),
+                                 top_k=_int(top_k, "top_k"), seed=_u64(seed, "seed"),
+                                 no_kv_cache=bool(no_kv_cache))
+        out, raised = array.array("i"), []
 
         def token(_ud, tok):
-            count[0] += 1
+            out.append(tok)
             if on_token is None:
                 return True
             try:
@@ -511,52 +761,67 @@ class GPT(_Child):
                 raised.append(e)
                 return False
 
-        fn = TOKEN_FN(token)
-        self._check(load_library().vka_gpt_generate(self._h, ids, n, n_new, _c.byref(sample),
-                                                    out, fn, None))
+        fn = TOKEN_FN(token)  # the ids come through it: no n_new-sized buffer to allocate
+        self._check(load_library().vka_gpt_generate(h, ids, n, _int(n_new, "n_new"),
+                                                    _c.byref(sample), None, fn, None))
         if raised:
             raise raised[0]
-        return array.array("i", out[:count[0]])
+        return out
 
 
 class Session(_Child):
     """vka_gpt_session: a KV cache driven token by token. It keeps its model alive; close it
-    before the model (or let both go)."""
+    before the model (or let both go); once the model is closed only close() works."""
     _destroy = "vka_gpt_session_destroy"
 
     def __init__(self, gpt, max_T=0, prefill_chunk=0, seed=0):
-        desc = vka_gpt_session_desc(max_T=max_T, prefill_chunk=prefill_chunk, seed=seed)
+        if not isinstance(gpt, GPT):
+            raise _bad(f"gpt must be a vkattn.GPT, not {type(gpt).__name__}", TypeError)
+        gh = gpt._handle()
+        desc = vka_gpt_session_desc(max_T=_int(max_T, "max_T"),
+                                    prefill_chunk=_int(prefill_chunk, "prefill_chunk"),
+                                    seed=_u64(seed, "seed"))
         h = _c.c_void_p()
-        _check(gpt.ctx._h, load_library().vka_gpt_session_create(gpt._h, _c.byref(desc),
+        _check(gpt.ctx._h, load_library().vka_gpt_session_create(gh, _c.byref(desc),
                                                                  _c.byref(h)))
         super().__init__(gpt.ctx, h)
         self.gpt = gpt
 
+    def _handle(self):
+        if getattr(self, "_h", None) and not self.gpt._h:
+            raise _bad("the GPT of this Session is closed; only close() works on it now")
+        return super()._handle()
+
     def append(self, ids):
-        buf, n = _int32s(ids)
-        self._check(load_library().vka_gpt_session_append(self._h, buf, n))
+        """Append token ids, or a str encoded with the model's tokenizer (GPT.generate)."""
+        h = self._handle()
+        buf, n = self.gpt._prompt_ids(ids, "ids")
+        self._check(load_library().vka_gpt_session_append(h, buf, n))
 
     def logits(self):
         """Next-token logits after the last appended token: array('f') of V."""
+        h = self._handle()
         V = self.gpt.config["V"]
         out = (_c.c_float * V)()
-        self._check(load_library().vka_gpt_session_logits(self._h, out, V))
+        self._check(load_library().vka_gpt_session_logits(h, out, V))
         return array.array("f", out)
 
     def sample(self, temperature=0.0, top_k=0, seed=0, rng_state=None):
         """The next token (not appended): greedy at temperature 0; rng_state a list [state]
         advanced in place, else the session's own RNG (its seed)."""
-        sample = vka_sample_desc(temperature=temperature, top_k=top_k, seed=seed)
+        h = self._handle()
+        sample = vka_sample_desc(temperature=_float(temperature, "temperature"),
+                                 top_k=_int(top_k, "top_k"), seed=_u64(seed, "seed"))
         tok = _c.c_int32()
-        state = None if rng_state is None else _c.c_uint64(rng_state[0])
+        state = None if rng_state is None else _rng_state(rng_state)
         self._check(load_library().vka_gpt_session_sample(
-            self._h, _c.byref(sample), None if state is None else _c.byref(state), _c.byref(tok)))
+            h, _c.byref(sample), None if state is None else _c.byref(state), _c.byref(tok)))
         if state is not None:
             rng_state[0] = state.value
         return tok.value
 
     def reset(self):
-        load_library().vka_gpt_session_reset(self._h)
+        load_library().vka_gpt_session_reset(self._handle())
 
     def __len__(self):
-        return load_library().vka_gpt_session_length(self._h)
+        return load_library().vka_gpt_session_length(self._handle())
