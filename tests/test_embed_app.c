@@ -55,14 +55,15 @@ static bool has_layer(const char *name) {
     return found;
 }
 
-/* The application's Vulkan objects at instance version api; false (skip) without a device. */
-static bool app_create(app_vulkan *app, uint32_t api) {
+/* The application's Vulkan objects at instance version api, with the validation layer (and
+ * VK_EXT_debug_utils, the app's messenger counting) when validation; false (skip) without a
+ * device. */
+static bool app_create_with(app_vulkan *app, uint32_t api, bool validation) {
     memset(app, 0, sizeof *app);
     app->api = api;
     mtx_init(&app->queue_lock, mtx_plain);
-    bool validation = want_validation();
     if (validation && !has_layer("VK_LAYER_KHRONOS_validation"))
-        fail_msg("VKATTN_VALIDATION=1 but VK_LAYER_KHRONOS_validation is not installed");
+        fail_msg("validation asked for but VK_LAYER_KHRONOS_validation is not installed");
     const char *layers[] = {"VK_LAYER_KHRONOS_validation"};
     const char *exts[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
     VkDebugUtilsMessengerCreateInfoEXT mi = {
@@ -125,6 +126,11 @@ static bool app_create(app_vulkan *app, uint32_t api) {
     assert_int_equal(vkCreateDevice(app->phys, &di, NULL, &app->device), VK_SUCCESS);
     vkGetDeviceQueue(app->device, app->family, 0, &app->queue);
     return true;
+}
+
+/* Validation as the environment says (VKATTN_VALIDATION=1: on). */
+static bool app_create(app_vulkan *app, uint32_t api) {
+    return app_create_with(app, api, want_validation());
 }
 
 static void app_destroy(app_vulkan *app) {
@@ -663,6 +669,58 @@ static void test_shared_queue_two_threads(void **state) {
 
 static const vka_gpt_config tiny = {.max_T = 32, .V = 67, .L = 2, .NH = 2, .C = 32};
 
+/* A Vulkan 1.0 instance with a deep model (issue 17): a 12-layer model's training step needs
+ * more descriptor sets than one pool holds. Without VK_KHR_maintenance1 (core in 1.1) a pool
+ * may not be asked for more than it has left (VUID-VkDescriptorSetAllocateInfo-
+ * descriptorSetCount-00306 / -descriptorPool-00307): vkattn must track what each pool has
+ * left rather than wait for VK_ERROR_OUT_OF_POOL_MEMORY. Train, eval and generate under the
+ * application's validation layer (on here whatever VKATTN_VALIDATION says, when installed):
+ * no message, and none at vkDestroyDevice either (no pool or set outlives the context). */
+static void test_instance_1_0_deep_model(void **state) {
+    (void)state;
+    bool layer = has_layer("VK_LAYER_KHRONOS_validation");
+    if (!layer && want_validation()) fail_msg("VK_LAYER_KHRONOS_validation is not installed");
+    if (!layer) skip();
+    app_vulkan app;
+    if (!app_create_with(&app, VK_API_VERSION_1_0, true)) return;
+    vka_vulkan_env env;
+    vka_context *ctx = app_context(&app, &env, NULL);
+    const vka_gpt_config deep = {.max_T = 16, .V = 67, .L = 12, .NH = 2, .C = 32};
+    vka_gpt *gpt = NULL;
+    assert_int_equal(vka_gpt_create(ctx, &deep, 11, &gpt), VKA_SUCCESS);
+    enum { B = 2, T = 16 };
+    int32_t in[B * T], tg[B * T];
+    for (int i = 0; i < B * T; i++) {
+        in[i] = (i * 5) % 67;
+        tg[i] = (i * 5 + 1) % 67;
+    }
+    vka_adamw_desc opt = {.lr = 1e-3f};
+    for (int step = 0; step < 3; step++) {
+        float loss = 0, norm = 0;
+        assert_int_equal(vka_gpt_train_step(gpt, in, tg, B, T, &opt, &loss, &norm), VKA_SUCCESS);
+        assert_true(isfinite(loss) && isfinite(norm));
+    }
+    double el = 0;
+    size_t windows = 0;
+    assert_int_equal(vka_gpt_eval(gpt, in, B * T, T, &el, &windows), VKA_SUCCESS);
+    assert_true(isfinite(el) && windows > 0);
+    int32_t prompt[3] = {1, 2, 3}, out[20];
+    vka_sample_desc sd = {.temperature = 1.0f, .top_k = 8, .seed = 3};
+    assert_int_equal(vka_gpt_generate(gpt, prompt, 3, 20, &sd, out, NULL, NULL), VKA_SUCCESS);
+    for (int i = 0; i < 20; i++) assert_true(out[i] >= 0 && out[i] < 67);
+    /* The first model's sets go back to their pools; a second model's allocations reuse
+     * the room counted back (counting back too much would ask a pool for what it lacks). */
+    vka_gpt_destroy(gpt);
+    assert_int_equal(vka_gpt_create(ctx, &deep, 12, &gpt), VKA_SUCCESS);
+    float loss = 0;
+    assert_int_equal(vka_gpt_train_step(gpt, in, tg, B, T, &opt, &loss, NULL), VKA_SUCCESS);
+    assert_true(isfinite(loss));
+    vka_gpt_destroy(gpt);
+    vka_context_destroy(ctx);
+    printf("1.0 instance, 12 layers: %u validation messages\n", app.messages);
+    app_destroy(&app); /* asserts app.messages == 0 after vkDestroyDevice/vkDestroyInstance */
+}
+
 /* The model's steps run by the application: a decode step recorded into its command buffer
  * gives the logits vka_gpt_session_append gives; a training step submitted asynchronously gives
  * the loss and parameters of the blocking call on an identical model. */
@@ -869,6 +927,7 @@ int main(void) {
         cmocka_unit_test(test_wrapped_buffers_at_every_offset),
         cmocka_unit_test(test_shared_queue_two_threads),
         cmocka_unit_test(test_model_steps_in_app_hands),
+        cmocka_unit_test(test_instance_1_0_deep_model),
         cmocka_unit_test(test_allocation_callbacks),
         cmocka_unit_test(test_cpu_backend_async),
     };
