@@ -55,10 +55,12 @@ static bool has_layer(const char *name) {
     return found;
 }
 
-/* The application's Vulkan objects at instance version api, with the validation layer (and
- * VK_EXT_debug_utils, the app's messenger counting) when validation; false (skip) without a
- * device. */
-static bool app_create_with(app_vulkan *app, uint32_t api, bool validation) {
+/* The application's Vulkan objects at instance version api, with the validation layer when
+ * layer, and VK_EXT_debug_utils with the application's messenger counting when also
+ * debug_utils; false (skip) without a device. */
+static bool app_create_layers(app_vulkan *app, uint32_t api, bool layer, bool debug_utils) {
+    bool validation = layer;
+    debug_utils = debug_utils && layer;
     memset(app, 0, sizeof *app);
     app->api = api;
     mtx_init(&app->queue_lock, mtx_plain);
@@ -79,11 +81,11 @@ static bool app_create_with(app_vulkan *app, uint32_t api, bool validation) {
                             .pApplicationName = "test_embed_app",
                             .apiVersion = api};
     VkInstanceCreateInfo ii = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
-                               .pNext = validation ? &mi : NULL,
+                               .pNext = debug_utils ? &mi : NULL,
                                .pApplicationInfo = &ai,
                                .enabledLayerCount = validation ? 1 : 0,
                                .ppEnabledLayerNames = layers,
-                               .enabledExtensionCount = validation ? 1 : 0,
+                               .enabledExtensionCount = debug_utils ? 1 : 0,
                                .ppEnabledExtensionNames = exts};
     uint32_t n = 0;
     if (vkCreateInstance(&ii, NULL, &app->instance) != VK_SUCCESS ||
@@ -94,7 +96,7 @@ static bool app_create_with(app_vulkan *app, uint32_t api, bool validation) {
         skip();
         return false;
     }
-    if (validation) {
+    if (debug_utils) {
         PFN_vkCreateDebugUtilsMessengerEXT create = (PFN_vkCreateDebugUtilsMessengerEXT)
             vkGetInstanceProcAddr(app->instance, "vkCreateDebugUtilsMessengerEXT");
         assert_int_equal(create(app->instance, &mi, NULL, &app->messenger), VK_SUCCESS);
@@ -126,6 +128,10 @@ static bool app_create_with(app_vulkan *app, uint32_t api, bool validation) {
     assert_int_equal(vkCreateDevice(app->phys, &di, NULL, &app->device), VK_SUCCESS);
     vkGetDeviceQueue(app->device, app->family, 0, &app->queue);
     return true;
+}
+
+static bool app_create_with(app_vulkan *app, uint32_t api, bool validation) {
+    return app_create_layers(app, api, validation, validation);
 }
 
 /* Validation as the environment says (VKATTN_VALIDATION=1: on). */
@@ -833,6 +839,99 @@ static void test_model_steps_in_app_hands(void **state) {
     app_destroy(&app);
 }
 
+/* Validation with the application's instance (issue 17): vkattn cannot enable a layer on an
+ * instance it did not create. validation = 1, or VKATTN_VALIDATION=1 with validation 0, on an
+ * instance without VK_LAYER_KHRONOS_validation, or with it but without VK_EXT_debug_utils,
+ * fails with VKA_ERROR_UNSUPPORTED saying what to enable or how to turn it off; -1 runs. */
+static vka_result app_context_validation(app_vulkan *app, int validation, vka_context **ctx) {
+    vka_vulkan_env env = app_env(app);
+    vka_context_desc d = {.backend = VKA_BACKEND_VULKAN, .vulkan = &env, .log = tu_log,
+                          .validation = validation};
+    return vka_context_create(&d, ctx);
+}
+
+static bool layer_installed(void) {
+    bool layer = has_layer("VK_LAYER_KHRONOS_validation");
+    if (!layer && want_validation()) fail_msg("VK_LAYER_KHRONOS_validation is not installed");
+    return layer;
+}
+
+static void test_validation_needs_the_app_layer(void **state) {
+    (void)state;
+    const char *was = getenv("VKATTN_VALIDATION");
+    char *saved = was ? strdup(was) : NULL;
+    for (int layer = 0; layer < 2; layer++) {
+        if (layer && !layer_installed()) break;
+        app_vulkan app;
+        if (!app_create_layers(&app, VK_API_VERSION_1_1, layer, false)) return;
+        const char *missing = layer ? "VK_EXT_debug_utils" : "VK_LAYER_KHRONOS_validation";
+        vka_context *ctx = NULL;
+        assert_int_equal(app_context_validation(&app, 1, &ctx), VKA_ERROR_UNSUPPORTED);
+        printf("validation = 1: %s\n", vka_last_error(ctx));
+        assert_non_null(strstr(vka_last_error(ctx), missing));
+        assert_non_null(strstr(vka_last_error(ctx), "vka_context_desc.validation = 1"));
+        assert_non_null(strstr(vka_last_error(ctx), "validation = -1"));
+        vka_context_destroy(ctx);
+        setenv("VKATTN_VALIDATION", "1", 1); /* 0 = the environment's choice */
+        assert_int_equal(app_context_validation(&app, 0, &ctx), VKA_ERROR_UNSUPPORTED);
+        assert_non_null(strstr(vka_last_error(ctx), missing));
+        assert_non_null(strstr(vka_last_error(ctx), "VKATTN_VALIDATION=1"));
+        vka_context_destroy(ctx);
+        setenv("VKATTN_VALIDATION", "0", 1);
+        assert_int_equal(app_context_validation(&app, 0, &ctx), VKA_SUCCESS);
+        vka_context_destroy(ctx);
+        assert_int_equal(app_context_validation(&app, -1, &ctx), VKA_SUCCESS);
+        assert_int_equal(vka_context_validation_messages(ctx), 0);
+        vka_context_destroy(ctx);
+        app_destroy(&app);
+    }
+    if (saved) setenv("VKATTN_VALIDATION", saved, 1);
+    else unsetenv("VKATTN_VALIDATION");
+    free(saved);
+}
+
+/* With the layer and VK_EXT_debug_utils on the application's instance, validation = 1 counts
+ * and logs the layer's messages as on vkattn's own instance: none for vkattn's work, one for
+ * an invalid call (the instance's messages: the application's own calls count too). */
+static void test_validation_on_app_instance_counts(void **state) {
+    (void)state;
+    if (!layer_installed()) skip();
+    app_vulkan app;
+    if (!app_create_with(&app, VK_API_VERSION_1_1, true)) return;
+    vka_context *ctx = NULL;
+    if (app_context_validation(&app, 1, &ctx) != VKA_SUCCESS)
+        fail_msg("validation on the application's instance: %s", vka_last_error(ctx));
+    enum { N = 500 };
+    float a[N], b[N];
+    tu_random(a, N, 5, 1.0f);
+    tu_random(b, N, 6, 1.0f);
+    vka_tensor *ta = tu_tensor(ctx, N, a), *tb = tu_tensor(ctx, N, b);
+    vka_tensor *sum = tu_tensor_nan(ctx, N), *out = tu_tensor_nan(ctx, N);
+    vka_graph *g = gelu_graph(ctx, out, sum, ta, tb, N);
+    assert_int_equal(vka_graph_run(g), VKA_SUCCESS);
+    float *got = tu_read(out, N);
+    check_gelu(got, a, b, N);
+    free(got);
+    assert_int_equal(vka_context_validation_messages(ctx), 0);
+    /* A buffer of size 0 is invalid (VUID-VkBufferCreateInfo-size-00912): the layer reports
+     * it and does not pass the call on. */
+    VkBufferCreateInfo bad = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = 0,
+                              .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT};
+    VkBuffer buf = VK_NULL_HANDLE;
+    VkResult vr = vkCreateBuffer(app.device, &bad, NULL, &buf);
+    if (vr == VK_SUCCESS) vkDestroyBuffer(app.device, buf, NULL);
+    uint32_t seen = vka_context_validation_messages(ctx);
+    printf("vkattn's messenger on the application's instance: %u message(s)\n", seen);
+    assert_true(seen >= 1);
+    assert_true(app.messages >= 1);
+    vka_graph_destroy(g);
+    vka_tensor *all[] = {ta, tb, sum, out};
+    for (size_t i = 0; i < 4; i++) vka_tensor_destroy(all[i]);
+    vka_context_destroy(ctx);
+    app.messages = 0; /* the invalid call's, on purpose */
+    app_destroy(&app);
+}
+
 /* The application's VkAllocationCallbacks see every host allocation of vkattn's Vulkan
  * objects, and all are freed at destroy. */
 typedef struct counting {
@@ -928,6 +1027,8 @@ int main(void) {
         cmocka_unit_test(test_shared_queue_two_threads),
         cmocka_unit_test(test_model_steps_in_app_hands),
         cmocka_unit_test(test_instance_1_0_deep_model),
+        cmocka_unit_test(test_validation_needs_the_app_layer),
+        cmocka_unit_test(test_validation_on_app_instance_counts),
         cmocka_unit_test(test_allocation_callbacks),
         cmocka_unit_test(test_cpu_backend_async),
     };
