@@ -4,7 +4,9 @@
  * asynchronous submission with its semaphores, records vkattn's graphs and model steps into its
  * own command buffers, shares buffers both ways, shares its queue with two contexts on two
  * threads through lock callbacks, and passes its VkAllocationCallbacks; and the smallest env
- * an application can give. */
+ * an application can give. Issue 17: a deep model on a 1.0 instance stays valid (descriptor
+ * pools counted), and validation = 1 on the application's instance checks its layers and
+ * counts through vkattn's messenger. */
 #define _POSIX_C_SOURCE 200809L
 #include <vulkan/vulkan.h>
 
