@@ -107,7 +107,8 @@ typedef enum vka_log_level {
     VKA_LOG_DEBUG = 3,
 } vka_log_level;
 
-/** Logger: called synchronously on the thread using the context; message has no newline. */
+/** Logger: called synchronously on the thread using the context; message has no newline. (One
+ * exception: validation on the application's instance, see vka_context_desc.validation.) */
 typedef void (*vka_log_fn)(void *user_data, vka_log_level level, const char *message);
 
 /**
@@ -188,10 +189,27 @@ typedef struct vka_context_desc {
     const char *device;     /* Vulkan device by index as vka_context_device_info lists it ("1");
                                NULL = the VKATTN_DEVICE environment variable if set, else the
                                best: discrete > integrated > virtual > CPU */
-    int validation;         /* 1 = enable VK_LAYER_KHRONOS_validation and count its messages
-                               (fails if the layer is missing); -1 = off; 0 = the environment
-                               variable VKATTN_VALIDATION: 1 = on, 0 or unset = off, anything
-                               else fails with VKA_ERROR_INVALID_ARGUMENT */
+    int validation;         /* 1 = on: VK_LAYER_KHRONOS_validation checks vkattn's Vulkan
+                               calls, its warnings and errors are counted
+                               (vka_context_validation_messages) and logged; -1 = off; 0 = the
+                               environment variable VKATTN_VALIDATION: 1 = on, 0 or unset = off,
+                               anything else fails with VKA_ERROR_INVALID_ARGUMENT. On vkattn's
+                               own instance, on enables the layer and VK_EXT_debug_utils
+                               (VKA_ERROR_UNSUPPORTED if the layer is not installed). With the
+                               application's objects (vulkan below) vkattn cannot enable a layer
+                               on an instance it did not create: on requires that the
+                               application created it with VK_LAYER_KHRONOS_validation (as
+                               vkEnumerateDeviceLayerProperties lists the instance's layers:
+                               implicit and VK_INSTANCE_LAYERS ones count) and with
+                               VK_EXT_debug_utils, else VKA_ERROR_UNSUPPORTED naming what is
+                               missing; vkattn then adds its own messenger to that instance
+                               (removed by vka_context_destroy). It hears every message of the
+                               instance while the context lives, the application's own calls
+                               included, from whichever thread made them: the count includes
+                               them, and the logger may then be called on those threads. -1
+                               leaves the application's instance alone (its layer, if any,
+                               still checks vkattn's calls and reports to the application's
+                               messengers; the count stays 0) */
     int cpu_threads;        /* CPU backend threads; 0 = OpenMP's default */
     vka_log_fn log;         /* NULL = silent */
     void *log_user_data;    /* passed to log */
@@ -235,7 +253,8 @@ typedef struct vka_context_desc {
  * only answers vka_last_error() and vka_context_destroy(), so the reason can be read.
  * Errors: VKA_ERROR_NO_VULKAN (no loader), VKA_ERROR_NO_DEVICE (no device, or the one asked for
  * does not exist or has no compute queue), VKA_ERROR_UNSUPPORTED (validation asked for but the
- * layer is missing), VKA_ERROR_INVALID_ARGUMENT (unknown backend or kernels value, or a
+ * layer is missing; with vka_vulkan_env: the application's instance was not created with
+ * VK_LAYER_KHRONOS_validation and VK_EXT_debug_utils), VKA_ERROR_INVALID_ARGUMENT (unknown backend or kernels value, or a
  * VKATTN_KERNELS / VKATTN_VALIDATION value that means nothing), VKA_ERROR_VULKAN,
  * VKA_ERROR_OUT_OF_HOST_MEMORY.
  */
@@ -253,7 +272,9 @@ const char *vka_last_error(const vka_context *ctx);
 vka_backend vka_context_backend(const vka_context *ctx);
 /**
  * Validation-layer messages (warnings and errors) seen since the context was created; 0 when
- * validation is off. Tests treat any as a failure.
+ * validation is off. On the application's instance (vka_vulkan_env), every message of that
+ * instance while the context lives, the application's own included. Tests treat any as a
+ * failure.
  */
 uint32_t vka_context_validation_messages(const vka_context *ctx);
 /** Threads the CPU backend's kernels run on (desc.cpu_threads, else OpenMP's default, which

@@ -232,7 +232,7 @@ vka_result vka_context_usable(vka_context *ctx, const char *fn) {
 vka_backend vka_context_backend(const vka_context *ctx) { return ctx->backend_kind; }
 
 uint32_t vka_context_validation_messages(const vka_context *ctx) {
-    return ctx && ctx->vk ? ctx->vk->validation_messages : 0;
+    return ctx && ctx->vk ? atomic_load(&ctx->vk->validation_messages) : 0;
 }
 
 const char *vka_context_vulkan_kernels(const vka_context *ctx) {

@@ -4,7 +4,9 @@
  * asynchronous submission with its semaphores, records vkattn's graphs and model steps into its
  * own command buffers, shares buffers both ways, shares its queue with two contexts on two
  * threads through lock callbacks, and passes its VkAllocationCallbacks; and the smallest env
- * an application can give. */
+ * an application can give. Issue 17: a deep model on a 1.0 instance stays valid (descriptor
+ * pools counted), and validation = 1 on the application's instance checks its layers and
+ * counts through vkattn's messenger. */
 #define _POSIX_C_SOURCE 200809L
 #include <vulkan/vulkan.h>
 
@@ -55,14 +57,17 @@ static bool has_layer(const char *name) {
     return found;
 }
 
-/* The application's Vulkan objects at instance version api; false (skip) without a device. */
-static bool app_create(app_vulkan *app, uint32_t api) {
+/* The application's Vulkan objects at instance version api, with the validation layer when
+ * layer, and VK_EXT_debug_utils with the application's messenger counting when also
+ * debug_utils; false (skip) without a device. */
+static bool app_create_layers(app_vulkan *app, uint32_t api, bool layer, bool debug_utils) {
+    bool validation = layer;
+    debug_utils = debug_utils && layer;
     memset(app, 0, sizeof *app);
     app->api = api;
     mtx_init(&app->queue_lock, mtx_plain);
-    bool validation = want_validation();
     if (validation && !has_layer("VK_LAYER_KHRONOS_validation"))
-        fail_msg("VKATTN_VALIDATION=1 but VK_LAYER_KHRONOS_validation is not installed");
+        fail_msg("validation asked for but VK_LAYER_KHRONOS_validation is not installed");
     const char *layers[] = {"VK_LAYER_KHRONOS_validation"};
     const char *exts[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
     VkDebugUtilsMessengerCreateInfoEXT mi = {
@@ -78,11 +83,11 @@ static bool app_create(app_vulkan *app, uint32_t api) {
                             .pApplicationName = "test_embed_app",
                             .apiVersion = api};
     VkInstanceCreateInfo ii = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
-                               .pNext = validation ? &mi : NULL,
+                               .pNext = debug_utils ? &mi : NULL,
                                .pApplicationInfo = &ai,
                                .enabledLayerCount = validation ? 1 : 0,
                                .ppEnabledLayerNames = layers,
-                               .enabledExtensionCount = validation ? 1 : 0,
+                               .enabledExtensionCount = debug_utils ? 1 : 0,
                                .ppEnabledExtensionNames = exts};
     uint32_t n = 0;
     if (vkCreateInstance(&ii, NULL, &app->instance) != VK_SUCCESS ||
@@ -93,7 +98,7 @@ static bool app_create(app_vulkan *app, uint32_t api) {
         skip();
         return false;
     }
-    if (validation) {
+    if (debug_utils) {
         PFN_vkCreateDebugUtilsMessengerEXT create = (PFN_vkCreateDebugUtilsMessengerEXT)
             vkGetInstanceProcAddr(app->instance, "vkCreateDebugUtilsMessengerEXT");
         assert_int_equal(create(app->instance, &mi, NULL, &app->messenger), VK_SUCCESS);
@@ -125,6 +130,15 @@ static bool app_create(app_vulkan *app, uint32_t api) {
     assert_int_equal(vkCreateDevice(app->phys, &di, NULL, &app->device), VK_SUCCESS);
     vkGetDeviceQueue(app->device, app->family, 0, &app->queue);
     return true;
+}
+
+static bool app_create_with(app_vulkan *app, uint32_t api, bool validation) {
+    return app_create_layers(app, api, validation, validation);
+}
+
+/* Validation as the environment says (VKATTN_VALIDATION=1: on). */
+static bool app_create(app_vulkan *app, uint32_t api) {
+    return app_create_with(app, api, want_validation());
 }
 
 static void app_destroy(app_vulkan *app) {
@@ -663,6 +677,58 @@ static void test_shared_queue_two_threads(void **state) {
 
 static const vka_gpt_config tiny = {.max_T = 32, .V = 67, .L = 2, .NH = 2, .C = 32};
 
+/* A Vulkan 1.0 instance with a deep model (issue 17): a 12-layer model's training step needs
+ * more descriptor sets than one pool holds. Without VK_KHR_maintenance1 (core in 1.1) a pool
+ * may not be asked for more than it has left (VUID-VkDescriptorSetAllocateInfo-
+ * descriptorSetCount-00306 / -descriptorPool-00307): vkattn must track what each pool has
+ * left rather than wait for VK_ERROR_OUT_OF_POOL_MEMORY. Train, eval and generate under the
+ * application's validation layer (on here whatever VKATTN_VALIDATION says, when installed):
+ * no message, and none at vkDestroyDevice either (no pool or set outlives the context). */
+static void test_instance_1_0_deep_model(void **state) {
+    (void)state;
+    bool layer = has_layer("VK_LAYER_KHRONOS_validation");
+    if (!layer && want_validation()) fail_msg("VK_LAYER_KHRONOS_validation is not installed");
+    if (!layer) skip();
+    app_vulkan app;
+    if (!app_create_with(&app, VK_API_VERSION_1_0, true)) return;
+    vka_vulkan_env env;
+    vka_context *ctx = app_context(&app, &env, NULL);
+    const vka_gpt_config deep = {.max_T = 16, .V = 67, .L = 12, .NH = 2, .C = 32};
+    vka_gpt *gpt = NULL;
+    assert_int_equal(vka_gpt_create(ctx, &deep, 11, &gpt), VKA_SUCCESS);
+    enum { B = 2, T = 16 };
+    int32_t in[B * T], tg[B * T];
+    for (int i = 0; i < B * T; i++) {
+        in[i] = (i * 5) % 67;
+        tg[i] = (i * 5 + 1) % 67;
+    }
+    vka_adamw_desc opt = {.lr = 1e-3f};
+    for (int step = 0; step < 3; step++) {
+        float loss = 0, norm = 0;
+        assert_int_equal(vka_gpt_train_step(gpt, in, tg, B, T, &opt, &loss, &norm), VKA_SUCCESS);
+        assert_true(isfinite(loss) && isfinite(norm));
+    }
+    double el = 0;
+    size_t windows = 0;
+    assert_int_equal(vka_gpt_eval(gpt, in, B * T, T, &el, &windows), VKA_SUCCESS);
+    assert_true(isfinite(el) && windows > 0);
+    int32_t prompt[3] = {1, 2, 3}, out[20];
+    vka_sample_desc sd = {.temperature = 1.0f, .top_k = 8, .seed = 3};
+    assert_int_equal(vka_gpt_generate(gpt, prompt, 3, 20, &sd, out, NULL, NULL), VKA_SUCCESS);
+    for (int i = 0; i < 20; i++) assert_true(out[i] >= 0 && out[i] < 67);
+    /* The first model's sets go back to their pools; a second model's allocations reuse
+     * the room counted back (counting back too much would ask a pool for what it lacks). */
+    vka_gpt_destroy(gpt);
+    assert_int_equal(vka_gpt_create(ctx, &deep, 12, &gpt), VKA_SUCCESS);
+    float loss = 0;
+    assert_int_equal(vka_gpt_train_step(gpt, in, tg, B, T, &opt, &loss, NULL), VKA_SUCCESS);
+    assert_true(isfinite(loss));
+    vka_gpt_destroy(gpt);
+    vka_context_destroy(ctx);
+    printf("1.0 instance, 12 layers: %u validation messages\n", app.messages);
+    app_destroy(&app); /* asserts app.messages == 0 after vkDestroyDevice/vkDestroyInstance */
+}
+
 /* The model's steps run by the application: a decode step recorded into its command buffer
  * gives the logits vka_gpt_session_append gives; a training step submitted asynchronously gives
  * the loss and parameters of the blocking call on an identical model. */
@@ -775,6 +841,99 @@ static void test_model_steps_in_app_hands(void **state) {
     app_destroy(&app);
 }
 
+/* Validation with the application's instance (issue 17): vkattn cannot enable a layer on an
+ * instance it did not create. validation = 1, or VKATTN_VALIDATION=1 with validation 0, on an
+ * instance without VK_LAYER_KHRONOS_validation, or with it but without VK_EXT_debug_utils,
+ * fails with VKA_ERROR_UNSUPPORTED saying what to enable or how to turn it off; -1 runs. */
+static vka_result app_context_validation(app_vulkan *app, int validation, vka_context **ctx) {
+    vka_vulkan_env env = app_env(app);
+    vka_context_desc d = {.backend = VKA_BACKEND_VULKAN, .vulkan = &env, .log = tu_log,
+                          .validation = validation};
+    return vka_context_create(&d, ctx);
+}
+
+static bool layer_installed(void) {
+    bool layer = has_layer("VK_LAYER_KHRONOS_validation");
+    if (!layer && want_validation()) fail_msg("VK_LAYER_KHRONOS_validation is not installed");
+    return layer;
+}
+
+static void test_validation_needs_the_app_layer(void **state) {
+    (void)state;
+    const char *was = getenv("VKATTN_VALIDATION");
+    char *saved = was ? strdup(was) : NULL;
+    for (int layer = 0; layer < 2; layer++) {
+        if (layer && !layer_installed()) break;
+        app_vulkan app;
+        if (!app_create_layers(&app, VK_API_VERSION_1_1, layer, false)) return;
+        const char *missing = layer ? "VK_EXT_debug_utils" : "VK_LAYER_KHRONOS_validation";
+        vka_context *ctx = NULL;
+        assert_int_equal(app_context_validation(&app, 1, &ctx), VKA_ERROR_UNSUPPORTED);
+        printf("validation = 1: %s\n", vka_last_error(ctx));
+        assert_non_null(strstr(vka_last_error(ctx), missing));
+        assert_non_null(strstr(vka_last_error(ctx), "vka_context_desc.validation = 1"));
+        assert_non_null(strstr(vka_last_error(ctx), "validation = -1"));
+        vka_context_destroy(ctx);
+        setenv("VKATTN_VALIDATION", "1", 1); /* 0 = the environment's choice */
+        assert_int_equal(app_context_validation(&app, 0, &ctx), VKA_ERROR_UNSUPPORTED);
+        assert_non_null(strstr(vka_last_error(ctx), missing));
+        assert_non_null(strstr(vka_last_error(ctx), "VKATTN_VALIDATION=1"));
+        vka_context_destroy(ctx);
+        setenv("VKATTN_VALIDATION", "0", 1);
+        assert_int_equal(app_context_validation(&app, 0, &ctx), VKA_SUCCESS);
+        vka_context_destroy(ctx);
+        assert_int_equal(app_context_validation(&app, -1, &ctx), VKA_SUCCESS);
+        assert_int_equal(vka_context_validation_messages(ctx), 0);
+        vka_context_destroy(ctx);
+        app_destroy(&app);
+    }
+    if (saved) setenv("VKATTN_VALIDATION", saved, 1);
+    else unsetenv("VKATTN_VALIDATION");
+    free(saved);
+}
+
+/* With the layer and VK_EXT_debug_utils on the application's instance, validation = 1 counts
+ * and logs the layer's messages as on vkattn's own instance: none for vkattn's work, one for
+ * an invalid call (the instance's messages: the application's own calls count too). */
+static void test_validation_on_app_instance_counts(void **state) {
+    (void)state;
+    if (!layer_installed()) skip();
+    app_vulkan app;
+    if (!app_create_with(&app, VK_API_VERSION_1_1, true)) return;
+    vka_context *ctx = NULL;
+    if (app_context_validation(&app, 1, &ctx) != VKA_SUCCESS)
+        fail_msg("validation on the application's instance: %s", vka_last_error(ctx));
+    enum { N = 500 };
+    float a[N], b[N];
+    tu_random(a, N, 5, 1.0f);
+    tu_random(b, N, 6, 1.0f);
+    vka_tensor *ta = tu_tensor(ctx, N, a), *tb = tu_tensor(ctx, N, b);
+    vka_tensor *sum = tu_tensor_nan(ctx, N), *out = tu_tensor_nan(ctx, N);
+    vka_graph *g = gelu_graph(ctx, out, sum, ta, tb, N);
+    assert_int_equal(vka_graph_run(g), VKA_SUCCESS);
+    float *got = tu_read(out, N);
+    check_gelu(got, a, b, N);
+    free(got);
+    assert_int_equal(vka_context_validation_messages(ctx), 0);
+    /* A buffer of size 0 is invalid (VUID-VkBufferCreateInfo-size-00912): the layer reports
+     * it and does not pass the call on. */
+    VkBufferCreateInfo bad = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = 0,
+                              .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT};
+    VkBuffer buf = VK_NULL_HANDLE;
+    VkResult vr = vkCreateBuffer(app.device, &bad, NULL, &buf);
+    if (vr == VK_SUCCESS) vkDestroyBuffer(app.device, buf, NULL);
+    uint32_t seen = vka_context_validation_messages(ctx);
+    printf("vkattn's messenger on the application's instance: %u message(s)\n", seen);
+    assert_true(seen >= 1);
+    assert_true(app.messages >= 1);
+    vka_graph_destroy(g);
+    vka_tensor *all[] = {ta, tb, sum, out};
+    for (size_t i = 0; i < 4; i++) vka_tensor_destroy(all[i]);
+    vka_context_destroy(ctx);
+    app.messages = 0; /* the invalid call's, on purpose */
+    app_destroy(&app);
+}
+
 /* The application's VkAllocationCallbacks see every host allocation of vkattn's Vulkan
  * objects, and all are freed at destroy. */
 typedef struct counting {
@@ -869,6 +1028,9 @@ int main(void) {
         cmocka_unit_test(test_wrapped_buffers_at_every_offset),
         cmocka_unit_test(test_shared_queue_two_threads),
         cmocka_unit_test(test_model_steps_in_app_hands),
+        cmocka_unit_test(test_instance_1_0_deep_model),
+        cmocka_unit_test(test_validation_needs_the_app_layer),
+        cmocka_unit_test(test_validation_on_app_instance_counts),
         cmocka_unit_test(test_allocation_callbacks),
         cmocka_unit_test(test_cpu_backend_async),
     };

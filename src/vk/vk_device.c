@@ -57,7 +57,7 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL debug_callback(
     vkr_device *dev = user;
     (void)types;
     if (severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
-        dev->validation_messages++;
+        atomic_fetch_add(&dev->validation_messages, 1);
         vka_log(dev->ctx,
                 severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT ? VKA_LOG_ERROR
                                                                           : VKA_LOG_WARN,
@@ -178,6 +178,20 @@ static vka_result resolve_settings(vka_context *ctx, vka_context_desc *d) {
     return VKA_SUCCESS;
 }
 
+/* The messenger vkattn installs: warnings and errors of every type, counted by debug_callback. */
+static VkDebugUtilsMessengerCreateInfoEXT messenger_info(vkr_device *dev) {
+    return (VkDebugUtilsMessengerCreateInfoEXT){
+        .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+        .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                           VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+        .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                       VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+        .pfnUserCallback = debug_callback,
+        .pUserData = dev,
+    };
+}
+
 static vka_result create_instance(vkr_device *dev, const vka_context_desc *desc) {
     vka_context *ctx = dev->ctx;
     PFN_vkCreateInstance create = (PFN_vkCreateInstance)dev->gipa(NULL, "vkCreateInstance");
@@ -227,19 +241,10 @@ static vka_result create_instance(vkr_device *dev, const vka_context_desc *desc)
         .apiVersion = loader_version >= VK_API_VERSION_1_1 ? VK_API_VERSION_1_2 : VK_API_VERSION_1_0,
     };
     dev->instance_version = app.apiVersion;
-    VkDebugUtilsMessengerCreateInfoEXT messenger_info = {
-        .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
-        .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
-                           VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
-        .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
-                       VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
-                       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
-        .pfnUserCallback = debug_callback,
-        .pUserData = dev,
-    };
+    VkDebugUtilsMessengerCreateInfoEXT mi = messenger_info(dev);
     VkInstanceCreateInfo info = {
         .sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
-        .pNext = n_layers ? &messenger_info : NULL, /* also catches create/destroy messages */
+        .pNext = n_layers ? &mi : NULL, /* also catches create/destroy messages */
         .flags = flags,
         .pApplicationInfo = &app,
         .enabledLayerCount = n_layers,
@@ -257,8 +262,7 @@ static vka_result create_instance(vkr_device *dev, const vka_context_desc *desc)
     dev->own_instance = true;
     load_instance_fns(dev);
     if (n_layers && dev->vki.CreateDebugUtilsMessengerEXT) {
-        vr = dev->vki.CreateDebugUtilsMessengerEXT(dev->instance, &messenger_info, dev->alloc,
-                                                   &dev->messenger);
+        vr = dev->vki.CreateDebugUtilsMessengerEXT(dev->instance, &mi, dev->alloc, &dev->messenger);
         if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreateDebugUtilsMessengerEXT");
     }
     return VKA_SUCCESS;
@@ -512,8 +516,52 @@ static void finish_selection(vkr_device *dev, vka_kernels kernels, uint64_t max_
     dev->bind_align = align;
 }
 
+/* Validation on the application's instance: vkattn cannot enable a layer on an instance it did
+ * not create, so it checks that the application did and adds its own messenger. The layers
+ * active on an instance are what vkEnumerateDeviceLayerProperties lists (the spec: "exactly
+ * the sequence of layers enabled for the instance", implicit and VK_INSTANCE_LAYERS ones
+ * included); vkGetInstanceProcAddr returns NULL for vkCreateDebugUtilsMessengerEXT unless
+ * VK_EXT_debug_utils is enabled. from_env: the request came from VKATTN_VALIDATION. */
+static vka_result adopt_validation(vkr_device *dev, VkPhysicalDevice phys, bool from_env) {
+    vka_context *ctx = dev->ctx;
+    const char *asked = from_env ? "VKATTN_VALIDATION=1" : "vka_context_desc.validation = 1";
+    const char *off = from_env ? "unset VKATTN_VALIDATION or set vka_context_desc.validation = -1"
+                               : "set vka_context_desc.validation = -1";
+    PFN_vkEnumerateDeviceLayerProperties enumerate =
+        (PFN_vkEnumerateDeviceLayerProperties)dev->gipa(dev->instance,
+                                                        "vkEnumerateDeviceLayerProperties");
+    uint32_t n = 0;
+    VkResult vr = enumerate ? enumerate(phys, &n, NULL) : VK_ERROR_INITIALIZATION_FAILED;
+    if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkEnumerateDeviceLayerProperties");
+    VkLayerProperties *props = vka_calloc(ctx, n ? n : 1, sizeof *props);
+    if (!props) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    vr = enumerate(phys, &n, props);
+    bool found = false;
+    for (uint32_t i = 0; vr == VK_SUCCESS && i < n && !found; i++)
+        found = strcmp(props[i].layerName, "VK_LAYER_KHRONOS_validation") == 0;
+    vka_free(ctx, props);
+    if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkEnumerateDeviceLayerProperties");
+    if (!found)
+        return vka_set_error(ctx, VKA_ERROR_UNSUPPORTED,
+                             "%s asks for validation, but the application's VkInstance "
+                             "(vka_vulkan_env.instance) was not created with "
+                             "VK_LAYER_KHRONOS_validation, and vkattn cannot enable a layer on an "
+                             "instance it did not create: enable the layer and VK_EXT_debug_utils "
+                             "in its VkInstanceCreateInfo, or %s", asked, off);
+    if (!dev->vki.CreateDebugUtilsMessengerEXT || !dev->vki.DestroyDebugUtilsMessengerEXT)
+        return vka_set_error(ctx, VKA_ERROR_UNSUPPORTED,
+                             "%s asks for validation: the application's VkInstance has "
+                             "VK_LAYER_KHRONOS_validation but not VK_EXT_debug_utils, which vkattn "
+                             "needs for the messenger that counts the layer's messages: enable the "
+                             "extension in its VkInstanceCreateInfo, or %s", asked, off);
+    VkDebugUtilsMessengerCreateInfoEXT mi = messenger_info(dev);
+    vr = dev->vki.CreateDebugUtilsMessengerEXT(dev->instance, &mi, dev->alloc, &dev->messenger);
+    if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreateDebugUtilsMessengerEXT");
+    return VKA_SUCCESS;
+}
+
 static vka_result adopt_env(vkr_device *dev, const vka_vulkan_env *env, vka_kernels kernels,
-                            uint64_t max_binding) {
+                            uint64_t max_binding, bool validation, bool validation_from_env) {
     vka_context *ctx = dev->ctx;
     if (!env->instance || !env->physical_device || !env->device || !env->queue)
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
@@ -540,6 +588,10 @@ static vka_result adopt_env(vkr_device *dev, const vka_vulkan_env *env, vka_kern
     if (dev->selected == UINT32_MAX)
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "vka_vulkan_env.physical_device is not a device of its instance");
+    if (validation) {
+        r = adopt_validation(dev, dev->phys_list[dev->selected], validation_from_env);
+        if (r != VKA_SUCCESS) return r;
+    }
     dev->device = (VkDevice)env->device;
     dev->queue = (VkQueue)env->queue;
     dev->queue_family = env->queue_family;
@@ -578,7 +630,9 @@ vka_result vkr_device_create(vka_context *ctx, const vka_context_desc *given, vk
     dev->fail_alloc_at = fa ? strtoull(fa, NULL, 10) : 0;
     dev->fail_submit_at = fs ? strtoull(fs, NULL, 10) : 0;
     *out = dev;
-    if (desc->vulkan) return adopt_env(dev, desc->vulkan, desc->kernels, desc->max_binding_bytes);
+    if (desc->vulkan)
+        return adopt_env(dev, desc->vulkan, desc->kernels, desc->max_binding_bytes,
+                         want_validation(desc), given->validation == 0);
 
     dev->gipa = loader_gipa;
     if (!dev->gipa)

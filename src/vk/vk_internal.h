@@ -45,6 +45,7 @@
 #include "backend.h"
 #include "shader_registry.h"
 
+#include <stdatomic.h>
 #include <volk.h>
 
 #define VKV_MAX_BINDINGS 12 /* fused attention's backward binds 10 tensors */
@@ -87,7 +88,9 @@ typedef struct vkr_device {
      * allocation / queue submission of this context fails with VK_ERROR_OUT_OF_DEVICE_MEMORY,
      * as a device that ran out would; 0 = never. Counted per context. */
     uint64_t fail_alloc_at, fail_submit_at, n_allocs, n_submits;
-    uint32_t validation_messages; /* warnings + errors from the validation layer */
+    /* Warnings + errors from the validation layer. Atomic: on an application's instance the
+     * messenger also hears the application's own calls, from its threads. */
+    atomic_uint validation_messages;
 
     uint32_t n_phys;
     VkPhysicalDevice *phys_list;

@@ -62,7 +62,8 @@ void vkv_pipelines_destroy(vkv_backend *vb) {
     vb->n_pipelines = vb->cap_pipelines = 0;
     for (int i = 0; i < VKA_SHADER_COUNT; i++)
         if (vb->modules[i]) vb->vk->vkDestroyShaderModule(d, vb->modules[i], vb->dev->alloc);
-    for (int i = 0; i < vb->n_pools; i++) vb->vk->vkDestroyDescriptorPool(d, vb->pools[i], vb->dev->alloc);
+    for (int i = 0; i < vb->n_pools; i++)
+        vb->vk->vkDestroyDescriptorPool(d, vb->pools[i].pool, vb->dev->alloc);
     vka_free(vb->base.ctx, vb->pools);
     vb->pools = NULL;
     vb->n_pools = 0;
@@ -154,55 +155,93 @@ VkPipeline vkv_get_pipeline(vkv_backend *vb, vka_shader_id shader, const uint32_
     return p->pipeline;
 }
 
-static VkDescriptorPool new_pool(vkv_backend *vb) {
+/* Descriptors of each type one set of the layout takes. */
+static uint32_t set_storage(void) { return VKV_MAX_BINDINGS; }
+static uint32_t set_texels(const vkv_backend *vb) {
+    return vb->dev->texel_operands ? VKV_MAX_TEXELS : 0;
+}
+
+/* Open a pool for SETS_PER_POOL sets of the layout; its index, or -1 (error set). */
+static int new_pool(vkv_backend *vb) {
     VkDescriptorPoolSize size[2] = {
         {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-         .descriptorCount = SETS_PER_POOL * VKV_MAX_BINDINGS},
+         .descriptorCount = SETS_PER_POOL * set_storage()},
         {.type = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER,
-         .descriptorCount = SETS_PER_POOL * VKV_MAX_TEXELS}};
+         .descriptorCount = SETS_PER_POOL * set_texels(vb)}};
     VkDescriptorPoolCreateInfo info = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                        .flags = VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT,
                                        .maxSets = SETS_PER_POOL,
-                                       .poolSizeCount = vb->dev->texel_operands ? 2 : 1,
+                                       .poolSizeCount = set_texels(vb) ? 2 : 1,
                                        .pPoolSizes = size};
-    VkDescriptorPool pool = VK_NULL_HANDLE;
-    VkDescriptorPool *grown = vka_realloc(vb->base.ctx, vb->pools, (size_t)(vb->n_pools + 1) * sizeof *grown);
+    vkv_pool *grown = vka_realloc(vb->base.ctx, vb->pools, (size_t)(vb->n_pools + 1) * sizeof *grown);
     if (!grown) {
         vkb_fail(&vb->base, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-        return VK_NULL_HANDLE;
+        return -1;
     }
     vb->pools = grown;
+    VkDescriptorPool pool = VK_NULL_HANDLE;
     VkResult vr = vb->vk->vkCreateDescriptorPool(vb->dev->device, &info, vb->dev->alloc, &pool);
     if (vr != VK_SUCCESS) {
         vkv_fail_vk(vb, vr, "vkCreateDescriptorPool");
-        return VK_NULL_HANDLE;
+        return -1;
     }
-    vb->pools[vb->n_pools++] = pool;
-    return pool;
+    vb->pools[vb->n_pools] = (vkv_pool){.pool = pool,
+                                        .sets_left = SETS_PER_POOL,
+                                        .storage_left = size[0].descriptorCount,
+                                        .texel_left = size[1].descriptorCount};
+    return vb->n_pools++;
 }
 
-/* Allocate a set from the newest pool, opening a new pool when it is full. */
-static VkDescriptorSet alloc_set(vkv_backend *vb, VkDescriptorPool *from) {
+/* The newest pool with room for one more set by its counts, else a new one; -1 on error. */
+static int pool_with_room(vkv_backend *vb) {
+    for (int i = vb->n_pools - 1; i >= 0; i--) {
+        const vkv_pool *p = &vb->pools[i];
+        if (!p->refused && p->sets_left >= 1 && p->storage_left >= set_storage() &&
+            p->texel_left >= set_texels(vb))
+            return i;
+    }
+    return new_pool(vb);
+}
+
+/* Allocate a set from a pool that has room for it (counted, as Vulkan 1.0 requires). A pool
+ * that refuses anyway (VK_ERROR_FRAGMENTED_POOL, or VK_ERROR_OUT_OF_POOL_MEMORY where the
+ * implementation has 1.1 or VK_KHR_maintenance1) is skipped and a new one opened, once. */
+static VkDescriptorSet alloc_set(vkv_backend *vb, int *from) {
     for (int attempt = 0; attempt < 2; attempt++) {
-        VkDescriptorPool pool = vb->n_pools && attempt == 0 ? vb->pools[vb->n_pools - 1] : new_pool(vb);
-        if (!pool) return VK_NULL_HANDLE;
+        int i = attempt == 0 ? pool_with_room(vb) : new_pool(vb);
+        if (i < 0) return VK_NULL_HANDLE;
+        vkv_pool *p = &vb->pools[i];
         VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-                                          .descriptorPool = pool,
+                                          .descriptorPool = p->pool,
                                           .descriptorSetCount = 1,
                                           .pSetLayouts = &vb->set_layout};
         VkDescriptorSet set = VK_NULL_HANDLE;
         VkResult vr = vb->vk->vkAllocateDescriptorSets(vb->dev->device, &ai, &set);
         if (vr == VK_SUCCESS) {
-            *from = pool;
+            p->sets_left--;
+            p->storage_left -= set_storage();
+            p->texel_left -= set_texels(vb);
+            *from = i;
             return set;
         }
         if (vr != VK_ERROR_OUT_OF_POOL_MEMORY && vr != VK_ERROR_FRAGMENTED_POOL) {
             vkv_fail_vk(vb, vr, "vkAllocateDescriptorSets");
             return VK_NULL_HANDLE;
         }
+        p->refused = true;
     }
-    vkb_fail(&vb->base, VKA_ERROR_VULKAN, "descriptor pool exhausted");
+    vkb_fail(&vb->base, VKA_ERROR_VULKAN, "a new descriptor pool refused its first set");
     return VK_NULL_HANDLE;
+}
+
+/* Free a set back to its pool and count its room again. */
+static void free_set(vkv_backend *vb, const vkv_set *s) {
+    vkv_pool *p = &vb->pools[s->pool];
+    vb->vk->vkFreeDescriptorSets(vb->dev->device, p->pool, 1, &s->set);
+    p->sets_left++;
+    p->storage_left += set_storage();
+    p->texel_left += set_texels(vb);
+    p->refused = false;
 }
 
 static uint64_t key_hash(const vkv_binding *key) {
@@ -346,7 +385,7 @@ void vkv_forget_buffers(vkv_backend *vb, const uint64_t *ids, int n) {
         for (int b = 0; b < VKV_SET_KEYS && !stale; b++)
             for (int j = 0; j < n && !stale; j++) stale = vb->sets[i].key[b].id == ids[j];
         if (stale)
-            vb->vk->vkFreeDescriptorSets(vb->dev->device, vb->sets[i].pool, 1, &vb->sets[i].set);
+            free_set(vb, &vb->sets[i]);
         else
             vb->sets[kept++] = vb->sets[i];
     }

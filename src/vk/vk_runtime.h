@@ -131,8 +131,19 @@ typedef struct vkv_set {
     vkv_binding key[VKV_SET_KEYS];
     uint64_t hash;
     VkDescriptorSet set;
-    VkDescriptorPool pool;
+    int pool; /* index in vkv_backend.pools */
 } vkv_set;
+
+/* A descriptor pool and what it has left. Vulkan 1.0 (without VK_KHR_maintenance1) forbids
+ * asking a pool for more sets or descriptors than it has left (VUID-VkDescriptorSetAllocate
+ * Info-descriptorSetCount-00306, -descriptorPool-00307; VK_ERROR_OUT_OF_POOL_MEMORY is 1.1),
+ * so the counts decide when to open a new pool, never a failed allocation. */
+typedef struct vkv_pool {
+    VkDescriptorPool pool;
+    uint32_t sets_left, storage_left, texel_left;
+    bool refused; /* the driver refused a set although the counts allowed it (fragmentation):
+                   * skipped until one of its sets is freed */
+} vkv_pool;
 
 struct vkv_backend {
     vkb_backend base;
@@ -146,7 +157,7 @@ struct vkv_backend {
     VkPipelineCache pipeline_cache;
     vkv_pipeline *pipelines;
     int n_pipelines, cap_pipelines;
-    VkDescriptorPool *pools;
+    vkv_pool *pools;          /* never destroyed before the backend: indices stay valid */
     int n_pools;
     vkv_set *sets;
     int n_sets, cap_sets;
