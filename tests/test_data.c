@@ -583,10 +583,16 @@ static void test_data_bpe_text_in_pieces_of_any_size_equals_the_whole(void **sta
         }
     }
     print_message("  %zu texts x piece sizes give the ids of the whole\n", checked);
+    /* In pieces of 1 byte too, a token file is told apart by its header. */
+    setenv("VKATTN_TEXT_PIECE_BYTES", "1", 1);
+    const int32_t ids[3] = {1, 2, 3};
+    assert_int_equal(vka_tokens_save(ctx, tokens, ids, 3), VKA_SUCCESS);
+    vka_result r = vka_tokenize_file(ctx, tok, tokens, tf_path(&d, "again.bin"), NULL, NULL);
+    tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "is an llm.c token file", NULL);
     /* A bad piece size is an error naming the variable. */
     setenv("VKATTN_TEXT_PIECE_BYTES", "0", 1);
     vka_data *data = NULL;
-    vka_result r = vka_data_load(ctx, path, tok, &data);
+    r = vka_data_load(ctx, path, tok, &data);
     tf_expect_error(ctx, r, VKA_ERROR_INVALID_ARGUMENT, "VKATTN_TEXT_PIECE_BYTES=\"0\"", NULL);
     r = vka_tokenize_file(ctx, tok, path, tokens, NULL, NULL);
     tf_expect_error(ctx, r, VKA_ERROR_INVALID_ARGUMENT, "VKATTN_TEXT_PIECE_BYTES=\"0\"", NULL);

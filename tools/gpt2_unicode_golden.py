@@ -20,12 +20,16 @@ Every code point c but the surrogates is put in each of the CONTEXTS below. Writ
   blocks: per block of 1024 code points (c >> 10), the 64-bit FNV-1a of the reference's ids
           of every context of every code point of the block in order, each id as 4 bytes
           little-endian, each context's ids followed by FF FF FF FF;
-  ids:    the ids in every context of a few code points written out (those whose class
-          others get wrong, and a sample), "U+XXXX id id ... | id ... | ..." per line.
+  ids:    the ids in every context of a few code points written out, "U+XXXX id id ... | id
+          ... | ..." per line: those whose class others get wrong (SPECIAL), the first and last
+          of each stretch whose letter/number class differs in Python's own unicodedata
+          (Python 3.11: Unicode 14, the tables of PCRE2 10.42, which vkattn used before) and
+          every 64th inside, and every 4099th code point.
 """
 import json
 import os
 import sys
+import unicodedata
 
 import regex
 
@@ -42,6 +46,7 @@ SPECIAL = [0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x1F, 0x20, 0x27, 0x3
            0x2028, 0x2029, 0x202F, 0x205F, 0x2060, 0x3000, 0x3007, 0xFEFF, 0xFFFD, 0x1F600,
            0x10FFFF]
 SAMPLE_EVERY = 4099
+OLD_UNICODE_EVERY = 64
 
 
 def bytes_to_unicode():
@@ -112,6 +117,36 @@ class Encoder:
         return ids
 
 
+def letter_number(ch, pat_l, pat_n):
+    return "L" if pat_l.match(ch) else "N" if pat_n.match(ch) else "-"
+
+
+def old_unicode_changes():
+    """Code points whose L/N class in unicodedata differs from regex's: the stretches' ends and
+    every OLD_UNICODE_EVERY-th inside."""
+    pat_l, pat_n = regex.compile(r"\p{L}"), regex.compile(r"\p{N}")
+    out, prev, k = set(), None, 0
+    for c in range(0x110000):
+        if 0xD800 <= c <= 0xDFFF:
+            continue
+        cat = unicodedata.category(chr(c))[0]
+        old = cat if cat in "LN" else "-"
+        differs = old != letter_number(chr(c), pat_l, pat_n)
+        if differs and prev != c - 1:
+            out.add(c)
+            k = 0
+        if not differs and prev == c - 1:
+            out.add(prev)
+        if differs:
+            if k % OLD_UNICODE_EVERY == 0:
+                out.add(c)
+            k += 1
+            prev = c
+    if prev is not None:
+        out.add(prev)
+    return out
+
+
 def signature(contexts_pieces):
     sig, bit = 0, 0
     for pieces in contexts_pieces:
@@ -138,6 +173,7 @@ def main():
     if len(sys.argv) != 3:
         sys.exit("usage: gpt2_unicode_golden.py GPT3_ENCODER_DIR OUT")
     enc = Encoder(sys.argv[1])
+    written = set(SPECIAL) | old_unicode_changes()
     runs, blocks, explicit = [], [], []
     h = 0xCBF29CE484222325
     for c in range(0x110000):
@@ -158,14 +194,14 @@ def main():
             runs[-1][0] += 1
         else:
             runs.append([1, sig])
-        if c in SPECIAL or c % SAMPLE_EVERY == 0:
+        if c in written or c % SAMPLE_EVERY == 0:
             explicit.append((c, ids))
     blocks.append(h)
     tmp = sys.argv[2] + ".tmp"
     with open(tmp, "w", encoding="ascii") as f:
         f.write("# GPT-2's pieces and ids for every code point: tools/gpt2_unicode_golden.py\n")
-        f.write("reference regex %s (Python %s)\n" % (regex.__version__,
-                                                       sys.version.split()[0]))
+        f.write("reference regex %s (Python %s; unicodedata %s)\n" % (
+            regex.__version__, sys.version.split()[0], unicodedata.unidata_version))
         f.write("contexts %d %s\n" % (len(CONTEXTS), " ".join(json.dumps(x) for x in CONTEXTS)))
         f.write("runs %d\n" % len(runs))
         for n, sig in runs:

@@ -65,7 +65,7 @@ vka_result vkm_text_piece_bytes(vka_context *ctx, size_t *piece) {
     char *end = NULL;
     errno = 0;
     unsigned long long v = strtoull(env, &end, 10);
-    if (errno || !end || *end || env[0] < '0' || env[0] > '9' || v < 1 || v > SIZE_MAX)
+    if (errno || !end || *end || env[0] < '0' || env[0] > '9' || v < 1 || v > SIZE_MAX / 4)
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "VKATTN_TEXT_PIECE_BYTES=\"%s\" "
                              "is not a number of bytes >= 1 (the size of the pieces a text is "
                              "encoded in)", env);
@@ -133,7 +133,8 @@ typedef struct stream {
 /* Read until buf holds at least want bytes or the input ends. */
 static vka_result fill(stream *s, size_t want) {
     if (want > s->cap) {
-        size_t cap = s->cap ? s->cap : s->piece + 4;
+        /* At least 64 KiB: the first read holds a token file's header (told apart by it). */
+        size_t cap = s->cap ? s->cap : VKA_MAX(s->piece + 4, (size_t)1 << 16);
         while (cap < want) cap *= 2;
         unsigned char *p = vka_realloc(s->ctx, s->buf, cap);
         if (!p) return vka_set_error(s->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory "
