@@ -146,7 +146,7 @@ typedef struct vka_vulkan_env {
  * allocates goes through these when given (all three, or none: a partial one fails
  * vka_context_create with VKA_ERROR_INVALID_ARGUMENT naming the missing field, on a context
  * from malloc that only says why): the context itself, models, sessions, tokenizers, data,
- * graphs, the CPU backend's tensors, and PCRE2's memory for the BPE pattern. alloc returns
+ * graphs and the CPU backend's tensors. alloc returns
  * memory aligned for any object (as malloc), or NULL; realloc gets a block alloc or realloc
  * returned, never NULL; free never gets NULL; sizes are never 0. Running out (NULL) fails the
  * call with VKA_ERROR_OUT_OF_HOST_MEMORY (VKA_ERROR_OUT_OF_DEVICE_MEMORY for a CPU backend's
@@ -788,10 +788,13 @@ int32_t vka_tokenizer_eot(const vka_tokenizer *tok);
  * at least one byte; *n_out = tokens written, len for a character-level tokenizer).
  * Byte-level BPE encodes as GPT-2 does: the text is split into pieces by GPT-2's pattern
  *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- * (PCRE2, Unicode classes), then within each piece the adjacent pair whose concatenation is the
- * token with the lowest id is merged, repeatedly (tiktoken's algorithm; the end-of-text token
- * is never formed). Bytes that are not valid UTF-8 never match the pattern: each is a piece of
- * its own (its single-byte token), and the pattern applies to the valid stretches between them.
+ * with the Unicode classes of GPT-2's reference (openai/gpt-2 compiles it with Python's
+ * `regex`): \s is the White_Space property, \p{L} and \p{N} the general categories L* and N*
+ * of Unicode 15.0 (utf8proc 2.8), so every code point splits as there. Then within each piece
+ * the adjacent pair whose concatenation is the token with the lowest id is merged, repeatedly
+ * (tiktoken's algorithm; the end-of-text token is never formed). Bytes that are not valid UTF-8
+ * (RFC 3629) never match the pattern: each is a piece of its own (its single-byte token), and
+ * the pattern applies to the valid stretches between them as if each were a text of its own.
  * So decode(encode(x)) == x for every byte string x.
  * Errors: VKA_ERROR_VOCABULARY (character level: the first byte not in the vocabulary and its
  * offset), VKA_ERROR_OUT_OF_HOST_MEMORY.
@@ -835,9 +838,11 @@ typedef struct vka_data_desc {
 } vka_data_desc;
 
 /**
- * Open the data: texts are mapped, checked and tokenised (in pieces cut where GPT-2's
- * pre-tokenizer splits anyway: after a '\n' followed by printable ASCII other than space, so
- * the tokens equal those of the whole text), stored as uint16 when V <= 65536; token files are
+ * Open the data: texts are mapped, checked and tokenised in pieces of about 1 MiB, each cut
+ * where no piece of GPT-2's pre-tokenizer can join across (between a code point other than
+ * whitespace or the apostrophe and one of another class, or next to a byte that is not UTF-8),
+ * so the ids are those of encoding each whole text at once; stored as uint16 when V <= 65536
+ * (VKATTN_TEXT_PIECE_BYTES=N sets the piece size, for tests). Token files are
  * mapped and read in place. Without val_paths the first 90% of all tokens are the training
  * split, the rest validation; with them, paths are training and val_paths validation.
  * Text means: no NUL byte, and at most 2% of the bytes control characters (below 0x20 other
@@ -845,7 +850,7 @@ typedef struct vka_data_desc {
  * Errors: VKA_ERROR_IO (missing/unreadable), VKA_ERROR_FORMAT (empty, not text, a token file's
  * version, or its size against its header's count), VKA_ERROR_VOCABULARY (a byte outside tok,
  * or a token file's id >= V: the message gives the file, offset and id),
- * VKA_ERROR_INVALID_ARGUMENT (only token files and no tok).
+ * VKA_ERROR_INVALID_ARGUMENT (only token files and no tok; a bad VKATTN_TEXT_PIECE_BYTES).
  */
 vka_result vka_data_open(vka_context *ctx, const vka_data_desc *desc, vka_data **out);
 /** vka_data_open of one file (path NULL = the built-in corpus) split 90/10. */
@@ -886,11 +891,13 @@ vka_result vka_data_batch(const vka_data *data, vka_split split, int B, int T,
 vka_result vka_tokens_save(vka_context *ctx, const char *path, const int32_t *tokens, size_t n);
 /**
  * Tokenise the text at text_path ("-" = standard input) with tok into an llm.c token file at
- * out_path, streaming: the text is read and encoded in pieces of about 1 MiB (cut as
- * vka_data_open cuts them), so memory stays bounded whatever its size. Written to
+ * out_path, streaming: the text is read and encoded in pieces of about 1 MiB, cut as
+ * vka_data_open cuts them (so the ids are those of encoding the whole text at once), so memory
+ * stays bounded whatever its size (a piece grows only while no cut comes). Written to
  * out_path.tmp.<pid>, renamed when complete (nothing is left on failure). *n_tokens and
  * *n_bytes (may be NULL) receive the tokens written and the bytes read.
- * Errors: VKA_ERROR_INVALID_ARGUMENT (V > 65536: ids are uint16), VKA_ERROR_FORMAT (empty, not
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (V > 65536: ids are uint16; a bad
+ * VKATTN_TEXT_PIECE_BYTES), VKA_ERROR_FORMAT (empty, not
  * text), VKA_ERROR_VOCABULARY, VKA_ERROR_IO.
  */
 vka_result vka_tokenize_file(vka_context *ctx, const vka_tokenizer *tok, const char *text_path,

@@ -25,6 +25,64 @@ static vka_tokenizer *load_tok(vka_context *ctx, const char *path) {
     return tok;
 }
 
+/* More than one 1 MiB piece of text whose lines end in whitespace before blank lines (where a
+ * cut after "\n\n" would make " \n\n" one piece: ids 220 628 for 220 198 198). */
+static char *spaced_text(size_t *len) {
+    static const char verse[] = "Speak, speak. \n\nFirst Citizen: \t\n\nYou are all resolved "
+                                "rather to die than to famish?\xC2\xA0\n  \n\n'Tis 42 \xE2\x80\x94 "
+                                "caf\xC3\xA9 \xE4\xB8\xAD\xE6\x96\x87   \n";
+    size_t n = (sizeof verse - 1) * ((3u << 19) / (sizeof verse - 1) + 1);
+    char *text = malloc(n);
+    assert_non_null(text);
+    for (size_t at = 0; at < n; at += sizeof verse - 1) memcpy(text + at, verse, sizeof verse - 1);
+    *len = n;
+    return text;
+}
+
+/* vkattn tokenize with GPT-2's vocabulary writes the ids of encoding the whole text at once,
+ * from a file and from standard input, in 1 MiB pieces and in pieces of a few bytes. */
+static void test_cli_tokenize_gpt2_gives_the_ids_of_the_whole_text(void **state) {
+    tf_dir d = tf_mkdir();
+    size_t len = 0;
+    char *text = spaced_text(&len);
+    const char *path = tf_path(&d, "text.txt");
+    tf_write(path, text, len);
+    vka_context *ctx = tu_cpu();
+    vka_tokenizer *tok = load_tok(ctx, GPT2_FILE);
+    int32_t *whole = malloc(len * sizeof *whole);
+    size_t n_whole = 0;
+    assert_int_equal(vka_tokenizer_encode(tok, text, len, whole, &n_whole), VKA_SUCCESS);
+    for (int run = 0; run < 2; run++) {
+        cu_spec spec = {.dir = &d, .stdin_path = run ? path : NULL,
+                        .env = {run ? "VKATTN_TEXT_PIECE_BYTES=4099" : NULL}};
+        cu_result r = cu_run_spec(&spec, CU_ARGS("tokenize", "--tokenizer", GPT2_FILE, "--data",
+                                                 run ? "-" : "text.txt", "--out", "t.bin"));
+        cu_expect(&r, 0, NULL, "tokenize");
+        cu_free(&r);
+        size_t n = 0;
+        unsigned char *f = tf_read(tf_path(&d, "t.bin"), &n);
+        assert_true(n >= 1024);
+        size_t n_ids = (n - 1024) / 2;
+        for (size_t i = 0; i < n_ids && i < n_whole; i++) {
+            int32_t id = f[1024 + 2 * i] | f[1024 + 2 * i + 1] << 8;
+            if (id != whole[i])
+                fail_msg("%s: id %zu is %d, the whole text's %d", run ? "standard input" : "file",
+                         i, id, whole[i]);
+        }
+        if (n_ids != n_whole)
+            fail_msg("%s: %zu ids, the whole text %zu", run ? "standard input" : "file", n_ids,
+                     n_whole);
+        print_message("  %s: %zu ids of %zu bytes, those of the whole text\n",
+                      run ? "standard input, pieces of 4099 bytes" : "file", n_ids, len);
+        free(f);
+    }
+    free(whole);
+    free(text);
+    vka_tokenizer_destroy(tok);
+    tu_done(ctx);
+    tf_rmdir(&d);
+}
+
 static void test_cli_train_vocab_size_learns_bpe(void **state) {
     tf_dir d = tf_mkdir();
     write_text(tf_path(&d, "text.txt"), 100000);
@@ -174,6 +232,7 @@ static void test_cli_vocabulary_errors(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cli_tokenize_gpt2_gives_the_ids_of_the_whole_text),
         cmocka_unit_test(test_cli_train_vocab_size_learns_bpe),
         cmocka_unit_test(test_cli_train_tokenizer_uses_gpt2),
         cmocka_unit_test(test_cli_vocabulary_errors),

@@ -1,8 +1,11 @@
 /* Data loading: text checks, 90/10 split, random windows. */
 #define _POSIX_C_SOURCE 200809L
 #include "test_files.h"
+#include "text_gen.h"
 
 #include <stdint.h>
+
+#define GPT2_FILE VKA_TEST_DATA_DIR "/gpt2_tokenizer.bin"
 
 /* A split's tokens in a malloc'd array (vka_data_read_tokens). */
 static int32_t *split_tokens(const vka_data *data, vka_split split, size_t *n) {
@@ -484,6 +487,121 @@ static void test_data_text_in_pieces_equals_the_whole(void **state) {
     tu_done(ctx);
 }
 
+/* A text of more than one 1 MiB piece whose lines end in whitespace before a blank line: a cut
+ * after "\n\n" would make " \n\n" one piece (GPT-2's ids 220 628 for 220 198 198). Loaded and
+ * streamed it gives the ids of the whole. */
+static void test_data_bpe_text_over_a_piece_equals_the_whole(void **state) {
+    vka_context *ctx = tu_cpu();
+    tf_dir d = tf_mkdir();
+    vka_tokenizer *tok = NULL;
+    if (vka_tokenizer_load(ctx, GPT2_FILE, &tok) != VKA_SUCCESS)
+        fail_msg("load %s: %s", GPT2_FILE, vka_last_error(ctx));
+    static const char line[] = "Before we proceed any further, hear me speak. \n\n";
+    size_t len = (sizeof line - 1) * ((5u << 18) / (sizeof line - 1) + 1);
+    char *text = malloc(len);
+    int32_t *whole = malloc(len * sizeof *whole);
+    assert_true(text && whole);
+    for (size_t at = 0; at < len; at += sizeof line - 1) memcpy(text + at, line, sizeof line - 1);
+    const char *path = tf_path(&d, "text.txt"), *tokens = tf_path(&d, "text.bin");
+    tf_write(path, text, len);
+    size_t n_whole = 0;
+    assert_int_equal(vka_tokenizer_encode(tok, text, len, whole, &n_whole), VKA_SUCCESS);
+    for (int streamed = 0; streamed < 2; streamed++) {
+        if (streamed) assert_int_equal(vka_tokenize_file(ctx, tok, path, tokens, NULL, NULL),
+                                       VKA_SUCCESS);
+        vka_data *data = NULL;
+        assert_int_equal(vka_data_load(ctx, streamed ? tokens : path, tok, &data), VKA_SUCCESS);
+        size_t n = 0;
+        int32_t *got = split_tokens(data, VKA_SPLIT_ALL, &n);
+        for (size_t i = 0; i < n && i < n_whole; i++)
+            if (got[i] != whole[i])
+                fail_msg("%s: id %zu is %d, the whole text's %d (%zu ids, the whole %zu)",
+                         streamed ? "streamed" : "loaded", i, got[i], whole[i], n, n_whole);
+        if (n != n_whole) fail_msg("%zu ids, the whole text %zu", n, n_whole);
+        free(got);
+        vka_data_destroy(data);
+    }
+    print_message("  %zu bytes: %zu ids, loaded and streamed\n", len, n_whole);
+    free(text);
+    free(whole);
+    vka_tokenizer_destroy(tok);
+    tf_rmdir(&d);
+    tu_done(ctx);
+}
+
+/* GPT-2's tokens of texts full of whitespace runs, apostrophes, non-ASCII and bytes that are
+ * not UTF-8, loaded (vka_data_open) and streamed into a token file (vka_tokenize_file, which
+ * `vkattn tokenize` runs) in pieces of every size from 1 byte up: always those of encoding the
+ * whole text at once. */
+static void test_data_bpe_text_in_pieces_of_any_size_equals_the_whole(void **state) {
+    vka_context *ctx = tu_cpu();
+    tf_dir d = tf_mkdir();
+    vka_tokenizer *tok = NULL;
+    if (vka_tokenizer_load(ctx, GPT2_FILE, &tok) != VKA_SUCCESS)
+        fail_msg("load %s: %s", GPT2_FILE, vka_last_error(ctx));
+    const char *path = tf_path(&d, "text.txt"), *tokens = tf_path(&d, "text.bin");
+    uint64_t seed = 5;
+    size_t checked = 0;
+    for (int round = 0; round < 12; round++) {
+        unsigned char text[160];
+        size_t len = round == 0 ? (size_t)snprintf((char *)text, sizeof text, "Speak. \n\nFirst "
+                                                    "Citizen:\n \t\n\nYou are all resolved")
+                                : tg_random_text(&seed, text, sizeof text);
+        tf_write(path, text, len);
+        int32_t whole[160];
+        size_t n_whole = 0;
+        assert_int_equal(vka_tokenizer_encode(tok, (const char *)text, len, whole, &n_whole),
+                         VKA_SUCCESS);
+        for (size_t piece = 1; piece <= len + 1; piece++) {
+            char env[32];
+            snprintf(env, sizeof env, "%zu", piece);
+            setenv("VKATTN_TEXT_PIECE_BYTES", env, 1);
+            for (int streamed = 0; streamed < 2; streamed++) {
+                if (streamed) {
+                    uint64_t nt = 0, nb = 0;
+                    if (vka_tokenize_file(ctx, tok, path, tokens, &nt, &nb) != VKA_SUCCESS)
+                        fail_msg("tokenize_file: %s", vka_last_error(ctx));
+                    assert_true(nt == n_whole && nb == len);
+                }
+                vka_data *data = NULL;
+                if (vka_data_load(ctx, streamed ? tokens : path, tok, &data) != VKA_SUCCESS)
+                    fail_msg("data load: %s", vka_last_error(ctx));
+                size_t n = 0;
+                int32_t *got = split_tokens(data, VKA_SPLIT_ALL, &n);
+                for (size_t i = 0; i < n && i < n_whole; i++)
+                    if (got[i] != whole[i])
+                        fail_msg("text %d, pieces of %zu bytes%s: id %zu is %d, the whole "
+                                 "text's %d", round, piece, streamed ? ", streamed" : "", i,
+                                 got[i], whole[i]);
+                if (n != n_whole)
+                    fail_msg("text %d, pieces of %zu bytes%s: %zu ids, the whole text %zu",
+                             round, piece, streamed ? ", streamed" : "", n, n_whole);
+                free(got);
+                vka_data_destroy(data);
+                checked++;
+            }
+        }
+    }
+    print_message("  %zu texts x piece sizes give the ids of the whole\n", checked);
+    /* In pieces of 1 byte too, a token file is told apart by its header. */
+    setenv("VKATTN_TEXT_PIECE_BYTES", "1", 1);
+    const int32_t ids[3] = {1, 2, 3};
+    assert_int_equal(vka_tokens_save(ctx, tokens, ids, 3), VKA_SUCCESS);
+    vka_result r = vka_tokenize_file(ctx, tok, tokens, tf_path(&d, "again.bin"), NULL, NULL);
+    tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "is an llm.c token file", NULL);
+    /* A bad piece size is an error naming the variable. */
+    setenv("VKATTN_TEXT_PIECE_BYTES", "0", 1);
+    vka_data *data = NULL;
+    r = vka_data_load(ctx, path, tok, &data);
+    tf_expect_error(ctx, r, VKA_ERROR_INVALID_ARGUMENT, "VKATTN_TEXT_PIECE_BYTES=\"0\"", NULL);
+    r = vka_tokenize_file(ctx, tok, path, tokens, NULL, NULL);
+    tf_expect_error(ctx, r, VKA_ERROR_INVALID_ARGUMENT, "VKATTN_TEXT_PIECE_BYTES=\"0\"", NULL);
+    unsetenv("VKATTN_TEXT_PIECE_BYTES");
+    vka_tokenizer_destroy(tok);
+    tf_rmdir(&d);
+    tu_done(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_data_split_is_90_10_and_decodes_back),
@@ -491,6 +609,8 @@ int main(void) {
         cmocka_unit_test(test_data_token_file_errors),
         cmocka_unit_test(test_data_shards),
         cmocka_unit_test(test_data_text_in_pieces_equals_the_whole),
+        cmocka_unit_test(test_data_bpe_text_over_a_piece_equals_the_whole),
+        cmocka_unit_test(test_data_bpe_text_in_pieces_of_any_size_equals_the_whole),
         cmocka_unit_test(test_data_load_errors),
         cmocka_unit_test(test_data_byte_outside_tokenizer),
         cmocka_unit_test(test_data_batch_windows_are_from_the_split),

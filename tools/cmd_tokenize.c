@@ -11,9 +11,10 @@ static const cli_command tokenize_cmd = {
              "{20240520, 1, tokens, 0...}, then uint16 ids), which train and eval read as they\n"
              "read text.",
     .notes = "The text is read and encoded in pieces of about 1 MiB, so memory stays bounded\n"
-             "whatever its size; TEXT may be - for standard input (a pipe). The pieces are cut just\n"
-             "after a newline followed by printable ASCII other than a space, where GPT-2's\n"
-             "pre-tokenizer splits anyway, so the tokens equal those of the whole text. The output\n"
+             "whatever its size; TEXT may be - for standard input (a pipe). The pieces are cut where\n"
+             "no piece of GPT-2's pre-tokenizer can join across (before a code point of another\n"
+             "class than the one before it, if that one is no whitespace or apostrophe; or next to\n"
+             "a byte that is not UTF-8), so the tokens equal those of the whole text. The output\n"
              "is written to TOKENS.bin.tmp.<pid> and renamed when complete: on any error nothing is\n"
              "left. A tokenizer of more than 65536 tokens is refused (the ids are uint16).\n"
              "--json prints {\"tokens\",\"bytes\",\"seconds\",\"out\"}.",

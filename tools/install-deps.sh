@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what vkattn needs on Debian 12 / Ubuntu 22.04+: compiler and CMake, the Vulkan loader
-# and headers, volk, glslangValidator, cmocka, PCRE2 (the BPE tokenizer's Unicode classes),
+# and headers, volk, glslangValidator, cmocka, utf8proc (the BPE tokenizer's Unicode classes),
 # Mesa's software Vulkan driver (lavapipe, for machines without a GPU) and the Khronos
 # validation layers, python3 (the binding's test), and clang with its sanitizer and libFuzzer
 # runtimes (tools/fuzz.sh). Safe to run again.
@@ -11,7 +11,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libvulkan1 libvulkan-dev libvulkan-volk-dev glslang-tools
-  libcmocka-dev libpcre2-dev python3
+  libcmocka-dev libutf8proc-dev python3
   mesa-vulkan-drivers vulkan-validationlayers
   clang libclang-rt-dev
 )

@@ -5,19 +5,16 @@
  * byte_pair_merge; GPT-2's ids are in merge order). And learning such a vocabulary from a text
  * (Sennrich et al. 2016's algorithm on bytes, with incremental pair counts).
  *
- * The pattern's Unicode classes (\p{L}, \p{N}, \s) come from PCRE2 (PCRE2_UTF | PCRE2_UCP).
- * PCRE2_MATCH_INVALID_UTF makes bytes that are not UTF-8 match nothing: they fall between
- * matches, and each becomes a piece of its own (README "Tokenizers").
+ * The pieces come from GPT-2's pre-tokenizer (pretokenize.c: GPT-2's pattern matched by hand
+ * with the Unicode classes of its reference). A byte that is not UTF-8 is a piece of its own
+ * (README "Tokenizers").
  */
-#define PCRE2_CODE_UNIT_WIDTH 8
+#include "model/pretokenize.h"
 #include "model/tokenizer.h"
 
-#include <pcre2.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char GPT2_PATTERN[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 static const char EOT_BYTES[] = "<|endoftext|>";
 
 #define NO_ID INT32_MAX
@@ -26,7 +23,6 @@ struct vkm_bpe {
     const vka_context *ctx; /* whose allocator its blocks come from */
     int32_t *slots;    /* open addressing: token id or -1; (mask + 1) slots */
     uint32_t mask;
-    pcre2_code *code;  /* GPT2_PATTERN, JIT-compiled when PCRE2 has a JIT */
 };
 
 static uint32_t hash_bytes(const unsigned char *b, size_t n) {
@@ -35,62 +31,16 @@ static uint32_t hash_bytes(const unsigned char *b, size_t n) {
     return h;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * The pattern
- * ------------------------------------------------------------------------------------------- */
-
-/* PCRE2's memory through ctx's allocator: the compiled pattern keeps these functions, and
- * match data made from it (and the interpreter's heap frames) use them too. */
-static void *pcre2_alloc_fn(PCRE2_SIZE n, void *ctx) { return vka_malloc(ctx, n); }
-static void pcre2_free_fn(void *p, void *ctx) { vka_free(ctx, p); }
-
-static pcre2_code *compile_pattern(const vka_context *ctx) {
-    int err;
-    PCRE2_SIZE at;
-    pcre2_general_context *gc =
-        pcre2_general_context_create(pcre2_alloc_fn, pcre2_free_fn, (void *)ctx);
-    pcre2_compile_context *cc = gc ? pcre2_compile_context_create(gc) : NULL;
-    pcre2_code *code = cc ? pcre2_compile((PCRE2_SPTR)GPT2_PATTERN, PCRE2_ZERO_TERMINATED,
-                                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err,
-                                          &at, cc)
-                          : NULL;
-    pcre2_compile_context_free(cc);
-    pcre2_general_context_free(gc);
-    if (code) (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE); /* else the interpreter */
-    return code;
-}
-
 typedef vka_result (*piece_fn)(void *user, const unsigned char *piece, size_t n);
 
-/* Call fn on each piece of text in order: the pattern's matches, and each byte between them
- * (bytes no match can take are not UTF-8). */
-static vka_result split_pieces(vka_context *ctx, pcre2_code *code, const unsigned char *text,
-                               size_t len, piece_fn fn, void *user) {
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(code, NULL);
-    if (!md) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "tokenizer: out of memory");
+/* Call fn on each piece of text in order. */
+static vka_result split_pieces(const unsigned char *text, size_t len, piece_fn fn, void *user) {
     vka_result r = VKA_SUCCESS;
-    size_t pos = 0;
-    while (pos < len && r == VKA_SUCCESS) {
-        int rc = pcre2_match(code, text, len, pos, 0, md, NULL);
-        size_t start = len, end = len;
-        if (rc > 0) {
-            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-            start = ov[0];
-            end = ov[1];
-        } else if (rc != PCRE2_ERROR_NOMATCH) {
-            PCRE2_UCHAR msg[256];
-            pcre2_get_error_message(rc, msg, sizeof msg);
-            r = vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
-                              "tokenizer: matching GPT-2's pattern at byte %zu failed: %s", pos,
-                              (const char *)msg);
-            break;
-        }
-        for (; pos < start && r == VKA_SUCCESS; pos++) r = fn(user, text + pos, 1);
-        if (r == VKA_SUCCESS && end > start) r = fn(user, text + start, end - start);
-        pos = end > start ? end : start + 1; /* the pattern never matches empty; be safe */
-        if (end <= start && start < len && r == VKA_SUCCESS) r = fn(user, text + start, 1);
+    for (size_t pos = 0; pos < len && r == VKA_SUCCESS;) {
+        size_t end = vkm_pretok_piece(text, len, pos);
+        r = fn(user, text + pos, end - pos);
+        pos = end;
     }
-    pcre2_match_data_free(md);
     return r;
 }
 
@@ -143,8 +93,7 @@ vka_result vkm_bpe_create(vka_tokenizer *tok, const char *name) {
     while (size < 2u * (uint32_t)tok->V) size *= 2;
     bpe->mask = size - 1;
     bpe->slots = vka_malloc(tok->ctx, size * sizeof *bpe->slots);
-    bpe->code = compile_pattern(bpe->ctx);
-    if (!bpe->slots || !bpe->code)
+    if (!bpe->slots)
         return vka_set_error(tok->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "tokenizer: out of memory");
     memset(bpe->slots, 0xFF, size * sizeof *bpe->slots);
     for (int i = 0; i < tok->V; i++) {
@@ -167,7 +116,6 @@ vka_result vkm_bpe_create(vka_tokenizer *tok, const char *name) {
 void vkm_bpe_destroy(vkm_bpe *bpe) {
     if (!bpe) return;
     vka_free(bpe->ctx, bpe->slots);
-    pcre2_code_free(bpe->code);
     vka_free(bpe->ctx, bpe);
 }
 
@@ -294,8 +242,7 @@ static vka_result encode_piece(void *user, const unsigned char *p, size_t n) {
 vka_result vkm_bpe_encode(const vka_tokenizer *tok, const char *text, size_t len, int32_t *out,
                           size_t *n_out) {
     encoder e = {.tok = tok, .out = out};
-    vka_result r = split_pieces(tok->ctx, tok->bpe->code, (const unsigned char *)text, len,
-                                encode_piece, &e);
+    vka_result r = split_pieces((const unsigned char *)text, len, encode_piece, &e);
     *n_out = r == VKA_SUCCESS ? e.n_out : 0;
     vka_free(tok->ctx, e.next);
     vka_free(tok->ctx, e.prev);
@@ -573,14 +520,13 @@ static void merge_word(learner *L, uint32_t w, int32_t a, int32_t b, int32_t t) 
     L->sym_len[w] = o;
 }
 
-static vka_result learn_setup(learner *L, const unsigned char *text, size_t len, int vocab_size,
-                              pcre2_code *code) {
+static vka_result learn_setup(learner *L, const unsigned char *text, size_t len, int vocab_size) {
     L->text = text;
     L->word_mask = 4095;
     L->word_slots = vka_malloc(L->ctx, (L->word_mask + 1) * sizeof *L->word_slots);
     if (!L->word_slots) return VKA_ERROR_OUT_OF_HOST_MEMORY;
     memset(L->word_slots, 0xFF, (L->word_mask + 1) * sizeof *L->word_slots);
-    vka_result r = split_pieces(L->ctx, code, text, len, count_piece, L);
+    vka_result r = split_pieces(text, len, count_piece, L);
     if (r != VKA_SUCCESS) return r;
     size_t total = 0;
     for (uint32_t w = 0; w < L->n_words; w++) total += L->word_len0[w];
@@ -681,14 +627,11 @@ static void learner_free(learner *L) {
 
 vka_result vkm_bpe_learn(vka_tokenizer *tok, const char *text, size_t len, int vocab_size) {
     learner L = {.ctx = tok->ctx};
-    pcre2_code *code = compile_pattern(tok->ctx);
-    vka_result r = code ? learn_setup(&L, (const unsigned char *)text, len, vocab_size, code)
-                        : VKA_ERROR_OUT_OF_HOST_MEMORY;
+    vka_result r = learn_setup(&L, (const unsigned char *)text, len, vocab_size);
     for (uint32_t step = 1; r == VKA_SUCCESS && L.V < vocab_size - 1; step++) {
         if (!learn_step(&L, step)) break;
         if (L.oom) r = VKA_ERROR_OUT_OF_HOST_MEMORY;
     }
-    pcre2_code_free(code);
     if (r == VKA_SUCCESS) {
         tok_add(&L, (const unsigned char *)EOT_BYTES, sizeof EOT_BYTES - 1);
         tok->bytes = L.bytes;

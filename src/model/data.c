@@ -27,8 +27,6 @@
 #include <unistd.h>
 
 #define DATA_MAX_CONTROL_PERCENT 2
-/* Text is encoded in pieces of about this many bytes (cut at vkm_text_split_point). */
-#define DATA_PIECE_BYTES ((size_t)1 << 20)
 /* Encoded text is released from memory this many bytes at a time. */
 #define DATA_DROP_BYTES ((size_t)64 << 20)
 
@@ -176,6 +174,9 @@ static vka_result open_source(vka_context *ctx, const char *path, shard *s) {
 /* Tokens of a text, encoded in pieces (so the int32 buffer stays small) and stored as uint16
  * when the vocabulary allows. */
 static vka_result encode_text(vka_context *ctx, const vka_tokenizer *tok, shard *s) {
+    size_t piece_bytes;
+    vka_result pr = vkm_text_piece_bytes(ctx, &piece_bytes);
+    if (pr != VKA_SUCCESS) return pr;
     bool narrow = vka_tokenizer_vocab_size(tok) <= 65536;
     size_t elem = narrow ? sizeof(uint16_t) : sizeof(int32_t);
     unsigned char *store = vka_malloc(ctx, s->len * elem); /* at most one token per byte */
@@ -187,9 +188,7 @@ static vka_result encode_text(vka_context *ctx, const vka_tokenizer *tok, shard 
     if (s->map) posix_madvise(s->map, s->len, POSIX_MADV_SEQUENTIAL);
     vka_result r = VKA_SUCCESS;
     for (size_t p = 0; p < s->len && r == VKA_SUCCESS;) {
-        size_t q = p + DATA_PIECE_BYTES < s->len
-                       ? vkm_text_split_point(s->bytes, s->len, p + DATA_PIECE_BYTES)
-                       : s->len;
+        size_t q = vkm_text_next_cut(s->bytes, s->len, p, piece_bytes, true);
         int32_t *out = (int32_t *)(void *)store + n;
         if (narrow) {
             if (q - p > piece_cap) {

@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "model/token_file.h"
 #include "model/fileio.h"
+#include "model/pretokenize.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,8 +12,6 @@
 #include <unistd.h>
 
 #define TOKENS_VERSION 1
-/* Text read per piece while streaming; a piece ends at the next split point after this. */
-#define STREAM_PIECE_BYTES ((size_t)1 << 20)
 #define STREAM_MAX_CONTROL_PERCENT 2
 
 static uint32_t le32(const unsigned char *b) {
@@ -59,10 +58,25 @@ size_t vkm_first_id_at_least(const uint16_t *ids, size_t n, int V) {
     return SIZE_MAX;
 }
 
-size_t vkm_text_split_point(const unsigned char *text, size_t len, size_t from) {
-    for (size_t i = from; i + 1 < len; i++)
-        if (text[i] == '\n' && text[i + 1] > 0x20 && text[i + 1] < 0x7F) return i + 1;
-    return len;
+vka_result vkm_text_piece_bytes(vka_context *ctx, size_t *piece) {
+    *piece = VKM_TEXT_PIECE_BYTES;
+    const char *env = getenv("VKATTN_TEXT_PIECE_BYTES");
+    if (!env || !*env) return VKA_SUCCESS;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(env, &end, 10);
+    if (errno || !end || *end || env[0] < '0' || env[0] > '9' || v < 1 || v > SIZE_MAX / 4)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "VKATTN_TEXT_PIECE_BYTES=\"%s\" "
+                             "is not a number of bytes >= 1 (the size of the pieces a text is "
+                             "encoded in)", env);
+    *piece = (size_t)v;
+    return VKA_SUCCESS;
+}
+
+size_t vkm_text_next_cut(const unsigned char *text, size_t len, size_t start, size_t piece,
+                         bool at_end) {
+    size_t from = piece < len - start ? start + piece : len;
+    return vkm_pretok_cut(text, len, start, from, at_end);
 }
 
 static void put_header(unsigned char *h, uint32_t count) {
@@ -99,8 +113,8 @@ vka_result vka_tokens_save(vka_context *ctx, const char *path, const int32_t *to
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Streaming a text into a token file: bounded memory (a piece of about STREAM_PIECE_BYTES, more
- * only when a text has no split point for longer), so it works on standard input and on texts
+ * Streaming a text into a token file: bounded memory (a piece of about VKM_TEXT_PIECE_BYTES,
+ * more only when a text has no cut for longer), so it works on standard input and on texts
  * larger than memory.
  * ------------------------------------------------------------------------------------------- */
 
@@ -108,8 +122,9 @@ typedef struct stream {
     vka_context *ctx;
     const char *name;      /* the text, for messages */
     int fd;
-    unsigned char *buf;    /* buf[0 .. len) read but not yet encoded */
+    unsigned char *buf;    /* buf[0 .. len) read but not yet encoded; buf[0] starts a piece */
     size_t len, cap;
+    size_t piece;          /* vkm_text_piece_bytes */
     uint64_t base;         /* offset in the text of buf[0] */
     bool eof;
     uint64_t control;      /* control bytes seen (the text rule of data.c) */
@@ -118,7 +133,8 @@ typedef struct stream {
 /* Read until buf holds at least want bytes or the input ends. */
 static vka_result fill(stream *s, size_t want) {
     if (want > s->cap) {
-        size_t cap = s->cap ? s->cap : STREAM_PIECE_BYTES;
+        /* At least 64 KiB: the first read holds a token file's header (told apart by it). */
+        size_t cap = s->cap ? s->cap : VKA_MAX(s->piece + 4, (size_t)1 << 16);
         while (cap < want) cap *= 2;
         unsigned char *p = vka_realloc(s->ctx, s->buf, cap);
         if (!p) return vka_set_error(s->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory "
@@ -149,25 +165,16 @@ static vka_result fill(stream *s, size_t want) {
     return VKA_SUCCESS;
 }
 
-/* The end of the next piece in buf (reading more when no split point is in it yet). */
+/* The end of the next piece in buf, 0 at the end of the text (reading more while no cut is
+ * known in it: a cut needs the code point after it, up to 4 bytes). */
 static vka_result next_piece(stream *s, size_t *end) {
-    vka_result r = fill(s, STREAM_PIECE_BYTES + 1);
-    size_t from = STREAM_PIECE_BYTES;
-    while (r == VKA_SUCCESS) {
-        if (s->len <= from) {
-            if (s->eof) break;
-        } else {
-            size_t at = vkm_text_split_point(s->buf, s->len, from);
-            if (at < s->len) {
-                *end = at;
-                return VKA_SUCCESS;
-            }
-            if (s->eof) break;
-            from = s->len ? s->len - 1 : 0;
-        }
-        r = fill(s, s->cap * 2);
+    *end = 0;
+    vka_result r = fill(s, s->piece + 4);
+    while (r == VKA_SUCCESS && s->len > 0) {
+        *end = vkm_text_next_cut(s->buf, s->len, 0, s->piece, s->eof);
+        if (*end) break;
+        r = fill(s, 2 * s->len + 4);
     }
-    *end = s->len;
     return r;
 }
 
@@ -184,6 +191,8 @@ vka_result vka_tokenize_file(vka_context *ctx, const vka_tokenizer *tok, const c
                              "token file holds uint16 ids, so at most 65536", V);
     bool is_stdin = strcmp(text_path, "-") == 0;
     stream s = {.ctx = ctx, .name = is_stdin ? "standard input" : text_path, .fd = 0};
+    vka_result pr = vkm_text_piece_bytes(ctx, &s.piece);
+    if (pr != VKA_SUCCESS) return pr;
     if (!is_stdin) {
         FILE *probe;
         uint64_t size;

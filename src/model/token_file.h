@@ -19,9 +19,17 @@ vka_result vkm_token_file_check(vka_context *ctx, const char *name, const unsign
                                 size_t len, size_t *n);
 /* The first id >= V among n uint16 ids (SIZE_MAX if none). */
 size_t vkm_first_id_at_least(const uint16_t *ids, size_t n, int V);
-/* Where GPT-2's pre-tokenizer splits anyway at or after from: just after a '\n' followed by a
- * printable ASCII byte that is not a space (so no whitespace run and no pre-token spans it).
- * Returns len when there is none. Text encoded in pieces cut there encodes as the whole. */
-size_t vkm_text_split_point(const unsigned char *text, size_t len, size_t from);
+/* Text (vka_data_open, vka_tokenize_file) is encoded in pieces of about this many bytes. */
+#define VKM_TEXT_PIECE_BYTES ((size_t)1 << 20)
+/* *piece = VKM_TEXT_PIECE_BYTES, or $VKATTN_TEXT_PIECE_BYTES (a number >= 1; for tests, which
+ * cut texts everywhere). Errors: VKA_ERROR_INVALID_ARGUMENT for a bad value. */
+vka_result vkm_text_piece_bytes(vka_context *ctx, size_t *piece);
+/* The end of the piece of text that starts at start (0 or an end this returned): the first cut
+ * at least piece bytes on where GPT-2's pre-tokenizer lets the text be split without changing
+ * a token (vkm_pretok_cut), so pieces encoded one by one give the ids of the whole. at_end:
+ * text[0 .. len) is all of the text (len if no cut comes sooner); otherwise 0 means no cut is
+ * known yet (read more). */
+size_t vkm_text_next_cut(const unsigned char *text, size_t len, size_t start, size_t piece,
+                         bool at_end);
 
 #endif
