@@ -242,6 +242,7 @@ vka_result cli_context_try(const char *cmd, const cli_backend_opts *b, vka_conte
         .label = "vkattn",
         .kernels = b->kernels == 1 ? VKA_KERNELS_GPU : b->kernels == 2 ? VKA_KERNELS_CPU
                                                                        : VKA_KERNELS_AUTO,
+        .cpu_kernels = b->cpu_kernels,
     };
     vka_context *ctx = NULL;
     vka_result r = vka_context_create(&d, &ctx);

@@ -93,6 +93,8 @@ typedef struct cli_backend_opts {
     bool verbose;         /* library info messages on stderr */
     bool vulkan_only;     /* the command has no --backend (info, check): hints must not suggest it */
     int attention;        /* index into cli_attention_names: a vka_attention_impl */
+    vka_cpu_kernels cpu_kernels; /* CPU backend kernels (no option: train --resume takes the
+                                    recorded ones); 0 = $VKATTN_CPU_KERNELS, else fast */
 } cli_backend_opts;
 
 extern const char *const cli_backend_names[];
