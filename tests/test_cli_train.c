@@ -314,6 +314,7 @@ static bool vulkan_available(void) {
 }
 
 #define RECORDED_RUN "train", "--backend", "cpu", SMALL, "--steps", "10", "--eval-windows", "20"
+#define VULKAN_RUN "train", SMALL, "--steps", "10", "--eval-windows", "20"
 
 /* The state records where its steps ran (backend, kernels, device), and --resume continues
  * there: a CPU run with the reference kernels (VKATTN_CPU_KERNELS=reference) stopped at step 5
@@ -321,7 +322,8 @@ static bool vulkan_available(void) {
  * reference kernels, its losses from step 6 on bit for bit those of the run never stopped, and
  * says nothing. Told otherwise (VKATTN_CPU_KERNELS=fast, --backend vulkan) it continues and
  * says so, naming what the state recorded, what runs now and why; a state saved before the
- * record (version 3) says that it does not know. */
+ * record (version 3) says that it does not know. On Vulkan, a run with storage loads only
+ * (VKATTN_TEXEL_LOADS=0) resumed without the variable keeps them, bit for bit. */
 static void test_cli_resume_takes_the_recorded_backend(void **state) {
     (void)state;
     unsetenv("VKATTN_CPU_KERNELS"); /* the resumed runs must not be told by the test's own */
@@ -367,6 +369,27 @@ static void test_cli_resume_takes_the_recorded_backend(void **state) {
         assert_non_null(strstr(v.err, "and continues on vulkan"));
         assert_non_null(strstr(v.err, "because --backend vulkan was given"));
         cu_free(&v);
+        /* On Vulkan the kernels too: storage-buffer loads only (VKATTN_TEXEL_LOADS=0, which
+         * sums layernorm's rows in another order on lavapipe) come back without the variable. */
+        unsetenv("VKATTN_TEXEL_LOADS");
+        cu_spec storage = {.dir = &d, .env = {"VKATTN_TEXEL_LOADS=0"}};
+        cu_result va = cu_run_spec(&storage, CU_ARGS(VULKAN_RUN, "--out", "va.bin", "--json"));
+        cu_expect(&va, 0, NULL, "10 steps on Vulkan, storage loads");
+        cu_result vb = cu_run_spec(&storage, CU_ARGS(VULKAN_RUN, "--out", "vb.bin", "--stop-at",
+                                                     "5", "--json"));
+        cu_expect(&vb, 0, NULL, "5 steps on Vulkan, storage loads");
+        cu_result vc = cu_run(&d, "train", "--resume", "vb.state.bin", "--json");
+        cu_expect(&vc, 0, NULL, "resume on Vulkan without VKATTN_TEXEL_LOADS");
+        assert_int_equal(step_losses(va.out, la, 16), 10);
+        assert_int_equal(step_losses(vc.out, lc, 16), 5);
+        for (int i = 0; i < 5; i++)
+            if (la[5 + i] != lc[i])
+                fail_msg("Vulkan step %d: loss %.9g in one run, %.9g resumed without "
+                         "VKATTN_TEXEL_LOADS=0", 6 + i, la[5 + i], lc[i]);
+        assert_null(strstr(vc.err, "notice"));
+        cu_free(&va);
+        cu_free(&vb);
+        cu_free(&vc);
     }
     /* A state from before the record: as the command line says, and it says so. */
     size_t n;
