@@ -1220,7 +1220,8 @@ vka_result vka_gpt_load_state(vka_context *ctx, const char *path, vka_gpt **out,
  * payload is not read (vka_gpt_load_state still finds a damaged one). For choosing the backend
  * (run_backend) before creating the context that loads the state. ctx only receives the error
  * message and may be NULL (then the result alone says what failed). Errors: VKA_ERROR_IO,
- * VKA_ERROR_FORMAT, VKA_ERROR_INVALID_ARGUMENT (state or path NULL). */
+ * VKA_ERROR_FORMAT, VKA_ERROR_INVALID_ARGUMENT (state or path NULL, or a ctx that failed to
+ * create). */
 vka_result vka_train_state_read(vka_context *ctx, const char *path, vka_train_state *state);
 
 /* ---------------------------------------------------------------------------------------------

@@ -573,6 +573,10 @@ vka_result vka_gpt_load_state(vka_context *ctx, const char *path, vka_gpt **out,
 }
 
 vka_result vka_train_state_read(vka_context *ctx, const char *path, vka_train_state *state) {
+    if (ctx) { /* optional: only for the message */
+        vka_result r = vka_context_usable(ctx, "vka_train_state_read");
+        if (r != VKA_SUCCESS) return r;
+    }
     if (!state || !path)
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "vka_train_state_read: state or path is NULL");
