@@ -1184,6 +1184,9 @@ size_t vka_gpt_session_length(const vka_gpt_session *sess);
 /* ---------------------------------------------------------------------------------------------
  * Training state: everything --resume needs to continue exactly.
  * ------------------------------------------------------------------------------------------- */
+/* The sizes of vka_train_state.run_kernels and .run_device, NUL included. */
+#define VKA_TRAIN_RUN_KERNELS_BYTES 32
+#define VKA_TRAIN_RUN_DEVICE_BYTES 256
 typedef struct vka_train_state {
     uint64_t step;          /* optimizer steps done (restored into the model) */
     uint64_t rng_state;     /* batch sampler state (vka_data_batch) */
@@ -1204,6 +1207,18 @@ typedef struct vka_train_state {
     int32_t eval_pending;   /* 1: the evaluation due after `step` steps was abandoned (an
                                interrupt during it); a resumed run does it before its next
                                step. 0 otherwise, and from a version-1 or -2 file. */
+    /* Where the steps ran, so that a resumed run can take the same backend and kernels (the
+     * losses are bit for bit those of an uninterrupted run only on the same backend, kernels
+     * and device). Read from the file; vka_gpt_save_state ignores what these hold and records
+     * the model's context: its backend, kernels and device at the save. */
+    int32_t run_recorded;   /* 1: the three below were recorded; 0: not (a file of version 1 to
+                               4: they read as 0 and "") */
+    vka_backend run_backend; /* vka_context_backend */
+    /* vka_context_vulkan_kernels ("gpu", "cpu", "cpu (texel loads)") or
+     * vka_context_cpu_kernels ("reference", "fast (avx2+fma)", ...) */
+    char run_kernels[VKA_TRAIN_RUN_KERNELS_BYTES];
+    /* vka_device_info.name of the selected device (the CPU's model for the CPU backend) */
+    char run_device[VKA_TRAIN_RUN_DEVICE_BYTES];
 } vka_train_state;
 /* A training state's limits (checked when it is saved and loaded): B*T tokens per step, and
  * total_steps. */
@@ -1211,21 +1226,31 @@ typedef struct vka_train_state {
 #define VKA_TRAIN_MAX_STEPS 1000000000000ull
 
 /**
- * Write a training-state file (version 4): the model (llm.c header and parameters), AdamW m and
- * v, and *state, with the trailer vka_gpt_save writes; temporary name, then rename.
+ * Write a training-state file (version 5): the model (llm.c header and parameters), AdamW m and
+ * v, and *state (but its run_ fields: the backend, kernels and device of the model's context),
+ * with the trailer vka_gpt_save writes; temporary name, then rename.
  * Errors: VKA_ERROR_INVALID_ARGUMENT (a field of *state out of the range vka_gpt_load_state
  * accepts), VKA_ERROR_IO.
  */
 vka_result vka_gpt_save_state(vka_gpt *gpt, const vka_train_state *state, const char *path);
-/** Read a training-state file (version 4; or 3, without the trailer; or 2 or 1, which lack
- * text_bytes, text_hash and eval_pending: they read as 0, and version 1 lacks eval_windows too:
- * it reads as -1) into a new model (m, v, step, tokenizer id restored) and *state.
+/** Read a training-state file (version 5; or 4, without the run_ fields: run_recorded reads as
+ * 0; or 3, also without the trailer; or 2 or 1, which also lack text_bytes, text_hash and
+ * eval_pending: they read as 0, and version 1 lacks eval_windows too: it reads as -1) into a
+ * new model (m, v, step, tokenizer id restored) and *state.
  * Errors: as vka_gpt_load (a NaN or infinity in the parameters, AdamW m or v included), and
  * VKA_ERROR_FORMAT when a checksum does not match (a damaged file) or a field is out of range
  * (T beyond maxT, B*T beyond VKA_TRAIN_MAX_BT, step past total_steps, ...), found before
  * anything is allocated. */
 vka_result vka_gpt_load_state(vka_context *ctx, const char *path, vka_gpt **out,
                               vka_train_state *state);
+/** Only *state from a training-state file, as vka_gpt_load_state reads it, without loading the
+ * model: the header is checked as vka_gpt_load_state checks it (and the file's length), the
+ * payload is not read (vka_gpt_load_state still finds a damaged one). For choosing the backend
+ * (run_backend) before creating the context that loads the state. ctx only receives the error
+ * message and may be NULL (then the result alone says what failed). Errors: VKA_ERROR_IO,
+ * VKA_ERROR_FORMAT, VKA_ERROR_INVALID_ARGUMENT (state or path NULL, or a ctx that failed to
+ * create). */
+vka_result vka_train_state_read(vka_context *ctx, const char *path, vka_train_state *state);
 
 /* ---------------------------------------------------------------------------------------------
  * Self-check: every op, and one training step, on this context's device against the CPU.

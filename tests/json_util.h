@@ -16,7 +16,9 @@ typedef struct jv {
     jv_kind kind;
     bool b;
     double num;
-    char *str;          /* JV_STR: the decoded text (\u escapes above 0x7F become '?') */
+    char *str;          /* JV_STR: the decoded text, UTF-8; a lone \udc80..\udcff (the CLI's
+                           escape of a byte that is not UTF-8, Python's surrogateescape) is
+                           that byte, another lone surrogate '?'; NUL ends it early */
     struct jv *items;   /* JV_ARR, JV_OBJ: n values */
     char **keys;        /* JV_OBJ: n keys */
     int n;
@@ -40,6 +42,55 @@ static inline void jv_ws(jv_parser *p) {
 
 static inline bool jv_value(jv_parser *p, jv *out);
 
+/* The length of the well-formed UTF-8 sequence at p (n bytes left), 0 if none starts there:
+ * Unicode's Table 3-7 (no overlongs, no surrogates, nothing past U+10FFFF, not truncated). */
+static inline size_t jv_utf8_len(const unsigned char *p, size_t n) {
+    unsigned char c = p[0];
+    if (c < 0x80) return 1;
+    size_t len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
+               : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (len == 0 || n < len) return 0;
+    unsigned char lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+    unsigned char hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (size_t i = 2; i < len; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    return len;
+}
+
+/* Whether the n bytes at s are all well-formed UTF-8. */
+static inline bool jv_utf8_valid(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0, len; i < n; i += len)
+        if ((len = jv_utf8_len(p + i, n - i)) == 0) return false;
+    return true;
+}
+
+/* Four hex digits at p->s, consumed; false if they are not. */
+static inline bool jv_hex4(jv_parser *p, unsigned *v) {
+    *v = 0;
+    for (int i = 0; i < 4; i++, p->s++) {
+        if (!isxdigit((unsigned char)*p->s)) return false;
+        int ch = (unsigned char)*p->s;
+        *v = *v * 16 + (unsigned)(isdigit(ch) ? ch - '0' : tolower(ch) - 'a' + 10);
+    }
+    return true;
+}
+
+/* Code point u as UTF-8 into out; returns the bytes written. */
+static inline size_t jv_put_utf8(unsigned u, char *out) {
+    if (u < 0x80) { out[0] = (char)u; return 1; }
+    if (u < 0x800) { out[0] = (char)(0xC0 | u >> 6); out[1] = (char)(0x80 | (u & 0x3F)); return 2; }
+    if (u < 0x10000) {
+        out[0] = (char)(0xE0 | u >> 12); out[1] = (char)(0x80 | (u >> 6 & 0x3F));
+        out[2] = (char)(0x80 | (u & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | u >> 18); out[1] = (char)(0x80 | (u >> 12 & 0x3F));
+    out[2] = (char)(0x80 | (u >> 6 & 0x3F)); out[3] = (char)(0x80 | (u & 0x3F));
+    return 4;
+}
+
 static inline bool jv_string(jv_parser *p, char **out) {
     if (*p->s != '"') return jv_fail(p, "expected a string");
     p->s++;
@@ -50,6 +101,20 @@ static inline bool jv_string(jv_parser *p, char **out) {
         if (c == '\0' || c < 0x20) {
             free(buf);
             return jv_fail(p, "unterminated string or raw control character");
+        }
+        if (n + 8 > cap) buf = realloc(buf, cap *= 2);
+        if (c >= 0x80) { /* raw bytes: strictly UTF-8 (RFC 8259 section 8.1) */
+            size_t avail = 1;
+            while (avail < 4 && p->s[avail]) avail++;
+            size_t len = jv_utf8_len((const unsigned char *)p->s, avail);
+            if (len == 0) {
+                free(buf);
+                return jv_fail(p, "a byte that is not UTF-8");
+            }
+            memcpy(buf + n, p->s, len);
+            n += len;
+            p->s += len;
+            continue;
         }
         p->s++;
         if (c == '"') break;
@@ -63,23 +128,28 @@ static inline bool jv_string(jv_parser *p, char **out) {
             case 'r': c = '\r'; break;
             case 't': c = '\t'; break;
             case 'u': {
-                unsigned v = 0;
-                for (int i = 0; i < 4; i++, p->s++) {
-                    if (!isxdigit((unsigned char)*p->s)) {
-                        free(buf);
-                        return jv_fail(p, "bad \\u escape");
-                    }
-                    int ch = (unsigned char)*p->s;
-                    int d = isdigit(ch) ? ch - '0' : tolower(ch) - 'a' + 10;
-                    v = v * 16 + (unsigned)d;
+                unsigned v = 0, lo = 0;
+                if (!jv_hex4(p, &v)) {
+                    free(buf);
+                    return jv_fail(p, "bad \\u escape");
                 }
-                c = v < 0x80 ? (unsigned char)v : '?';
-                break;
+                if (v >= 0xD800 && v <= 0xDBFF && p->s[0] == '\\' && p->s[1] == 'u') {
+                    const char *back = p->s;
+                    p->s += 2;
+                    if (jv_hex4(p, &lo) && lo >= 0xDC00 && lo <= 0xDFFF) {
+                        n += jv_put_utf8(0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00), buf + n);
+                        continue;
+                    }
+                    p->s = back;
+                }
+                if (v >= 0xDC80 && v <= 0xDCFF) buf[n++] = (char)(v - 0xDC00);
+                else if (v >= 0xD800 && v <= 0xDFFF) buf[n++] = '?';
+                else n += jv_put_utf8(v, buf + n);
+                continue;
             }
             default: free(buf); return jv_fail(p, "bad escape");
             }
         }
-        if (n + 2 > cap) buf = realloc(buf, cap *= 2);
         buf[n++] = (char)c;
     }
     buf[n] = '\0';

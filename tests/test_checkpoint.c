@@ -297,6 +297,24 @@ static void test_state_round_trip(void **state) {
                 got.eval_pending == st.eval_pending);
     assert_memory_equal(&got.adamw, &st.adamw, sizeof st.adamw);
     assert_true(isnan(got.best_val_loss));
+    /* version 5: where the steps ran, from the saving model's context (st's run_ fields, all
+     * 0, are not what is written) */
+    vka_device_info dev;
+    assert_int_equal(vka_context_selected_device(ctx, &dev), VKA_SUCCESS);
+    assert_int_equal(got.run_recorded, 1);
+    assert_int_equal(got.run_backend, VKA_BACKEND_CPU);
+    assert_string_equal(got.run_kernels, vka_context_cpu_kernels(ctx));
+    assert_string_equal(got.run_device, dev.name);
+    /* The state alone, without a context or the model, reads the same. */
+    vka_train_state peek;
+    memset(&peek, 0x55, sizeof peek);
+    assert_int_equal(vka_train_state_read(NULL, path, &peek), VKA_SUCCESS);
+    assert_true(peek.step == got.step && peek.rng_state == got.rng_state &&
+                peek.total_steps == got.total_steps && peek.eval_windows == got.eval_windows &&
+                peek.text_hash == got.text_hash && peek.run_recorded == 1 &&
+                peek.run_backend == got.run_backend);
+    assert_string_equal(peek.run_kernels, got.run_kernels);
+    assert_string_equal(peek.run_device, got.run_device);
     size_t n = vka_gpt_num_params(gpt);
     float *p = params_of(gpt), *q = params_of(back);
     assert_memory_equal(p, q, 4 * n);
@@ -329,6 +347,13 @@ static void test_state_round_trip(void **state) {
     tu_done(ctx);
 }
 
+/* Recompute a header's checksum (word 255: FNV-1a 32 over words 0..254) after an edit. */
+static void fix_header_sum(unsigned char *file) {
+    uint32_t sum = 0x811C9DC5u;
+    for (size_t i = 0; i < 4 * 255; i++) sum = (sum ^ file[i]) * 0x01000193u;
+    memcpy(file + 4 * 255, &sum, 4);
+}
+
 static void test_state_damaged_files(void **state) {
     vka_context *ctx = tu_cpu();
     tf_dir d = tf_mkdir();
@@ -354,11 +379,40 @@ static void test_state_damaged_files(void **state) {
     tf_write(bad, file, size - 1);
     r = vka_gpt_load_state(ctx, bad, &back, &got);
     tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "truncated", NULL);
-    uint32_t v = 5;
+    uint32_t v = 6;
     memcpy(file + 4, &v, 4);
     tf_write(bad, file, size);
     r = vka_gpt_load_state(ctx, bad, &back, &got);
-    tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "version 5", NULL);
+    tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "version 6", NULL);
+    assert_int_equal(vka_train_state_read(ctx, bad, &got), VKA_ERROR_FORMAT);
+    assert_int_equal(vka_train_state_read(NULL, bad, &got), VKA_ERROR_FORMAT);
+    assert_int_equal(vka_train_state_read(NULL, tf_path(&d, "nope.bin"), &got), VKA_ERROR_IO);
+    /* Version 5's record of the backend: a backend that is none, or a name without its NUL
+     * within its words, is a damaged header (the checksum made to match). */
+    v = 5;
+    memcpy(file + 4, &v, 4);
+    const size_t words[] = {39, 47, 111};
+    for (size_t i = 0; i < 3; i++) {
+        uint32_t keep, junk = 0x41414141u;
+        memcpy(&keep, file + 4 * words[i], 4);
+        memcpy(file + 4 * words[i], &junk, 4);
+        fix_header_sum(file);
+        tf_write(bad, file, size);
+        r = vka_gpt_load_state(ctx, bad, &back, &got);
+        tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "bad training-state header", "backend", NULL);
+        assert_int_equal(vka_train_state_read(NULL, bad, &got), VKA_ERROR_FORMAT);
+        memcpy(file + 4 * words[i], &keep, 4);
+    }
+    /* Version 4 (before words 39..111: where the steps ran) still loads: not recorded. */
+    v = 4;
+    memcpy(file + 4, &v, 4);
+    memset(file + 39 * 4, 0, (112 - 39) * 4); /* as version 4 wrote them */
+    fix_header_sum(file);
+    tf_write(bad, file, size);
+    assert_int_equal(vka_gpt_load_state(ctx, bad, &back, &got), VKA_SUCCESS);
+    assert_true(got.run_recorded == 0 && got.run_kernels[0] == 0 && got.run_device[0] == 0 &&
+                got.text_hash == 77);
+    vka_gpt_destroy(back);
     /* Version 3 (before the trailer, header words 248..255) still loads: no tokenizer id. */
     v = 3;
     memcpy(file + 4, &v, 4);

@@ -277,6 +277,139 @@ static void test_cli_batch_past_memory_is_refused(void **state) {
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * --resume takes the backend and kernels the state records
+ * ------------------------------------------------------------------------------------------- */
+
+/* The losses of the JSON step lines in out, at most cap. */
+static int step_losses(const char *out, double *loss, int cap) {
+    char line[4096];
+    int n = 0;
+    for (int i = 0; n < cap && cu_line(out, "\"step\":", i, line, sizeof line); i++)
+        loss[n++] = cu_json_num(line, "loss");
+    return n;
+}
+
+/* Copy the set X.bin, X.tokenizer.bin, X.state.bin to Y's names. */
+static void copy_set(const tf_dir *d, const char *x, const char *y) {
+    static const char *const suffix[] = {".bin", ".tokenizer.bin", ".state.bin"};
+    for (int i = 0; i < 3; i++) {
+        char from[64], to[64];
+        snprintf(from, sizeof from, "%s%s", x, suffix[i]);
+        snprintf(to, sizeof to, "%s%s", y, suffix[i]);
+        char *src = strdup(tf_path(d, from));
+        cu_copy(src, tf_path(d, to));
+        free(src);
+    }
+}
+
+/* Whether a Vulkan device is there (a failure instead of false with VKATTN_REQUIRE_GPU=1). */
+static bool vulkan_available(void) {
+    vka_context *ctx = NULL;
+    vka_result r = vka_context_create(&(vka_context_desc){.validation = -1}, &ctx);
+    vka_context_destroy(ctx);
+    const char *req = getenv("VKATTN_REQUIRE_GPU");
+    if (r != VKA_SUCCESS && req && strcmp(req, "1") == 0) fail_msg("no Vulkan device");
+    if (r != VKA_SUCCESS) print_message("  (no Vulkan device: the --backend vulkan case skipped)\n");
+    return r == VKA_SUCCESS;
+}
+
+#define RECORDED_RUN "train", "--backend", "cpu", SMALL, "--steps", "10", "--eval-windows", "20"
+#define VULKAN_RUN "train", SMALL, "--steps", "10", "--eval-windows", "20"
+
+/* The state records where its steps ran (backend, kernels, device), and --resume continues
+ * there: a CPU run with the reference kernels (VKATTN_CPU_KERNELS=reference) stopped at step 5
+ * and resumed with neither --backend nor the variable continues on the CPU backend with the
+ * reference kernels, its losses from step 6 on bit for bit those of the run never stopped, and
+ * says nothing. Told otherwise (VKATTN_CPU_KERNELS=fast, --backend vulkan) it continues and
+ * says so, naming what the state recorded, what runs now and why; a state saved before the
+ * record (version 3) says that it does not know. On Vulkan, a run with storage loads only
+ * (VKATTN_TEXEL_LOADS=0) resumed without the variable keeps them, bit for bit. */
+static void test_cli_resume_takes_the_recorded_backend(void **state) {
+    (void)state;
+    unsetenv("VKATTN_CPU_KERNELS"); /* the resumed runs must not be told by the test's own */
+    tf_dir d = tf_mkdir();
+    cu_spec ref = {.dir = &d, .env = {"VKATTN_CPU_KERNELS=reference"}};
+    cu_result a = cu_run_spec(&ref, CU_ARGS(RECORDED_RUN, "--out", "a.bin", "--json"));
+    cu_expect(&a, 0, NULL, "10 steps, reference kernels");
+    cu_result b = cu_run_spec(&ref, CU_ARGS(RECORDED_RUN, "--out", "b.bin", "--stop-at", "5",
+                                            "--json"));
+    cu_expect(&b, 0, NULL, "5 steps, reference kernels");
+    vka_train_state st = load_state(tf_path(&d, "b.state.bin"));
+    assert_int_equal(st.run_recorded, 1);
+    assert_int_equal(st.run_backend, VKA_BACKEND_CPU);
+    assert_string_equal(st.run_kernels, "reference");
+    copy_set(&d, "b", "k");
+    copy_set(&d, "b", "v");
+    copy_set(&d, "b", "old");
+
+    cu_result c = cu_run(&d, "train", "--resume", "b.state.bin", "--json");
+    cu_expect(&c, 0, NULL, "resume without --backend");
+    double la[16], lc[16];
+    assert_int_equal(step_losses(a.out, la, 16), 10);
+    assert_int_equal(step_losses(c.out, lc, 16), 5);
+    for (int i = 0; i < 5; i++)
+        if (la[5 + i] != lc[i])
+            fail_msg("step %d: loss %.9g in one run, %.9g resumed without --backend", 6 + i,
+                     la[5 + i], lc[i]);
+    assert_null(strstr(c.err, "notice"));
+    assert_non_null(strstr(c.out, "\"backend\":\"cpu\""));
+
+    /* Other kernels: the run goes on and says what changed and why. */
+    cu_spec fast = {.dir = &d, .env = {"VKATTN_CPU_KERNELS=fast"}};
+    cu_result k = cu_run_spec(&fast, CU_ARGS("train", "--resume", "k.state.bin", "--quiet"));
+    cu_expect(&k, 0, "notice: the run in k.state.bin was trained on cpu", "other kernels");
+    assert_non_null(strstr(k.err, "kernels: reference) and continues on cpu"));
+    assert_non_null(strstr(k.err, "because VKATTN_CPU_KERNELS=fast is set"));
+    assert_non_null(strstr(k.err, "no longer bit for bit"));
+    print_message("  %s", k.err);
+    if (vulkan_available()) {
+        cu_result v = cu_run(&d, "train", "--resume", "v.state.bin", "--backend", "vulkan",
+                             "--quiet");
+        cu_expect(&v, 0, "notice: the run in v.state.bin was trained on cpu", "--backend vulkan");
+        assert_non_null(strstr(v.err, "and continues on vulkan"));
+        assert_non_null(strstr(v.err, "because --backend vulkan was given"));
+        cu_free(&v);
+        /* On Vulkan the kernels too: storage-buffer loads only (VKATTN_TEXEL_LOADS=0, which
+         * sums layernorm's rows in another order on lavapipe) come back without the variable. */
+        unsetenv("VKATTN_TEXEL_LOADS");
+        cu_spec storage = {.dir = &d, .env = {"VKATTN_TEXEL_LOADS=0"}};
+        cu_result va = cu_run_spec(&storage, CU_ARGS(VULKAN_RUN, "--out", "va.bin", "--json"));
+        cu_expect(&va, 0, NULL, "10 steps on Vulkan, storage loads");
+        cu_result vb = cu_run_spec(&storage, CU_ARGS(VULKAN_RUN, "--out", "vb.bin", "--stop-at",
+                                                     "5", "--json"));
+        cu_expect(&vb, 0, NULL, "5 steps on Vulkan, storage loads");
+        cu_result vc = cu_run(&d, "train", "--resume", "vb.state.bin", "--json");
+        cu_expect(&vc, 0, NULL, "resume on Vulkan without VKATTN_TEXEL_LOADS");
+        assert_int_equal(step_losses(va.out, la, 16), 10);
+        assert_int_equal(step_losses(vc.out, lc, 16), 5);
+        for (int i = 0; i < 5; i++)
+            if (la[5 + i] != lc[i])
+                fail_msg("Vulkan step %d: loss %.9g in one run, %.9g resumed without "
+                         "VKATTN_TEXEL_LOADS=0", 6 + i, la[5 + i], lc[i]);
+        assert_null(strstr(vc.err, "notice"));
+        cu_free(&va);
+        cu_free(&vb);
+        cu_free(&vc);
+    }
+    /* A state from before the record: as the command line says, and it says so. */
+    size_t n;
+    unsigned char *file = tf_read(tf_path(&d, "old.state.bin"), &n);
+    uint32_t version = 3;
+    memcpy(file + 4, &version, 4);
+    memset(file + 248 * 4, 0, 32); /* the trailer came with version 4 */
+    tf_write(tf_path(&d, "old.state.bin"), file, n);
+    free(file);
+    cu_result o = cu_run(&d, "train", "--backend", "cpu", "--resume", "old.state.bin", "--quiet");
+    cu_expect(&o, 0, "old.state.bin does not record the backend its steps ran on", "version 3");
+    cu_free(&o);
+    cu_free(&k);
+    cu_free(&a);
+    cu_free(&b);
+    cu_free(&c);
+    tf_rmdir(&d);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * --resume of a state not named X.state.bin
  * ------------------------------------------------------------------------------------------- */
 
@@ -801,6 +934,7 @@ int main(void) {
         cmocka_unit_test(test_cli_batch_past_memory_is_refused),
         cmocka_unit_test(test_cli_failures_mid_run_and_overlapping_sets),
         cmocka_unit_test(test_cli_resume_needs_out_for_other_names),
+        cmocka_unit_test(test_cli_resume_takes_the_recorded_backend),
         cmocka_unit_test(test_cli_model_size_options_match_the_library),
         cmocka_unit_test(test_cli_sigint_abandons_an_evaluation),
         cmocka_unit_test(test_cli_sigint_during_the_final_evaluation),

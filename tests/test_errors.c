@@ -88,6 +88,7 @@ static void test_errors_failed_context_says_so(void **state) {
     assert_failed_with(ctx, vka_gpt_load_state(ctx, "state.bin", &gpt, &st),
                        "vka_gpt_load_state");
     assert_failed_with(ctx, vka_gpt_load_state(ctx, "state.bin", &gpt, &st), says);
+    assert_failed_with(ctx, vka_train_state_read(ctx, "state.bin", &st), "vka_train_state_read");
     vka_context_destroy(ctx);
 }
 

@@ -1,7 +1,8 @@
 /*
  * The updating progress line (tools/progress.c, compiled into this test): fields are dropped
- * whole, least important first, until the line fits the width; and `vkattn train` run on a
- * pseudo-terminal of 40, 60, 80 and 200 columns draws every progress line within the width.
+ * whole, least important first, until the line fits the width; the ETA comes from the steps
+ * after the first (none on the first); and `vkattn train` run on a pseudo-terminal of 40, 60,
+ * 80 and 200 columns draws every progress line within the width, the first without an ETA.
  */
 #define _DEFAULT_SOURCE /* openpty, TIOCSWINSZ */
 #include "cli_util.h"
@@ -78,6 +79,26 @@ static void test_progress_fit_edges(void **state) {
     assert_string_equal(line, "a b");
 }
 
+/* The ETA is the pace of the timed steps (those after the first, which builds the pipelines)
+ * times the steps left; before any is timed it is "--", never an estimate from the first. */
+static void test_progress_eta_ignores_the_first_step(void **state) {
+    (void)state;
+    char eta[48];
+    /* After the first step (1230 s of pipeline builds on a slow driver) nothing is timed. */
+    progress_eta(0.0, 0, 199, eta, sizeof eta);
+    assert_string_equal(eta, "ETA --");
+    progress_eta(0.5, 2, 10, eta, sizeof eta); /* 0.25 s a step */
+    assert_string_equal(eta, "ETA 2s");
+    progress_eta(20.0, 200, 1800, eta, sizeof eta);
+    assert_string_equal(eta, "ETA 3m00s");
+    progress_eta(3.0, 1, 1500, eta, sizeof eta);
+    assert_string_equal(eta, "ETA 1h15m");
+    progress_eta(0.0, 0, 0, eta, sizeof eta); /* a one-step run: nothing left */
+    assert_string_equal(eta, "ETA 0s");
+    progress_eta(1e9, 1, 1, eta, sizeof eta);
+    assert_string_equal(eta, "ETA ?");
+}
+
 /* Run train with stdout on a pty of cols columns; returns everything it wrote there. */
 static char *train_on_pty(const tf_dir *d, int cols) {
     int master = -1, slave = -1;
@@ -132,7 +153,7 @@ static void test_train_progress_fits_the_terminal(void **state) {
     for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
         tf_dir d = tf_mkdir();
         char *out = train_on_pty(&d, widths[w]);
-        int lines = 0;
+        int lines = 0, timed = 0;
         for (char *p = out; *p;) {
             size_t len = strcspn(p, "\r\n");
             char piece[1024];
@@ -146,8 +167,16 @@ static void test_train_progress_fits_the_terminal(void **state) {
             if (strlen(text) >= (size_t)widths[w])
                 fail_msg("%d columns: a %zu-column line: \"%s\"", widths[w], strlen(text), text);
             assert_non_null(strstr(text, "loss "));
-            if (widths[w] == 200) assert_non_null(strstr(text, "tok/s | ETA "));
+            if (widths[w] == 200) {
+                assert_non_null(strstr(text, "tok/s | ETA "));
+                /* The first step's line has no estimate yet; the later ones have one. */
+                bool first = strncmp(text, "step  1/30 ", 11) == 0;
+                if (first != (strstr(text, "ETA --") != NULL))
+                    fail_msg("200 columns: %s", text);
+                timed += !first;
+            }
         }
+        if (widths[w] == 200 && timed < 2) fail_msg("200 columns: %d timed lines in:\n%s", timed, out);
         if (lines < 3) fail_msg("%d columns: %d progress lines in:\n%s", widths[w], lines, out);
         free(out);
         tf_rmdir(&d);
@@ -158,6 +187,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_progress_fit_drops_least_important_first),
         cmocka_unit_test(test_progress_fit_edges),
+        cmocka_unit_test(test_progress_eta_ignores_the_first_step),
         cmocka_unit_test(test_train_progress_fits_the_terminal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,10 +18,6 @@
  * of, U+FFFE, U+FFFF) as the text \xNN; longer than ATTN_LABEL_CHARS characters: cut, and '…'
  * appended. Returns the number of characters (for layout). */
 int attn_label(const char *bytes, size_t len, char out[ATTN_LABEL_BYTES]);
-/* The bytes as UTF-8 for JSON: each byte that is not part of a valid character becomes U+FFFD;
- * malloc'd, NUL-terminated (NULL if out of memory). Control characters stay (the JSON writer
- * escapes them). */
-char *attn_utf8_text(const char *bytes, size_t len);
 /* Length of the valid UTF-8 character at p (n bytes left), 0 if none starts there (overlong
  * forms, surrogates, code points past U+10FFFF, U+FFFE and U+FFFF count as invalid: XML
  * forbids the last two). */

@@ -63,25 +63,3 @@ int attn_label(const char *bytes, size_t len, char out[ATTN_LABEL_BYTES]) {
     out[used] = '\0';
     return chars;
 }
-
-char *attn_utf8_text(const char *bytes, size_t len) {
-    char *out = malloc(3 * len + 1); /* each byte at most U+FFFD's 3 bytes */
-    if (!out) return NULL;
-    const unsigned char *p = (const unsigned char *)bytes;
-    size_t used = 0;
-    for (size_t i = 0; i < len;) {
-        size_t n = attn_utf8_char(p + i, len - i);
-        /* NUL would end the C string: shown as U+FFFD too. */
-        if (n == 0 || p[i] == 0) {
-            memcpy(out + used, "\xEF\xBF\xBD", 3);
-            used += 3;
-            i++;
-            continue;
-        }
-        memcpy(out + used, p + i, n);
-        used += n;
-        i += n;
-    }
-    out[used] = '\0';
-    return out;
-}

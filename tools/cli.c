@@ -242,6 +242,7 @@ vka_result cli_context_try(const char *cmd, const cli_backend_opts *b, vka_conte
         .label = "vkattn",
         .kernels = b->kernels == 1 ? VKA_KERNELS_GPU : b->kernels == 2 ? VKA_KERNELS_CPU
                                                                        : VKA_KERNELS_AUTO,
+        .cpu_kernels = b->cpu_kernels,
     };
     vka_context *ctx = NULL;
     vka_result r = vka_context_create(&d, &ctx);
@@ -616,18 +617,49 @@ int cli_check_writable(const char *cmd, const char *option, const char *path, co
     return rc;
 }
 
-void cli_json_string(FILE *f, const char *s) {
+/* The length of the well-formed UTF-8 sequence at p (n bytes left), or 0 if p[0] does not start
+ * one (Unicode's Table 3-7: no overlong forms, no surrogates U+D800..DFFF, nothing above
+ * U+10FFFF, no truncated sequence). */
+static size_t utf8_sequence(const unsigned char *p, size_t n) {
+    unsigned char c = p[0];
+    if (c < 0x80) return 1;
+    size_t len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
+               : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (len == 0 || n < len) return 0;
+    /* The second byte's range depends on the first (it rules out the overlongs, the
+     * surrogates and what lies past U+10FFFF); the others are plain continuations. */
+    unsigned char lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+    unsigned char hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (size_t i = 2; i < len; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    return len;
+}
+
+void cli_json_string_n(FILE *f, const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", f);
-        else if (*p == '\t') fputs("\\t", f);
-        else if (*p == '\r') fputs("\\r", f);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = p[i];
+        size_t len = utf8_sequence(p + i, n - i);
+        if (len == 0) {
+            /* Not UTF-8: the byte as Python's surrogateescape decodes it (README "JSON"). */
+            fprintf(f, "\\udc%02x", c);
+            i++;
+            continue;
+        }
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c == '\n') fputs("\\n", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c == '\r') fputs("\\r", f);
+        else if (c < 0x20 || c == 0x7F) fprintf(f, "\\u%04x", c);
+        else fwrite(p + i, 1, len, f);
+        i += len;
     }
     fputc('"', f);
 }
+
+void cli_json_string(FILE *f, const char *s) { cli_json_string_n(f, s, strlen(s)); }
 
 void cli_json_number(FILE *f, double x) {
     if (isfinite(x)) fprintf(f, "%.9g", x);

@@ -93,6 +93,8 @@ typedef struct cli_backend_opts {
     bool verbose;         /* library info messages on stderr */
     bool vulkan_only;     /* the command has no --backend (info, check): hints must not suggest it */
     int attention;        /* index into cli_attention_names: a vka_attention_impl */
+    vka_cpu_kernels cpu_kernels; /* CPU backend kernels (no option: train --resume takes the
+                                    recorded ones); 0 = $VKATTN_CPU_KERNELS, else fast */
 } cli_backend_opts;
 
 extern const char *const cli_backend_names[];
@@ -253,8 +255,15 @@ char *cli_sibling_path(const char *path, const char *suffix);
  * ".tokenizer.bin": the tokenizer saved with the state); NULL if state_path does not end in
  * .state.bin (or out of memory). malloc'd. */
 char *cli_state_sibling(const char *state_path, const char *suffix);
-/* Write s as a JSON string (quoted, escaped). */
+/* Write s as a JSON string, quoted; every string the command line puts in JSON goes through
+ * here. Valid UTF-8 is written as it is (but for ", \ and the control characters, escaped);
+ * each byte that is not part of a well-formed UTF-8 sequence (a stray continuation byte, a
+ * truncated sequence, an overlong form, a surrogate U+D800..DFFF, a code point past U+10FFFF,
+ * 0xF5..0xFF) is written as \udcXX, XX its value in hex: Python's surrogateescape, so that the
+ * output is ASCII plus valid UTF-8 and the bytes can be recovered (README "JSON output"). */
 void cli_json_string(FILE *f, const char *s);
+/* cli_json_string of the n bytes at s (which may hold NUL: written as \u0000). */
+void cli_json_string_n(FILE *f, const char *s, size_t n);
 /* Write x as a JSON number with 9 significant digits (a float32 reads back exactly); null
  * if not finite (JSON has no NaN). */
 void cli_json_number(FILE *f, double x);

@@ -22,7 +22,7 @@ static const cli_command attention_cmd = {
              "--json prints one object: {\"model\",\"L\",\"NH\",\"T\",\"tokens\":[{\"id\",\"text\","
              "\"label\"}],\n\"layers\":[{\"layer\",\"heads\":[{\"head\",\"weights\"}]}]} where "
              "\"weights\" is the (T, T)\nmatrix by query row, masked cells 0; \"text\" is the "
-             "token's bytes with any that are\nnot UTF-8 as U+FFFD. The prompt must be 1 to max_T "
+             "token's bytes, each byte that is\nnot UTF-8 as \\udcXX. The prompt must be 1 to max_T "
              "tokens. The tokenizer is MODEL with\n.bin replaced by .tokenizer.bin unless "
              "--tokenizer is given. The weights come from the\ncomposed attention path (q.k^T, "
              "masked softmax) after a forward pass.",
@@ -141,12 +141,11 @@ static void print_json(const attention_opts *o, const vka_tokenizer *tok, const 
     for (int t = 0; t < s->T; t++) {
         size_t blen = 0;
         const char *bytes = vka_tokenizer_decode(tok, s->ids[t], &blen);
-        char *text = attn_utf8_text(bytes ? bytes : "", bytes ? blen : 0);
         printf("%s{\"id\":%d", t ? "," : "", (int)s->ids[t]);
-        cli_json_str(stdout, "text", text ? text : "");
+        cli_json_key(stdout, "text");
+        cli_json_string_n(stdout, bytes ? bytes : "", bytes ? blen : 0);
         cli_json_str(stdout, "label", s->labels[t]);
         printf("}");
-        free(text);
     }
     printf("],\"layers\":[");
     size_t TT = (size_t)s->T * s->T;

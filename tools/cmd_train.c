@@ -67,8 +67,11 @@ static const cli_command train_cmd = {
         "schedule and settings. STATE holds the model's shape (--layers, --heads, --embd, --ctx),\n"
         "--batch, --steps, --warmup, --lr, --min-lr, --weight-decay, --grad-clip, --beta1, --beta2,\n"
         "--seed, --eval-every and --eval-windows; giving one of them with a different value is an\n"
-        "error. Give again what STATE does not hold: --data, --backend, --device, --kernels,\n"
-        "--threads and --save-every (the command printed at a stop or an interrupt has them all).\n"
+        "error. STATE also records where its steps ran: without --backend the run continues on\n"
+        "that backend with the same kernels; another --backend, --kernels or device is taken,\n"
+        "with a notice that the losses are then no longer bit for bit those of an uninterrupted\n"
+        "run. Give again what STATE does not hold: --data, --device, --threads and --save-every\n"
+        "(the command printed at a stop or an interrupt has them all).\n"
         "STATE also records the length and hash of the text trained on: --data must give the\n"
         "same text. MODEL defaults to STATE with .state.bin replaced by .bin; a STATE whose name\n"
         "does not end in .state.bin needs --out. A finished run cannot be extended with a larger\n"
@@ -141,9 +144,88 @@ static int check_resume_options(cli_opt *opts, int n, const train_run *r) {
     return CLI_OK;
 }
 
+/* Whether the environment variable name is set to something. */
+static bool env_set(const char *name) {
+    const char *v = getenv(name);
+    return v && *v;
+}
+
+/* A resumed run takes the backend and kernels its state records (README "--resume") unless the
+ * command line says otherwise: --backend, --kernels, or the environment variables that choose
+ * kernels (VKATTN_KERNELS, VKATTN_TEXEL_LOADS, VKATTN_CPU_KERNELS). The state is only peeked
+ * at here; if it cannot be read, loading it says why. */
+static void take_recorded_backend(train_opts *o, cli_opt *opts, int n) {
+    vka_train_state rec;
+    if (vka_train_state_read(NULL, o->resume, &rec) != VKA_SUCCESS || !rec.run_recorded) return;
+    if (!cli_find(opts, n, "backend")->set) o->b.backend = (int)rec.run_backend;
+    if (o->b.backend != (int)rec.run_backend) return; /* told otherwise: the notice says so */
+    const char *k = rec.run_kernels;
+    if (o->b.backend == VKA_BACKEND_VULKAN) {
+        if (!cli_find(opts, n, "kernels")->set && !env_set("VKATTN_KERNELS"))
+            o->b.kernels = strcmp(k, "gpu") == 0 ? 1 : strncmp(k, "cpu", 3) == 0 ? 2 : 0;
+        /* No field of the context's desc turns the texel loads off: its variable does. */
+        if (strcmp(k, "cpu") == 0 && !env_set("VKATTN_TEXEL_LOADS"))
+            setenv("VKATTN_TEXEL_LOADS", "0", 1);
+    } else if (!env_set("VKATTN_CPU_KERNELS")) {
+        o->b.cpu_kernels = strcmp(k, "reference") == 0         ? VKA_CPU_KERNELS_REFERENCE
+                           : strcmp(k, "fast (avx2+fma)") == 0 ? VKA_CPU_KERNELS_FAST_AVX2
+                                                               : VKA_CPU_KERNELS_FAST;
+    }
+}
+
+/* What made a resumed run's backend, kernels or device differ from its state's, into why. */
+static void why_other_backend(const train_run *r, cli_opt *opts, int n, bool backend,
+                              bool kernels, char *why, size_t cap) {
+    const char *cpu = r->o->b.backend == VKA_BACKEND_CPU ? "VKATTN_CPU_KERNELS" : NULL;
+    const char *env = cpu && env_set(cpu)                  ? cpu
+                      : !cpu && env_set("VKATTN_KERNELS")     ? "VKATTN_KERNELS"
+                      : !cpu && env_set("VKATTN_TEXEL_LOADS") ? "VKATTN_TEXEL_LOADS"
+                                                              : NULL;
+    if (backend)
+        snprintf(why, cap, "because --backend %s was given", r->backend);
+    else if (kernels && cli_find(opts, n, "kernels")->set)
+        snprintf(why, cap, "because --kernels %s was given", cli_kernel_names[r->o->b.kernels]);
+    else if (kernels && env)
+        snprintf(why, cap, "because %s=%s is set", env, getenv(env));
+    else if (kernels)
+        snprintf(why, cap, "because this %s has other kernels", cpu ? "CPU" : "device");
+    else if (cli_find(opts, n, "device")->set || env_set("VKATTN_DEVICE"))
+        snprintf(why, cap, "because --device or VKATTN_DEVICE chose another device");
+    else
+        snprintf(why, cap, "because the best device here is another one");
+}
+
+/* After the resumed state loaded: say (on stderr, even with --quiet) when the run does not
+ * continue where its steps ran, or when the state does not say where that was. */
+static void say_resumed_backend(const train_run *r, cli_opt *opts, int n) {
+    const vka_train_state *s = &r->st;
+    vka_backend now = vka_context_backend(r->ctx);
+    const char *kernels = now == VKA_BACKEND_CPU ? vka_context_cpu_kernels(r->ctx)
+                                                 : vka_context_vulkan_kernels(r->ctx);
+    if (!kernels) kernels = "?";
+    if (!s->run_recorded) {
+        fprintf(stderr, "vkattn train: %s does not record the backend its steps ran on (an older "
+                "vkattn saved it): continuing on %s (device: %s; kernels: %s) as the command "
+                "line says; to continue bit for bit, give the --backend and --kernels it was "
+                "trained with\n", r->o->resume, r->backend, r->device, kernels);
+        return;
+    }
+    bool backend = now != s->run_backend, other_kernels = strcmp(kernels, s->run_kernels) != 0;
+    bool device = now == VKA_BACKEND_VULKAN && strcmp(r->device, s->run_device) != 0;
+    if (!backend && !other_kernels && !device) return;
+    char why[160];
+    why_other_backend(r, opts, n, backend, other_kernels, why, sizeof why);
+    fprintf(stderr, "vkattn train: notice: the run in %s was trained on %s (device: %s; kernels: "
+            "%s) and continues on %s (device: %s; kernels: %s) %s: it goes on, but its losses "
+            "are no longer bit for bit those of an uninterrupted run\n", r->o->resume,
+            cli_backend_names[s->run_backend], s->run_device, s->run_kernels, r->backend,
+            r->device, kernels, why);
+}
+
 /* Usage checks that involve more than one option. */
 static int check_options(train_opts *o) {
-    int rc = cli_check_backend_opts("train", &o->b, CLI_USES_CHOSEN(&o->b));
+    /* A resumed run's backend may come from its state: checked once it is known (cmd_train). */
+    int rc = o->resume ? CLI_OK : cli_check_backend_opts("train", &o->b, CLI_USES_CHOSEN(&o->b));
     if (rc != CLI_OK) return rc;
     if (o->resume && o->init)
         return cli_usage_error("train", "--resume and --init exclude each other: --resume "
@@ -456,6 +538,7 @@ static int setup(train_run *r, cli_opt *opts, int n_opts) {
         rc = r->model_path ? CLI_OK : train_files(r);
         if (rc == CLI_OK) rc = check_resume_options(opts, n_opts, r);
         if (rc != CLI_OK) return rc;
+        say_resumed_backend(r, opts, n_opts);
         if (r->st.eval_windows < 0) r->st.eval_windows = o->eval_windows;
     }
     r->ctx_T = o->ctx;
@@ -544,6 +627,10 @@ int cmd_train(int argc, char **argv) {
     int rc = cli_parse(&train_cmd, argc, argv, opts, n_opts);
     if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
     rc = check_options(&o);
+    if (rc == CLI_OK && o.resume) {
+        take_recorded_backend(&o, opts, n_opts);
+        rc = cli_check_backend_opts("train", &o.b, CLI_USES_CHOSEN(&o.b));
+    }
     if (rc != CLI_OK) return rc;
 
     train_run r = {.o = &o, .lock_fd = -1, .info = o.quiet ? NULL : o.json ? stderr : stdout};

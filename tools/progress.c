@@ -2,7 +2,9 @@
 #define _DEFAULT_SOURCE /* TIOCGWINSZ */
 #include "progress.h"
 
+#include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -50,6 +52,23 @@ size_t progress_fit(const progress_field *fields, int n, const char *sep, int wi
     }
     out[len] = '\0';
     return len;
+}
+
+void progress_eta(double seconds, uint64_t timed_steps, uint64_t steps_left, char *out,
+                  size_t cap) {
+    if (steps_left == 0) {
+        snprintf(out, cap, "ETA 0s");
+        return;
+    }
+    if (timed_steps == 0) {
+        snprintf(out, cap, "ETA --");
+        return;
+    }
+    double s = seconds / (double)timed_steps * (double)steps_left;
+    if (!(s >= 0.0) || s > 1e8) snprintf(out, cap, "ETA ?");
+    else if (s >= 3600) snprintf(out, cap, "ETA %dh%02dm", (int)(s / 3600), (int)(fmod(s, 3600) / 60));
+    else if (s >= 60) snprintf(out, cap, "ETA %dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+    else snprintf(out, cap, "ETA %ds", (int)s);
 }
 
 int progress_width(int fd) {

@@ -5,6 +5,7 @@
 #define VKA_TOOLS_PROGRESS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct progress_field {
     const char *text; /* ASCII, one column per byte; NULL or "" = absent */
@@ -17,6 +18,14 @@ typedef struct progress_field {
  * width: then it is cut to width. Returns the line's length. */
 size_t progress_fit(const progress_field *fields, int n, const char *sep, int width, char *out,
                     size_t cap);
+
+/* "ETA 1m05s": how long the steps_left steps still to do take at the pace of the timed ones
+ * (timed_steps of them in seconds), or "ETA --" while none is timed and some are left: the
+ * first step of a run records the graphs and builds the pipelines, so its time (seconds, or
+ * minutes on a software driver) says nothing about the others and is never timed. "ETA 0s"
+ * when none is left; "ETA ?" for a time past 10^8 s. */
+void progress_eta(double seconds, uint64_t timed_steps, uint64_t steps_left, char *out,
+                  size_t cap);
 
 /* The width of the terminal on fd (TIOCGWINSZ), else $COLUMNS, else 80. */
 int progress_width(int fd);

@@ -67,13 +67,6 @@ void report_start(train_run *r) {
     fflush(f);
 }
 
-static void duration(double s, char *out, size_t cap) {
-    if (!(s >= 0.0) || s > 1e8) snprintf(out, cap, "?");
-    else if (s >= 3600) snprintf(out, cap, "%dh%02dm", (int)(s / 3600), (int)(fmod(s, 3600) / 60));
-    else if (s >= 60) snprintf(out, cap, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
-    else snprintf(out, cap, "%ds", (int)s);
-}
-
 static void json_step(const train_run *r, const train_progress *p, double tokens_per_s) {
     printf("{\"step\":%llu", (unsigned long long)p->step);
     cli_json_num(stdout, "loss", p->loss);
@@ -112,14 +105,14 @@ void report_step(train_run *r, const train_progress *p) {
     } else if (!evaluated && !last && !first && p->step % (uint64_t)r->o->log_every != 0) {
         return;
     }
-    /* ETA from the wall time per step so far, evaluations and saves included. */
-    uint64_t done = p->step - r->first_step - 1;
-    double per_step = done > 0 ? (now - rep->t_start) / (double)done : p->ms / 1e3;
-    char eta[32];
-    duration(per_step * (double)(st->total_steps - p->step), eta, sizeof eta);
+    /* ETA from the wall time per step since the first step of this invocation ended
+     * (evaluations and saves included); none yet on the first, which builds the pipelines. */
+    char f_eta[48];
+    progress_eta(now - rep->t_start, p->step - r->first_step - 1, st->total_steps - p->step,
+                 f_eta, sizeof f_eta);
     /* The fields in their order; on a terminal the highest ranks go first when the line would
      * be wider than it: tokens/s (ms/step says it), lr, ms/step, ETA, validation, loss. */
-    char f_step[64], f_loss[32], f_val[64] = "", f_lr[32], f_ms[32], f_tok[32], f_eta[48];
+    char f_step[64], f_loss[32], f_val[64] = "", f_lr[32], f_ms[32], f_tok[32];
     snprintf(f_step, sizeof f_step, "step %*llu/%llu",
              (int)snprintf(NULL, 0, "%llu", (unsigned long long)st->total_steps),
              (unsigned long long)p->step, (unsigned long long)st->total_steps);
@@ -129,7 +122,6 @@ void report_step(train_run *r, const train_progress *p) {
     snprintf(f_lr, sizeof f_lr, "lr %.2e", (double)p->lr);
     snprintf(f_ms, sizeof f_ms, "%.1f ms/step", p->ms);
     snprintf(f_tok, sizeof f_tok, "%.0f tok/s", tokens_per_s);
-    snprintf(f_eta, sizeof f_eta, "ETA %s", eta);
     const progress_field fields[] = {{f_step, 0}, {f_loss, 1}, {f_val, 2}, {f_lr, 5},
                                      {f_ms, 4},   {f_tok, 6},  {f_eta, 3}};
     /* One column short of the width: a line filling the last column wraps on some terminals. */

@@ -8,11 +8,12 @@
  * trailer", below); a file without its mark must have 0 in every word from 8 on, as llm.c
  * writes it.
  *
- * Training state (vka_gpt_save_state), our format, version 4. Little-endian as the host writes
+ * Training state (vka_gpt_save_state), our format, version 5. Little-endian as the host writes
  * it. A 1024-byte header of 256 uint32 words:
  *   [0]      magic 0x53414B56 (the bytes "VKAS")
- *   [1]      version 4 (still read: version 3, the same without the trailer; version 2, also
- *            without words 34..38; version 1, also without word 31)
+ *   [1]      version 5 (still read: version 4, the same without words 39..111; version 3, also
+ *            without the trailer; version 2, also without words 34..38; version 1, also without
+ *            word 31)
  *   [2..7]   maxT, V, L, NH, C, Vp
  *   [8..9]   the model's AdamW step t (uint64, low word first; likewise below)
  *   [10..11] state.step          [12..13] state.rng_state
@@ -27,7 +28,11 @@
  *   [34..35] state.text_bytes    [36..37] state.text_hash (vka_data_text_id; versions 1 and 2
  *            wrote 0 there and read back as 0, "not recorded")
  *   [38] state.eval_pending (int32; read as 0 from versions 1 and 2)
- *   [248..255] the trailer (version 4 only, where it is required)
+ *   [39] state.run_backend (vka_backend: 0 Vulkan, 1 CPU)  [40..47] state.run_kernels (32
+ *            bytes, NUL-padded)  [48..111] state.run_device (256 bytes, NUL-padded): where the
+ *            steps ran, from the model's context at the save (version 5; earlier versions wrote
+ *            0 there and read back as run_recorded = 0, "not recorded")
+ *   [248..255] the trailer (versions 4 and 5, where it is required)
  *   others 0
  * then the payload: parameters, AdamW m, AdamW v, each num_params float32 in llm.c order.
  *
@@ -59,9 +64,10 @@
 #define MODEL_MAGIC 20240326
 #define MODEL_VERSION 3
 #define STATE_MAGIC 0x53414B56u
-#define STATE_VERSION 4
+#define STATE_VERSION 5
 #define STATE_OLDEST_VERSION 1 /* 1: without eval_windows; 1 and 2: without the text's identity
-                                  and eval_pending; 1 to 3: without the trailer */
+                                  and eval_pending; 1 to 3: without the trailer; 1 to 4: without
+                                  the backend the steps ran on */
 /* The trailer (see above). */
 #define TRAILER_TOKENIZER 248
 #define TRAILER_PARAMS 250
@@ -69,11 +75,16 @@
 #define TRAILER_VERSION 253
 #define TRAILER_SUM 255
 #define TRAILER_MAGIC 0x58414B56u
-/* Header words a model file uses before the trailer ([0..7]); a state ([0..38]; versions 1 and
- * 2 used fewer, but what their later words hold is ignored, so only the words no version used
+/* Header words a model file uses before the trailer ([0..7]); a state ([0..111]; versions 1 to
+ * 4 used fewer, but what their later words hold is ignored, so only the words no version used
  * must be 0). */
 #define MODEL_USED_WORDS 8
-#define STATE_USED_WORDS 39
+#define STATE_USED_WORDS 112
+/* Where a state records the backend its steps ran on (version 5). */
+#define STATE_RUN_BACKEND 39
+#define STATE_RUN_KERNELS 40
+#define STATE_RUN_DEVICE 48
+#define STATE_RUN_VERSION 5
 #define HASH_SEED 0xCBF29CE484222325ull
 #define HASH_PRIME 0x100000001B3ull
 
@@ -197,6 +208,21 @@ static void put_state(uint32_t *h, uint64_t model_step, const vka_train_state *s
     h[38] = (uint32_t)s->eval_pending;
 }
 
+/* Where the steps ran: ctx's backend, kernels and device (words 39..111, NUL-padded text). */
+static void put_run(uint32_t *h, const vka_context *ctx) {
+    vka_backend backend = vka_context_backend(ctx);
+    const char *kernels = backend == VKA_BACKEND_CPU ? vka_context_cpu_kernels(ctx)
+                                                     : vka_context_vulkan_kernels(ctx);
+    vka_device_info info;
+    if (vka_context_selected_device(ctx, &info) != VKA_SUCCESS) info.name[0] = '\0';
+    char k[VKA_TRAIN_RUN_KERNELS_BYTES] = {0}, d[VKA_TRAIN_RUN_DEVICE_BYTES] = {0};
+    snprintf(k, sizeof k, "%s", kernels ? kernels : "");
+    snprintf(d, sizeof d, "%s", info.name);
+    h[STATE_RUN_BACKEND] = (uint32_t)backend;
+    memcpy(h + STATE_RUN_KERNELS, k, sizeof k);
+    memcpy(h + STATE_RUN_DEVICE, d, sizeof d);
+}
+
 static void get_state(const uint32_t *h, vka_train_state *s) {
     *s = (vka_train_state){0};
     s->step = get_u64(h, 10);
@@ -217,6 +243,14 @@ static void get_state(const uint32_t *h, vka_train_state *s) {
         s->text_bytes = get_u64(h, 34);
         s->text_hash = get_u64(h, 36);
         s->eval_pending = (int32_t)h[38];
+    }
+    if (h[1] >= STATE_RUN_VERSION) {
+        s->run_recorded = 1;
+        s->run_backend = (vka_backend)h[STATE_RUN_BACKEND];
+        memcpy(s->run_kernels, h + STATE_RUN_KERNELS, sizeof s->run_kernels);
+        memcpy(s->run_device, h + STATE_RUN_DEVICE, sizeof s->run_device);
+        s->run_kernels[sizeof s->run_kernels - 1] = '\0';
+        s->run_device[sizeof s->run_device - 1] = '\0';
     }
 }
 
@@ -277,6 +311,17 @@ static vka_result check_state_header(vka_context *ctx, const char *path, const u
     if (state_problem(&s, cfg, msg, sizeof msg))
         return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: bad training-state header: %s", path,
                              msg);
+    /* The recorded backend and its texts, NUL-terminated within their words. */
+    const unsigned char *k = (const unsigned char *)(h + STATE_RUN_KERNELS),
+                        *d = (const unsigned char *)(h + STATE_RUN_DEVICE);
+    if (h[1] >= STATE_RUN_VERSION &&
+        (h[STATE_RUN_BACKEND] > VKA_BACKEND_CPU || k[VKA_TRAIN_RUN_KERNELS_BYTES - 1] != 0 ||
+         d[VKA_TRAIN_RUN_DEVICE_BYTES - 1] != 0))
+        return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: bad training-state header: the "
+                             "backend the run was on (words %d..%d) is not a backend (word %d is "
+                             "%" PRIu32 ", 0 or 1) with its kernels' and device's names", path,
+                             STATE_RUN_BACKEND, STATE_USED_WORDS - 1, STATE_RUN_BACKEND,
+                             h[STATE_RUN_BACKEND]);
     return VKA_SUCCESS;
 }
 
@@ -474,6 +519,7 @@ vka_result vka_gpt_save_state(vka_gpt *gpt, const vka_train_state *state, const 
         uint32_t h[HEADER_WORDS];
         header_put_config(h, STATE_MAGIC, STATE_VERSION, &gpt->cfg);
         put_state(h, gpt->step, state);
+        put_run(h, gpt->ctx);
         uint64_t params_hash = hash_words(HASH_SEED, buf, n);
         put_u64(h, 32, hash_words(params_hash, buf + n, 2 * n));
         put_trailer(h, gpt->tokenizer_id, params_hash);
@@ -523,6 +569,26 @@ vka_result vka_gpt_load_state(vka_context *ctx, const char *path, vka_gpt **out,
     if (trailer) gpt->tokenizer_id = get_u64(h, TRAILER_TOKENIZER);
     get_state(h, state);
     *out = gpt;
+    return VKA_SUCCESS;
+}
+
+vka_result vka_train_state_read(vka_context *ctx, const char *path, vka_train_state *state) {
+    if (ctx) { /* optional: only for the message */
+        vka_result r = vka_context_usable(ctx, "vka_train_state_read");
+        if (r != VKA_SUCCESS) return r;
+    }
+    if (!state || !path)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_train_state_read: state or path is NULL");
+    FILE *f;
+    uint32_t h[HEADER_WORDS];
+    vka_gpt_config cfg;
+    bool trailer;
+    vka_result r = open_checked(ctx, path, STATE_MAGIC, STATE_OLDEST_VERSION, STATE_VERSION, 3,
+                                &f, h, &cfg, &trailer);
+    if (r != VKA_SUCCESS) return r;
+    fclose(f);
+    get_state(h, state);
     return VKA_SUCCESS;
 }
 

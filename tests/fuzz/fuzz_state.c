@@ -3,7 +3,8 @@
  * FNV-1a over the payload's words) disagrees with its header, again with the payload cut or
  * zero-padded to the implied length and the checksum made right, so that mutations of the
  * header's state fields and of the payload reach the checks after those two. A state that
- * loads must survive save and load unchanged, and take a training step. */
+ * loads must survive save and load unchanged, and take a training step; vka_train_state_read
+ * must read the same fields from it. */
 #include "fuzz_util.h"
 
 #define HEADER_BYTES 1024
@@ -63,7 +64,15 @@ static void load(const uint8_t *data, size_t size) {
     vka_gpt *gpt = NULL;
     vka_train_state st;
     vka_result r = vka_gpt_load_state(fz_ctx, in.path, &gpt, &st);
+    /* The header alone reads as the whole load does: the same fields where it loads, and an
+     * error for every header it refuses (a payload it refuses is not read). */
+    vka_train_state peek;
+    vka_result rp = vka_train_state_read(NULL, in.path, &peek);
     if (r == VKA_SUCCESS) {
+        fz_require(rp == VKA_SUCCESS && same_state(&st, &peek) &&
+                       peek.run_recorded == st.run_recorded &&
+                       strcmp(peek.run_kernels, st.run_kernels) == 0,
+                   "vka_train_state_read disagrees with vka_gpt_load_state");
         fz_require(gpt != NULL, "success without a model");
         check_loaded(gpt, &st);
         vka_gpt_destroy(gpt);
