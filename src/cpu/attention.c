@@ -6,7 +6,8 @@
  * m_new)); a row whose keys are all masked keeps m = -inf and ends with out = 0, lse = -inf.
  * Backward: per head, key tiles in order (in groups, so q, dout and dq pass through the cache
  * once per group); for each, every query block recomputes
- * P = exp(s - lse), dP = dout v^T, dS = P * (dP - delta) with delta = rowsum(dout * out), and
+ * P = exp((s - lse) - c), dP = dout v^T, dS = P * (dP - delta) with delta = rowsum(dout * out)
+ * and c lse's correction (at_corr; 0 but for rows with |lse| >= 256), and
  * adds P^T dout to dv, scale * dS^T q to dk, scale * dS k to dq. One thread owns a whole head,
  * so every gradient element is summed in the same order for any thread count (no atomics).
  *
@@ -14,7 +15,10 @@
  * (at_mm) in register tiles of 4 rows x 8 columns, so each load of k, v, q or dout serves four
  * rows; each element is still summed in order over its reduction index whatever the tiling, and
  * the compiler vectorises across columns without reassociating a sum. Rows that see no key of a
- * tile and keys past the block's last visible one are skipped. Scratch lives on the stack
+ * tile and keys past the block's last visible one are skipped, as are padding queries (Tq ==
+ * Tk with key_lens). A key or query a row does not see adds nothing even when its rows hold NaN
+ * or Inf: scores select -inf, dS selects 0, and a block (forward) or head (backward) whose
+ * result is not finite is redone checking every product's operand rows (at_mm_seen). Scratch lives on the stack
  * (forward ~105 KiB, backward ~145 KiB at the largest HS),
  * nothing is allocated per run.
  *
@@ -38,9 +42,11 @@
 #ifdef VKA_HAVE_OPENMP
 #define AT_SIMD _Pragma("omp simd")
 #define AT_SIMD_MAX(x) VKA_PRAGMA(omp simd reduction(max : x))
+#define AT_SIMD_OR(x) VKA_PRAGMA(omp simd reduction(| : x))
 #else
 #define AT_SIMD
 #define AT_SIMD_MAX(x)
+#define AT_SIMD_OR(x)
 #endif
 
 /* Fully unrolled 8-wide loops keep their accumulators in registers (as in matmul.c). */
@@ -253,6 +259,7 @@ static bool at_rows_finite(const float *x, size_t st, int n, int HS) {
     int bad = 0;
     for (int r = 0; r < n && !bad; r++) {
         const float *row = x + (size_t)r * st;
+        AT_SIMD_OR(bad)
         for (int d = 0; d < HS; d++) bad |= row[d] - row[d] != 0.0f; /* NaN for NaN, +-inf */
     }
     return !bad;
@@ -278,8 +285,9 @@ static void at_mm_rowwise(const at_kern *kn, float *c, size_t ldc, at_mat a, at_
 
 /* c (M, N) += a (M, K) b (K, N) where a term of weight a[r][k] = 0 (a key or query row r does
  * not see) adds nothing even if b's row k holds a NaN or Inf: kn->mm as is when b is finite
- * (b_finite; 0 * finite adds 0), else row by row with those rows of b zeroed. mm's sums do not
- * depend on M, so the bits are those of a run whose hidden rows held zeros. */
+ * (b_finite, or not checked on a first try; 0 * finite adds 0), else row by row with those
+ * rows of b zeroed. mm's sums do not depend on M, so the bits are those of a run whose hidden
+ * rows held zeros. */
 static void at_mm_seen(const at_kern *kn, float *c, size_t ldc, at_mat a, at_mat b, int M, int N,
                        int K, bool b_finite) {
     if (b_finite) kn->mm(c, ldc, a, b, M, N, K, true);
@@ -292,9 +300,13 @@ static int at_rows_real(const vkc_attention *a, int L, int i0, int nq) {
     return n < 0 ? 0 : n < nq ? n : nq;
 }
 
-/* Forward of query rows i0 .. i0+nq of head (b, h). */
-static void at_forward_block(const at_kern *kn, const vkc_attention *a, int b, int h, int i0,
-                             int nq) {
+/* Forward of query rows i0 .. i0+nq of head (b, h). careful: every product against v checks
+ * its rows (at_mm_seen); without, a NaN or Inf in a v row some row does not see may reach that
+ * row's out (0 * NaN), so the caller reruns a block whose out is not finite with careful set
+ * (at_forward_item): ordinary data pays one look at out per block. Returns whether out and lse
+ * of the block's rows are finite (or -inf). */
+static bool at_forward_block(const at_kern *kn, const vkc_attention *a, int b, int h, int i0,
+                             int nq, bool careful) {
     float kt[VKC_ATTN_MAX_HS * AT_BK];
     float o[AT_BQ * VKC_ATTN_MAX_HS]; /* (nq, HS) */
     float s[AT_BQ][AT_BK];
@@ -328,10 +340,13 @@ static void at_forward_block(const at_kern *kn, const vkc_attention *a, int b, i
         const float *v0 = a->v + at_off(a->sv, b, h, j0);
         at_mm_seen(kn, o + (size_t)r0 * HS, HS, (at_mat){s[r0], AT_BK, 1},
                    (at_mat){v0, a->sv.st, 0}, nr - r0, HS, bk,
-                   at_rows_finite(v0, a->sv.st, bk, HS));
+                   !careful || at_rows_finite(v0, a->sv.st, bk, HS));
     }
     t.nq = nq;
     kn->fwd_finish(&t, o, m, l);
+    for (int i = 0; i < nq; i++)
+        if (!isfinite(l[i]) || !at_rows_finite(o + (size_t)i * HS, HS, 1, HS)) return false;
+    return true;
 }
 
 /* Zero rows 0 .. T of HS of head (b, h) of view x. */
@@ -478,11 +493,13 @@ static void at_corr(const at_kern *kn, const vkc_attention *a, int b, int h, int
             corr[i] = (m[i] - lse[i]) + logf(l[i]);
 }
 
-/* Backward of head (b, h): groups of key tiles (as many as the scratch holds at this HS, up to
+/* Backward of head (b, h) (careful, the return: as at_forward_block's, for q, dout and k rows
+ * against dq, dk, dv): groups of key tiles (as many as the scratch holds at this HS, up to
  * AT_GK keys) against every query block in turn, so q, dout and dq pass through the cache once
  * per group rather than once per tile. Each dq row still gets its tiles in order and each dk, dv
  * row its query blocks in order. */
-static void at_backward_head(const at_kern *kn, const vkc_attention *a, int b, int h) {
+static bool at_backward_head(const at_kern *kn, const vkc_attention *a, int b, int h,
+                             bool careful) {
     float kt[VKC_ATTN_MAX_HS * AT_BK], vt[VKC_ATTN_MAX_HS * AT_BK];
     const int HS = a->HS, L = at_len(a, b);
     const size_t tile = (size_t)HS * AT_BK; /* floats of one packed tile */
@@ -497,7 +514,8 @@ static void at_backward_head(const at_kern *kn, const vkc_attention *a, int b, i
             int bk = L - j0 < AT_BK ? L - j0 : AT_BK;
             kn->pack_t(kt + ng * tile, a->k, a->sk, b, h, j0, bk, HS);
             kn->pack_t(vt + ng * tile, a->v, a->sv, b, h, j0, bk, HS);
-            k_finite[ng] = at_rows_finite(a->k + at_off(a->sk, b, h, j0), a->sk.st, bk, HS);
+            k_finite[ng] =
+                !careful || at_rows_finite(a->k + at_off(a->sk, b, h, j0), a->sk.st, bk, HS);
         }
         for (int i0 = 0; i0 < a->Tq; i0 += AT_BQ) {
             int nq = at_rows_real(a, L, i0, a->Tq - i0 < AT_BQ ? a->Tq - i0 : AT_BQ);
@@ -507,10 +525,11 @@ static void at_backward_head(const at_kern *kn, const vkc_attention *a, int b, i
             kn->delta(&t, delta);
             at_corr(kn, a, b, h, L, i0, nq, corr);
             at_qblock qb = {.i0 = i0, .nq = nq, .delta = delta, .corr = corr,
-                            .finite = at_rows_finite(a->q + at_off(a->sq, b, h, i0), a->sq.st, nq,
+                            .finite = !careful ||
+                                      (at_rows_finite(a->q + at_off(a->sq, b, h, i0), a->sq.st, nq,
                                                      HS) &&
-                                      at_rows_finite(a->dout + at_off(a->so, b, h, i0), a->so.st,
-                                                     nq, HS)};
+                                       at_rows_finite(a->dout + at_off(a->so, b, h, i0),
+                                                      a->so.st, nq, HS))};
             for (int g = 0; g < ng; g++) {
                 int j0 = g0 + g * AT_BK, bk = L - j0 < AT_BK ? L - j0 : AT_BK;
                 at_backward_block(kn, a, b, h, L, j0, bk, kt + g * tile, vt + g * tile,
@@ -518,6 +537,13 @@ static void at_backward_head(const at_kern *kn, const vkc_attention *a, int b, i
             }
         }
     }
+    for (int t = 0; t < a->Tq; t++)
+        if (!at_rows_finite(a->dq + at_off(a->sq, b, h, t), 0, 1, HS)) return false;
+    for (int j = 0; j < a->Tk; j++)
+        if (!at_rows_finite(a->dk + at_off(a->sk, b, h, j), 0, 1, HS) ||
+            !at_rows_finite(a->dv + at_off(a->sv, b, h, j), 0, 1, HS))
+            return false;
+    return true;
 }
 
 static const at_kern at_kern_ref = {at_mm, at_pack_t, at_fwd_rows_ref, at_fwd_finish_ref,
@@ -537,7 +563,8 @@ void vkc_attention_forward(const vkc_attention *a, vkc_isa isa, int nt) {
     for (long it = 0; it < items; it++) {
         int bh = (int)(it / blocks), i0 = (int)(it % blocks) * AT_BQ;
         int nq = a->Tq - i0 < AT_BQ ? a->Tq - i0 : AT_BQ;
-        at_forward_block(kn, a, bh / a->NH, bh % a->NH, i0, nq);
+        if (!at_forward_block(kn, a, bh / a->NH, bh % a->NH, i0, nq, false))
+            at_forward_block(kn, a, bh / a->NH, bh % a->NH, i0, nq, true);
     }
 }
 
@@ -547,5 +574,7 @@ void vkc_attention_backward(const vkc_attention *a, vkc_isa isa, int nt) {
     double work = (double)heads * a->Tq * a->Tk * a->HS;
     (void)work;
     VKA_OMP_FOR_DYNAMIC(nt, work > VKA_OMP_MIN_WORK)
-    for (int bh = 0; bh < heads; bh++) at_backward_head(kn, a, bh / a->NH, bh % a->NH);
+    for (int bh = 0; bh < heads; bh++)
+        if (!at_backward_head(kn, a, bh / a->NH, bh % a->NH, false))
+            at_backward_head(kn, a, bh / a->NH, bh % a->NH, true);
 }
