@@ -236,22 +236,27 @@ static void at_fwd_rows_ref(const at_tile *t, float (*s)[AT_BK], float *m, float
     }
 }
 
-static void at_fwd_finish_ref(const at_tile *t, const float *o, const float *m, const float *l) {
+static bool at_fwd_finish_ref(const at_tile *t, const float *o, const float *m, const float *l) {
     const vkc_attention *a = t->a;
     const int HS = a->HS;
+    int bad = 0;
     for (int i = 0; i < t->nq; i++) {
         int tq = t->i0 + i;
         float *orow = a->out + at_off(a->so, t->b, t->h, tq);
         const float *oi = o + (size_t)i * HS;
         float lse = -INFINITY;
         if (l[i] != 0.0f) { /* NaN too (a +inf score): NaN out, as on Vulkan, never zeros */
-            for (int d = 0; d < HS; d++) orow[d] = oi[d] / l[i];
+            for (int d = 0; d < HS; d++) {
+                orow[d] = oi[d] / l[i];
+                bad |= orow[d] - orow[d] != 0.0f; /* NaN for NaN, +-inf */
+            }
             lse = m[i] + logf(l[i]);
         } else {
             for (int d = 0; d < HS; d++) orow[d] = 0.0f;
         }
         if (a->lse) a->lse[((size_t)t->b * a->NH + t->h) * a->Tq + tq] = lse;
     }
+    return !bad;
 }
 
 /* Whether rows 0 .. n of x (row stride st) hold only finite floats in their first HS. */
@@ -343,10 +348,7 @@ static bool at_forward_block(const at_kern *kn, const vkc_attention *a, int b, i
                    !careful || at_rows_finite(v0, a->sv.st, bk, HS));
     }
     t.nq = nq;
-    kn->fwd_finish(&t, o, m, l);
-    for (int i = 0; i < nq; i++)
-        if (!isfinite(l[i]) || !at_rows_finite(o + (size_t)i * HS, HS, 1, HS)) return false;
-    return true;
+    return kn->fwd_finish(&t, o, m, l);
 }
 
 /* Zero rows 0 .. T of HS of head (b, h) of view x. */

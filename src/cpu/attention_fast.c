@@ -207,10 +207,11 @@ VKC_TARGET_AVX512 static void fwd_rows512(const at_tile *t, float (*s)[AT_BK], f
     }
 }
 
-VKC_TARGET_AVX512 static void fwd_finish512(const at_tile *t, const float *o, const float *m,
+VKC_TARGET_AVX512 static bool fwd_finish512(const at_tile *t, const float *o, const float *m,
                                             const float *l) {
     const vkc_attention *a = t->a;
     const int HS = a->HS;
+    __mmask16 bad = 0; /* lanes where y - y != 0: y is NaN or +-inf */
     for (int i = 0; i < t->nq; i++) {
         int tq = t->i0 + i;
         float *orow = a->out + at_off(a->so, t->b, t->h, tq);
@@ -222,11 +223,13 @@ VKC_TARGET_AVX512 static void fwd_finish512(const at_tile *t, const float *o, co
             __mmask16 k = lanes16(HS - d);
             __m512 y = any ? _mm512_div_ps(_mm512_maskz_loadu_ps(k, oi + d), vl)
                            : _mm512_setzero_ps();
+            bad |= _mm512_mask_cmp_ps_mask(k, _mm512_sub_ps(y, y), _mm512_setzero_ps(), _CMP_NEQ_UQ);
             _mm512_mask_storeu_ps(orow + d, k, y);
         }
         if (any) lse = m[i] + logf(l[i]);
         if (a->lse) a->lse[((size_t)t->b * a->NH + t->h) * a->Tq + tq] = lse;
     }
+    return bad == 0;
 }
 
 VKC_TARGET_AVX512 static void delta512(const at_tile *t, float *delta) {
@@ -451,10 +454,12 @@ VKC_TARGET_AVX2 static void fwd_rows256(const at_tile *t, float (*s)[AT_BK], flo
     }
 }
 
-VKC_TARGET_AVX2 static void fwd_finish256(const at_tile *t, const float *o, const float *m,
+VKC_TARGET_AVX2 static bool fwd_finish256(const at_tile *t, const float *o, const float *m,
                                           const float *l) {
     const vkc_attention *a = t->a;
     const int HS = a->HS;
+    __m256 bad = _mm256_setzero_ps(); /* y - y: 0 for finite y, NaN for NaN and +-inf */
+    bool tail_bad = false;
     for (int i = 0; i < t->nq; i++) {
         int tq = t->i0 + i;
         float *orow = a->out + at_off(a->so, t->b, t->h, tq);
@@ -463,15 +468,23 @@ VKC_TARGET_AVX2 static void fwd_finish256(const at_tile *t, const float *o, cons
         if (l[i] != 0.0f) { /* NaN too (a +inf score): NaN out, never zeros */
             const __m256 vl = _mm256_set1_ps(l[i]);
             int d = 0;
-            for (; d + 8 <= HS; d += 8)
-                _mm256_storeu_ps(orow + d, _mm256_div_ps(_mm256_loadu_ps(oi + d), vl));
-            for (; d < HS; d++) orow[d] = oi[d] / l[i];
+            for (; d + 8 <= HS; d += 8) {
+                __m256 y = _mm256_div_ps(_mm256_loadu_ps(oi + d), vl);
+                bad = _mm256_or_ps(bad, _mm256_sub_ps(y, y));
+                _mm256_storeu_ps(orow + d, y);
+            }
+            for (; d < HS; d++) {
+                orow[d] = oi[d] / l[i];
+                tail_bad |= !isfinite(orow[d]);
+            }
             lse = m[i] + logf(l[i]);
         } else {
             memset(orow, 0, (size_t)HS * sizeof(float));
         }
         if (a->lse) a->lse[((size_t)t->b * a->NH + t->h) * a->Tq + tq] = lse;
     }
+    return !tail_bad &&
+           _mm256_movemask_ps(_mm256_cmp_ps(bad, _mm256_setzero_ps(), _CMP_NEQ_UQ)) == 0;
 }
 
 VKC_TARGET_AVX2 static void delta256(const at_tile *t, float *delta) {

@@ -61,8 +61,8 @@ typedef struct at_kern {
      * the running max m, sum l and output accumulator o (nq, HS; NULL: none, only m and l
      * wanted) of each row are rescaled to the new max. */
     void (*fwd_rows)(const at_tile *t, float (*s)[AT_BK], float *m, float *l, float *o);
-    /* out (and lse) of rows 0 .. nq from o, m, l */
-    void (*fwd_finish)(const at_tile *t, const float *o, const float *m, const float *l);
+    /* out (and lse) of rows 0 .. nq from o, m, l; returns whether every out is finite */
+    bool (*fwd_finish)(const at_tile *t, const float *o, const float *m, const float *l);
     /* delta[i] = rowsum(dout * out) of rows i0 .. i0+nq */
     void (*delta)(const at_tile *t, float *delta);
     /* Backward of a tile's rows r0 .. nq: p[i] (q k^T dots in) becomes
