@@ -580,6 +580,11 @@ typedef enum vka_causal {
  *   s[j] = scale * q[b,h,t,:] . k[b,h,j,:] + mask[(b,) t, j]
  *   s[j] = -inf for j >= L, and for causal keys (vka_causal)
  *   out[b,h,t,:] = sum_j softmax(s)[j] * v[b,h,j,:],   lse[b,h,t] = log sum_j exp(s[j])
+ * With key_lens and Tq == Tk (self-attention over padded sequences; always with qkv), queries
+ * t >= L are padding too: they see no key (out 0, lse -INFINITY, dq 0) and add nothing to any
+ * dk, dv. Padding is never read into a sum: a key a query does not see (j >= L, causal, or a
+ * -INFINITY mask entry) and a padding query enter no product (selected, never multiplied by
+ * 0), so NaN or Inf there leaves every other element bitwise as with zeros there.
  * Inputs are either q (B, NH, Tq, HS) and k, v (B, NH, Tk, HS), or qkv (B, T, 3C) packed as the
  * model's qkv projection writes it (C = NH*HS, Tq = Tk = T; q, k, v NULL). A row whose keys are
  * all masked gives out = 0 and lse = -INFINITY, never NaN. Deterministic: bitwise the same run
@@ -615,7 +620,13 @@ vka_result vka_attention_forward(vka_context *ctx, const vka_attention_desc *des
 
 /** Gradients of vka_attention_forward (FlashAttention-2 backward: probabilities recomputed from
  * lse, no Tq x Tk matrix stored, deterministic). desc is the forward's, with out and lse
- * holding what it wrote. */
+ * holding what it wrote. Exact for any finite mask value: a row whose |lse| >= 256 (e.g. every
+ * key masked with -1e4, -1e9 or -FLT_MAX, where float lse = m + log(l) loses log(l)) has its
+ * max m and sum l recomputed, and P = exp((s - lse) - c) with c = (m - lse) + log(l), so its
+ * gradients are those of the softmax of the float scores the forward used, to float rounding
+ * (uniform weights over the keys: 1/L, not 1 each); other rows use exp(s - lse) unchanged.
+ * Rows with lse = -INFINITY (no visible key) get zero gradients; +inf scores give NaN as in
+ * the forward. */
 typedef struct vka_attention_grads {
     const vka_tensor *dout; /* laid out as desc->out */
     vka_tensor *dq;         /* WRITTEN (B, NH, Tq, HS); NULL with qkv */

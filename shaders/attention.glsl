@@ -71,14 +71,25 @@ uint valid_keys(uint b) {
     return uint(clamp(key_lens_[boff(6u) + b], 0, int(pc.Tk)));
 }
 
+// Queries [0, query_end(L)) are real: with key_lens and Tq == Tk (self-attention over padded
+// sequences) queries t >= L are padding and see no key; otherwise all Tq.
+uint query_end(uint L) { return (pc.flags & F_KEY_LENS) != 0u && pc.Tq == pc.Tk ? L : pc.Tq; }
+
 // Query t sees keys [0, visible_end(t, L)).
 uint visible_end(uint t, uint L) {
+    if (t >= query_end(L)) return 0u;
     if (pc.causal == 1u) return min(L, t + 1u);
     if (pc.causal == 2u) return uint(clamp(int(t) + int(L) - int(pc.Tq) + 1, 0, int(L)));
     return L;
 }
 
-// Key j is seen by queries [first_query(j, L), Tq) (none when j >= L: Tq).
+// Keys any of the WG rows from tg sees: visible_end grows with t up to the padding queries.
+uint last_row_keys(uint tg, uint L) {
+    uint qe = query_end(L);
+    return tg >= qe ? 0u : visible_end(min(tg + WG - 1u, qe - 1u), L);
+}
+
+// Key j is seen by queries [first_query(j, L), query_end(L)) (none when j >= L: Tq).
 uint first_query(uint j, uint L) {
     if (j >= L) return pc.Tq;
     if (pc.causal == 1u) return min(j, pc.Tq);
@@ -148,7 +159,37 @@ void st_dq(uint row, uint c, vec4 x) { VKA_STORE4(dq_, dq4, row, c, x) }
 void st_dk(uint row, uint c, vec4 x) { VKA_STORE4(dk_, dk4, row, c, x) }
 void st_dv(uint row, uint c, vec4 x) { VKA_STORE4(dv_, dv4, row, c, x) }
 
-// exp(s - lse) for a visible key, 0 for a masked one or a row with no visible key (lse = -inf).
-float prob(float s, float lse) { return s == VKA_NEG_INF || lse == VKA_NEG_INF ? 0.0 : exp(s - lse); }
+// exp((s - lse) - c) for a visible key, 0 for a masked one or a row with no visible key
+// (lse = -inf). c is the row's correction (row_corr below; 0 for most rows, and then this is
+// exp(s - lse) bitwise).
+float prob(float s, float lse, float c) {
+    return s == VKA_NEG_INF || lse == VKA_NEG_INF ? 0.0 : exp((s - lse) - c);
+}
+
+// Row t's score of key j, its q row scaled (q[c] = q * scale): the one expression the forward
+// and every backward pass use, so that they agree bitwise.
+// A key the mask hides (-inf) scores -inf whatever its k holds (NaN + -inf would be NaN).
+float score(vec4 q[DV], vec4 kv[DV], uint b, uint t, uint j) {
+    float d = 0.0;
+    [[unroll]] for (uint c = 0u; c < DV; c++) d += dot(q[c], kv[c]);
+    float mk = mask_at(b, t, j);
+    return mk == VKA_NEG_INF ? VKA_NEG_INF : d + mk;
+}
+
+// delta = dout . out of row (b, h, t) (attention_backward_delta.comp).
+float row_delta(uint b, uint h, uint t) {
+    uint orow = o_row(b, h, t), drow = do_row(b, h, t);
+    float d = 0.0;
+    [[unroll]] for (uint c = 0u; c < DV; c++) d += dot(ld_do(drow, c), ld_o(orow, c));
+    return d;
+}
+
+// (delta, c) of row (b, h, t), left in dq[b,h,t,0..1] by attention_backward_delta.comp; with
+// HS = 1 the row has one slot, which holds c, and delta (one product) is recomputed.
+vec2 delta_corr(uint b, uint h, uint t) {
+    uint r = dq_row(b, h, t);
+    if (pc.HS == 1u) return vec2(row_delta(b, h, t), dq_[r]);
+    return vec2(dq_[r], dq_[r + 1u]);
+}
 
 #endif

@@ -2,10 +2,11 @@
 #extension GL_GOOGLE_include_directive : require
 // Fused attention backward, pass 2 of 3 (src/vk/vk_ops_attention.c; FlashAttention-2, Dao
 // 2023, alg. 2): for each key row j, over the queries t that see it in ascending order,
-//   p = exp(s_tj - lse_t),  dv_j = sum_t p dout_t,  dk_j = scale * sum_t p (dout_t . v_j -
-//   delta_t) q_t
-// with s recomputed as in the forward and delta_t read from dq[b,h,t,0]
-// (attention_backward_delta). Keys no query sees (padding, causal) get dk = dv = 0.
+//   p = exp((s_tj - lse_t) - c_t),  dv_j = sum_t p dout_t,
+//   dk_j = sum_t p (dout_t . v_j - delta_t) (scale q_t)
+// with s recomputed as in the forward and (delta_t, c_t) read from dq[b,h,t,0..1]
+// (attention_backward_delta). Keys no query sees (padding, causal) get dk = dv = 0; padding
+// queries (query_end) add to no key.
 //
 // vka:texel-variant: also built with VKA_TEXEL defined (VKA_SHADER_ATTENTION_BACKWARD_DKDV_TEXEL):
 // the CPU-type variant only, reading q, k, v and dout through texel views (attention.glsl),
@@ -13,26 +14,26 @@
 #include "common.glsl"
 #include "attention.glsl"
 
-// The contribution of query t (its q, dout, lse, delta) to key j.
+// The contribution of query t (its q scaled, dout, lse, (delta, c)) to key j. A query of
+// probability 0 for this key (masked, padding, before the key causally) adds nothing:
+// selected, never multiplied, so a NaN or Inf in its q or dout stays out.
 void query_step(uint b, uint t, uint j, bool vis, vec4 q[DV], vec4 dout[DV], float lse,
-                float delta, vec4 kv[DV], vec4 vv[DV], inout vec4 dk[DV], inout vec4 dv[DV]) {
-    float s = 0.0, dp = 0.0;
+                vec2 dc, vec4 kv[DV], vec4 vv[DV], inout vec4 dk[DV], inout vec4 dv[DV]) {
+    float p = vis ? prob(score(q, kv, b, t, j), lse, dc.y) : 0.0;
+    bool live = p != 0.0; // selects, not a branch: straight-line code in the unrolled loops
+    float dp = 0.0;
+    [[unroll]] for (uint c = 0u; c < DV; c++) dp += dot(dout[c], vv[c]);
+    float ds = live ? p * (dp - dc.x) : 0.0;
     [[unroll]] for (uint c = 0u; c < DV; c++) {
-        s += dot(q[c], kv[c]);
-        dp += dot(dout[c], vv[c]);
-    }
-    float p = vis ? prob(pc.scale * s + mask_at(b, t, j), lse) : 0.0;
-    float ds = p * (dp - delta);
-    [[unroll]] for (uint c = 0u; c < DV; c++) {
-        dv[c] += p * dout[c];
-        dk[c] += ds * q[c];
+        dv[c] += live ? p * dout[c] : vec4(0.0);
+        dk[c] += live ? ds * q[c] : vec4(0.0);
     }
 }
 
 void store_key(uint b, uint h, uint j, vec4 dk[DV], vec4 dv[DV]) {
     uint dkrow = dk_row(b, h, j), dvrow = dv_row(b, h, j);
     [[unroll]] for (uint c = 0u; c < DV; c++) {
-        st_dk(dkrow, c, dk[c] * pc.scale);
+        st_dk(dkrow, c, dk[c]);
         st_dv(dvrow, c, dv[c]);
     }
 }
@@ -66,22 +67,24 @@ void dkdv_cpu() {
         tfirst[r] = j0 + r < pc.Tk ? first_query(j, L) : pc.Tq;
         tmin = min(tmin, tfirst[r]);
     }
-    // queries tmin .. Tq - 1, TK per step (the last step's extra queries are clamped, unseen)
-    for (uint t0 = tmin; t0 < pc.Tq; t0 += TK) {
+    // queries tmin .. tend - 1, TK per step (the last step's extra queries are clamped, unseen)
+    uint tend = query_end(L);
+    for (uint t0 = tmin; t0 < tend; t0 += TK) {
         [[unroll]] for (uint tt = 0u; tt < TK; tt++) {
             uint t = min(t0 + tt, pc.Tq - 1u);
             uint qrow = q_row(b, h, t), drow = do_row(b, h, t);
             vec4 q[DV];
             vec4 dout[DV];
             [[unroll]] for (uint c = 0u; c < DV; c++) {
-                q[c] = ld_q(qrow, c);
+                q[c] = ld_q(qrow, c) * pc.scale;
                 dout[c] = ld_do(drow, c);
             }
-            float lse = lse_[lse_at(b, h, t)], delta = dq_[dq_row(b, h, t)];
-            bool in_t = t0 + tt < pc.Tq;
+            float lse = lse_[lse_at(b, h, t)];
+            vec2 dc = delta_corr(b, h, t);
+            bool in_t = t0 + tt < tend;
             [[unroll]] for (uint r = 0u; r < TQ; r++)
                 query_step(b, t, min(j0 + r, pc.Tk - 1u), in_t && t >= tfirst[r], q, dout, lse,
-                           delta, kv[r], vv[r], dk[r], dv[r]);
+                           dc, kv[r], vv[r], dk[r], dv[r]);
         }
     }
     [[unroll]] for (uint r = 0u; r < TQ; r++)
@@ -95,7 +98,7 @@ void main() { dkdv_cpu(); }
 // delta) in shared memory.
 shared vec4 sh_q[VKA_CPU ? 1u : TK * DV];
 shared vec4 sh_do[VKA_CPU ? 1u : TK * DV];
-shared vec2 sh_ld[VKA_CPU ? 1u : TK]; // (lse, delta)
+shared vec3 sh_ld[VKA_CPU ? 1u : TK]; // (lse, delta, c)
 
 void dkdv_gpu() {
     uint nkb = (pc.Tk + WG - 1u) / WG;
@@ -118,16 +121,17 @@ void dkdv_gpu() {
         dk[c] = vec4(0.0);
         dv[c] = vec4(0.0);
     }
-    for (uint t0 = tmin; t0 < pc.Tq; t0 += TK) {
+    uint tend = query_end(L);
+    for (uint t0 = tmin; t0 < tend; t0 += TK) {
         barrier();
         for (uint e = gl_LocalInvocationID.x; e < TK * DV; e += WG) {
             uint t = min(t0 + e / DV, pc.Tq - 1u), c = e % DV;
-            sh_q[e] = ld_q(q_row(b, h, t), c);
+            sh_q[e] = ld_q(q_row(b, h, t), c) * pc.scale;
             sh_do[e] = ld_do(do_row(b, h, t), c);
         }
         for (uint e = gl_LocalInvocationID.x; e < TK; e += WG) {
             uint t = min(t0 + e, pc.Tq - 1u);
-            sh_ld[e] = vec2(lse_[lse_at(b, h, t)], dq_[dq_row(b, h, t)]);
+            sh_ld[e] = vec3(lse_[lse_at(b, h, t)], delta_corr(b, h, t));
         }
         barrier();
         [[unroll]] for (uint tt = 0u; tt < TK; tt++) {
@@ -138,8 +142,8 @@ void dkdv_gpu() {
                 dout[c] = sh_do[tt * DV + c];
             }
             uint t = t0 + tt;
-            vec2 ld = sh_ld[tt];
-            query_step(b, min(t, pc.Tq - 1u), jc, t < pc.Tq && t >= tfirst, q, dout, ld.x, ld.y,
+            vec3 ld = sh_ld[tt];
+            query_step(b, min(t, pc.Tq - 1u), jc, t < tend && t >= tfirst, q, dout, ld.x, ld.yz,
                        kv, vv, dk, dv);
         }
     }

@@ -2,9 +2,10 @@
 #extension GL_GOOGLE_include_directive : require
 // Fused attention backward, pass 3 of 3 (src/vk/vk_ops_attention.c; FlashAttention-2, Dao
 // 2023, alg. 2): for each query row, over its visible keys j in ascending order,
-//   p_j = exp(s_j - lse),  ds_j = p_j (dout . v_j - delta),  dq = scale * sum_j ds_j k_j
-// with s recomputed as in the forward and delta read from dq[b,h,t,0] (attention_backward_delta)
-// before the row is written. A row with no visible key (lse = -inf) gets dq = 0.
+//   p_j = exp((s_j - lse) - c),  ds_j = p_j (dout . v_j - delta),  dq = scale * sum_j ds_j k_j
+// with s recomputed as in the forward and (delta, c) read from dq[b,h,t,0..1]
+// (attention_backward_delta) before the row is written. A row with no visible key (lse = -inf,
+// padding queries) gets dq = 0.
 //
 // vka:texel-variant: also built with VKA_TEXEL defined (VKA_SHADER_ATTENTION_BACKWARD_DQ_TEXEL):
 // the CPU-type variant only, reading q, k, v and dout through texel views (attention.glsl),
@@ -12,17 +13,17 @@
 #include "common.glsl"
 #include "attention.glsl"
 
-// The contribution of key j to rows whose (q scaled, dout, lse, delta) are given.
+// The contribution of key j to rows whose (q scaled, dout, lse, (delta, c)) are given. A key of
+// probability 0 (masked, padding, past the row's keys) adds nothing: selected, never
+// multiplied, so a NaN or Inf in its k or v stays out.
 void key_step(uint b, uint h, uint j, uint t, bool vis, vec4 q[DV], vec4 dout[DV], float lse,
-              float delta, vec4 kv[DV], vec4 vv[DV], inout vec4 acc[DV]) {
-    float s = 0.0, dp = 0.0;
-    [[unroll]] for (uint c = 0u; c < DV; c++) {
-        s += dot(q[c], kv[c]);
-        dp += dot(dout[c], vv[c]);
-    }
-    float p = vis ? prob(s + mask_at(b, t, j), lse) : 0.0;
-    float ds = p * (dp - delta);
-    [[unroll]] for (uint c = 0u; c < DV; c++) acc[c] += ds * kv[c];
+              vec2 dc, vec4 kv[DV], vec4 vv[DV], inout vec4 acc[DV]) {
+    float dp = 0.0;
+    [[unroll]] for (uint c = 0u; c < DV; c++) dp += dot(dout[c], vv[c]);
+    float p = vis ? prob(score(q, kv, b, t, j), lse, dc.y) : 0.0;
+    bool live = p != 0.0; // selects, not a branch: straight-line code in the unrolled loops
+    float ds = live ? p * (dp - dc.x) : 0.0;
+    [[unroll]] for (uint c = 0u; c < DV; c++) acc[c] += live ? ds * kv[c] : vec4(0.0);
 }
 
 // CPU-type: invocation = TQ consecutive query rows.
@@ -39,7 +40,8 @@ void dq_cpu() {
     vec4 q[TQ][DV];
     vec4 dout[TQ][DV];
     vec4 acc[TQ][DV];
-    float lse[TQ], delta[TQ];
+    float lse[TQ];
+    vec2 dc[TQ];
     uint kend[TQ];
     uint kmax = 0u;
     [[unroll]] for (uint r = 0u; r < TQ; r++) {
@@ -51,7 +53,7 @@ void dq_cpu() {
             acc[r][c] = vec4(0.0);
         }
         lse[r] = lse_[lse_at(b, h, t)];
-        delta[r] = dq_[dq_row(b, h, t)];
+        dc[r] = delta_corr(b, h, t);
         kend[r] = t0 + r < pc.Tq ? visible_end(t, L) : 0u;
         kmax = max(kmax, kend[r]);
     }
@@ -67,7 +69,7 @@ void dq_cpu() {
             }
             [[unroll]] for (uint r = 0u; r < TQ; r++)
                 key_step(b, h, j, min(t0 + r, pc.Tq - 1u), j0 + jj < kend[r], q[r], dout[r],
-                         lse[r], delta[r], kv, vv, acc[r]);
+                         lse[r], dc[r], kv, vv, acc[r]);
         }
     }
     [[unroll]] for (uint r = 0u; r < TQ; r++) {
@@ -92,7 +94,7 @@ void dq_gpu() {
     uint tg = (g % nqb) * WG, t = tg + gl_LocalInvocationID.x, tc = min(t, pc.Tq - 1u);
     uint L = valid_keys(b);
     uint kend = t < pc.Tq ? visible_end(tc, L) : 0u;
-    uint kmax = visible_end(min(tg + WG - 1u, pc.Tq - 1u), L);
+    uint kmax = last_row_keys(tg, L);
 
     vec4 q[DV];
     vec4 dout[DV];
@@ -103,7 +105,8 @@ void dq_gpu() {
         dout[c] = ld_do(drow, c);
         acc[c] = vec4(0.0);
     }
-    float lse = lse_[lse_at(b, h, tc)], delta = dq_[dq_row(b, h, tc)];
+    float lse = lse_[lse_at(b, h, tc)];
+    vec2 dc = delta_corr(b, h, tc);
     for (uint j0 = 0u; j0 < kmax; j0 += TK) {
         barrier();
         for (uint e = gl_LocalInvocationID.x; e < TK * DV; e += WG) {
@@ -120,7 +123,7 @@ void dq_gpu() {
                 vv[c] = sh_v[jj * DV + c];
             }
             uint j = min(j0 + jj, pc.Tk - 1u);
-            key_step(b, h, j, tc, j0 + jj < kend, q, dout, lse, delta, kv, vv, acc);
+            key_step(b, h, j, tc, j0 + jj < kend, q, dout, lse, dc, kv, vv, acc);
         }
     }
     barrier(); // every row has read its delta before any row of dq is written (rows are

@@ -12,6 +12,10 @@
 #include "common.glsl"
 #include "attention.glsl"
 
+// o += p v, where a key of weight p = 0 (masked, padding, past the row's keys) adds nothing:
+// selected, never multiplied, so a NaN or Inf in a row no query sees stays out (0 * NaN).
+void add_weighted(inout vec4 o, float p, vec4 v) { o += p != 0.0 ? p * v : vec4(0.0); }
+
 // Fold tile scores s (masked: -inf) of one row into its state (m, l, o); returns the scale
 // of the tile's keys, p_j = exp(s_j - m_new), into s.
 void online_tile(inout float m, inout float l, inout vec4 o[DV], inout float s[TK]) {
@@ -77,10 +81,8 @@ void forward_cpu() {
             vec4 kv[DV];
             [[unroll]] for (uint c = 0u; c < DV; c++) kv[c] = ld_k(krow, c);
             [[unroll]] for (uint r = 0u; r < TQ; r++) {
-                float d = 0.0;
-                [[unroll]] for (uint c = 0u; c < DV; c++) d += dot(q[r][c], kv[c]);
                 uint t = min(t0 + r, pc.Tq - 1u);
-                s[r][jj] = j0 + jj < kend[r] ? d + mask_at(b, t, j) : VKA_NEG_INF;
+                s[r][jj] = j0 + jj < kend[r] ? score(q[r], kv, b, t, j) : VKA_NEG_INF;
             }
         }
         [[unroll]] for (uint r = 0u; r < TQ; r++) online_tile(m[r], l[r], o[r], s[r]);
@@ -88,7 +90,7 @@ void forward_cpu() {
             uint vrow = v_row(b, h, min(j0 + jj, pc.Tk - 1u));
             [[unroll]] for (uint c = 0u; c < DV; c++) {
                 vec4 vv = ld_v(vrow, c);
-                [[unroll]] for (uint r = 0u; r < TQ; r++) o[r][c] += s[r][jj] * vv;
+                [[unroll]] for (uint r = 0u; r < TQ; r++) add_weighted(o[r][c], s[r][jj], vv);
             }
         }
     }
@@ -112,8 +114,7 @@ void forward_gpu() {
     uint tg = (g % nqb) * WG, t = tg + gl_LocalInvocationID.x, tc = min(t, pc.Tq - 1u);
     uint L = valid_keys(b);
     uint kend = t < pc.Tq ? visible_end(tc, L) : 0u;
-    // keys any row of the workgroup sees (visible_end grows with t)
-    uint kmax = visible_end(min(tg + WG - 1u, pc.Tq - 1u), L);
+    uint kmax = last_row_keys(tg, L);
 
     vec4 q[DV];
     vec4 o[DV];
@@ -133,14 +134,14 @@ void forward_gpu() {
         barrier();
         float s[TK];
         [[unroll]] for (uint jj = 0u; jj < TK; jj++) {
-            float d = 0.0;
-            [[unroll]] for (uint c = 0u; c < DV; c++) d += dot(q[c], sh_k[jj * DV + c]);
+            vec4 kv[DV];
+            [[unroll]] for (uint c = 0u; c < DV; c++) kv[c] = sh_k[jj * DV + c];
             uint j = j0 + jj;
-            s[jj] = j < kend ? d + mask_at(b, tc, j) : VKA_NEG_INF;
+            s[jj] = j < kend ? score(q, kv, b, tc, j) : VKA_NEG_INF;
         }
         online_tile(m, l, o, s);
         [[unroll]] for (uint jj = 0u; jj < TK; jj++)
-            [[unroll]] for (uint c = 0u; c < DV; c++) o[c] += s[jj] * sh_v[jj * DV + c];
+            [[unroll]] for (uint c = 0u; c < DV; c++) add_weighted(o[c], s[jj], sh_v[jj * DV + c]);
     }
     if (t < pc.Tq) store_row(b, h, t, m, l, o);
 }

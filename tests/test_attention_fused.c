@@ -54,6 +54,7 @@ static float *att_make_mask(const att_case *s, uint64_t seed) {
 
 /* The last key query t may see with L valid keys (vka_causal). */
 static int ref_last(const att_case *s, int L, int t) {
+    if (s->key_lens && s->Tq == s->Tk && t >= L) return -1; /* a padding query */
     int last = L - 1;
     if (s->causal == VKA_CAUSAL_TOP_LEFT && t < last) last = t;
     if (s->causal == VKA_CAUSAL_BOTTOM_RIGHT && t + L - s->Tq < last) last = t + L - s->Tq;

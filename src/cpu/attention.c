@@ -6,7 +6,8 @@
  * m_new)); a row whose keys are all masked keeps m = -inf and ends with out = 0, lse = -inf.
  * Backward: per head, key tiles in order (in groups, so q, dout and dq pass through the cache
  * once per group); for each, every query block recomputes
- * P = exp(s - lse), dP = dout v^T, dS = P * (dP - delta) with delta = rowsum(dout * out), and
+ * P = exp((s - lse) - c), dP = dout v^T, dS = P * (dP - delta) with delta = rowsum(dout * out)
+ * and c lse's correction (at_corr; 0 but for rows with |lse| >= 256), and
  * adds P^T dout to dv, scale * dS^T q to dk, scale * dS k to dq. One thread owns a whole head,
  * so every gradient element is summed in the same order for any thread count (no atomics).
  *
@@ -14,7 +15,10 @@
  * (at_mm) in register tiles of 4 rows x 8 columns, so each load of k, v, q or dout serves four
  * rows; each element is still summed in order over its reduction index whatever the tiling, and
  * the compiler vectorises across columns without reassociating a sum. Rows that see no key of a
- * tile and keys past the block's last visible one are skipped. Scratch lives on the stack
+ * tile and keys past the block's last visible one are skipped, as are padding queries (Tq ==
+ * Tk with key_lens). A key or query a row does not see adds nothing even when its rows hold NaN
+ * or Inf: scores select -inf, dS selects 0, and a block (forward) or head (backward) whose
+ * result is not finite is redone checking every product's operand rows (at_mm_seen). Scratch lives on the stack
  * (forward ~105 KiB, backward ~145 KiB at the largest HS),
  * nothing is allocated per run.
  *
@@ -38,9 +42,11 @@
 #ifdef VKA_HAVE_OPENMP
 #define AT_SIMD _Pragma("omp simd")
 #define AT_SIMD_MAX(x) VKA_PRAGMA(omp simd reduction(max : x))
+#define AT_SIMD_OR(x) VKA_PRAGMA(omp simd reduction(| : x))
 #else
 #define AT_SIMD
 #define AT_SIMD_MAX(x)
+#define AT_SIMD_OR(x)
 #endif
 
 /* Fully unrolled 8-wide loops keep their accumulators in registers (as in matmul.c). */
@@ -83,8 +89,19 @@ static inline float at_exp(float x) {
     return x < -87.0f ? 0.0f : y * pow2n;
 }
 
+/* Rows with |lse| at least this recompute their max and sum in the backward (at_corr);
+ * shaders/attention_backward_delta.comp LSE_EXACT. */
+#define AT_LSE_EXACT 256.0f
+
+/* Queries [0, at_query_end) are real: with key_lens and Tq == Tk (self-attention over padded
+ * sequences) queries t >= L are padding and see no key. */
+static int at_query_end(const vkc_attention *a, int L) {
+    return a->key_lens && a->Tq == a->Tk ? L : a->Tq;
+}
+
 /* The last key query t may see with L valid keys (-1: none). */
 static int at_last_key(const vkc_attention *a, int L, int t) {
+    if (t >= at_query_end(a, L)) return -1;
     long last = L - 1;
     if (a->causal == 1 && t < last) last = t;
     if (a->causal == 2 && (long)t + L - a->Tq < last) last = (long)t + L - a->Tq;
@@ -175,13 +192,14 @@ static void at_pack_t(float *kt, const float *x, vkc_attn_strides s, int b, int 
 }
 
 /* Row i of s (AT_BK) from its dots with keys j0 .. j0+nc: scale * dot + mask for keys up to
- * last, -inf past it. */
+ * last, -inf past it and where the mask is -inf (whatever the dot: NaN + -inf is NaN). */
 static void at_scores_row(float *s, const float *mrow, int j0, int nc, int last, float scale) {
     int n = last - j0 + 1 < nc ? last - j0 + 1 : nc; /* keys up to last */
     if (mrow) {
         const float *mj = mrow + j0;
         AT_SIMD
-        for (int jj = 0; jj < n; jj++) s[jj] = scale * s[jj] + mj[jj];
+        for (int jj = 0; jj < n; jj++)
+            s[jj] = mj[jj] == -INFINITY ? -INFINITY : scale * s[jj] + mj[jj];
     } else {
         AT_SIMD
         for (int jj = 0; jj < n; jj++) s[jj] = scale * s[jj];
@@ -210,35 +228,90 @@ static void at_fwd_rows_ref(const at_tile *t, float (*s)[AT_BK], float *m, float
         for (int jj = 0; jj < bk; jj++) sum += si[jj];
         l[i] = l[i] * alpha + sum;
         m[i] = mx;
-        float *oi = o + (size_t)i * HS;
-        if (alpha != 1.0f) {
+        if (o && alpha != 1.0f) {
+            float *oi = o + (size_t)i * HS;
             AT_SIMD
             for (int d = 0; d < HS; d++) oi[d] *= alpha;
         }
     }
 }
 
-static void at_fwd_finish_ref(const at_tile *t, const float *o, const float *m, const float *l) {
+static bool at_fwd_finish_ref(const at_tile *t, const float *o, const float *m, const float *l) {
     const vkc_attention *a = t->a;
     const int HS = a->HS;
+    int bad = 0;
     for (int i = 0; i < t->nq; i++) {
         int tq = t->i0 + i;
         float *orow = a->out + at_off(a->so, t->b, t->h, tq);
         const float *oi = o + (size_t)i * HS;
         float lse = -INFINITY;
         if (l[i] != 0.0f) { /* NaN too (a +inf score): NaN out, as on Vulkan, never zeros */
-            for (int d = 0; d < HS; d++) orow[d] = oi[d] / l[i];
+            for (int d = 0; d < HS; d++) {
+                orow[d] = oi[d] / l[i];
+                bad |= orow[d] - orow[d] != 0.0f; /* NaN for NaN, +-inf */
+            }
             lse = m[i] + logf(l[i]);
         } else {
             for (int d = 0; d < HS; d++) orow[d] = 0.0f;
         }
         if (a->lse) a->lse[((size_t)t->b * a->NH + t->h) * a->Tq + tq] = lse;
     }
+    return !bad;
 }
 
-/* Forward of query rows i0 .. i0+nq of head (b, h). */
-static void at_forward_block(const at_kern *kn, const vkc_attention *a, int b, int h, int i0,
-                             int nq) {
+/* Whether rows 0 .. n of x (row stride st) hold only finite floats in their first HS. */
+static bool at_rows_finite(const float *x, size_t st, int n, int HS) {
+    int bad = 0;
+    for (int r = 0; r < n && !bad; r++) {
+        const float *row = x + (size_t)r * st;
+        AT_SIMD_OR(bad)
+        for (int d = 0; d < HS; d++) bad |= row[d] - row[d] != 0.0f; /* NaN for NaN, +-inf */
+    }
+    return !bad;
+}
+
+/* kn->mm row by row against a copy of b whose rows k are zeroed where a[r][k] is 0 (at_mm_seen).
+ * K <= AT_BK, N <= VKC_ATTN_MAX_HS. */
+static void at_mm_rowwise(const at_kern *kn, float *c, size_t ldc, at_mat a, at_mat b, int M,
+                          int N, int K) {
+    float bz[AT_BK * VKC_ATTN_MAX_HS];
+    for (int r = 0; r < M; r++) {
+        for (int k = 0; k < K; k++) {
+            float *dst = bz + (size_t)k * N;
+            if (a.p[(size_t)r * a.rs + (size_t)k * a.cs] != 0.0f)
+                memcpy(dst, b.p + (size_t)k * b.rs, (size_t)N * sizeof(float));
+            else
+                memset(dst, 0, (size_t)N * sizeof(float));
+        }
+        kn->mm(c + (size_t)r * ldc, ldc, (at_mat){a.p + (size_t)r * a.rs, a.rs, a.cs},
+               (at_mat){bz, (size_t)N, 0}, 1, N, K, true);
+    }
+}
+
+/* c (M, N) += a (M, K) b (K, N) where a term of weight a[r][k] = 0 (a key or query row r does
+ * not see) adds nothing even if b's row k holds a NaN or Inf: kn->mm as is when b is finite
+ * (b_finite, or not checked on a first try; 0 * finite adds 0), else row by row with those
+ * rows of b zeroed. mm's sums do not depend on M, so the bits are those of a run whose hidden
+ * rows held zeros. */
+static void at_mm_seen(const at_kern *kn, float *c, size_t ldc, at_mat a, at_mat b, int M, int N,
+                       int K, bool b_finite) {
+    if (b_finite) kn->mm(c, ldc, a, b, M, N, K, true);
+    else at_mm_rowwise(kn, c, ldc, a, b, M, N, K);
+}
+
+/* Rows i0 .. i0+nq of a head: how many of them (from i0) may see a key; the rest are padding. */
+static int at_rows_real(const vkc_attention *a, int L, int i0, int nq) {
+    int n = at_query_end(a, L) - i0;
+    return n < 0 ? 0 : n < nq ? n : nq;
+}
+
+/* Forward of query rows i0 .. i0+nq of head (b, h). careful: every product against v checks
+ * its rows (at_mm_seen); without, a NaN or Inf in a v row some row does not see may reach that
+ * row's out (0 * NaN), so the caller reruns a block whose out is not finite with careful set
+ * (at_forward_item): ordinary data pays one look at out per block. Returns whether out and lse
+ * of the block's rows are finite (or -inf). */
+static bool at_forward_block(const at_kern *kn, const vkc_attention *a, int b, int h, int i0,
+                             int nq, bool careful) {
     float kt[VKC_ATTN_MAX_HS * AT_BK];
     float o[AT_BQ * VKC_ATTN_MAX_HS]; /* (nq, HS) */
     float s[AT_BQ][AT_BK];
@@ -254,23 +327,28 @@ static void at_forward_block(const at_kern *kn, const vkc_attention *a, int b, i
         l[i] = 0.0f;
     }
     memset(o, 0, (size_t)nq * HS * sizeof(float));
-    at_tile t = {.a = a, .b = b, .h = h, .i0 = i0, .nq = nq, .last = last};
+    /* rows past nr are padding queries: no key, never read (out 0, lse -inf) */
+    const int nr = at_rows_real(a, L, i0, nq);
+    at_tile t = {.a = a, .b = b, .h = h, .i0 = i0, .nq = nr, .last = last};
     for (int j0 = 0; j0 <= max_last; j0 += AT_BK) {
         int bk = max_last + 1 - j0 < AT_BK ? max_last + 1 - j0 : AT_BK;
         int r0 = 0; /* rows before r0 see no key of this tile (last grows with the row) */
-        while (r0 < nq && last[r0] < j0) r0++;
+        while (r0 < nr && last[r0] < j0) r0++;
         kn->pack_t(kt, a->k, a->sk, b, h, j0, bk, HS);
         kn->mm(s[r0], AT_BK, (at_mat){q0 + (size_t)r0 * a->sq.st, a->sq.st, 1},
-               (at_mat){kt, AT_BK, 0}, nq - r0, at_cols(bk), HS, false);
+               (at_mat){kt, AT_BK, 0}, nr - r0, at_cols(bk), HS, false);
         t.r0 = r0;
         t.j0 = j0;
         t.nc = bk;
         kn->fwd_rows(&t, s, m, l, o);
-        /* o += p v over the tile's keys (a masked key adds 0) */
-        kn->mm(o + (size_t)r0 * HS, HS, (at_mat){s[r0], AT_BK, 1},
-               (at_mat){a->v + at_off(a->sv, b, h, j0), a->sv.st, 0}, nq - r0, HS, bk, true);
+        /* o += p v over the tile's keys (a masked key adds nothing) */
+        const float *v0 = a->v + at_off(a->sv, b, h, j0);
+        at_mm_seen(kn, o + (size_t)r0 * HS, HS, (at_mat){s[r0], AT_BK, 1},
+                   (at_mat){v0, a->sv.st, 0}, nr - r0, HS, bk,
+                   !careful || at_rows_finite(v0, a->sv.st, bk, HS));
     }
-    kn->fwd_finish(&t, o, m, l);
+    t.nq = nq;
+    return kn->fwd_finish(&t, o, m, l);
 }
 
 /* Zero rows 0 .. T of HS of head (b, h) of view x. */
@@ -279,8 +357,8 @@ static void at_zero_rows(float *x, vkc_attn_strides s, int b, int h, int T, int 
 }
 
 /* The reference backward of a tile's rows (at_kern.bwd_rows). */
-static void at_bwd_rows_ref(const at_tile *t, const float *delta, float (*p)[AT_BK],
-                            float (*ds)[AT_BK]) {
+static void at_bwd_rows_ref(const at_tile *t, const float *delta, const float *corr,
+                            float (*p)[AT_BK], float (*ds)[AT_BK]) {
     const vkc_attention *a = t->a;
     const float scale = a->scale;
     const int nc = t->nc;
@@ -292,13 +370,14 @@ static void at_bwd_rows_ref(const at_tile *t, const float *delta, float (*p)[AT_
             for (int jj = 0; jj < nc; jj++) pi[jj] = dsi[jj] = 0.0f;
             continue;
         }
-        float fdelta = delta[i];
+        float fdelta = delta[i], c = corr[i];
         at_scores_row(pi, at_mask_row(a, t->b, tq), t->j0, nc, t->last[i], scale);
         AT_SIMD
         for (int jj = 0; jj < nc; jj++) {
-            float pj = at_exp(pi[jj] - lse); /* masked: 0 */
+            float pj = at_exp((pi[jj] - lse) - c); /* masked: 0 */
             pi[jj] = pj;
-            dsi[jj] = scale * (pj * (dsi[jj] - fdelta)); /* 0 where pj is */
+            /* 0 where pj is, whatever dP holds (a hidden key's v may be NaN) */
+            dsi[jj] = pj != 0.0f ? scale * (pj * (dsi[jj] - fdelta)) : 0.0f;
         }
     }
 }
@@ -315,14 +394,24 @@ static void at_delta_ref(const at_tile *t, float *delta) {
     }
 }
 
-/* Backward of key tile j0 .. j0+bk of head (b, h) against query rows i0 .. i0+nq: adds to dv
- * and dk rows of the tile and to dq rows of the block. kt, vt: the tile's k and v transposed. */
+/* What at_backward_block needs of its query block (at_backward_head). */
+typedef struct at_qblock {
+    int i0, nq;         /* rows i0 .. i0+nq; rows from nq are padding queries, never read */
+    const float *delta; /* (nq) rowsum(dout * out) */
+    const float *corr;  /* (nq) lse's correction (at_corr) */
+    bool finite;        /* the rows' q and dout hold no NaN or Inf */
+} at_qblock;
+
+/* Backward of key tile j0 .. j0+bk of head (b, h) against query block qb: adds to dv and dk
+ * rows of the tile and to dq rows of the block. kt, vt: the tile's k and v transposed;
+ * k_finite: its k rows hold no NaN or Inf. A term of weight 0 (a key a row does not see) adds
+ * nothing, whatever the other operand holds (at_mm_seen). */
 static void at_backward_block(const at_kern *kn, const vkc_attention *a, int b, int h, int L,
-                              int j0, int bk, const float *kt, const float *vt, int i0, int nq,
-                              const float *delta) {
+                              int j0, int bk, const float *kt, const float *vt, bool k_finite,
+                              const at_qblock *qb) {
     float p[AT_BQ][AT_BK], ds[AT_BQ][AT_BK];
     int last[AT_BQ];
-    const int HS = a->HS;
+    const int HS = a->HS, i0 = qb->i0, nq = qb->nq;
     int r0 = nq, max_last = -1;
     for (int i = nq - 1; i >= 0; i--) {
         last[i] = at_last_key(a, L, i0 + i);
@@ -342,22 +431,77 @@ static void at_backward_block(const at_kern *kn, const vkc_attention *a, int b, 
            false);
     at_tile t = {.a = a, .b = b, .h = h, .i0 = i0, .nq = nq, .r0 = r0, .j0 = j0, .nc = nc,
                  .last = last};
-    kn->bwd_rows(&t, delta, p, ds);
+    kn->bwd_rows(&t, qb->delta, qb->corr, p, ds);
     /* dv_j += sum_i P[i][j] dout_i, dk_j += sum_i dS[i][j] q_i (scale in dS) */
-    kn->mm(a->dv + at_off(a->sv, b, h, j0), a->sv.st, (at_mat){p[r0], 1, AT_BK},
-           (at_mat){do0, os, 0}, nc, HS, nr, true);
-    kn->mm(a->dk + at_off(a->sk, b, h, j0), a->sk.st, (at_mat){ds[r0], 1, AT_BK},
-           (at_mat){q0, qs, 0}, nc, HS, nr, true);
+    at_mm_seen(kn, a->dv + at_off(a->sv, b, h, j0), a->sv.st, (at_mat){p[r0], 1, AT_BK},
+               (at_mat){do0, os, 0}, nc, HS, nr, qb->finite);
+    at_mm_seen(kn, a->dk + at_off(a->sk, b, h, j0), a->sk.st, (at_mat){ds[r0], 1, AT_BK},
+               (at_mat){q0, qs, 0}, nc, HS, nr, qb->finite);
     /* dq_i += sum_j dS[i][j] k_j */
-    kn->mm(a->dq + at_off(a->sq, b, h, i0 + r0), qs, (at_mat){ds[r0], AT_BK, 1},
-           (at_mat){a->k + at_off(a->sk, b, h, j0), a->sk.st, 0}, nr, HS, nc, true);
+    at_mm_seen(kn, a->dq + at_off(a->sq, b, h, i0 + r0), qs, (at_mat){ds[r0], AT_BK, 1},
+               (at_mat){a->k + at_off(a->sk, b, h, j0), a->sk.st, 0}, nr, HS, nc, k_finite);
 }
 
-/* Backward of head (b, h): groups of key tiles (as many as the scratch holds at this HS, up to
+/* The running max m and sum l of query rows i0 .. i0+nq of head (b, h) over all their keys, by
+ * the forward's loops and kernels (so with its scores, bit for bit), without out. */
+static void at_row_stats(const at_kern *kn, const vkc_attention *a, int b, int h, int L, int i0,
+                         int nq, float *m, float *l) {
+    float kt[VKC_ATTN_MAX_HS * AT_BK];
+    float s[AT_BQ][AT_BK];
+    int last[AT_BQ];
+    const float *q0 = a->q + at_off(a->sq, b, h, i0);
+    int max_last = -1;
+    for (int i = 0; i < nq; i++) {
+        last[i] = at_last_key(a, L, i0 + i);
+        if (last[i] > max_last) max_last = last[i];
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+    }
+    at_tile t = {.a = a, .b = b, .h = h, .i0 = i0, .nq = nq, .last = last};
+    for (int j0 = 0; j0 <= max_last; j0 += AT_BK) {
+        int bk = max_last + 1 - j0 < AT_BK ? max_last + 1 - j0 : AT_BK;
+        int r0 = 0;
+        while (r0 < nq && last[r0] < j0) r0++;
+        kn->pack_t(kt, a->k, a->sk, b, h, j0, bk, a->HS);
+        kn->mm(s[r0], AT_BK, (at_mat){q0 + (size_t)r0 * a->sq.st, a->sq.st, 1},
+               (at_mat){kt, AT_BK, 0}, nq - r0, at_cols(bk), a->HS, false);
+        t.r0 = r0;
+        t.j0 = j0;
+        t.nc = bk;
+        kn->fwd_rows(&t, s, m, l, NULL);
+    }
+}
+
+/* corr (nq): the correction of each row's lse, P = exp((s - lse) - corr). lse = m + log(l) is a
+ * float, so with |lse| large its rounding swallows log(l) (a row every key masks with -1e30 has
+ * lse = -1e30 exactly, and exp(s - lse) = 1 per key instead of 1/L). Such rows (|lse| >=
+ * AT_LSE_EXACT, finite) recompute m and l and get corr = (m - lse) + log(l) (m - lse exact,
+ * Sterbenz), so (s - lse) - corr = (s - m) - log(l) to float rounding. The others get 0 (below
+ * AT_LSE_EXACT lse's rounding moves P by at most 2^-17 relative): P = exp(s - lse) bitwise, and
+ * a block without such a row costs nothing more. */
+static void at_corr(const at_kern *kn, const vkc_attention *a, int b, int h, int L, int i0, int nq,
+                    float *corr) {
+    const float *lse = a->lse + ((size_t)b * a->NH + h) * a->Tq + i0;
+    bool any = false;
+    for (int i = 0; i < nq; i++) {
+        corr[i] = 0.0f;
+        any |= fabsf(lse[i]) >= AT_LSE_EXACT && isfinite(lse[i]);
+    }
+    if (!any) return;
+    float m[AT_BQ], l[AT_BQ];
+    at_row_stats(kn, a, b, h, L, i0, nq, m, l);
+    for (int i = 0; i < nq; i++)
+        if (fabsf(lse[i]) >= AT_LSE_EXACT && isfinite(lse[i]) && isfinite(m[i]) && l[i] > 0.0f)
+            corr[i] = (m[i] - lse[i]) + logf(l[i]);
+}
+
+/* Backward of head (b, h) (careful, the return: as at_forward_block's, for q, dout and k rows
+ * against dq, dk, dv): groups of key tiles (as many as the scratch holds at this HS, up to
  * AT_GK keys) against every query block in turn, so q, dout and dq pass through the cache once
  * per group rather than once per tile. Each dq row still gets its tiles in order and each dk, dv
  * row its query blocks in order. */
-static void at_backward_head(const at_kern *kn, const vkc_attention *a, int b, int h) {
+static bool at_backward_head(const at_kern *kn, const vkc_attention *a, int b, int h,
+                             bool careful) {
     float kt[VKC_ATTN_MAX_HS * AT_BK], vt[VKC_ATTN_MAX_HS * AT_BK];
     const int HS = a->HS, L = at_len(a, b);
     const size_t tile = (size_t)HS * AT_BK; /* floats of one packed tile */
@@ -367,24 +511,41 @@ static void at_backward_head(const at_kern *kn, const vkc_attention *a, int b, i
     at_zero_rows(a->dv, a->sv, b, h, a->Tk, HS);
     for (int g0 = 0; g0 < L; g0 += G * AT_BK) {
         int ng = 0;
+        bool k_finite[AT_GK / AT_BK];
         for (int j0 = g0; j0 < L && ng < G; j0 += AT_BK, ng++) {
             int bk = L - j0 < AT_BK ? L - j0 : AT_BK;
             kn->pack_t(kt + ng * tile, a->k, a->sk, b, h, j0, bk, HS);
             kn->pack_t(vt + ng * tile, a->v, a->sv, b, h, j0, bk, HS);
+            k_finite[ng] =
+                !careful || at_rows_finite(a->k + at_off(a->sk, b, h, j0), a->sk.st, bk, HS);
         }
         for (int i0 = 0; i0 < a->Tq; i0 += AT_BQ) {
-            int nq = a->Tq - i0 < AT_BQ ? a->Tq - i0 : AT_BQ;
-            if (at_last_key(a, L, i0 + nq - 1) < g0) continue; /* no row sees the group */
-            float delta[AT_BQ]; /* rowsum(dout * out), once per group */
+            int nq = at_rows_real(a, L, i0, a->Tq - i0 < AT_BQ ? a->Tq - i0 : AT_BQ);
+            if (nq == 0 || at_last_key(a, L, i0 + nq - 1) < g0) continue; /* none sees the group */
+            float delta[AT_BQ], corr[AT_BQ]; /* once per group */
             at_tile t = {.a = a, .b = b, .h = h, .i0 = i0, .nq = nq};
             kn->delta(&t, delta);
+            at_corr(kn, a, b, h, L, i0, nq, corr);
+            at_qblock qb = {.i0 = i0, .nq = nq, .delta = delta, .corr = corr,
+                            .finite = !careful ||
+                                      (at_rows_finite(a->q + at_off(a->sq, b, h, i0), a->sq.st, nq,
+                                                     HS) &&
+                                       at_rows_finite(a->dout + at_off(a->so, b, h, i0),
+                                                      a->so.st, nq, HS))};
             for (int g = 0; g < ng; g++) {
                 int j0 = g0 + g * AT_BK, bk = L - j0 < AT_BK ? L - j0 : AT_BK;
-                at_backward_block(kn, a, b, h, L, j0, bk, kt + g * tile, vt + g * tile, i0, nq,
-                                  delta);
+                at_backward_block(kn, a, b, h, L, j0, bk, kt + g * tile, vt + g * tile,
+                                  k_finite[g], &qb);
             }
         }
     }
+    for (int t = 0; t < a->Tq; t++)
+        if (!at_rows_finite(a->dq + at_off(a->sq, b, h, t), 0, 1, HS)) return false;
+    for (int j = 0; j < a->Tk; j++)
+        if (!at_rows_finite(a->dk + at_off(a->sk, b, h, j), 0, 1, HS) ||
+            !at_rows_finite(a->dv + at_off(a->sv, b, h, j), 0, 1, HS))
+            return false;
+    return true;
 }
 
 static const at_kern at_kern_ref = {at_mm, at_pack_t, at_fwd_rows_ref, at_fwd_finish_ref,
@@ -404,7 +565,8 @@ void vkc_attention_forward(const vkc_attention *a, vkc_isa isa, int nt) {
     for (long it = 0; it < items; it++) {
         int bh = (int)(it / blocks), i0 = (int)(it % blocks) * AT_BQ;
         int nq = a->Tq - i0 < AT_BQ ? a->Tq - i0 : AT_BQ;
-        at_forward_block(kn, a, bh / a->NH, bh % a->NH, i0, nq);
+        if (!at_forward_block(kn, a, bh / a->NH, bh % a->NH, i0, nq, false))
+            at_forward_block(kn, a, bh / a->NH, bh % a->NH, i0, nq, true);
     }
 }
 
@@ -414,5 +576,7 @@ void vkc_attention_backward(const vkc_attention *a, vkc_isa isa, int nt) {
     double work = (double)heads * a->Tq * a->Tk * a->HS;
     (void)work;
     VKA_OMP_FOR_DYNAMIC(nt, work > VKA_OMP_MIN_WORK)
-    for (int bh = 0; bh < heads; bh++) at_backward_head(kn, a, bh / a->NH, bh % a->NH);
+    for (int bh = 0; bh < heads; bh++)
+        if (!at_backward_head(kn, a, bh / a->NH, bh % a->NH, false))
+            at_backward_head(kn, a, bh / a->NH, bh % a->NH, true);
 }

@@ -144,9 +144,12 @@ VKC_TARGET_AVX512 AT_INLINE __m512 scores512(const float *dots, const float *mj,
                                              __m512 scale) {
     __mmask16 vis = lanes16(n);
     __m512 d = _mm512_maskz_loadu_ps(vis, dots);
-    __m512 y = mj ? _mm512_fmadd_ps(scale, d, _mm512_maskz_loadu_ps(vis, mj))
-                  : _mm512_mul_ps(scale, d);
-    return _mm512_mask_blend_ps(vis, _mm512_set1_ps(-INFINITY), y);
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    if (!mj) return _mm512_mask_blend_ps(vis, ninf, _mm512_mul_ps(scale, d));
+    __m512 mv = _mm512_maskz_loadu_ps(vis, mj);
+    /* a key the mask hides scores -inf whatever its k holds (NaN + -inf is NaN) */
+    vis = _mm512_mask_cmp_ps_mask(vis, mv, ninf, _CMP_NEQ_UQ);
+    return _mm512_mask_blend_ps(vis, ninf, _mm512_fmadd_ps(scale, d, mv));
 }
 
 /* One row of fwd_rows512 with NV vectors (a constant: the NV exps run side by side); bk keys. */
@@ -184,7 +187,7 @@ VKC_TARGET_AVX512 AT_INLINE void fwd_row512(const at_tile *t, int i, int bk, con
     }
     l[i] = l[i] * alpha + _mm512_reduce_add_ps(vsum);
     m[i] = mx;
-    if (alpha != 1.0f) {
+    if (oi && alpha != 1.0f) {
         const __m512 va = _mm512_set1_ps(alpha);
         for (int d = 0; d < HS; d += 16) {
             __mmask16 k = lanes16(HS - d);
@@ -197,17 +200,18 @@ VKC_TARGET_AVX512 static void fwd_rows512(const at_tile *t, float (*s)[AT_BK], f
                                           float *o) {
     const int bk = t->nc, nv = (bk + 15) / 16, HS = t->a->HS;
     for (int i = t->r0; i < t->nq; i++) {
-        float *oi = o + (size_t)i * HS;
+        float *oi = o ? o + (size_t)i * HS : NULL;
         if (nv == 1) fwd_row512(t, i, bk, 1, s[i], m, l, oi);
         else if (nv == 2) fwd_row512(t, i, bk, 2, s[i], m, l, oi);
         else fwd_row512(t, i, bk, 4, s[i], m, l, oi); /* 3: the 4th vector all -inf */
     }
 }
 
-VKC_TARGET_AVX512 static void fwd_finish512(const at_tile *t, const float *o, const float *m,
+VKC_TARGET_AVX512 static bool fwd_finish512(const at_tile *t, const float *o, const float *m,
                                             const float *l) {
     const vkc_attention *a = t->a;
     const int HS = a->HS;
+    __mmask16 bad = 0; /* lanes where y - y != 0: y is NaN or +-inf */
     for (int i = 0; i < t->nq; i++) {
         int tq = t->i0 + i;
         float *orow = a->out + at_off(a->so, t->b, t->h, tq);
@@ -219,11 +223,13 @@ VKC_TARGET_AVX512 static void fwd_finish512(const at_tile *t, const float *o, co
             __mmask16 k = lanes16(HS - d);
             __m512 y = any ? _mm512_div_ps(_mm512_maskz_loadu_ps(k, oi + d), vl)
                            : _mm512_setzero_ps();
+            bad |= _mm512_mask_cmp_ps_mask(k, _mm512_sub_ps(y, y), _mm512_setzero_ps(), _CMP_NEQ_UQ);
             _mm512_mask_storeu_ps(orow + d, k, y);
         }
         if (any) lse = m[i] + logf(l[i]);
         if (a->lse) a->lse[((size_t)t->b * a->NH + t->h) * a->Tq + tq] = lse;
     }
+    return bad == 0;
 }
 
 VKC_TARGET_AVX512 static void delta512(const at_tile *t, float *delta) {
@@ -248,31 +254,36 @@ VKC_TARGET_AVX512 static void delta512(const at_tile *t, float *delta) {
 
 /* One row of bwd_rows512 with NV vectors (a constant: the NV exps run side by side). */
 VKC_TARGET_AVX512 AT_INLINE void bwd_row512(const at_tile *t, int i, float lse, float delta,
-                                            const int NV, float *pi, float *dsi) {
+                                            float corr, const int NV, float *pi, float *dsi) {
     const vkc_attention *a = t->a;
     const int nc = t->nc;
     const __m512 scale = _mm512_set1_ps(a->scale);
     const float *mrow = at_mask_row(a, t->b, t->i0 + i);
     const int n = t->last[i] - t->j0 + 1 < nc ? t->last[i] - t->j0 + 1 : nc;
-    const __m512 vl = _mm512_set1_ps(lse), vd = _mm512_set1_ps(delta);
+    const __m512 vl = _mm512_set1_ps(lse), vd = _mm512_set1_ps(delta), vc = _mm512_set1_ps(corr);
     __m512 x[4];
     AT_UNROLL
     for (int v = 0; v < NV; v++)
-        x[v] = _mm512_sub_ps(scores512(pi + 16 * v, mrow ? mrow + t->j0 + 16 * v : NULL,
-                                       n - 16 * v, scale), vl);
+        x[v] = _mm512_sub_ps(_mm512_sub_ps(scores512(pi + 16 * v,
+                                                     mrow ? mrow + t->j0 + 16 * v : NULL,
+                                                     n - 16 * v, scale),
+                                           vl),
+                             vc);
     vkc_exp_fast512_n(x, NV); /* masked: 0 */
     AT_UNROLL
     for (int v = 0; v < NV; v++) {
         __mmask16 k = lanes16(nc - 16 * v);
         __m512 dp = _mm512_maskz_loadu_ps(k, dsi + 16 * v);
-        __m512 dsv = _mm512_mul_ps(scale, _mm512_mul_ps(x[v], _mm512_sub_ps(dp, vd)));
+        /* dS = 0 where P is, whatever dP holds (a hidden key's v may be NaN) */
+        __mmask16 live = _mm512_cmp_ps_mask(x[v], _mm512_setzero_ps(), _CMP_NEQ_UQ);
+        __m512 dsv = _mm512_maskz_mul_ps(live, scale, _mm512_mul_ps(x[v], _mm512_sub_ps(dp, vd)));
         _mm512_mask_storeu_ps(pi + 16 * v, k, x[v]);
         _mm512_mask_storeu_ps(dsi + 16 * v, k, dsv);
     }
 }
 
-VKC_TARGET_AVX512 static void bwd_rows512(const at_tile *t, const float *delta, float (*p)[AT_BK],
-                                          float (*ds)[AT_BK]) {
+VKC_TARGET_AVX512 static void bwd_rows512(const at_tile *t, const float *delta, const float *corr,
+                                          float (*p)[AT_BK], float (*ds)[AT_BK]) {
     const vkc_attention *a = t->a;
     const int nc = t->nc, nv = (nc + 15) / 16;
     for (int i = t->r0; i < t->nq; i++) {
@@ -284,9 +295,9 @@ VKC_TARGET_AVX512 static void bwd_rows512(const at_tile *t, const float *delta, 
             }
             continue;
         }
-        if (nv == 1) bwd_row512(t, i, lse, delta[i], 1, p[i], ds[i]);
-        else if (nv == 2) bwd_row512(t, i, lse, delta[i], 2, p[i], ds[i]);
-        else bwd_row512(t, i, lse, delta[i], 4, p[i], ds[i]);
+        if (nv == 1) bwd_row512(t, i, lse, delta[i], corr[i], 1, p[i], ds[i]);
+        else if (nv == 2) bwd_row512(t, i, lse, delta[i], corr[i], 2, p[i], ds[i]);
+        else bwd_row512(t, i, lse, delta[i], corr[i], 4, p[i], ds[i]);
     }
 }
 
@@ -384,9 +395,17 @@ VKC_TARGET_AVX2 AT_INLINE __m256 scores256(const float *dots, const float *mj, i
                                            __m256 scale) {
     __m256i vis = lanes8(n);
     __m256 d = _mm256_loadu_ps(dots);
-    __m256 y = mj ? _mm256_fmadd_ps(scale, d, _mm256_maskload_ps(mj, vis))
-                  : _mm256_mul_ps(scale, d);
-    return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), y, _mm256_castsi256_ps(vis));
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 keep = _mm256_castsi256_ps(vis), y;
+    if (mj) {
+        __m256 mv = _mm256_maskload_ps(mj, vis);
+        /* a key the mask hides scores -inf whatever its k holds (NaN + -inf is NaN) */
+        keep = _mm256_and_ps(keep, _mm256_cmp_ps(mv, ninf, _CMP_NEQ_UQ));
+        y = _mm256_fmadd_ps(scale, d, mv);
+    } else {
+        y = _mm256_mul_ps(scale, d);
+    }
+    return _mm256_blendv_ps(ninf, y, keep);
 }
 
 VKC_TARGET_AVX2 static void fwd_rows256(const at_tile *t, float (*s)[AT_BK], float *m, float *l,
@@ -424,7 +443,7 @@ VKC_TARGET_AVX2 static void fwd_rows256(const at_tile *t, float (*s)[AT_BK], flo
         }
         l[i] = l[i] * alpha + hsum8(vsum);
         m[i] = mx;
-        if (alpha != 1.0f) {
+        if (o && alpha != 1.0f) {
             float *oi = o + (size_t)i * HS;
             const __m256 va = _mm256_set1_ps(alpha);
             int d = 0;
@@ -435,10 +454,12 @@ VKC_TARGET_AVX2 static void fwd_rows256(const at_tile *t, float (*s)[AT_BK], flo
     }
 }
 
-VKC_TARGET_AVX2 static void fwd_finish256(const at_tile *t, const float *o, const float *m,
+VKC_TARGET_AVX2 static bool fwd_finish256(const at_tile *t, const float *o, const float *m,
                                           const float *l) {
     const vkc_attention *a = t->a;
     const int HS = a->HS;
+    __m256 bad = _mm256_setzero_ps(); /* y - y: 0 for finite y, NaN for NaN and +-inf */
+    bool tail_bad = false;
     for (int i = 0; i < t->nq; i++) {
         int tq = t->i0 + i;
         float *orow = a->out + at_off(a->so, t->b, t->h, tq);
@@ -447,15 +468,23 @@ VKC_TARGET_AVX2 static void fwd_finish256(const at_tile *t, const float *o, cons
         if (l[i] != 0.0f) { /* NaN too (a +inf score): NaN out, never zeros */
             const __m256 vl = _mm256_set1_ps(l[i]);
             int d = 0;
-            for (; d + 8 <= HS; d += 8)
-                _mm256_storeu_ps(orow + d, _mm256_div_ps(_mm256_loadu_ps(oi + d), vl));
-            for (; d < HS; d++) orow[d] = oi[d] / l[i];
+            for (; d + 8 <= HS; d += 8) {
+                __m256 y = _mm256_div_ps(_mm256_loadu_ps(oi + d), vl);
+                bad = _mm256_or_ps(bad, _mm256_sub_ps(y, y));
+                _mm256_storeu_ps(orow + d, y);
+            }
+            for (; d < HS; d++) {
+                orow[d] = oi[d] / l[i];
+                tail_bad |= !isfinite(orow[d]);
+            }
             lse = m[i] + logf(l[i]);
         } else {
             memset(orow, 0, (size_t)HS * sizeof(float));
         }
         if (a->lse) a->lse[((size_t)t->b * a->NH + t->h) * a->Tq + tq] = lse;
     }
+    return !tail_bad &&
+           _mm256_movemask_ps(_mm256_cmp_ps(bad, _mm256_setzero_ps(), _CMP_NEQ_UQ)) == 0;
 }
 
 VKC_TARGET_AVX2 static void delta256(const at_tile *t, float *delta) {
@@ -476,8 +505,8 @@ VKC_TARGET_AVX2 static void delta256(const at_tile *t, float *delta) {
     }
 }
 
-VKC_TARGET_AVX2 static void bwd_rows256(const at_tile *t, const float *delta, float (*p)[AT_BK],
-                                        float (*ds)[AT_BK]) {
+VKC_TARGET_AVX2 static void bwd_rows256(const at_tile *t, const float *delta, const float *corr,
+                                        float (*p)[AT_BK], float (*ds)[AT_BK]) {
     const vkc_attention *a = t->a;
     const int nc = t->nc, nv = (nc + 7) / 8;
     const __m256 scale = _mm256_set1_ps(a->scale);
@@ -495,16 +524,20 @@ VKC_TARGET_AVX2 static void bwd_rows256(const at_tile *t, const float *delta, fl
         const float *mrow = at_mask_row(a, t->b, tq);
         const int n = t->last[i] - t->j0 + 1 < nc ? t->last[i] - t->j0 + 1 : nc;
         const __m256 vl = _mm256_set1_ps(lse), vd = _mm256_set1_ps(delta[i]);
+        const __m256 vc = _mm256_set1_ps(corr[i]);
         for (int v = 0; v < nv; v += 2) { /* two exps side by side, within the rows' AT_BK */
             __m256 pj[2];
             for (int e = 0; e < 2; e++) {
                 const float *mj = mrow ? mrow + t->j0 + 8 * (v + e) : NULL;
-                pj[e] = _mm256_sub_ps(scores256(pi + 8 * (v + e), mj, n - 8 * (v + e), scale), vl);
+                pj[e] = _mm256_sub_ps(
+                    _mm256_sub_ps(scores256(pi + 8 * (v + e), mj, n - 8 * (v + e), scale), vl), vc);
             }
             vkc_exp_fast256_n(pj, 2); /* masked: 0 */
             for (int e = 0; e < 2; e++) {
                 __m256 dp = _mm256_loadu_ps(dsi + 8 * (v + e));
                 __m256 dsv = _mm256_mul_ps(scale, _mm256_mul_ps(pj[e], _mm256_sub_ps(dp, vd)));
+                /* dS = 0 where P is, whatever dP holds (a hidden key's v may be NaN) */
+                dsv = _mm256_and_ps(dsv, _mm256_cmp_ps(pj[e], _mm256_setzero_ps(), _CMP_NEQ_UQ));
                 _mm256_storeu_ps(pi + 8 * (v + e), pj[e]);
                 _mm256_storeu_ps(dsi + 8 * (v + e), dsv);
             }

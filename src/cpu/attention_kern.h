@@ -57,17 +57,19 @@ typedef struct at_kern {
     void (*pack_t)(float *kt, const float *x, vkc_attn_strides s, int b, int h, int j0, int bk,
                    int HS);
     /* Forward of a tile's rows r0 .. nq: s[i] (nc dots in) becomes scale * dot + mask, then
-     * exp(. - new max) (0 where masked); the running max m, sum l and output accumulator o
-     * (nq, HS) of each row are rescaled to the new max. */
+     * exp(. - new max) (0 where masked, whatever the dot: a -inf mask entry hides a NaN k);
+     * the running max m, sum l and output accumulator o (nq, HS; NULL: none, only m and l
+     * wanted) of each row are rescaled to the new max. */
     void (*fwd_rows)(const at_tile *t, float (*s)[AT_BK], float *m, float *l, float *o);
-    /* out (and lse) of rows 0 .. nq from o, m, l */
-    void (*fwd_finish)(const at_tile *t, const float *o, const float *m, const float *l);
+    /* out (and lse) of rows 0 .. nq from o, m, l; returns whether every out is finite */
+    bool (*fwd_finish)(const at_tile *t, const float *o, const float *m, const float *l);
     /* delta[i] = rowsum(dout * out) of rows i0 .. i0+nq */
     void (*delta)(const at_tile *t, float *delta);
-    /* Backward of a tile's rows r0 .. nq: p[i] (q k^T dots in) becomes P = exp(s - lse) and
-     * ds[i] (dout v^T in) dS = scale * P * (dP - delta), both 0 where masked. */
-    void (*bwd_rows)(const at_tile *t, const float *delta, float (*p)[AT_BK],
-                     float (*ds)[AT_BK]);
+    /* Backward of a tile's rows r0 .. nq: p[i] (q k^T dots in) becomes
+     * P = exp((s - lse) - corr[i]) and ds[i] (dout v^T in) dS = scale * P * (dP - delta),
+     * both 0 where P is 0 (masked), whatever dP holds. */
+    void (*bwd_rows)(const at_tile *t, const float *delta, const float *corr,
+                     float (*p)[AT_BK], float (*ds)[AT_BK]);
 } at_kern;
 
 /* The fast kernels for isa (attention_fast.c); NULL where there are none (the reference runs). */

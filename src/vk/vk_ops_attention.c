@@ -1,7 +1,8 @@
 /*
  * Fused scaled-dot-product attention, forward and backward (src/backend.h, vkb_attention;
  * FlashAttention-2, Dao 2023). Shaders: attention_forward.comp, and three backward passes,
- * attention_backward_delta.comp (delta = rowsum(dout * out), kept in dq[b,h,t,0]),
+ * attention_backward_delta.comp (delta = rowsum(dout * out) and lse's correction, kept in
+ * dq[b,h,t,0..1]),
  * attention_backward_dkdv.comp (parallel over key rows) and attention_backward_dq.comp
  * (parallel over query rows; reads its rows' delta before writing them). Each recomputes the
  * probabilities from lse; no float atomics, every sum in a fixed order, no scratch tensor.
@@ -179,7 +180,8 @@ static void run_pass(vkv_backend *vb, const vkb_attention *at, const att_pass *p
     att_shape s = shape_of(vb, at);
     bool delta = p->shader == VKA_SHADER_ATTENTION_BACKWARD_DELTA;
     size_t walked = p->over_keys ? (size_t)at->Tq : (size_t)at->Tk;
-    vkv_layout lay = {.iters = delta ? 0 : pass_iters(&s, walked)};
+    /* the delta pass walks a row's keys twice where it corrects lse (its shader) */
+    vkv_layout lay = {.iters = delta ? 2 * (uint64_t)at->Tk : pass_iters(&s, walked)};
     if (!vkv_check_layout(be, p->label, &lay)) return;
     for (size_t b0 = 0; b0 < (size_t)at->B; b0 += nb) {
         size_t n = VKA_MIN(nb, (size_t)at->B - b0);
@@ -247,17 +249,20 @@ static const att_pass FORWARD = {
     B_(BIND_O) | B_(BIND_LSE), false};
 static const att_pass DELTA = {VKA_SHADER_ATTENTION_BACKWARD_DELTA,
                                VKA_SHADER_ATTENTION_BACKWARD_DELTA, "attention_backward",
-                               B_(BIND_O) | B_(BIND_DOUT) | B_(BIND_DQ), B_(BIND_DQ), false};
+                               B_(BIND_Q) | B_(BIND_K) | B_(BIND_O) | B_(BIND_LSE) |
+                                   B_(BIND_MASK) | B_(BIND_KEY_LENS) | B_(BIND_DOUT) |
+                                   B_(BIND_DQ),
+                               B_(BIND_DQ), false};
 static const att_pass DKDV = {
     VKA_SHADER_ATTENTION_BACKWARD_DKDV, VKA_SHADER_ATTENTION_BACKWARD_DKDV_TEXEL,
     "attention_backward",
-    B_(BIND_Q) | B_(BIND_K) | B_(BIND_V) | B_(BIND_LSE) | B_(BIND_MASK) | B_(BIND_KEY_LENS) |
-        B_(BIND_DOUT) | B_(BIND_DQ) | B_(BIND_DK) | B_(BIND_DV),
+    B_(BIND_Q) | B_(BIND_K) | B_(BIND_V) | B_(BIND_O) | B_(BIND_LSE) | B_(BIND_MASK) |
+        B_(BIND_KEY_LENS) | B_(BIND_DOUT) | B_(BIND_DQ) | B_(BIND_DK) | B_(BIND_DV),
     B_(BIND_DK) | B_(BIND_DV), true};
 static const att_pass DQ = {
     VKA_SHADER_ATTENTION_BACKWARD_DQ, VKA_SHADER_ATTENTION_BACKWARD_DQ_TEXEL, "attention_backward",
-    B_(BIND_Q) | B_(BIND_K) | B_(BIND_V) | B_(BIND_LSE) | B_(BIND_MASK) | B_(BIND_KEY_LENS) |
-        B_(BIND_DOUT) | B_(BIND_DQ),
+    B_(BIND_Q) | B_(BIND_K) | B_(BIND_V) | B_(BIND_O) | B_(BIND_LSE) | B_(BIND_MASK) |
+        B_(BIND_KEY_LENS) | B_(BIND_DOUT) | B_(BIND_DQ),
     B_(BIND_DQ), false};
 
 static bool hs_ok(vkb_backend *be, const char *op, int HS) {
