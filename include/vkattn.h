@@ -254,7 +254,7 @@ typedef struct vka_context_desc {
  * Errors: VKA_ERROR_NO_VULKAN (no loader), VKA_ERROR_NO_DEVICE (no device, or the one asked for
  * does not exist or has no compute queue), VKA_ERROR_UNSUPPORTED (validation asked for but the
  * layer is missing; with vka_vulkan_env: the application's instance was not created with
- * VK_LAYER_KHRONOS_validation and VK_EXT_debug_utils), VKA_ERROR_INVALID_ARGUMENT (unknown backend or kernels value, or a
+ * VK_LAYER_KHRONOS_validation and VK_EXT_debug_utils), VKA_ERROR_INVALID_ARGUMENT (unknown backend, kernels or validation value, or a
  * VKATTN_KERNELS / VKATTN_VALIDATION value that means nothing), VKA_ERROR_VULKAN,
  * VKA_ERROR_OUT_OF_HOST_MEMORY.
  */
@@ -857,7 +857,7 @@ typedef struct vka_data_desc {
  * mapped and read in place. Without val_paths the first 90% of all tokens are the training
  * split, the rest validation; with them, paths are training and val_paths validation.
  * Text means: no NUL byte, and at most 2% of the bytes control characters (below 0x20 other
- * than \t \n \r, or 0x7F); bytes >= 0x80 are allowed (a character vocabulary takes UTF-8 byte by byte).
+ * than \t \n \v \f \r, or 0x7F); bytes >= 0x80 are allowed (a character vocabulary takes UTF-8 byte by byte).
  * Errors: VKA_ERROR_IO (missing/unreadable), VKA_ERROR_FORMAT (empty, not text, a token file's
  * version, or its size against its header's count), VKA_ERROR_VOCABULARY (a byte outside tok,
  * or a token file's id >= V: the message gives the file, offset and id),

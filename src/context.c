@@ -140,6 +140,10 @@ vka_result vka_context_create(const vka_context_desc *desc, vka_context **out) {
         r = vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
                           "vka_context_desc.host_allocator has no %s: give alloc, realloc and "
                           "free, or none (NULL = malloc, realloc and free)", missing);
+    } else if (d.validation < -1 || d.validation > 1) {
+        r = vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                          "vka_context_desc.validation = %d: use 1 (on), -1 (off) or 0 (the "
+                          "VKATTN_VALIDATION variable)", d.validation);
     } else if (d.backend == VKA_BACKEND_CPU) {
         r = vkb_cpu_create(ctx, d.cpu_threads, d.cpu_kernels, &ctx->be);
     } else if (d.backend == VKA_BACKEND_VULKAN) {

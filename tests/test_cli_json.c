@@ -127,9 +127,50 @@ static void test_cli_json_is_utf8_for_any_name(void **state) {
     tf_rmdir(&d);
 }
 
+/* The "continue with:" command a stopped run prints is valid UTF-8 (a byte that is not, as
+ * $'\xHH') and, run by bash, gives back the state's name byte for byte. */
+static void test_cli_continue_command_survives_any_name(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    cu_result r = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "3", "--stop-at", "1",
+                         "--eval-windows", "4", "--out", ODD ".bin");
+    cu_expect(&r, 0, NULL, "train --stop-at 1");
+    const char *at = strstr(r.out, "continue with: vkattn ");
+    assert_non_null(at);
+    at += strlen("continue with: vkattn ");
+    size_t n = strcspn(at, "\n");
+    /* The line, then bash's words of it (printf in vkattn's place), one per line. */
+    FILE *f = fopen(tf_path(&d, "line.txt"), "wb");
+    assert_non_null(f);
+    fwrite(at, 1, n, f);
+    fclose(f);
+    f = fopen(tf_path(&d, "words.sh"), "wb");
+    assert_non_null(f);
+    fputs("printf '%s\\n' ", f);
+    fwrite(at, 1, n, f);
+    fputc('\n', f);
+    fclose(f);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cd '%s' && iconv -f UTF-8 -t UTF-8 line.txt >/dev/null",
+             d.path);
+    if (system(cmd) != 0) fail_msg("the continue command is not UTF-8: %.*s", (int)n, at);
+    snprintf(cmd, sizeof cmd, "cd '%s' && bash words.sh > words.txt", d.path);
+    assert_int_equal(system(cmd), 0);
+    char *words = cu_slurp(tf_path(&d, "words.txt"), NULL);
+    assert_non_null(words);
+    char want[512];
+    snprintf(want, sizeof want, "train\n--resume\n%s\n", ODD ".state.bin");
+    if (strncmp(words, want, strlen(want)) != 0)
+        fail_msg("bash read the continue command %.*s as %s", (int)n, at, words);
+    free(words);
+    cu_free(&r);
+    tf_rmdir(&d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cli_json_is_utf8_for_any_name),
+        cmocka_unit_test(test_cli_continue_command_survives_any_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -80,13 +80,26 @@ static void test_data_load_errors(void **state) {
     r = vka_data_load(ctx, path, NULL, &data);
     tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "3 of its 100 bytes are control characters", NULL);
 
-    /* Tabs, newlines and carriage returns are text. */
+    /* Tabs, newlines, carriage returns, vertical tabs and form feeds (GPT-2's \s) are text,
+     * loaded and streamed alike: a short text with a page break is not refused. */
     memset(buf, '\t', 50);
     memset(buf + 50, '\r', 25);
     memset(buf + 75, '\n', 25);
     tf_write(path, buf, sizeof buf);
     assert_int_equal(vka_data_load(ctx, path, NULL, &data), VKA_SUCCESS);
     vka_data_destroy(data);
+    static const char page[] = "page one\n\f\npage two\v\n";
+    tf_write(path, page, sizeof page - 1);
+    assert_int_equal(vka_data_load(ctx, path, NULL, &data), VKA_SUCCESS);
+    vka_data_destroy(data);
+    vka_tokenizer *ptok = NULL;
+    assert_int_equal(vka_tokenizer_create_from_text(ctx, page, sizeof page - 1, &ptok),
+                     VKA_SUCCESS);
+    uint64_t nt = 0, nb = 0;
+    r = vka_tokenize_file(ctx, ptok, path, tf_path(&d, "page.bin"), &nt, &nb);
+    if (r != VKA_SUCCESS) fail_msg("tokenize %s: %s", path, vka_last_error(ctx));
+    assert_true(nb == sizeof page - 1 && nt == sizeof page - 1);
+    vka_tokenizer_destroy(ptok);
     tf_rmdir(&d);
     tu_done(ctx);
 }

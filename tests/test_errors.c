@@ -126,6 +126,19 @@ static void test_errors_bad_validation_setting(void **state) {
     assert_int_equal(r, VKA_ERROR_INVALID_ARGUMENT);
     assert_failed_with(ctx, r, "VKATTN_VALIDATION=\"yes\"");
     vka_context_destroy(ctx);
+    /* In the desc: only 1, -1 and 0 mean something, on either backend. */
+    const int bad[] = {2, -2, 100};
+    for (int b = 0; b < 2; b++)
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            d = (vka_context_desc){.backend = b ? VKA_BACKEND_CPU : VKA_BACKEND_VULKAN,
+                                   .validation = bad[i]};
+            r = vka_context_create(&d, &ctx);
+            assert_int_equal(r, VKA_ERROR_INVALID_ARGUMENT);
+            char want[48];
+            snprintf(want, sizeof want, "validation = %d", bad[i]);
+            assert_failed_with(ctx, r, want);
+            vka_context_destroy(ctx);
+        }
 }
 
 int main(void) {

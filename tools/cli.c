@@ -636,6 +636,46 @@ static size_t utf8_sequence(const unsigned char *p, size_t n) {
     return len;
 }
 
+void cli_shell_word(FILE *f, const char *s) {
+    size_t n = strlen(s);
+    if (n && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+./,:=@%")
+                 == n) {
+        fputs(s, f);
+        return;
+    }
+    const unsigned char *p = (const unsigned char *)s;
+    bool plain = true; /* valid UTF-8 without control characters: single quotes keep it */
+    for (size_t i = 0; i < n && plain;) {
+        size_t len = utf8_sequence(p + i, n - i);
+        plain = len > 0 && p[i] >= 0x20 && p[i] != 0x7F;
+        i += len;
+    }
+    if (plain) {
+        fputc('\'', f);
+        for (; *s; s++) {
+            if (*s == '\'') fputs("'\\''", f);
+            else fputc(*s, f);
+        }
+        fputc('\'', f);
+        return;
+    }
+    /* $'...' (bash, zsh, ksh, POSIX.1-2024 sh): a byte that is not UTF-8, or a control
+     * character, as \xHH, so the word survives a copy from a UTF-8 terminal byte for byte. */
+    fputs("$'", f);
+    for (size_t i = 0; i < n;) {
+        size_t len = utf8_sequence(p + i, n - i);
+        if (len == 0 || p[i] < 0x20 || p[i] == 0x7F) {
+            fprintf(f, "\\x%02X", p[i]);
+            i++;
+            continue;
+        }
+        if (p[i] == '\'' || p[i] == '\\') fputc('\\', f);
+        fwrite(p + i, 1, len, f);
+        i += len;
+    }
+    fputc('\'', f);
+}
+
 void cli_json_string_n(FILE *f, const char *s, size_t n) {
     const unsigned char *p = (const unsigned char *)s;
     fputc('"', f);

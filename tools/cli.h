@@ -255,6 +255,10 @@ char *cli_sibling_path(const char *path, const char *suffix);
  * ".tokenizer.bin": the tokenizer saved with the state); NULL if state_path does not end in
  * .state.bin (or out of memory). malloc'd. */
 char *cli_state_sibling(const char *state_path, const char *suffix);
+/* Write s as one shell word: as it is when plain, in single quotes when it is valid UTF-8
+ * without control characters, else as $'...' with each such byte as \xHH (so a command the
+ * CLI prints, e.g. "continue with: ...", survives a copy from a UTF-8 terminal). */
+void cli_shell_word(FILE *f, const char *s);
 /* Write s as a JSON string, quoted; every string the command line puts in JSON goes through
  * here. Valid UTF-8 is written as it is (but for ", \ and the control characters, escaped);
  * each byte that is not part of a well-formed UTF-8 sequence (a stray continuation byte, a

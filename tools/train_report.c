@@ -175,41 +175,26 @@ static void report_profile(train_run *r, FILE *f) {
     cli_profile_print(f, kinds, n_kinds, "  ");
 }
 
-/* s as one shell word: as is when it is plain, else in single quotes. */
-static void shell_word(FILE *f, const char *s) {
-    if (*s && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+./,:=@%")
-                  == strlen(s)) {
-        fputs(s, f);
-        return;
-    }
-    fputc('\'', f);
-    for (; *s; s++) {
-        if (*s == '\'') fputs("'\\''", f);
-        else fputc(*s, f);
-    }
-    fputc('\'', f);
-}
-
 /* The command that continues this run: --resume, and every option the run used that the state
  * does not hold (the settings it holds come back from it). */
 static void continue_command(FILE *f, const train_run *r, const char *state) {
     const train_opts *o = r->o;
     fputs("vkattn train --resume ", f);
-    shell_word(f, state);
+    cli_shell_word(f, state);
     /* --resume saves to X.bin for X.state.bin: not --out's path when --out does not end in .bin. */
     char *derived = cli_state_sibling(state, ".bin");
     if (!derived || strcmp(derived, r->model_path) != 0) {
         fputs(" --out ", f);
-        shell_word(f, r->model_path);
+        cli_shell_word(f, r->model_path);
     }
     free(derived);
     if (o->data) {
         fputs(" --data ", f);
-        shell_word(f, o->data);
+        cli_shell_word(f, o->data);
     }
     if (o->val_data) {
         fputs(" --val-data ", f);
-        shell_word(f, o->val_data);
+        cli_shell_word(f, o->val_data);
     }
     if (o->b.backend == VKA_BACKEND_CPU) fputs(" --backend cpu", f);
     if (o->b.device) fprintf(f, " --device %s", o->b.device);

@@ -8,7 +8,7 @@
  *
  * What counts as text (checked before tokenising, so a wrong file gets a clear message rather
  * than a vocabulary of junk): no NUL byte anywhere, and at most 2% of the bytes control
- * characters (bytes below 0x20 other than \t \n \r, and 0x7F). Bytes >= 0x80 are allowed.
+ * characters (bytes below 0x20 other than \t \n \v \f \r, and 0x7F). Bytes >= 0x80 are allowed.
  * A file is a token file when it starts with the token file magic (token_file.h).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -93,7 +93,7 @@ static vka_result check_text(vka_context *ctx, const shard *s, bool present[256]
         if (c == 0)
             return vka_set_error(ctx, VKA_ERROR_FORMAT,
                                  "%s is not a text file: NUL byte at offset %zu", s->name, i);
-        if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F) control++;
+        if (vkm_is_control_byte(c)) control++;
     }
     if (control * 100 > s->len * DATA_MAX_CONTROL_PERCENT)
         return vka_set_error(ctx, VKA_ERROR_FORMAT,

@@ -158,7 +158,7 @@ static vka_result fill(stream *s, size_t want) {
                 return vka_set_error(s->ctx, VKA_ERROR_FORMAT, "%s is not a text file: NUL byte "
                                      "at offset %llu", s->name,
                                      (unsigned long long)(s->base + i));
-            if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F) s->control++;
+            if (vkm_is_control_byte(c)) s->control++;
         }
         s->len += (size_t)got;
     }

@@ -11,6 +11,12 @@
 #define VKM_TOKENS_HEADER_BYTES 1024
 #define VKM_TOKENS_MAX_COUNT 0xFFFFFFFFull
 
+/* A control byte for the text rule (data.c): below 0x20 or DEL, but for the ASCII whitespace
+ * of GPT-2's pattern (\t \n \v \f \r), which plain text may hold anywhere. */
+static inline bool vkm_is_control_byte(unsigned char c) {
+    return (c < 0x20 && (c < '\t' || c > '\r')) || c == 0x7F;
+}
+
 /* Whether the first bytes (len of them) start with the token file magic. */
 bool vkm_is_token_file(const unsigned char *bytes, size_t len);
 /* Check the header of a token file of len bytes against its length; *n = its token count.
