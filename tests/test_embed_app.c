@@ -207,6 +207,27 @@ static void check_gelu(const float *got, const float *a, const float *b, size_t 
 /* The smallest embedding: an env with only the required fields (no lock callbacks, no API
  * version), vkattn's own validation setting; the application's device still works after
  * vka_context_destroy. */
+/* One graph of gelu(a + b) over n random elements (seeds seed, seed + 1; a scaled by
+ * a_scale) run on ctx and checked against the double reference; everything destroyed. */
+static void run_gelu_checked(vka_context *ctx, size_t n, uint64_t seed, float a_scale) {
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    assert_true(a && b);
+    tu_random(a, n, seed, a_scale);
+    tu_random(b, n, seed + 1, 1.0f);
+    vka_tensor *ta = tu_tensor(ctx, n, a), *tb = tu_tensor(ctx, n, b);
+    vka_tensor *sum = tu_tensor_nan(ctx, n), *out = tu_tensor_nan(ctx, n);
+    vka_graph *g = gelu_graph(ctx, out, sum, ta, tb, n);
+    assert_int_equal(vka_graph_run(g), VKA_SUCCESS);
+    float *got = tu_read(out, n);
+    check_gelu(got, a, b, n);
+    free(got);
+    vka_graph_destroy(g);
+    vka_tensor *all[] = {ta, tb, sum, out};
+    for (size_t i = 0; i < 4; i++) vka_tensor_destroy(all[i]);
+    free(a);
+    free(b);
+}
+
 static void test_minimal_env_runs_ops(void **state) {
     (void)state;
     app_vulkan app;
@@ -262,20 +283,7 @@ static void test_instance_1_0(void **state) {
     vka_device_info info;
     assert_int_equal(vka_context_selected_device(ctx, &info), VKA_SUCCESS);
     assert_true(info.max_memory_allocation_size == (1ull << 30));
-    enum { N = 777 };
-    float a[N], b[N];
-    tu_random(a, N, 1, 2.0f);
-    tu_random(b, N, 2, 1.0f);
-    vka_tensor *ta = tu_tensor(ctx, N, a), *tb = tu_tensor(ctx, N, b);
-    vka_tensor *sum = tu_tensor_nan(ctx, N), *out = tu_tensor_nan(ctx, N);
-    vka_graph *g = gelu_graph(ctx, out, sum, ta, tb, N);
-    assert_int_equal(vka_graph_run(g), VKA_SUCCESS);
-    float *got = tu_read(out, N);
-    check_gelu(got, a, b, N);
-    free(got);
-    vka_graph_destroy(g);
-    vka_tensor *all[] = {ta, tb, sum, out};
-    for (size_t i = 0; i < 4; i++) vka_tensor_destroy(all[i]);
+    run_gelu_checked(ctx, 777, 1, 2.0f);
     vka_context_destroy(ctx);
     app_destroy(&app);
 }
@@ -903,17 +911,7 @@ static void test_validation_on_app_instance_counts(void **state) {
     vka_context *ctx = NULL;
     if (app_context_validation(&app, 1, &ctx) != VKA_SUCCESS)
         fail_msg("validation on the application's instance: %s", vka_last_error(ctx));
-    enum { N = 500 };
-    float a[N], b[N];
-    tu_random(a, N, 5, 1.0f);
-    tu_random(b, N, 6, 1.0f);
-    vka_tensor *ta = tu_tensor(ctx, N, a), *tb = tu_tensor(ctx, N, b);
-    vka_tensor *sum = tu_tensor_nan(ctx, N), *out = tu_tensor_nan(ctx, N);
-    vka_graph *g = gelu_graph(ctx, out, sum, ta, tb, N);
-    assert_int_equal(vka_graph_run(g), VKA_SUCCESS);
-    float *got = tu_read(out, N);
-    check_gelu(got, a, b, N);
-    free(got);
+    run_gelu_checked(ctx, 500, 5, 1.0f);
     assert_int_equal(vka_context_validation_messages(ctx), 0);
     /* A buffer of size 0 is invalid (VUID-VkBufferCreateInfo-size-00912): the layer reports
      * it and does not pass the call on. */
@@ -926,9 +924,6 @@ static void test_validation_on_app_instance_counts(void **state) {
     printf("vkattn's messenger on the application's instance: %u message(s)\n", seen);
     assert_true(seen >= 1);
     assert_true(app.messages >= 1);
-    vka_graph_destroy(g);
-    vka_tensor *all[] = {ta, tb, sum, out};
-    for (size_t i = 0; i < 4; i++) vka_tensor_destroy(all[i]);
     vka_context_destroy(ctx);
     app.messages = 0; /* the invalid call's, on purpose */
     app_destroy(&app);

@@ -110,6 +110,20 @@ static int at_last_key(const vkc_attention *a, int L, int t) {
 
 static int at_len(const vkc_attention *a, int b) { return a->key_lens ? a->key_lens[b] : a->Tk; }
 
+/* The online softmax's start for query rows i0 .. i0+nq (L valid keys): each row's last
+ * visible key, running max m = -inf and sum l = 0. Returns the largest last key (-1: none). */
+static int at_rows_begin(const vkc_attention *a, int L, int i0, int nq, int *last, float *m,
+                         float *l) {
+    int max_last = -1;
+    for (int i = 0; i < nq; i++) {
+        last[i] = at_last_key(a, L, i0 + i);
+        if (last[i] > max_last) max_last = last[i];
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+    }
+    return max_last;
+}
+
 /* c (M, N) (+)= a (M, K) b (K, N): c[r*ldc + n] = c0 + sum_k a[r*rs + k*cs] * b[k*ldb + n],
  * summed over k in order from c0 (c's value with accumulate, else 0) for every element whatever
  * the blocking, so the result does not depend on M, N or the kernel that computed it.
@@ -319,13 +333,7 @@ static bool at_forward_block(const at_kern *kn, const vkc_attention *a, int b, i
     int last[AT_BQ];
     const int HS = a->HS, L = at_len(a, b);
     const float *q0 = a->q + at_off(a->sq, b, h, i0);
-    int max_last = -1;
-    for (int i = 0; i < nq; i++) {
-        last[i] = at_last_key(a, L, i0 + i);
-        if (last[i] > max_last) max_last = last[i];
-        m[i] = -INFINITY;
-        l[i] = 0.0f;
-    }
+    int max_last = at_rows_begin(a, L, i0, nq, last, m, l);
     memset(o, 0, (size_t)nq * HS * sizeof(float));
     /* rows past nr are padding queries: no key, never read (out 0, lse -inf) */
     const int nr = at_rows_real(a, L, i0, nq);
@@ -450,13 +458,7 @@ static void at_row_stats(const at_kern *kn, const vkc_attention *a, int b, int h
     float s[AT_BQ][AT_BK];
     int last[AT_BQ];
     const float *q0 = a->q + at_off(a->sq, b, h, i0);
-    int max_last = -1;
-    for (int i = 0; i < nq; i++) {
-        last[i] = at_last_key(a, L, i0 + i);
-        if (last[i] > max_last) max_last = last[i];
-        m[i] = -INFINITY;
-        l[i] = 0.0f;
-    }
+    int max_last = at_rows_begin(a, L, i0, nq, last, m, l);
     at_tile t = {.a = a, .b = b, .h = h, .i0 = i0, .nq = nq, .last = last};
     for (int j0 = 0; j0 <= max_last; j0 += AT_BK) {
         int bk = max_last + 1 - j0 < AT_BK ? max_last + 1 - j0 : AT_BK;
