@@ -1,5 +1,5 @@
 /* vka_context: picks the backend (Vulkan device or CPU) everything else runs on. */
-#include "backend.h"
+#include "cpu/cpu_backend.h"
 #include "vk/vk_internal.h"
 
 #include <errno.h>
@@ -69,46 +69,10 @@ static vka_result apply_byte_limits(vka_context *ctx, const vka_context_desc *d)
     return VKA_SUCCESS;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * Host memory (vka_context_desc.host_allocator)
- * ------------------------------------------------------------------------------------------- */
-
-void *vka_malloc(const vka_context *ctx, size_t n) {
-    if (n == 0) n = 1;
-    if (ctx && ctx->host.alloc) return ctx->host.alloc(ctx->host.user_data, n);
-    return malloc(n);
-}
-
-void *vka_calloc(const vka_context *ctx, size_t count, size_t size) {
-    if (size && count > SIZE_MAX / size) return NULL;
-    size_t n = count * size;
-    if (n == 0) n = 1;
-    if (!ctx || !ctx->host.alloc) return calloc(1, n); /* libc's may skip zeroing fresh pages */
-    void *p = ctx->host.alloc(ctx->host.user_data, n);
-    if (p) memset(p, 0, n);
-    return p;
-}
-
-void *vka_realloc(const vka_context *ctx, void *p, size_t n) {
-    if (!p) return vka_malloc(ctx, n);
-    if (n == 0) n = 1;
-    if (ctx && ctx->host.realloc) return ctx->host.realloc(ctx->host.user_data, p, n);
-    return realloc(p, n);
-}
-
-void vka_free(const vka_context *ctx, void *p) {
-    if (!p) return;
-    if (ctx && ctx->host.free)
-        ctx->host.free(ctx->host.user_data, p);
-    else
-        free(p);
-}
-
-char *vka_strdup(const vka_context *ctx, const char *s) {
-    size_t n = strlen(s) + 1;
-    char *c = vka_malloc(ctx, n);
-    if (c) memcpy(c, s, n);
-    return c;
+/* The backend destroys what it made (the Vulkan backend its device too); the block goes last. */
+static void context_free(vka_context *ctx) {
+    if (ctx->be) ctx->be->ops->destroy(ctx->be);
+    vka_context_block_free(ctx);
 }
 
 /* The first field missing from a partial host allocator, or NULL (none, or all three). */
@@ -125,10 +89,9 @@ vka_result vka_context_create(const vka_context_desc *desc, vka_context **out) {
     const char *missing = host_allocator_missing(d.host_allocator);
     vka_host_allocator host = {0};
     if (d.host_allocator && !missing) host = *d.host_allocator;
-    vka_context *ctx = host.alloc ? host.alloc(host.user_data, sizeof *ctx) : malloc(sizeof *ctx);
+    vka_context *ctx = vka_context_block_new(host);
     if (!ctx) return VKA_ERROR_OUT_OF_HOST_MEMORY;
-    memset(ctx, 0, sizeof *ctx);
-    ctx->host = host;
+    ctx->destroy_deferred = context_free;
     ctx->backend_kind = d.backend;
     snprintf(ctx->label, sizeof ctx->label, "%s", d.label ? d.label : "vkattn");
     ctx->log = d.log;
@@ -147,8 +110,7 @@ vka_result vka_context_create(const vka_context_desc *desc, vka_context **out) {
     } else if (d.backend == VKA_BACKEND_CPU) {
         r = vkb_cpu_create(ctx, d.cpu_threads, d.cpu_kernels, &ctx->be);
     } else if (d.backend == VKA_BACKEND_VULKAN) {
-        r = vkr_device_create(ctx, &d, &ctx->vk);
-        if (r == VKA_SUCCESS) r = vkb_vulkan_create(ctx, &ctx->be);
+        r = vkb_vulkan_create(ctx, &d, &ctx->be, &ctx->vk);
     } else {
         r = vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "unknown backend %d", (int)d.backend);
     }
@@ -157,28 +119,11 @@ vka_result vka_context_create(const vka_context_desc *desc, vka_context **out) {
         /* Keep the context so vka_last_error() can say why; release what was made. */
         if (ctx->be) ctx->be->ops->destroy(ctx->be);
         ctx->be = NULL;
-        vkr_device_destroy(ctx->vk);
         ctx->vk = NULL;
         ctx->create_status = r;
     }
     *out = ctx;
     return r;
-}
-
-static void context_free(vka_context *ctx) {
-    if (ctx->be) ctx->be->ops->destroy(ctx->be);
-    vkr_device_destroy(ctx->vk);
-    vka_host_allocator host = ctx->host; /* ctx's own block goes last */
-    if (host.free)
-        host.free(host.user_data, ctx);
-    else
-        free(ctx);
-}
-
-static uint32_t live_children(const vka_context *ctx) {
-    uint32_t n = 0;
-    for (int k = 0; k < VKA_CHILD_KINDS; k++) n += ctx->children[k];
-    return n;
 }
 
 /* Destroying a context that still has children would leave each of them a dangling pointer
@@ -189,7 +134,7 @@ void vka_context_destroy(vka_context *ctx) {
     if (!ctx || ctx->destroy_pending) return;
     /* A graph being recorded has no handle yet: it goes with the context. */
     if (ctx->recording) vka_graph_destroy(ctx->recording);
-    if (live_children(ctx) == 0) {
+    if (vka_context_live_children(ctx) == 0) {
         context_free(ctx);
         return;
     }
@@ -210,30 +155,23 @@ void vka_context_destroy(vka_context *ctx) {
     ctx->destroy_pending = true;
 }
 
-void vka_context_retain(vka_context *ctx, vka_child_kind kind) {
-    if (ctx) ctx->children[kind]++;
-}
-
-void vka_context_release(vka_context *ctx, vka_child_kind kind) {
-    if (!ctx) return;
-    ctx->children[kind]--;
-    if (ctx->destroy_pending && live_children(ctx) == 0) context_free(ctx);
-}
-
-vka_result vka_context_usable(vka_context *ctx, const char *fn) {
-    if (!ctx) return VKA_ERROR_INVALID_ARGUMENT;
-    if (ctx->create_status != VKA_SUCCESS || !ctx->be)
-        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
-                             "%s: the context failed to create (%s); only vka_last_error and "
-                             "vka_context_destroy work on it",
-                             fn, vka_result_string(ctx->create_status));
-    if (ctx->destroy_pending)
-        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
-                             "%s: the context was destroyed", fn);
-    return VKA_SUCCESS;
-}
-
 vka_backend vka_context_backend(const vka_context *ctx) { return ctx->backend_kind; }
+
+const char *vka_context_cpu_kernels(const vka_context *ctx) {
+    if (!ctx || !ctx->be || vka_context_backend(ctx) != VKA_BACKEND_CPU) return NULL;
+    const cpu_backend *cb = (const cpu_backend *)ctx->be;
+    if (cb->reference) return "reference";
+    switch (cb->isa) {
+    case VKC_ISA_AVX512: return "fast (avx512)";
+    case VKC_ISA_AVX2: return "fast (avx2+fma)";
+    default: return "fast (baseline)";
+    }
+}
+
+int vka_context_cpu_threads(const vka_context *ctx) {
+    if (!ctx || !ctx->be || vka_context_backend(ctx) != VKA_BACKEND_CPU) return 0;
+    return ((const cpu_backend *)ctx->be)->nt;
+}
 
 uint32_t vka_context_validation_messages(const vka_context *ctx) {
     return ctx && ctx->vk ? atomic_load(&ctx->vk->validation_messages) : 0;

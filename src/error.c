@@ -34,6 +34,19 @@ const char *vka_result_string(vka_result result) {
 
 const char *vka_last_error(const vka_context *ctx) { return ctx ? ctx->error : ""; }
 
+vka_result vka_context_usable(vka_context *ctx, const char *fn) {
+    if (!ctx) return VKA_ERROR_INVALID_ARGUMENT;
+    if (ctx->create_status != VKA_SUCCESS || !ctx->be)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: the context failed to create (%s); only vka_last_error and "
+                             "vka_context_destroy work on it",
+                             fn, vka_result_string(ctx->create_status));
+    if (ctx->destroy_pending)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: the context was destroyed", fn);
+    return VKA_SUCCESS;
+}
+
 void vka_log(const vka_context *ctx, vka_log_level level, const char *fmt, ...) {
     if (!ctx || !ctx->log || level > ctx->log_level) return;
     char msg[VKA_ERROR_MAX];

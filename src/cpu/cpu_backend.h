@@ -1,5 +1,6 @@
-/* Internals of the CPU backend shared by cpu_backend.c (memory, graphs) and cpu_commands.c
- * (recording and running the ops). */
+/* Internals of the CPU backend, in three parts as the Vulkan one: cpu_backend.c (its table and
+ * creation), cpu_graph.c (arenas; graphs: record, run) and the ops (cpu_commands.c recording
+ * and running them, over the kernels of src/cpu/<op>.c). */
 #ifndef VKA_CPU_BACKEND_H
 #define VKA_CPU_BACKEND_H
 
@@ -48,11 +49,26 @@ static inline float *cpu_ptr(vkb_tensor t) {
     return t.arena ? t.arena->chunks[t.chunk] + t.offset : NULL;
 }
 
-/* Append a command (named name in profiles) with a copy of args (size bytes) followed by extra uninitialised bytes (for
- * variable-length arguments) to the graph being recorded. Returns the copy, or NULL when
+/* Append a command (named name in profiles) with a copy of args (size bytes) followed by extra
+ * uninitialised bytes (for variable-length arguments) to the graph being recorded (cpu_graph.c). Returns the copy, or NULL when
  * nothing is recorded (failed graph, no memory; the failure is in be->status). */
 void *vkc_record(cpu_backend *cb, const char *name, cpu_run_fn run, const void *args, size_t size,
                  size_t extra);
+
+/* The entries of the table that are not ops (cpu_graph.c): as backend.h's vkb_ops says. */
+vka_result cpu_arena_create(vkb_backend *be, const char *label, vkb_arena_kind kind,
+                            const size_t *sizes, const char *const *names, int count,
+                            vkb_tensor *tensors, vkb_arena **out);
+void cpu_arena_destroy(vkb_backend *be, vkb_arena *arena);
+vka_result cpu_write(vkb_backend *be, vkb_tensor t, size_t off, const void *src, size_t n);
+vka_result cpu_read(vkb_backend *be, vkb_tensor t, size_t off, void *dst, size_t n);
+bool cpu_graph_begin(vkb_backend *be, vkb_graph **graph);
+vka_result cpu_graph_end(vkb_backend *be, vkb_graph *graph);
+vka_result cpu_graph_run(vkb_backend *be, vkb_graph *graph);
+void cpu_graph_destroy(vkb_backend *be, vkb_graph *graph);
+void cpu_set_profiling(vkb_backend *be, bool on);
+vka_result cpu_graph_times(vkb_backend *be, vkb_graph *graph, double *total_ms,
+                           vka_op_time *out, int cap, int *count);
 
 /* Fill the op entries of ops (cpu_commands.c). */
 void vkc_fill_op_table(vkb_ops *ops);

@@ -14,7 +14,9 @@ static void vkv_destroy(vkb_backend *be) {
     vkv_memory_destroy(vb);
     vkv_pipelines_destroy(vb);
     vkv_commands_destroy(vb);
+    vkr_device *dev = vb->dev;
     vka_free(be->ctx, vb);
+    vkr_device_destroy(dev);
 }
 
 static void op_fill(vkb_backend *be, vkb_tensor t, float value) {
@@ -74,11 +76,21 @@ static const vkb_ops vkv_ops = {
     .attention_backward = vkv_attention_backward,
 };
 
-vka_result vkb_vulkan_create(vka_context *ctx, vkb_backend **out) {
+vka_result vkb_vulkan_create(vka_context *ctx, const vka_context_desc *desc, vkb_backend **out,
+                             vkr_device **dev_out) {
     *out = NULL;
-    vkr_device *dev = ctx->vk;
+    *dev_out = NULL;
+    vkr_device *dev = NULL;
+    vka_result r = vkr_device_create(ctx, desc, &dev);
+    if (r != VKA_SUCCESS) {
+        vkr_device_destroy(dev);
+        return r;
+    }
     vkv_backend *vb = vka_calloc(ctx, 1, sizeof *vb);
-    if (!vb) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    if (!vb) {
+        vkr_device_destroy(dev);
+        return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    }
     vb->base.impl = &vkv_ops;
     vb->base.ops = &vkb_checked_ops;
     vb->base.ctx = ctx;
@@ -99,9 +111,8 @@ vka_result vkb_vulkan_create(vka_context *ctx, vkb_backend **out) {
      * state): there, by the host's physical memory. */
     vb->base.limits.memory_bytes = info->type == VKA_DEVICE_TYPE_CPU ? vkb_host_memory_bytes()
                                                                       : info->device_local_bytes;
-    *out = &vb->base;
 
-    vka_result r = vkv_commands_init(vb);
+    r = vkv_commands_init(vb);
     if (r == VKA_SUCCESS) r = vkv_pipelines_init(vb);
     if (r == VKA_SUCCESS) {
         size_t one = 4;
@@ -110,5 +121,11 @@ vka_result vkb_vulkan_create(vka_context *ctx, vkb_backend **out) {
         r = vkv_arena_create(&vb->base, "dummy", VKB_ARENA_DEVICE, &one, NULL, 1, &t, &dummy);
         vb->dummy = (vkv_arena *)(void *)dummy;
     }
-    return r;
+    if (r != VKA_SUCCESS) {
+        vkv_destroy(&vb->base); /* and the device */
+        return r;
+    }
+    *out = &vb->base;
+    *dev_out = dev;
+    return VKA_SUCCESS;
 }
