@@ -27,7 +27,7 @@ vka_result vka_tensor_create(vka_context *ctx, size_t n, vka_tensor **out) {
         return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "vka_tensor_create: out of memory");
     t->ctx = ctx;
     const char *name = "tensor";
-    r = ctx->be->ops->arena_create(ctx->be, "vka_tensor", VKB_ARENA_DEVICE, &n, &name, 1, &t->t,
+    r = vkb_arena_create(ctx->be, "vka_tensor", VKB_ARENA_DEVICE, &n, &name, 1, &t->t,
                                    &t->arena);
     if (r != VKA_SUCCESS) {
         vka_free(ctx, t);
@@ -43,7 +43,7 @@ vka_result vka_tensor_create(vka_context *ctx, size_t n, vka_tensor **out) {
  * destroyed), and fail the graph: later ops are ignored and vka_graph_end reports it. */
 static void stop_recording(vka_context *ctx, vka_graph *g) {
     vkb_backend *be = ctx->be;
-    be->ops->graph_end(be, g->g);
+    be->rt->graph_end(be, g->g);
     g->ended = true;
     vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT,
              "vka_tensor_destroy: a tensor the graph being recorded uses was destroyed, so the "
@@ -58,7 +58,7 @@ static void graphs_lose(vka_context *ctx, vka_tensor *t) {
         for (size_t i = 0; i < g->n_uses; i++) {
             if (g->uses[i] != t) continue;
             /* A submission of the graph may still read or write the tensor. */
-            if (g->g && g != ctx->recording) ctx->be->ops->graph_wait(ctx->be, g->g, UINT64_MAX);
+            if (g->g && g != ctx->recording) vkb_graph_wait(ctx->be, g->g, UINT64_MAX);
             g->uses[i] = g->uses[--g->n_uses];
             g->lost_tensor = true;
             t->graph_uses--;
@@ -72,7 +72,7 @@ void vka_tensor_destroy(vka_tensor *t) {
     if (!t) return;
     vka_context *ctx = t->ctx;
     if (t->graph_uses) graphs_lose(ctx, t);
-    ctx->be->ops->arena_destroy(ctx->be, t->arena);
+    ctx->be->rt->arena_destroy(ctx->be, t->arena);
     vka_free(ctx, t);
     vka_context_release(ctx, VKA_CHILD_TENSOR);
 }
@@ -94,13 +94,13 @@ static vka_result check_range(const vka_tensor *t, const char *fn, size_t off, s
 vka_result vka_tensor_write(vka_tensor *t, size_t off, const void *src, size_t n) {
     vka_result r = check_range(t, "vka_tensor_write", off, n, src);
     if (r != VKA_SUCCESS || n == 0) return r;
-    return t->ctx->be->ops->write(t->ctx->be, t->t, off, src, n);
+    return t->ctx->be->rt->write(t->ctx->be, t->t, off, src, n);
 }
 
 vka_result vka_tensor_read(const vka_tensor *t, size_t off, void *dst, size_t n) {
     vka_result r = check_range(t, "vka_tensor_read", off, n, dst);
     if (r != VKA_SUCCESS || n == 0) return r;
-    return t->ctx->be->ops->read(t->ctx->be, t->t, off, dst, n);
+    return t->ctx->be->rt->read(t->ctx->be, t->t, off, dst, n);
 }
 
 vka_result vka_graph_begin(vka_context *ctx) {
@@ -121,7 +121,7 @@ vka_result vka_graph_begin(vka_context *ctx) {
     vka_context_retain(ctx, VKA_CHILD_GRAPH);
     /* A new graph always records (true); on allocation failure g->g stays NULL and graph_end
      * reports it. */
-    ctx->be->ops->graph_begin(ctx->be, &g->g);
+    ctx->be->rt->graph_begin(ctx->be, &g->g);
     ctx->recording = g;
     vka_graph_note_status(ctx);
     return VKA_SUCCESS;
@@ -159,7 +159,7 @@ vka_result vka_graph_end(vka_context *ctx, vka_graph **out) {
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "vka_graph_end: no graph is being recorded (call vka_graph_begin "
                              "first)");
-    if (!g->ended) r = ctx->be->ops->graph_end(ctx->be, g->g);
+    if (!g->ended) r = ctx->be->rt->graph_end(ctx->be, g->g);
     vka_graph_note_status(ctx);
     ctx->recording = NULL;
     if (g->ended) r = g->status != VKA_SUCCESS ? g->status : VKA_ERROR_INVALID_ARGUMENT;
@@ -191,31 +191,31 @@ static vka_result runnable(vka_graph *graph, const char *fn) {
 vka_result vka_graph_run(vka_graph *graph) {
     vka_result r = runnable(graph, "vka_graph_run");
     if (r != VKA_SUCCESS) return r;
-    return graph->ctx->be->ops->graph_run(graph->ctx->be, graph->g);
+    return graph->ctx->be->rt->graph_run(graph->ctx->be, graph->g);
 }
 
 vka_result vka_graph_submit(vka_graph *graph, const vka_submit_desc *desc) {
     vka_result r = runnable(graph, "vka_graph_submit");
     if (r != VKA_SUCCESS) return r;
-    return graph->ctx->be->ops->graph_submit(graph->ctx->be, graph->g, desc);
+    return vkb_graph_submit(graph->ctx->be, graph->g, desc);
 }
 
 vka_result vka_graph_wait(vka_graph *graph, uint64_t timeout_ns) {
     if (!graph) return VKA_ERROR_INVALID_ARGUMENT;
     if (graph->ctx->recording == graph) return VKA_SUCCESS; /* never submitted */
-    return graph->ctx->be->ops->graph_wait(graph->ctx->be, graph->g, timeout_ns);
+    return vkb_graph_wait(graph->ctx->be, graph->g, timeout_ns);
 }
 
 vka_result vka_graph_record(vka_graph *graph, void *command_buffer) {
     vka_result r = runnable(graph, "vka_graph_record");
     if (r != VKA_SUCCESS) return r;
-    return graph->ctx->be->ops->graph_record(graph->ctx->be, graph->g, command_buffer);
+    return vkb_graph_record(graph->ctx->be, graph->g, command_buffer);
 }
 
 vka_result vka_graph_check(vka_graph *graph) {
     vka_result r = runnable(graph, "vka_graph_check");
     if (r != VKA_SUCCESS) return r;
-    return graph->ctx->be->ops->graph_check(graph->ctx->be, graph->g);
+    return vkb_graph_check(graph->ctx->be, graph->g);
 }
 
 vka_result vka_tensor_wrap_vulkan_buffer(vka_context *ctx, const void *buffer, uint64_t offset,
@@ -231,7 +231,7 @@ vka_result vka_tensor_wrap_vulkan_buffer(vka_context *ctx, const void *buffer, u
         return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY,
                              "vka_tensor_wrap_vulkan_buffer: out of memory");
     t->ctx = ctx;
-    r = ctx->be->ops->arena_wrap(ctx->be, buffer, offset, size, &t->t, &t->arena);
+    r = vkb_arena_wrap(ctx->be, buffer, offset, size, &t->t, &t->arena);
     if (r != VKA_SUCCESS) {
         vka_free(ctx, t);
         return r;
@@ -244,7 +244,7 @@ vka_result vka_tensor_wrap_vulkan_buffer(vka_context *ctx, const void *buffer, u
 vka_result vka_tensor_vulkan_buffer(const vka_tensor *t, void *buffer, uint64_t *offset,
                                     uint64_t *size) {
     if (!t) return VKA_ERROR_INVALID_ARGUMENT;
-    return t->ctx->be->ops->buffer_of(t->ctx->be, t->t, buffer, offset, size);
+    return vkb_buffer_of(t->ctx->be, t->t, buffer, offset, size);
 }
 
 vka_graph *vka_graph_handle_create(vka_context *ctx) {
@@ -265,7 +265,7 @@ void vka_graph_destroy(vka_graph *graph) {
     if (graph->prev) graph->prev->next = graph->next;
     else ctx->graphs = graph->next;
     if (graph->next) graph->next->prev = graph->prev;
-    ctx->be->ops->graph_destroy(ctx->be, graph->g);
+    ctx->be->rt->graph_destroy(ctx->be, graph->g);
     vka_free(ctx, graph->uses);
     vka_free(ctx, graph);
     vka_context_release(ctx, VKA_CHILD_GRAPH);
@@ -274,7 +274,7 @@ void vka_graph_destroy(vka_graph *graph) {
 vka_result vka_context_set_profiling(vka_context *ctx, bool enable) {
     vka_result r = vka_context_usable(ctx, "vka_context_set_profiling");
     if (r != VKA_SUCCESS) return r;
-    ctx->be->ops->set_profiling(ctx->be, enable);
+    ctx->be->rt->set_profiling(ctx->be, enable);
     ctx->profiling = enable;
     return VKA_SUCCESS;
 }
@@ -286,5 +286,5 @@ vka_result vka_graph_times(const vka_graph *graph, double *total_ms, vka_op_time
     if (cap < 0)
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "vka_graph_times: cap = %d is negative", cap);
-    return ctx->be->ops->graph_times(ctx->be, graph->g, total_ms, out, cap, count);
+    return ctx->be->rt->graph_times(ctx->be, graph->g, total_ms, out, cap, count);
 }

@@ -16,17 +16,27 @@
  * limit) records the first failure in be->status and the message in the context; later ops are
  * ignored and graph_run() returns it. Ops never fail silently.
  *
- * Argument checks, once for both backends. be->ops is always vkb_checked_ops (backend.c), a
- * layer in front of the backend's own table be->impl: each op entry returns at once when
- * be->status already holds a failure, then checks what every backend needs alike -- each tensor
- * present and holding the elements the sizes imply (vkb_need, with vkb_batch_span for matmul and
- * vkb_softmax_resolved for softmax), integer dimensions positive, V in [1, Vp], a non-empty
- * mean and grad_norm -- and only then calls be->impl's op with the same arguments. The
- * non-op entries (memory, graphs, profiling, destroy) forward unchanged. So a backend's op
- * may assume its arguments passed these checks and checks only what is its own: Vulkan its
- * device limits (workgroup counts, llvmpipe's loop budget, 32-bit push-constant ranges,
- * overlapping operands), the CPU the token and target ids when the graph runs. The model calls
- * be->ops; nothing outside a backend calls be->impl.
+ * Two tables. be->rt (vkb_runtime) is the backend's memory, graphs, profiling and destroy,
+ * called directly; the few entries with a part both backends share are called through
+ * backend.c's vkb_arena_create, vkb_arena_wrap, vkb_buffer_of and vkb_graph_submit/wait/
+ * record/check. be->ops (vkb_ops) holds only the ops.
+ *
+ * Argument checks, one layer for every caller. be->ops is always vkb_checked_ops (op_checks.c),
+ * in front of the backend's own op table be->impl. The public API (api_ops.c) and the model
+ * (src/model/, calling be->ops) both pass through it, so each op's arguments are checked in one
+ * place: integer dimensions positive, each tensor present and holding the elements its sizes
+ * imply (products checked for overflow), V in [1, Vp], operands that must differ being
+ * different tensors. A failure names the op and gives the size's expression ("vka_softmax_
+ * forward: inp holds 100 elements but R*Tk = 6*20 = 120 are needed"); only then is be->impl's
+ * op called, with the same arguments. What stays in api_ops.c is only what is public: the
+ * context usable, a graph being recorded, each vka_tensor of this context, desc defaults (and
+ * turning a desc into these structs); it sets be->caller around the op so that the message
+ * names the public function and the call returns its own error even after an earlier failure.
+ * A model's op after a failure is ignored at once (errors are sticky). So a backend's op may
+ * assume its arguments passed these checks and checks only what is its own: Vulkan its device
+ * limits (workgroup counts, llvmpipe's loop budget, 32-bit push-constant ranges, overlapping
+ * operands), the CPU the token and target ids when the graph runs. A new op's checks are
+ * written once, in op_checks.c. Nothing outside a backend calls be->impl.
  *
  * Conventions (llm.c): outputs first, then inputs, then weights, then sizes. Backward ops
  * ACCUMULATE (+=) into their gradient outputs unless the comment says "writes". All tensors are
@@ -196,7 +206,8 @@ static inline vkb_attn_layout vkb_attn_in_btc(int NH, int T, int HS) {
     return (vkb_attn_layout){(size_t)T * NH * HS, (size_t)HS, (size_t)NH * HS};
 }
 
-typedef struct vkb_ops {
+/* The backend's memory, graphs, profiling and destroy (called directly, not checked). */
+typedef struct vkb_runtime {
     void (*destroy)(vkb_backend *be);
 
     /* --- memory ---------------------------------------------------------------------------- */
@@ -226,9 +237,9 @@ typedef struct vkb_ops {
     /* Run a recorded graph once and wait for it. */
     vka_result (*graph_run)(vkb_backend *be, vkb_graph *graph);
     /* Embedding (vkattn.h, "Embedding in an application"); a backend may leave these NULL:
-     * vkb_checked_ops then runs graph_submit as graph_run (refusing semaphores), graph_wait and
-     * graph_check succeed at once (the run checked everything), and graph_record, arena_wrap
-     * and buffer_of fail with VKA_ERROR_UNSUPPORTED. */
+     * vkb_graph_submit then runs the graph with graph_run (refusing semaphores), vkb_graph_wait
+     * and vkb_graph_check succeed at once (the run checked everything), and vkb_graph_record,
+     * vkb_arena_wrap and vkb_buffer_of fail with VKA_ERROR_UNSUPPORTED. */
     vka_result (*graph_submit)(vkb_backend *be, vkb_graph *graph, const vka_submit_desc *desc);
     vka_result (*graph_wait)(vkb_backend *be, vkb_graph *graph, uint64_t timeout_ns);
     vka_result (*graph_record)(vkb_backend *be, vkb_graph *graph, void *command_buffer);
@@ -252,8 +263,10 @@ typedef struct vkb_ops {
      * recorded with profiling). */
     vka_result (*graph_times)(vkb_backend *be, vkb_graph *graph, double *total_ms,
                               vka_op_time *out, int cap, int *count);
+} vkb_runtime;
 
-    /* --- ops --------------------------------------------------------------------------------- */
+/* The ops: outputs first, then inputs, then weights, then sizes (llm.c). */
+typedef struct vkb_ops {
     /* t[i] = value */
     void (*fill)(vkb_backend *be, vkb_tensor t, float value);
     /* dst[i] = src[i] for i < src.n */
@@ -346,29 +359,41 @@ typedef struct vkb_ops {
 } vkb_ops;
 
 struct vkb_backend {
-    const vkb_ops *ops;   /* &vkb_checked_ops: what everyone calls */
-    const vkb_ops *impl;  /* the backend's own table, called by vkb_checked_ops */
+    const vkb_ops *ops;   /* &vkb_checked_ops: what everyone calls for an op */
+    const vkb_ops *impl;  /* the backend's own ops, called by vkb_checked_ops */
+    const vkb_runtime *rt; /* the backend's memory, graphs, profiling, destroy */
     vka_context *ctx;     /* for error messages and logging */
     vka_result status;    /* sticky first failure since graph_begin */
     vkb_limits limits;
     const char *name;     /* "cpu" or "vulkan" */
+    /* Set by api_ops.c around one public op (NULL otherwise): the public function, named in
+     * the op's check messages, whose checks run and report even after an earlier failure. */
+    const char *caller;
+    vka_result call_status; /* that call's check result (set by vkb_checked_ops) */
 };
 
-/* The checking layer (see "Argument checks" above); each backend's create sets be->ops to it
- * and be->impl to its own table. */
+/* The checking layer (op_checks.c, see "Argument checks" above); each backend's create sets
+ * be->ops to it, be->impl to its own ops and be->rt to its runtime entries. */
 extern const vkb_ops vkb_checked_ops;
+
+/* be->rt's entries with a part both backends share (backend.c): arena_create refuses an arena
+ * past limits.memory_bytes before anything is allocated (VKA_ERROR_DEVICE_LIMIT naming the
+ * arena and the sizes); the others stand in for an entry the backend leaves NULL (above). */
+vka_result vkb_arena_create(vkb_backend *be, const char *label, vkb_arena_kind kind,
+                            const size_t *sizes, const char *const *names, int count,
+                            vkb_tensor *tensors, vkb_arena **out);
+vka_result vkb_graph_submit(vkb_backend *be, vkb_graph *graph, const vka_submit_desc *desc);
+vka_result vkb_graph_wait(vkb_backend *be, vkb_graph *graph, uint64_t timeout_ns);
+vka_result vkb_graph_record(vkb_backend *be, vkb_graph *graph, void *command_buffer);
+vka_result vkb_graph_check(vkb_backend *be, vkb_graph *graph);
+vka_result vkb_arena_wrap(vkb_backend *be, const void *buffer, uint64_t offset, uint64_t size,
+                          vkb_tensor *tensor, vkb_arena **out);
+vka_result vkb_buffer_of(vkb_backend *be, vkb_tensor t, void *buffer, uint64_t *offset,
+                         uint64_t *size);
 
 /* Record a failure in be->status (first one wins) and the context's error message. */
 void vkb_fail(vkb_backend *be, vka_result r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-
-/* Argument check of every op (vkb_checked_ops): true when t is present and holds at least n
- * elements; otherwise fails the graph with VKA_ERROR_INVALID_ARGUMENT, naming op and tensor
- * ("op: tensor name is missing", "op: name holds 5 elements but 6 are needed"). A wrong size
- * from the model is reported, never a silent out-of-bounds access. (Vulkan ops split their
- * dispatches so that every bound range, hence every count in their 32-bit push constants, fits
- * the binding limit, < 2^32 bytes.) */
-bool vkb_need(vkb_backend *be, const char *op, const char *name, vkb_tensor t, size_t n);
 
 /* Elements a batch of matrices spans: (batch - 1) strides plus one matrix (batch >= 1); stride
  * 0 means packed (= matrix), as in vkb_matmul. */
@@ -387,10 +412,10 @@ bool vkb_overlap(vkb_tensor a, size_t n, vkb_tensor b, size_t m);
  *   [2BT+2 .. 3BT+2)        order: positions b*T+t, sorted by token, ascending within a token
  * Unused entries (j >= n_buckets) are 0. */
 
-/* Add ms to op's entry of out[0..*n) (appending it if new and there is room). */
 /* Physical memory of the host, in bytes (0 if unknown). */
 uint64_t vkb_host_memory_bytes(void);
 
+/* Add ms to op's entry of out[0..*n) (appending it if new and there is room). */
 void vkb_op_time_add(vka_op_time *out, int cap, int *n, const char *op, double ms);
 
 /* Lay out count tensors into chunks of at most max_chunk_elems elements (first fit, in order,

@@ -71,7 +71,7 @@ static vka_result apply_byte_limits(vka_context *ctx, const vka_context_desc *d)
 
 /* The backend destroys what it made (the Vulkan backend its device too); the block goes last. */
 static void context_free(vka_context *ctx) {
-    if (ctx->be) ctx->be->ops->destroy(ctx->be);
+    if (ctx->be) ctx->be->rt->destroy(ctx->be);
     vka_context_block_free(ctx);
 }
 
@@ -117,7 +117,7 @@ vka_result vka_context_create(const vka_context_desc *desc, vka_context **out) {
     if (r == VKA_SUCCESS) r = apply_byte_limits(ctx, &d);
     if (r != VKA_SUCCESS) {
         /* Keep the context so vka_last_error() can say why; release what was made. */
-        if (ctx->be) ctx->be->ops->destroy(ctx->be);
+        if (ctx->be) ctx->be->rt->destroy(ctx->be);
         ctx->be = NULL;
         ctx->vk = NULL;
         ctx->create_status = r;

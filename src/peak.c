@@ -21,18 +21,18 @@ static vka_result time_graph(vkb_backend *be, record_fn record, const vkb_tensor
                              int repeats, double *best_ms) {
     vkb_graph *g = NULL;
     vka_result r = VKA_SUCCESS;
-    if (be->ops->graph_begin(be, &g)) {
+    if (be->rt->graph_begin(be, &g)) {
         record(be, t, n);
-        r = be->ops->graph_end(be, g);
+        r = be->rt->graph_end(be, g);
     }
     *best_ms = 0.0;
     for (int i = 0; i < repeats && r == VKA_SUCCESS; i++) {
         double ms = 0.0;
-        r = be->ops->graph_run(be, g);
-        if (r == VKA_SUCCESS) r = be->ops->graph_times(be, g, &ms, NULL, 0, NULL);
+        r = be->rt->graph_run(be, g);
+        if (r == VKA_SUCCESS) r = be->rt->graph_times(be, g, &ms, NULL, 0, NULL);
         if (r == VKA_SUCCESS && (i == 0 || ms < *best_ms)) *best_ms = ms;
     }
-    be->ops->graph_destroy(be, g);
+    be->rt->graph_destroy(be, g);
     return r;
 }
 
@@ -110,7 +110,7 @@ vka_result vka_measure_peak(vka_context *ctx, double min_ms, int repeats, vka_pe
     const char *names[3] = {"peak out", "peak copy source", "peak copy destination"};
     vkb_tensor t[3];
     vkb_arena *arena = NULL;
-    r = be->ops->arena_create(be, "peak", VKB_ARENA_DEVICE, sizes, names, 3, t, &arena);
+    r = vkb_arena_create(be, "peak", VKB_ARENA_DEVICE, sizes, names, 3, t, &arena);
     if (r != VKA_SUCCESS) return r;
 
     size_t n = 0;
@@ -126,7 +126,7 @@ vka_result vka_measure_peak(vka_context *ctx, double min_ms, int repeats, vka_pe
         out->copy_mbytes = (double)n * 4 * 1e-6;
         out->gbps = 2.0 * out->copy_mbytes * 1e-3 / (ms * 1e-3);
     }
-    be->ops->arena_destroy(be, arena);
+    be->rt->arena_destroy(be, arena);
     bool on_cpu = !ctx->vk || ctx->vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     if (r == VKA_SUCCESS && on_cpu) {
         int nt = vka_context_cpu_threads(ctx);

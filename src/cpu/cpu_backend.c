@@ -12,6 +12,22 @@
 
 static void cpu_destroy(vkb_backend *be) { vka_free(be->ctx, be); }
 
+/* Runs graphs on the host: no graph_submit, graph_wait, graph_record, graph_check, arena_wrap or
+ * buffer_of (backend.c stands in for them). */
+static const vkb_runtime cpu_runtime = {
+    .destroy = cpu_destroy,
+    .arena_create = cpu_arena_create,
+    .arena_destroy = cpu_arena_destroy,
+    .write = cpu_write,
+    .read = cpu_read,
+    .graph_begin = cpu_graph_begin,
+    .graph_end = cpu_graph_end,
+    .graph_run = cpu_graph_run,
+    .graph_destroy = cpu_graph_destroy,
+    .set_profiling = cpu_set_profiling,
+    .graph_times = cpu_graph_times,
+};
+
 /* --- creation ----------------------------------------------------------------------------- */
 
 vka_result vkb_cpu_create(vka_context *ctx, int threads, vka_cpu_kernels kernels,
@@ -39,22 +55,10 @@ vka_result vkb_cpu_create(vka_context *ctx, int threads, vka_cpu_kernels kernels
     bool reference = kernels == VKA_CPU_KERNELS_REFERENCE;
     cpu_backend *cb = vka_calloc(ctx, 1, sizeof *cb);
     if (!cb) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "cpu backend: out of memory");
-    cb->ops = (vkb_ops){
-        .destroy = cpu_destroy,
-        .arena_create = cpu_arena_create,
-        .arena_destroy = cpu_arena_destroy,
-        .write = cpu_write,
-        .read = cpu_read,
-        .graph_begin = cpu_graph_begin,
-        .graph_end = cpu_graph_end,
-        .graph_run = cpu_graph_run,
-        .graph_destroy = cpu_graph_destroy,
-        .set_profiling = cpu_set_profiling,
-        .graph_times = cpu_graph_times,
-    };
     vkc_fill_op_table(&cb->ops);
     cb->base.impl = &cb->ops;
     cb->base.ops = &vkb_checked_ops;
+    cb->base.rt = &cpu_runtime;
     cb->base.ctx = ctx;
     cb->base.status = VKA_SUCCESS;
     cb->base.name = "cpu";

@@ -36,7 +36,7 @@ struct vkb_arena {
 
 struct cpu_backend {
     vkb_backend base;
-    vkb_ops ops;       /* base.ops points here */
+    vkb_ops ops;       /* base.impl points here */
     int nt;            /* OpenMP threads for every parallel region (>= 1) */
     vkc_isa isa;       /* the fast kernels' vector ISA (cpuid); VKC_ISA_BASELINE: reference */
     bool reference;    /* VKATTN_CPU_KERNELS=reference: the reference kernels only */
@@ -55,7 +55,7 @@ static inline float *cpu_ptr(vkb_tensor t) {
 void *vkc_record(cpu_backend *cb, const char *name, cpu_run_fn run, const void *args, size_t size,
                  size_t extra);
 
-/* The entries of the table that are not ops (cpu_graph.c): as backend.h's vkb_ops says. */
+/* The runtime entries (cpu_graph.c): as backend.h's vkb_runtime says. */
 vka_result cpu_arena_create(vkb_backend *be, const char *label, vkb_arena_kind kind,
                             const size_t *sizes, const char *const *names, int count,
                             vkb_tensor *tensors, vkb_arena **out);

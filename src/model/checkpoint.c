@@ -414,7 +414,7 @@ static vka_result read_sets(vka_gpt *gpt, FILE *f, const char *path, vkb_tensor 
             r = vkm_read_exact(gpt->ctx, f, path, buf, n * sizeof *buf, what[s]);
             if (r == VKA_SUCCESS)
                 r = check_finite(gpt, path, count > 1 ? what[s] : NULL, i, buf, n);
-            if (r == VKA_SUCCESS) r = gpt->be->ops->write(gpt->be, sets[s][i], 0, buf, n);
+            if (r == VKA_SUCCESS) r = gpt->be->rt->write(gpt->be, sets[s][i], 0, buf, n);
             *hash = hash_words(*hash, buf, n);
         }
         if (s == 0) *params_hash = *hash;

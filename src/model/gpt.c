@@ -117,14 +117,14 @@ vka_result vkm_gpt_make_arena(vka_gpt *gpt, const char *label, vkb_arena_kind ki
                              "the device has %.1f MiB (its memory, or VKATTN_MAX_MEMORY_BYTES if lower)%s",
                              label, mib(total), mib(gpt->arena_bytes), mib(lim->memory_bytes),
                              hint);
-    vka_result r = gpt->be->ops->arena_create(gpt->be, label, kind, sizes, names, count, tensors, out);
+    vka_result r = vkb_arena_create(gpt->be, label, kind, sizes, names, count, tensors, out);
     if (r == VKA_SUCCESS && kind == VKB_ARENA_DEVICE) gpt->arena_bytes += total;
     return r;
 }
 
 void vkm_gpt_destroy_arena(vka_gpt *gpt, vkb_arena **arena, uint64_t bytes) {
     if (*arena) {
-        gpt->be->ops->arena_destroy(gpt->be, *arena);
+        gpt->be->rt->arena_destroy(gpt->be, *arena);
         gpt->arena_bytes -= bytes;
     }
     *arena = NULL;
@@ -186,7 +186,7 @@ static vka_result init_params(vka_gpt *gpt, uint64_t seed) {
             float value = (k == P_LN1W || k == P_LN2W || k == P_LNFW) ? 1.0f : 0.0f;
             for (size_t j = 0; j < n; j++) buf[j] = value;
         }
-        r = gpt->be->ops->write(gpt->be, gpt->params[i], 0, buf, n);
+        r = gpt->be->rt->write(gpt->be, gpt->params[i], 0, buf, n);
     }
     vka_free(gpt->ctx, buf);
     return r;
@@ -291,7 +291,7 @@ vka_result vkm_gpt_ensure_opt(vka_gpt *gpt) {
 vka_result vkm_gpt_read_set(vka_gpt *gpt, const vkb_tensor *set, float *out) {
     size_t off = 0;
     for (int i = 0; i < gpt->n_tensors; i++) {
-        vka_result r = gpt->be->ops->read(gpt->be, set[i], 0, out + off, gpt->tensor_sizes[i]);
+        vka_result r = gpt->be->rt->read(gpt->be, set[i], 0, out + off, gpt->tensor_sizes[i]);
         if (r != VKA_SUCCESS) return r;
         off += gpt->tensor_sizes[i];
     }
@@ -301,7 +301,7 @@ vka_result vkm_gpt_read_set(vka_gpt *gpt, const vkb_tensor *set, float *out) {
 vka_result vkm_gpt_write_set(vka_gpt *gpt, const vkb_tensor *set, const float *in) {
     size_t off = 0;
     for (int i = 0; i < gpt->n_tensors; i++) {
-        vka_result r = gpt->be->ops->write(gpt->be, set[i], 0, in + off, gpt->tensor_sizes[i]);
+        vka_result r = gpt->be->rt->write(gpt->be, set[i], 0, in + off, gpt->tensor_sizes[i]);
         if (r != VKA_SUCCESS) return r;
         off += gpt->tensor_sizes[i];
     }

@@ -120,7 +120,7 @@ static void host_sizes(const vka_gpt *gpt, const gpt_shape *s, size_t *sizes) {
 
 static void drop_graphs(vka_gpt *gpt) {
     for (int i = 0; i < gpt->n_graphs; i++)
-        gpt->be->ops->graph_destroy(gpt->be, gpt->graphs[i].graph);
+        gpt->be->rt->graph_destroy(gpt->be, gpt->graphs[i].graph);
     gpt->n_graphs = 0;
     gpt->next_evict = 0;
     gpt->last_run = NULL;

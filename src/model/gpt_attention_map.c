@@ -78,7 +78,7 @@ vka_result vka_gpt_attention_weights(vka_gpt *gpt, const int32_t *tokens, int T,
     size_t TC = (size_t)T * gpt->cfg.C, att = (size_t)gpt->cfg.NH * T * T;
     gpt_shape shape = {.B = 1, .T = T, .train = true};
     r = vkm_gpt_reserve(gpt, &shape);
-    if (r == VKA_SUCCESS) r = be->ops->write(be, gpt->host.inputs, 0, tokens, (size_t)T);
+    if (r == VKA_SUCCESS) r = be->rt->write(be, gpt->host.inputs, 0, tokens, (size_t)T);
     if (r != VKA_SUCCESS) return r;
 
     map_scratch s;
@@ -96,12 +96,12 @@ vka_result vka_gpt_attention_weights(vka_gpt *gpt, const int32_t *tokens, int T,
         r = vkm_gpt_make_arena(gpt, "attention map output", VKB_ARENA_HOST, &att, host_name, 1,
                                &host_att, &host, hint);
     if (r == VKA_SUCCESS) {
-        if (be->ops->graph_begin(be, &graph)) record_map(gpt, &s, host_att, T, layer);
-        r = be->ops->graph_end(be, graph);
+        if (be->rt->graph_begin(be, &graph)) record_map(gpt, &s, host_att, T, layer);
+        r = be->rt->graph_end(be, graph);
     }
-    if (r == VKA_SUCCESS) r = be->ops->graph_run(be, graph);
-    if (r == VKA_SUCCESS) r = be->ops->read(be, host_att, 0, out, att);
-    be->ops->graph_destroy(be, graph);
+    if (r == VKA_SUCCESS) r = be->rt->graph_run(be, graph);
+    if (r == VKA_SUCCESS) r = be->rt->read(be, host_att, 0, out, att);
+    be->rt->graph_destroy(be, graph);
     vkm_gpt_destroy_arena(gpt, &host, 0);
     vkm_gpt_destroy_arena(gpt, &scratch, vkm_gpt_sum_bytes(sizes, MAP_TENSORS));
     return r;

@@ -164,10 +164,10 @@ vka_result vka_gpt_generate(vka_gpt *gpt, const int32_t *prompt, size_t n_prompt
         if (len > n_prompt) start = window_start(start, len, gpt->cfg.max_T);
         size_t n_ctx = len - start;
         memcpy(row, seq + start, n_ctx * sizeof *row);
-        r = gpt->be->ops->write(gpt->be, gpt->host.inputs, 0, row, (size_t)Tg);
+        r = gpt->be->rt->write(gpt->be, gpt->host.inputs, 0, row, (size_t)Tg);
         if (r == VKA_SUCCESS) r = vkm_gpt_run(gpt, G_SAMPLE, 1, Tg, 0, 0);
         if (r == VKA_SUCCESS)
-            r = gpt->be->ops->read(gpt->be, gpt->host.logits, (n_ctx - 1) * (size_t)Vp, logits,
+            r = gpt->be->rt->read(gpt->be, gpt->host.logits, (n_ctx - 1) * (size_t)Vp, logits,
                                    (size_t)V);
         if (r == VKA_SUCCESS) r = vkm_check_logits(gpt, "vka_gpt_generate", logits, V, (int)(len - n_prompt), len - 1);
         if (r != VKA_SUCCESS) break;

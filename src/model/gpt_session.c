@@ -205,20 +205,20 @@ static vka_result prepare_chunk(vka_gpt_session *ss, const int32_t *tok, int m, 
             for (int k = 0; k < Tk; k++) row[k] = k < seen ? 0.0f : -INFINITY;
         }
     int32_t kvpos[2] = {p0, m}, last = m - 1;
-    vka_result r = be->ops->write(be, ss->h.tokens, 0, tokens, (size_t)Tq);
-    if (r == VKA_SUCCESS) r = be->ops->write(be, ss->h.positions, 0, positions, (size_t)Tq);
-    if (r == VKA_SUCCESS) r = be->ops->write(be, ss->h.kvpos, 0, kvpos, 2);
-    if (r == VKA_SUCCESS) r = be->ops->write(be, ss->h.last, 0, &last, 1);
+    vka_result r = be->rt->write(be, ss->h.tokens, 0, tokens, (size_t)Tq);
+    if (r == VKA_SUCCESS) r = be->rt->write(be, ss->h.positions, 0, positions, (size_t)Tq);
+    if (r == VKA_SUCCESS) r = be->rt->write(be, ss->h.kvpos, 0, kvpos, 2);
+    if (r == VKA_SUCCESS) r = be->rt->write(be, ss->h.last, 0, &last, 1);
     if (r == VKA_SUCCESS)
-        r = be->ops->write(be, ss->h.mask, 0, ss->mask_buf,
+        r = be->rt->write(be, ss->h.mask, 0, ss->mask_buf,
                            (size_t)(ss->attention == VKA_ATTENTION_FUSED ? 1 : NH) * Tq * Tk);
     if (r != VKA_SUCCESS) return r;
     vkb_graph **g = &ss->graphs[Tq == 1 ? 0 : 1][b];
-    if (be->ops->graph_begin(be, g)) {
+    if (be->rt->graph_begin(be, g)) {
         record_step(ss, Tq, Tk);
-        r = be->ops->graph_end(be, *g);
+        r = be->rt->graph_end(be, *g);
         if (r != VKA_SUCCESS) {
-            be->ops->graph_destroy(be, *g);
+            be->rt->graph_destroy(be, *g);
             *g = NULL;
             return r;
         }
@@ -238,7 +238,7 @@ static void chunk_done(vka_gpt_session *ss, const int32_t *tok, int m) {
 static vka_result run_chunk(vka_gpt_session *ss, const int32_t *tok, int m) {
     vkb_graph *g = NULL;
     vka_result r = prepare_chunk(ss, tok, m, &g);
-    if (r == VKA_SUCCESS) r = ss->gpt->be->ops->graph_run(ss->gpt->be, g);
+    if (r == VKA_SUCCESS) r = ss->gpt->be->rt->graph_run(ss->gpt->be, g);
     if (r == VKA_SUCCESS) chunk_done(ss, tok, m);
     return r;
 }
@@ -282,7 +282,7 @@ vka_result vka_gpt_session_finish(vka_gpt_session *ss) {
         return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "vka_gpt_session_finish: no step was prepared");
     ss->pending = false;
-    vka_result r = gpt->be->ops->graph_wait(gpt->be, ss->pending_graph, UINT64_MAX);
+    vka_result r = vkb_graph_wait(gpt->be, ss->pending_graph, UINT64_MAX);
     if (r != VKA_SUCCESS) return r;
     chunk_done(ss, ss->tokens + ss->n, ss->pending_m);
     return VKA_SUCCESS;
@@ -292,7 +292,7 @@ vka_result vka_gpt_session_logits_buffer(vka_gpt_session *ss, void *buffer, uint
                                          uint64_t *size) {
     if (!ss) return VKA_ERROR_INVALID_ARGUMENT;
     vka_gpt *gpt = ss->gpt;
-    vka_result r = gpt->be->ops->buffer_of(gpt->be, ss->h.logits, buffer, offset, size);
+    vka_result r = vkb_buffer_of(gpt->be, ss->h.logits, buffer, offset, size);
     if (r == VKA_SUCCESS && size) *size = (uint64_t)gpt->cfg.V * 4;
     return r;
 }
@@ -352,7 +352,7 @@ vka_result vka_gpt_session_logits(vka_gpt_session *ss, float *out, size_t V) {
     if (!ss->have_logits)
         return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "vka_gpt_session_logits: no tokens appended yet");
-    return gpt->be->ops->read(gpt->be, ss->h.logits, 0, out, V);
+    return gpt->be->rt->read(gpt->be, ss->h.logits, 0, out, V);
 }
 
 vka_result vka_gpt_session_sample(vka_gpt_session *ss, const vka_sample_desc *sample,
@@ -380,7 +380,7 @@ vka_result vka_gpt_session_sample(vka_gpt_session *ss, const vka_sample_desc *sa
 void vka_gpt_session_reset(vka_gpt_session *ss) {
     if (!ss) return;
     if (ss->pending) { /* a prepared step is dropped (waited for if vkattn submitted it) */
-        ss->gpt->be->ops->graph_wait(ss->gpt->be, ss->pending_graph, UINT64_MAX);
+        vkb_graph_wait(ss->gpt->be, ss->pending_graph, UINT64_MAX);
         ss->pending = false;
     }
     ss->n = 0;
@@ -493,7 +493,7 @@ void vka_gpt_session_destroy(vka_gpt_session *ss) {
     vka_gpt *gpt = ss->gpt;
     vka_graph_handle_destroy(ss->handle);
     for (int k = 0; k < 2; k++)
-        for (int b = 0; b < MAX_BUCKETS; b++) gpt->be->ops->graph_destroy(gpt->be, ss->graphs[k][b]);
+        for (int b = 0; b < MAX_BUCKETS; b++) gpt->be->rt->graph_destroy(gpt->be, ss->graphs[k][b]);
     vkm_gpt_destroy_arena(gpt, &ss->cache_arena, ss->cache_bytes);
     vkm_gpt_destroy_arena(gpt, &ss->scratch_arena, ss->scratch_bytes);
     vkm_gpt_destroy_arena(gpt, &ss->host_arena, 0);

@@ -62,7 +62,7 @@ static gpt_graph *graph_slot(vka_gpt *gpt, const gpt_graph *key) {
         slot = &gpt->graphs[gpt->next_evict];
         gpt->next_evict = (gpt->next_evict + 1) % GPT_MAX_GRAPHS;
         if (gpt->last_run == slot->graph) gpt->last_run = NULL;
-        gpt->be->ops->graph_destroy(gpt->be, slot->graph);
+        gpt->be->rt->graph_destroy(gpt->be, slot->graph);
     }
     *slot = *key;
     slot->graph = NULL;
@@ -75,11 +75,11 @@ vka_result vkm_gpt_graph(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, float 
     gpt_graph key = {.kind = kind, .B = B, .T = T, .grad_clip = grad_clip,
                      .weight_decay = weight_decay, .profiled = gpt->ctx->profiling};
     gpt_graph *g = graph_slot(gpt, &key);
-    if (be->ops->graph_begin(be, &g->graph)) {
+    if (be->rt->graph_begin(be, &g->graph)) {
         record(gpt, g);
-        vka_result r = be->ops->graph_end(be, g->graph);
+        vka_result r = be->rt->graph_end(be, g->graph);
         if (r != VKA_SUCCESS) {
-            be->ops->graph_destroy(be, g->graph);
+            be->rt->graph_destroy(be, g->graph);
             g->graph = NULL;
             return r;
         }
@@ -93,7 +93,7 @@ vka_result vkm_gpt_run(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, float gr
                    float weight_decay) {
     vkb_graph *g = NULL;
     vka_result r = vkm_gpt_graph(gpt, kind, B, T, grad_clip, weight_decay, &g);
-    if (r == VKA_SUCCESS) r = gpt->be->ops->graph_run(gpt->be, g);
+    if (r == VKA_SUCCESS) r = gpt->be->rt->graph_run(gpt->be, g);
     gpt->last_run = r == VKA_SUCCESS ? g : NULL;
     return r;
 }
@@ -188,16 +188,16 @@ static vka_result write_batch(vka_gpt *gpt, const int32_t *inputs, const int32_t
                               int B, int T, bool buckets) {
     vkb_backend *be = gpt->be;
     size_t BT = (size_t)B * T;
-    vka_result r = be->ops->write(be, gpt->host.inputs, 0, inputs, BT);
-    if (r == VKA_SUCCESS && targets) r = be->ops->write(be, gpt->host.targets, 0, targets, BT);
+    vka_result r = be->rt->write(be, gpt->host.inputs, 0, inputs, BT);
+    if (r == VKA_SUCCESS && targets) r = be->rt->write(be, gpt->host.targets, 0, targets, BT);
     if (r == VKA_SUCCESS && targets) {
         gpt->counted = counted_targets(targets, BT);
         float dloss = (float)(1.0 / (double)gpt->counted);
-        r = be->ops->write(be, gpt->host.dloss, 0, &dloss, 1);
+        r = be->rt->write(be, gpt->host.dloss, 0, &dloss, 1);
     }
     if (r == VKA_SUCCESS && buckets) {
         vka_encoder_buckets(inputs, (int)BT, gpt->bucket_buf);
-        r = be->ops->write(be, gpt->host.buckets, 0, gpt->bucket_buf, VKA_BUCKETS_SIZE(BT));
+        r = be->rt->write(be, gpt->host.buckets, 0, gpt->bucket_buf, VKA_BUCKETS_SIZE(BT));
     }
     return r;
 }
@@ -206,7 +206,7 @@ static vka_result write_batch(vka_gpt *gpt, const int32_t *inputs, const int32_t
  * mean over the counted ones. */
 static vka_result read_loss(vka_gpt *gpt, float *loss, size_t BT) {
     if (!loss) return VKA_SUCCESS;
-    vka_result r = gpt->be->ops->read(gpt->be, gpt->host.loss, 0, loss, 1);
+    vka_result r = gpt->be->rt->read(gpt->be, gpt->host.loss, 0, loss, 1);
     if (r == VKA_SUCCESS && gpt->counted != BT)
         *loss = (float)((double)*loss * (double)BT / (double)gpt->counted);
     return r;
@@ -232,7 +232,7 @@ static vka_result read_logits(vka_gpt *gpt, float *logits, size_t BT) {
         for (size_t i = 0; r == VKA_SUCCESS && i < rows; i += piece) {
             size_t n = VKA_MIN(piece, rows - i);
             float *dst = logits + (b0 + i) * V;
-            r = gpt->be->ops->read(gpt->be, block, i * Vp, buf ? buf : dst, n * Vp);
+            r = gpt->be->rt->read(gpt->be, block, i * Vp, buf ? buf : dst, n * Vp);
             for (size_t k = 0; buf && r == VKA_SUCCESS && k < n; k++)
                 memcpy(dst + k * V, buf + k * Vp, V * sizeof *buf);
         }
@@ -274,7 +274,7 @@ static vka_result take_pending(vka_gpt *gpt, const char *fn, bool train) {
         return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "%s: no pass of this kind was prepared (call its _prepare first)", fn);
     gpt->pending = false;
-    vka_result r = gpt->be->ops->graph_wait(gpt->be, gpt->pending_graph, UINT64_MAX);
+    vka_result r = vkb_graph_wait(gpt->be, gpt->pending_graph, UINT64_MAX);
     gpt->last_run = r == VKA_SUCCESS ? gpt->pending_graph : NULL;
     return r;
 }
@@ -288,7 +288,7 @@ vka_result vkm_gpt_busy(vka_gpt *gpt, const char *fn) {
 
 void vka_gpt_cancel(vka_gpt *gpt) {
     if (gpt && gpt->pending) {
-        gpt->be->ops->graph_wait(gpt->be, gpt->pending_graph, UINT64_MAX);
+        vkb_graph_wait(gpt->be, gpt->pending_graph, UINT64_MAX);
         gpt->pending = false;
     }
 }
@@ -334,7 +334,7 @@ vka_result vka_gpt_forward(vka_gpt *gpt, const int32_t *inputs, const int32_t *t
     vka_graph *graph = NULL;
     vka_result r = vka_gpt_forward_prepare(gpt, inputs, targets, B, T, logits != NULL, &graph);
     if (r != VKA_SUCCESS) return r;
-    r = gpt->be->ops->graph_run(gpt->be, gpt->pending_graph);
+    r = gpt->be->rt->graph_run(gpt->be, gpt->pending_graph);
     if (r != VKA_SUCCESS) {
         gpt->pending = false;
         return r;
@@ -418,7 +418,7 @@ vka_result vka_gpt_train_step_prepare(vka_gpt *gpt, const int32_t *inputs,
     if (r == VKA_SUCCESS) r = write_batch(gpt, inputs, targets, B, T, true);
     float hyper[VKA_HYPER_COUNT];
     adamw_hyper(&d, gpt->step, hyper);
-    if (r == VKA_SUCCESS) r = gpt->be->ops->write(gpt->be, gpt->host.hyper, 0, hyper, VKA_HYPER_COUNT);
+    if (r == VKA_SUCCESS) r = gpt->be->rt->write(gpt->be, gpt->host.hyper, 0, hyper, VKA_HYPER_COUNT);
     if (r == VKA_SUCCESS) r = hand_out(gpt, G_TRAIN, B, T, d.grad_clip, d.weight_decay, graph);
     return r;
 }
@@ -430,7 +430,7 @@ vka_result vka_gpt_train_step_finish(vka_gpt *gpt, float *loss, float *grad_norm
     gpt->step++;
     gpt->have_grads = true;
     r = read_loss(gpt, loss, (size_t)gpt->pending_B * gpt->pending_T);
-    if (r == VKA_SUCCESS && grad_norm) r = gpt->be->ops->read(gpt->be, gpt->host.norm, 0, grad_norm, 1);
+    if (r == VKA_SUCCESS && grad_norm) r = gpt->be->rt->read(gpt->be, gpt->host.norm, 0, grad_norm, 1);
     return r;
 }
 
@@ -441,7 +441,7 @@ vka_result vka_gpt_train_step(vka_gpt *gpt, const int32_t *inputs, const int32_t
     vka_graph *graph = NULL;
     vka_result r = vka_gpt_train_step_prepare(gpt, inputs, targets, B, T, opt, &graph);
     if (r != VKA_SUCCESS) return r;
-    r = gpt->be->ops->graph_run(gpt->be, gpt->pending_graph);
+    r = gpt->be->rt->graph_run(gpt->be, gpt->pending_graph);
     if (r != VKA_SUCCESS) {
         gpt->pending = false;
         return r;
@@ -486,7 +486,7 @@ vka_result vka_gpt_eval(vka_gpt *gpt, const int32_t *tokens, size_t n, int T, do
         }
         r = write_batch(gpt, inputs, targets, B, T, false);
         if (r == VKA_SUCCESS) r = vkm_gpt_run(gpt, G_FORWARD_LOSS, B, T, 0, 0);
-        if (r == VKA_SUCCESS) r = gpt->be->ops->read(gpt->be, gpt->host.losses, 0, losses, (size_t)B * T);
+        if (r == VKA_SUCCESS) r = gpt->be->rt->read(gpt->be, gpt->host.losses, 0, losses, (size_t)B * T);
         for (size_t i = 0; r == VKA_SUCCESS && i < (size_t)B * T; i++) sum += losses[i];
     }
     if (r == VKA_SUCCESS) {
@@ -508,5 +508,5 @@ vka_result vka_gpt_times(vka_gpt *gpt, double *total_ms, vka_op_time *out, int c
     if (!gpt->last_run)
         return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "vka_gpt_times: no forward pass or training step has run yet");
-    return gpt->be->ops->graph_times(gpt->be, gpt->last_run, total_ms, out, cap, count);
+    return gpt->be->rt->graph_times(gpt->be, gpt->last_run, total_ms, out, cap, count);
 }

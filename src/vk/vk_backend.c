@@ -1,4 +1,4 @@
-/* The Vulkan backend: the vkb_ops table over the runtime (memory, pipelines, commands). */
+/* The Vulkan backend: the vkb_runtime and vkb_ops tables over the runtime (memory, pipelines, commands). */
 #include "vk/vk_runtime.h"
 
 #include <stdlib.h>
@@ -29,7 +29,7 @@ static void op_copy(vkb_backend *be, vkb_tensor dst, vkb_tensor src) {
     vkv_copy((vkv_backend *)be, dst, src);
 }
 
-static const vkb_ops vkv_ops = {
+static const vkb_runtime vkv_runtime = {
     .destroy = vkv_destroy,
     .arena_create = vkv_arena_create,
     .arena_destroy = vkv_arena_destroy,
@@ -47,6 +47,9 @@ static const vkb_ops vkv_ops = {
     .graph_destroy = vkv_graph_destroy,
     .set_profiling = vkv_set_profiling,
     .graph_times = vkv_graph_times,
+};
+
+static const vkb_ops vkv_ops = {
     .fill = op_fill,
     .copy = op_copy,
     .matmul = vkv_matmul,
@@ -93,6 +96,7 @@ vka_result vkb_vulkan_create(vka_context *ctx, const vka_context_desc *desc, vkb
     }
     vb->base.impl = &vkv_ops;
     vb->base.ops = &vkb_checked_ops;
+    vb->base.rt = &vkv_runtime;
     vb->base.ctx = ctx;
     vb->base.name = "vulkan";
     vb->dev = dev;
