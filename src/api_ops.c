@@ -174,8 +174,8 @@ vka_result vka_matmul(vka_context *ctx, const vka_matmul_desc *d) {
 vka_result vka_bias_backward(vka_context *ctx, vka_tensor *dbias, const vka_tensor *dout, int N,
                              int OC) {
     chk c = chk_start(ctx, "vka_bias_backward");
-    chk_tensors(&c, (const vka_tensor *const[]){dbias, dout}, (const char *const[]){"dbias", "dout"},
-                2);
+    chk_tensors(&c, (const vka_tensor *const[]){dbias, dout},
+                (const char *const[]){"dbias", "dout"}, 2);
     if (!chk_ok(&c)) return c.r;
     RUN(c, BE(c)->ops->bias_backward(BE(c), bt(dbias), bt(dout), N, OC));
 }
@@ -276,7 +276,8 @@ vka_result vka_layernorm_backward(vka_context *ctx, vka_tensor *dinp, vka_tensor
                                   const vka_tensor *inp, const vka_tensor *weight,
                                   const vka_tensor *mean, const vka_tensor *rstd, int N, int C) {
     chk c = chk_start(ctx, "vka_layernorm_backward");
-    chk_tensors(&c, (const vka_tensor *const[]){dinp, dweight, dbias, dout, inp, weight, mean, rstd},
+    chk_tensors(&c,
+                (const vka_tensor *const[]){dinp, dweight, dbias, dout, inp, weight, mean, rstd},
                 (const char *const[]){"dinp", "dweight", "dbias", "dout", "inp", "weight", "mean",
                                       "rstd"},
                 8);

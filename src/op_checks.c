@@ -299,7 +299,8 @@ static void ck_unpermute_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor d
 
 static void ck_softmax_forward(vkb_backend *be, const vkb_softmax *sm) {
     ck c = ck_start(be, "softmax_forward");
-    int R = sm->R, Tk = sm->Tk, Tq = sm->Tq ? sm->Tq : R, mask_rows = sm->mask_rows ? sm->mask_rows : 1;
+    int R = sm->R, Tk = sm->Tk, Tq = sm->Tq ? sm->Tq : R;
+    int mask_rows = sm->mask_rows ? sm->mask_rows : 1;
     ck_positive(&c, "R", R);
     ck_positive(&c, "Tk", Tk);
     ck_positive(&c, "Tq", Tq);
@@ -517,8 +518,8 @@ static void ck_distinct(ck *c, const vkb_tensor *written, int n_written, const c
     for (int i = 0; i < n_written; i++)
         for (int j = 0; j < n_read; j++)
             if (same(written[i], read[j]))
-                ck_fail(c, "%s must be %s other than the inputs (%s)", names ? names[i] : "the gradients",
-                        names ? "a tensor" : "tensors", what);
+                ck_fail(c, "%s must be %s other than the inputs (%s)",
+                        names ? names[i] : "the gradients", names ? "a tensor" : "tensors", what);
 }
 
 /* Both attention ops: dims, the causal kind and scale, every view inside its tensor, written

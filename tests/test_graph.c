@@ -2,6 +2,10 @@
  * limits, NULL handling. */
 #include "op_util.h"
 
+/* The backend interface, for the model's path below (its ops are called through function
+ * pointers: nothing of the library's internals is linked). */
+#include "../src/api.h"
+
 /* One graph run three times with new inputs written between runs. */
 static void replay_case(vka_context *ctx) {
     const size_t n = 1000;
@@ -164,6 +168,45 @@ static void test_graph_argument_errors(void **state) {
     tu_done(ctx);
 }
 
+/* The model's ops (be->ops, as src/model/ calls them) pass the same one check layer as the public
+ * API: the same check fires with the same expression, named by the op instead of the public
+ * function, and a later op of a failed graph is ignored (the first failure is kept). */
+static void model_path_case(vka_context *ctx) {
+    vkb_backend *be = ctx->be;
+    const size_t sizes[3] = {100, 120, 5};
+    vkb_tensor t[3];
+    vkb_arena *arena = NULL;
+    assert_int_equal(be->rt->arena_create(be, "model", VKB_ARENA_DEVICE, sizes, NULL, 3, t, &arena),
+                     VKA_SUCCESS);
+    vkb_graph *g = NULL;
+    assert_true(be->rt->graph_begin(be, &g));
+    vkb_softmax sm = {.out = t[1], .inp = t[0], .R = 6, .Tk = 20};
+    be->ops->softmax_forward(be, &sm);
+    be->ops->gelu_forward(be, t[1], t[2], 7); /* ignored: the graph failed */
+    assert_int_equal(be->rt->graph_end(be, g), VKA_ERROR_INVALID_ARGUMENT);
+    assert_string_equal(vka_last_error(ctx),
+                        "softmax_forward: inp holds 100 elements but R*Tk = 6*20 = 120 are needed");
+    be->rt->graph_destroy(be, g);
+
+    g = NULL;
+    assert_true(be->rt->graph_begin(be, &g));
+    vkb_matmul mm = {.out = t[1], .a = t[0], .b = t[0], .M = 4, .N = 4, .K = 4, .batch = 3,
+                     .stride_a = 50};
+    be->ops->matmul(be, &mm);
+    assert_int_equal(be->rt->graph_end(be, g), VKA_ERROR_INVALID_ARGUMENT);
+    assert_string_equal(vka_last_error(ctx), "matmul: a holds 100 elements but (batch-1)*stride_a "
+                                             "+ M*K = 2*50 + 16 = 116 are needed");
+    be->rt->graph_destroy(be, g);
+    be->rt->arena_destroy(be, arena);
+}
+
+static void test_graph_model_ops_pass_the_same_checks(void **state) {
+    (void)state;
+    vka_context *ctx = tu_cpu();
+    model_path_case(ctx);
+    tu_done(ctx);
+}
+
 /* Tensors: sizes, zero fill, range checks on write/read, the device limit. */
 static void tensor_case(vka_context *ctx) {
     vka_tensor *t = NULL;
@@ -219,6 +262,7 @@ int main(void) {
         cmocka_unit_test(test_graph_op_outside_graph_fails),
         cmocka_unit_test(test_graph_size_mismatch_errors_carry_the_message),
         cmocka_unit_test(test_graph_argument_errors),
+        cmocka_unit_test(test_graph_model_ops_pass_the_same_checks),
         cmocka_unit_test(test_graph_tensor_limits_and_ranges),
         cmocka_unit_test(test_graph_destroy_null_is_noop),
     };

@@ -1,4 +1,5 @@
-/* The Vulkan backend: the vkb_runtime and vkb_ops tables over the runtime (memory, pipelines, commands). */
+/* The Vulkan backend: its vkb_runtime and vkb_ops tables over the runtime (memory, pipelines,
+ * commands). */
 #include "vk/vk_runtime.h"
 
 #include <stdlib.h>
