@@ -26,17 +26,18 @@
  * (src/model/, calling be->ops) both pass through it, so each op's arguments are checked in one
  * place: integer dimensions positive, each tensor present and holding the elements its sizes
  * imply (products checked for overflow), V in [1, Vp], operands that must differ being
- * different tensors. A failure names the op and gives the size's expression ("vka_softmax_
- * forward: inp holds 100 elements but R*Tk = 6*20 = 120 are needed"); only then is be->impl's
- * op called, with the same arguments. What stays in api_ops.c is only what is public: the
- * context usable, a graph being recorded, each vka_tensor of this context, desc defaults (and
- * turning a desc into these structs); it sets be->caller around the op so that the message
- * names the public function and the call returns its own error even after an earlier failure.
- * A model's op after a failure is ignored at once (errors are sticky). So a backend's op may
- * assume its arguments passed these checks and checks only what is its own: Vulkan its device
- * limits (workgroup counts, llvmpipe's loop budget, 32-bit push-constant ranges, overlapping
- * operands), the CPU the token and target ids when the graph runs. A new op's checks are
- * written once, in op_checks.c. Nothing outside a backend calls be->impl.
+ * different tensors. A failure names the op and gives the size's expression,
+ *   "softmax_forward: inp holds 100 elements but R*Tk = 6*20 = 120 are needed",
+ * and only when every check passed is be->impl's op called, with the same arguments. api_ops.c
+ * keeps only what is public: the context usable, a graph being recorded, each vka_tensor of this
+ * context, a desc given and its defaults (vka_copy's n too, which it turns into views). It sets
+ * be->caller around the op, so that the message names the public function
+ * ("vka_softmax_forward: ...") and the call returns its own error even after an earlier failure
+ * of its graph; a model's op after a failure is ignored at once (errors are sticky). So a
+ * backend's op may assume its arguments passed these checks and checks only what is its own:
+ * Vulkan its device limits (workgroup counts, llvmpipe's loop budget, 32-bit push-constant
+ * ranges, overlapping operands), the CPU the token and target ids when the graph runs. A new
+ * op's checks are written once, in op_checks.c. Only vkb_checked_ops calls be->impl.
  *
  * Conventions (llm.c): outputs first, then inputs, then weights, then sizes. Backward ops
  * ACCUMULATE (+=) into their gradient outputs unless the comment says "writes". All tensors are
@@ -339,8 +340,9 @@ typedef struct vkb_ops {
     void (*grad_norm)(vkb_backend *be, vkb_tensor out, vkb_tensor partials,
                       const vkb_tensor *grads, int count, float max_norm);
     /* AdamW on N elements (PyTorch semantics), hyper = VKA_HYPER_* scalars, gscale[1] = clip
-     * scale from grad_norm (VKB_NONE = 1; 0 = no step: nothing changes): g = grad * gscale[1]; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-     * param -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + weight_decay * param) */
+     * scale from grad_norm (VKB_NONE = 1; 0 = no step: nothing changes):
+     *   g = grad * gscale[1]; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+     *   param -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + weight_decay * param) */
     void (*adamw)(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m, vkb_tensor v,
                   vkb_tensor hyper, vkb_tensor gscale, size_t N, float weight_decay);
     /* Arithmetic ceiling: out[i] (n) = the sum of 32 independent multiply-add chains of `iters`
