@@ -427,12 +427,13 @@ void vkb_op_time_add(vka_op_time *out, int cap, int *n, const char *op, double m
 int vkb_arena_layout(const size_t *sizes, int count, size_t max_chunk_elems, uint32_t *chunk_of,
                      size_t *offset_of, size_t *chunk_elems, int *bad);
 
-/* Backends. Each keeps ctx for messages; the context owns and destroys its backend, and each
- * backend what it makes: the Vulkan one its device (*dev, NULL on failure: the context reads
- * the device's properties through it). On failure nothing is left (*out = NULL). */
-vka_result vkb_cpu_create(vka_context *ctx, int threads, vka_cpu_kernels kernels,
-                          vkb_backend **out);
-vka_result vkb_vulkan_create(vka_context *ctx, const vka_context_desc *desc, vkb_backend **out,
+/* Backends, created with the context's settings (their limits lowered as s says). Each keeps
+ * ctx for messages; the context owns and destroys its backend, and each backend what it makes:
+ * the Vulkan one its device (*dev, NULL on failure: the context reads the device's properties
+ * through it). On failure nothing is left (*out = NULL). */
+struct vka_settings; /* settings.h: the desc and the environment, resolved */
+vka_result vkb_cpu_create(vka_context *ctx, const struct vka_settings *s, vkb_backend **out);
+vka_result vkb_vulkan_create(vka_context *ctx, const struct vka_settings *s, vkb_backend **out,
                              struct vkr_device **dev);
 
 #endif

@@ -1,5 +1,6 @@
 /* vka_context: picks the backend (Vulkan device or CPU) everything else runs on. */
 #include "cpu/cpu_backend.h"
+#include "settings.h"
 #include "vk/vk_internal.h"
 
 #include <errno.h>
@@ -25,48 +26,6 @@ static void cpu_model_name(char *out, size_t cap) {
         }
     }
     fclose(f);
-}
-
-/* A byte limit from desc's field, or where that is 0 from the environment variable env (a
- * number of bytes >= 65536); *want stays 0 where neither is set. what says what it lowers. */
-static vka_result byte_limit(vka_context *ctx, const char *field, const char *env_name,
-                             const char *what, uint64_t *want) {
-    const char *env = getenv(env_name);
-    if (*want == 0 && env && *env) {
-        char *end = NULL;
-        errno = 0;
-        unsigned long long v = strtoull(env, &end, 10);
-        if (errno || !end || *end || env[0] < '0' || env[0] > '9' || v < 65536)
-            return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
-                                 "%s=\"%s\" is not a number of bytes >= 65536 (it lowers %s)",
-                                 env_name, env, what);
-        *want = v;
-    } else if (*want != 0 && *want < 65536) {
-        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
-                             "vka_context_desc.%s = %llu is below 65536", field,
-                             (unsigned long long)*want);
-    }
-    return VKA_SUCCESS;
-}
-
-/* Lower the backend's largest tensor and buffer to desc's max_tensor_bytes, or to
- * VKATTN_MAX_TENSOR_BYTES where that is 0 (tests of the model's splitting); and the memory all
- * arenas together may take (physical memory on the CPU backend and a CPU-type Vulkan device,
- * else the device-local heap) to max_memory_bytes or VKATTN_MAX_MEMORY_BYTES. */
-static vka_result apply_byte_limits(vka_context *ctx, const vka_context_desc *d) {
-    uint64_t tensor = d->max_tensor_bytes, memory = d->max_memory_bytes;
-    vka_result r = byte_limit(ctx, "max_tensor_bytes", "VKATTN_MAX_TENSOR_BYTES",
-                              "the largest tensor the device holds", &tensor);
-    if (r == VKA_SUCCESS)
-        r = byte_limit(ctx, "max_memory_bytes", "VKATTN_MAX_MEMORY_BYTES",
-                       "the memory all tensors together may take", &memory);
-    if (r != VKA_SUCCESS) return r;
-    vkb_limits *lim = &ctx->be->limits;
-    tensor = tensor / 256 * 256;
-    if (tensor && tensor < lim->max_tensor_bytes) lim->max_tensor_bytes = tensor;
-    if (tensor && tensor < lim->max_chunk_bytes) lim->max_chunk_bytes = tensor;
-    if (memory && (lim->memory_bytes == 0 || memory < lim->memory_bytes)) lim->memory_bytes = memory;
-    return VKA_SUCCESS;
 }
 
 /* The backend destroys what it made (the Vulkan backend its device too); the block goes last. */
@@ -99,22 +58,20 @@ vka_result vka_context_create(const vka_context_desc *desc, vka_context **out) {
     ctx->log_level = d.log_level;
 
     vka_result r;
+    vka_settings settings;
     if (missing) {
         r = vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
                           "vka_context_desc.host_allocator has no %s: give alloc, realloc and "
                           "free, or none (NULL = malloc, realloc and free)", missing);
-    } else if (d.validation < -1 || d.validation > 1) {
-        r = vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
-                          "vka_context_desc.validation = %d: use 1 (on), -1 (off) or 0 (the "
-                          "VKATTN_VALIDATION variable)", d.validation);
+    } else if ((r = vka_settings_resolve(ctx, &d, &settings)) != VKA_SUCCESS) {
+        /* a bad value, named in the message */
     } else if (d.backend == VKA_BACKEND_CPU) {
-        r = vkb_cpu_create(ctx, d.cpu_threads, d.cpu_kernels, &ctx->be);
+        r = vkb_cpu_create(ctx, &settings, &ctx->be);
     } else if (d.backend == VKA_BACKEND_VULKAN) {
-        r = vkb_vulkan_create(ctx, &d, &ctx->be, &ctx->vk);
+        r = vkb_vulkan_create(ctx, &settings, &ctx->be, &ctx->vk);
     } else {
         r = vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "unknown backend %d", (int)d.backend);
     }
-    if (r == VKA_SUCCESS) r = apply_byte_limits(ctx, &d);
     if (r != VKA_SUCCESS) {
         /* Keep the context so vka_last_error() can say why; release what was made. */
         if (ctx->be) ctx->be->rt->destroy(ctx->be);

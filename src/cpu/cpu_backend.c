@@ -2,6 +2,7 @@
  * list of recorded commands run in order) are in cpu_graph.c, the ops that record themselves in
  * cpu_commands.c and the kernels in src/cpu/<op>.c. */
 #include "cpu/cpu_backend.h"
+#include "settings.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -30,28 +31,10 @@ static const vkb_runtime cpu_runtime = {
 
 /* --- creation ----------------------------------------------------------------------------- */
 
-vka_result vkb_cpu_create(vka_context *ctx, int threads, vka_cpu_kernels kernels,
-                          vkb_backend **out) {
+vka_result vkb_cpu_create(vka_context *ctx, const vka_settings *s, vkb_backend **out) {
     *out = NULL;
-    /* The variable is checked even where the desc decides (vkattn check's reference), so that a
-     * typo is never silently ignored. */
-    const char *env = getenv("VKATTN_CPU_KERNELS");
-    if (env && *env) {
-        vka_cpu_kernels from_env;
-        if (strcmp(env, "reference") == 0) from_env = VKA_CPU_KERNELS_REFERENCE;
-        else if (strcmp(env, "fast") == 0) from_env = VKA_CPU_KERNELS_FAST;
-        else if (strcmp(env, "fast-avx2") == 0) from_env = VKA_CPU_KERNELS_FAST_AVX2;
-        else
-            return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
-                                 "VKATTN_CPU_KERNELS=\"%s\" is not fast, reference or fast-avx2",
-                                 env);
-        if (kernels == VKA_CPU_KERNELS_DEFAULT) kernels = from_env;
-    }
-    if (kernels < VKA_CPU_KERNELS_DEFAULT || kernels > VKA_CPU_KERNELS_FAST_AVX2) {
-        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
-                             "vka_context_desc.cpu_kernels = %d is not a vka_cpu_kernels",
-                             (int)kernels);
-    }
+    int threads = s->cpu_threads;
+    vka_cpu_kernels kernels = s->cpu_kernels;
     bool reference = kernels == VKA_CPU_KERNELS_REFERENCE;
     cpu_backend *cb = vka_calloc(ctx, 1, sizeof *cb);
     if (!cb) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "cpu backend: out of memory");
@@ -69,6 +52,7 @@ vka_result vkb_cpu_create(vka_context *ctx, int threads, vka_cpu_kernels kernels
     /* All arenas together: physical memory, so that a plan past it is refused with the sizes
      * (vkm_gpt_make_arena) rather than growing until the kernel kills the process. */
     cb->base.limits.memory_bytes = vkb_host_memory_bytes();
+    vka_settings_lower_limits(s, &cb->base.limits);
 #ifdef VKA_HAVE_OPENMP
     cb->nt = threads > 0 ? threads : omp_get_max_threads();
 #else

@@ -4,6 +4,7 @@
 #include "model/token_file.h"
 #include "model/fileio.h"
 #include "model/pretokenize.h"
+#include "settings.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -59,18 +60,10 @@ size_t vkm_first_id_at_least(const uint16_t *ids, size_t n, int V) {
 }
 
 vka_result vkm_text_piece_bytes(vka_context *ctx, size_t *piece) {
-    *piece = VKM_TEXT_PIECE_BYTES;
-    const char *env = getenv("VKATTN_TEXT_PIECE_BYTES");
-    if (!env || !*env) return VKA_SUCCESS;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(env, &end, 10);
-    if (errno || !end || *end || env[0] < '0' || env[0] > '9' || v < 1 || v > SIZE_MAX / 4)
-        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "VKATTN_TEXT_PIECE_BYTES=\"%s\" "
-                             "is not a number of bytes >= 1 (the size of the pieces a text is "
-                             "encoded in)", env);
-    *piece = (size_t)v;
-    return VKA_SUCCESS;
+    uint64_t v = 0;
+    vka_result r = vka_setting_bytes(ctx, VKA_SETTING_TEXT_PIECE_BYTES, 0, &v);
+    *piece = r == VKA_SUCCESS && v ? (size_t)v : VKM_TEXT_PIECE_BYTES;
+    return r;
 }
 
 size_t vkm_text_next_cut(const unsigned char *text, size_t len, size_t start, size_t piece,

@@ -1,5 +1,6 @@
 /* The Vulkan backend: its vkb_runtime and vkb_ops tables over the runtime (memory, pipelines,
  * commands). */
+#include "settings.h"
 #include "vk/vk_runtime.h"
 
 #include <stdlib.h>
@@ -80,12 +81,12 @@ static const vkb_ops vkv_ops = {
     .attention_backward = vkv_attention_backward,
 };
 
-vka_result vkb_vulkan_create(vka_context *ctx, const vka_context_desc *desc, vkb_backend **out,
+vka_result vkb_vulkan_create(vka_context *ctx, const vka_settings *s, vkb_backend **out,
                              vkr_device **dev_out) {
     *out = NULL;
     *dev_out = NULL;
     vkr_device *dev = NULL;
-    vka_result r = vkr_device_create(ctx, desc, &dev);
+    vka_result r = vkr_device_create(ctx, s, &dev);
     if (r != VKA_SUCCESS) {
         vkr_device_destroy(dev);
         return r;
@@ -130,6 +131,7 @@ vka_result vkb_vulkan_create(vka_context *ctx, const vka_context_desc *desc, vkb
         vkv_destroy(&vb->base); /* and the device */
         return r;
     }
+    vka_settings_lower_limits(s, &vb->base.limits);
     *out = &vb->base;
     *dev_out = dev;
     return VKA_SUCCESS;

@@ -7,9 +7,9 @@
  * that global is set and used under one mutex. Everything else lives in the context:
  * instance functions in vkr_instance_fns, device functions in a VolkDeviceTable.
  */
+#include "settings.h"
 #include "vk/vk_internal.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <threads.h>
@@ -126,58 +126,6 @@ static void load_instance_fns(vkr_device *dev) {
 #undef L
 }
 
-/* Whether to enable the validation layer (desc resolved by resolve_settings). */
-static bool want_validation(const vka_context_desc *desc) { return desc->validation > 0; }
-
-/* Fold what the environment says (VKATTN_KERNELS where desc.kernels is 0, VKATTN_VALIDATION
- * where desc.validation is 0) into d, so that a value that makes no sense is an error naming
- * it rather than silently ignored. Empty variables count as unset. */
-static vka_result resolve_settings(vka_context *ctx, vka_context_desc *d) {
-    if ((unsigned)d->kernels > (unsigned)VKA_KERNELS_CPU)
-        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
-                             "vka_context_desc.kernels = %d is not a vka_kernels value (0 auto, "
-                             "1 gpu, 2 cpu)", (int)d->kernels);
-    const char *env = getenv("VKATTN_KERNELS");
-    if (d->kernels == VKA_KERNELS_AUTO && env && *env) {
-        if (strcmp(env, "gpu") == 0) d->kernels = VKA_KERNELS_GPU;
-        else if (strcmp(env, "cpu") == 0) d->kernels = VKA_KERNELS_CPU;
-        else if (strcmp(env, "auto") != 0)
-            return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
-                                 "VKATTN_KERNELS=\"%s\" is not a kernel variant: use gpu, cpu or "
-                                 "auto (or leave it unset)", env);
-    }
-    env = getenv("VKATTN_MAX_BINDING_BYTES");
-    if (d->max_binding_bytes == 0 && env && *env) {
-        char *end = NULL;
-        errno = 0;
-        unsigned long long v = strtoull(env, &end, 10);
-        if (errno || !end || *end || env[0] < '0' || env[0] > '9' || v < 4096)
-            return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
-                                 "VKATTN_MAX_BINDING_BYTES=\"%s\" is not a number of bytes >= "
-                                 "4096 (it lowers the most bytes one descriptor binds)", env);
-        d->max_binding_bytes = v;
-    } else if (d->max_binding_bytes != 0 && d->max_binding_bytes < 4096) {
-        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
-                             "vka_context_desc.max_binding_bytes = %llu is below 4096",
-                             (unsigned long long)d->max_binding_bytes);
-    }
-    env = getenv("VKATTN_TEXEL_LOADS"); /* read again in finish_selection */
-    if (env && *env && strcmp(env, "0") != 0 && strcmp(env, "1") != 0)
-        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
-                             "VKATTN_TEXEL_LOADS=\"%s\" is not 0 or 1 (0 makes the CPU-type "
-                             "kernels read tensors through storage buffers only)", env);
-    env = getenv("VKATTN_VALIDATION");
-    if (d->validation == 0) {
-        if (!env || !*env || strcmp(env, "0") == 0) d->validation = -1;
-        else if (strcmp(env, "1") == 0) d->validation = 1;
-        else
-            return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
-                                 "VKATTN_VALIDATION=\"%s\" is not 0 or 1 (1 enables the Vulkan "
-                                 "validation layer)", env);
-    }
-    return VKA_SUCCESS;
-}
-
 /* The messenger vkattn installs: warnings and errors of every type, counted by debug_callback. */
 static VkDebugUtilsMessengerCreateInfoEXT messenger_info(vkr_device *dev) {
     return (VkDebugUtilsMessengerCreateInfoEXT){
@@ -192,7 +140,7 @@ static VkDebugUtilsMessengerCreateInfoEXT messenger_info(vkr_device *dev) {
     };
 }
 
-static vka_result create_instance(vkr_device *dev, const vka_context_desc *desc) {
+static vka_result create_instance(vkr_device *dev, bool validation) {
     vka_context *ctx = dev->ctx;
     PFN_vkCreateInstance create = (PFN_vkCreateInstance)dev->gipa(NULL, "vkCreateInstance");
     PFN_vkEnumerateInstanceVersion version_fn =
@@ -212,7 +160,7 @@ static vka_result create_instance(vkr_device *dev, const vka_context_desc *desc)
     uint32_t n_layers = 0;
     const char *exts[4];
     uint32_t n_exts = 0;
-    if (want_validation(desc)) {
+    if (validation) {
         int layer = has_layer(dev->ctx, layers_fn, "VK_LAYER_KHRONOS_validation");
         if (layer < 0) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
         if (!layer)
@@ -397,14 +345,10 @@ static vka_result enumerate_devices(vkr_device *dev) {
     return VKA_SUCCESS;
 }
 
-static vka_result select_device(vkr_device *dev, const char *want) {
+/* want: the settings' device index (NULL = the best); from_env: it came from VKATTN_DEVICE. */
+static vka_result select_device(vkr_device *dev, const char *want, bool from_env) {
     vka_context *ctx = dev->ctx;
-    const char *source = "device";
-    if (!want || !*want) {
-        want = getenv("VKATTN_DEVICE");
-        source = "VKATTN_DEVICE";
-        if (want && !*want) want = NULL;
-    }
+    const char *source = from_env ? "VKATTN_DEVICE" : "device";
     if (want) {
         char *end = NULL;
         long idx = strtol(want, &end, 10);
@@ -479,7 +423,7 @@ static vka_result create_device(vkr_device *dev) {
     return VKA_SUCCESS;
 }
 
-/* Kernel variants: the desc (or VKATTN_KERNELS, resolve_settings), else by device type. */
+/* Kernel variants: the settings' (desc or VKATTN_KERNELS), else by device type. */
 static bool want_cpu_kernels(vka_kernels k, vka_device_type type) {
     if (k == VKA_KERNELS_GPU) return false;
     if (k == VKA_KERNELS_CPU) return true;
@@ -487,7 +431,9 @@ static bool want_cpu_kernels(vka_kernels k, vka_device_type type) {
 }
 
 /* Fill the chosen device's properties the backend needs. */
-static void finish_selection(vkr_device *dev, vka_kernels kernels, uint64_t max_binding) {
+static void finish_selection(vkr_device *dev, const vka_settings *s) {
+    vka_kernels kernels = s->kernels;
+    uint64_t max_binding = s->max_binding_bytes;
     dev->infos[dev->selected].selected = true;
     dev->phys = dev->phys_list[dev->selected];
     dev->vki.GetPhysicalDeviceProperties(dev->phys, &dev->props);
@@ -507,9 +453,8 @@ static void finish_selection(vkr_device *dev, vka_kernels kernels, uint64_t max_
      * so bind_align grows to the texel alignment (CPU-type variants only: GPUs keep theirs). */
     VkFormatProperties fp = {0};
     dev->vki.GetPhysicalDeviceFormatProperties(dev->phys, VK_FORMAT_R32G32B32A32_SFLOAT, &fp);
-    const char *env = getenv("VKATTN_TEXEL_LOADS");
     VkDeviceSize texel_align = dev->props.limits.minTexelBufferOffsetAlignment;
-    dev->texel_operands = dev->is_cpu && !(env && strcmp(env, "0") == 0) &&
+    dev->texel_operands = dev->is_cpu && s->texel_loads &&
                           (fp.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) &&
                           texel_align <= 256;
     while (dev->texel_operands && align < texel_align) align *= 2;
@@ -560,8 +505,7 @@ static vka_result adopt_validation(vkr_device *dev, VkPhysicalDevice phys, bool 
     return VKA_SUCCESS;
 }
 
-static vka_result adopt_env(vkr_device *dev, const vka_vulkan_env *env, vka_kernels kernels,
-                            uint64_t max_binding, bool validation, bool validation_from_env) {
+static vka_result adopt_env(vkr_device *dev, const vka_vulkan_env *env, const vka_settings *s) {
     vka_context *ctx = dev->ctx;
     if (!env->instance || !env->physical_device || !env->device || !env->queue)
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
@@ -588,8 +532,8 @@ static vka_result adopt_env(vkr_device *dev, const vka_vulkan_env *env, vka_kern
     if (dev->selected == UINT32_MAX)
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "vka_vulkan_env.physical_device is not a device of its instance");
-    if (validation) {
-        r = adopt_validation(dev, dev->phys_list[dev->selected], validation_from_env);
+    if (s->validation) {
+        r = adopt_validation(dev, dev->phys_list[dev->selected], s->validation_from_env);
         if (r != VKA_SUCCESS) return r;
     }
     dev->device = (VkDevice)env->device;
@@ -597,7 +541,7 @@ static vka_result adopt_env(vkr_device *dev, const vka_vulkan_env *env, vka_kern
     dev->queue_family = env->queue_family;
     r = load_device_table(dev);
     if (r != VKA_SUCCESS) return r;
-    finish_selection(dev, kernels, max_binding);
+    finish_selection(dev, s);
     /* Timestamps depend on the application's queue family. */
     uint32_t n = 0;
     dev->vki.GetPhysicalDeviceQueueFamilyProperties(dev->phys, &n, NULL);
@@ -615,35 +559,28 @@ static vka_result adopt_env(vkr_device *dev, const vka_vulkan_env *env, vka_kern
     return VKA_SUCCESS;
 }
 
-vka_result vkr_device_create(vka_context *ctx, const vka_context_desc *given, vkr_device **out) {
+vka_result vkr_device_create(vka_context *ctx, const vka_settings *s, vkr_device **out) {
     *out = NULL;
-    vka_context_desc settings = *given;
-    const vka_context_desc *desc = &settings;
-    vka_result r = resolve_settings(ctx, &settings);
-    if (r != VKA_SUCCESS) return r;
     call_once(&loader_once, loader_init);
     vkr_device *dev = vka_calloc(ctx, 1, sizeof *dev);
     if (!dev) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     dev->ctx = ctx;
-    dev->alloc = (const VkAllocationCallbacks *)desc->vk_allocator;
-    const char *fa = getenv("VKATTN_TEST_FAIL_ALLOC"), *fs = getenv("VKATTN_TEST_FAIL_SUBMIT");
-    dev->fail_alloc_at = fa ? strtoull(fa, NULL, 10) : 0;
-    dev->fail_submit_at = fs ? strtoull(fs, NULL, 10) : 0;
+    dev->alloc = (const VkAllocationCallbacks *)s->vk_allocator;
+    dev->fail_alloc_at = s->fail_alloc_at;
+    dev->fail_submit_at = s->fail_submit_at;
     *out = dev;
-    if (desc->vulkan)
-        return adopt_env(dev, desc->vulkan, desc->kernels, desc->max_binding_bytes,
-                         want_validation(desc), given->validation == 0);
+    if (s->vulkan) return adopt_env(dev, s->vulkan, s);
 
     dev->gipa = loader_gipa;
     if (!dev->gipa)
         return vka_set_error(ctx, VKA_ERROR_NO_VULKAN,
                              "the Vulkan loader (libvulkan.so.1) could not be opened; install it "
                              "(Debian: libvulkan1) with a driver, or use --backend cpu");
-    r = create_instance(dev, desc);
+    vka_result r = create_instance(dev, s->validation);
     if (r == VKA_SUCCESS) r = enumerate_devices(dev);
-    if (r == VKA_SUCCESS) r = select_device(dev, desc->device);
+    if (r == VKA_SUCCESS) r = select_device(dev, s->device, s->device_from_env);
     if (r == VKA_SUCCESS) r = create_device(dev);
-    if (r == VKA_SUCCESS) finish_selection(dev, desc->kernels, desc->max_binding_bytes);
+    if (r == VKA_SUCCESS) finish_selection(dev, s);
     if (r == VKA_SUCCESS) {
         const vka_device_info *i = &dev->infos[dev->selected];
         vka_log(ctx, VKA_LOG_INFO, "Vulkan device %u: %s (%s %s)", dev->selected, i->name,

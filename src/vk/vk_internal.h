@@ -117,7 +117,9 @@ typedef struct vkr_device {
     uint32_t timestamp_valid_bits; /* of the queue family */
 } vkr_device;
 
-vka_result vkr_device_create(vka_context *ctx, const vka_context_desc *desc, vkr_device **out);
+struct vka_settings;
+/* The instance, device and queue of the context's settings (its own, or the application's). */
+vka_result vkr_device_create(vka_context *ctx, const struct vka_settings *s, vkr_device **out);
 void vkr_device_destroy(vkr_device *dev);
 /* vkQueueSubmit on the device's queue, between the application's lock/unlock callbacks when it
  * gave them (vka_vulkan_env). */
