@@ -963,7 +963,7 @@ vka_result vka_gpt_create(vka_context *ctx, const vka_gpt_config *config, uint64
  */
 vka_result vka_gpt_load(vka_context *ctx, const char *path, vka_gpt **out);
 /** Write the llm.c checkpoint (temporary name, then rename), with vkattn's trailer in header
- * words 248..255, which llm.c does not read (README "Files"): the model's tokenizer id, a hash
+ * words 248..255, which llm.c does not read (docs/files.md): the model's tokenizer id, a hash
  * of the parameters and a header checksum. vka_gpt_load checks them when the trailer is there;
  * llm.c's files have none and load as before. Errors: VKA_ERROR_IO. */
 vka_result vka_gpt_save(vka_gpt *gpt, const char *path);

@@ -386,7 +386,7 @@ void cli_driver_version(const vka_device_info *d, char *out, size_t cap) {
  * What a file is
  * ------------------------------------------------------------------------------------------- */
 
-/* The files' magic numbers (README "Files"; src/model/checkpoint.c, src/model/tokenizer.c). */
+/* The files' magic numbers (docs/files.md; src/model/checkpoint.c, src/model/tokenizer.c). */
 #define CLI_MAGIC_MODEL 20240326u
 #define CLI_MAGIC_TOKENIZER 20240328u
 #define CLI_MAGIC_STATE 0x53414B56u /* "VKAS" */
@@ -683,7 +683,7 @@ void cli_json_string_n(FILE *f, const char *s, size_t n) {
         unsigned char c = p[i];
         size_t len = utf8_sequence(p + i, n - i);
         if (len == 0) {
-            /* Not UTF-8: the byte as Python's surrogateescape decodes it (README "JSON"). */
+            /* Not UTF-8: the byte as Python's surrogateescape decodes it (docs/commands.md "JSON output"). */
             fprintf(f, "\\udc%02x", c);
             i++;
             continue;

@@ -13,7 +13,7 @@
 
 #include "vkattn.h"
 
-/* Exit codes (README "Exit codes"). */
+/* Exit codes (docs/environment.md "Exit codes"). */
 enum {
     CLI_OK = 0,
     CLI_ERROR = 1,        /* runtime error: a file, the device, the library said no */
@@ -161,7 +161,7 @@ void cli_device_name(vka_context *ctx, char *out, size_t cap);
  * Vulkan device is the problem) and return CLI_ERROR. */
 int cli_fail(const char *cmd, vka_context *ctx, vka_result r, const char *what);
 
-/* What a file holds, from its first bytes (README "Files"), for messages that say what was
+/* What a file holds, from its first bytes (docs/files.md), for messages that say what was
  * given instead of what was expected. */
 typedef enum cli_file_kind {
     CLI_FILE_UNKNOWN = 0,
@@ -264,7 +264,7 @@ void cli_shell_word(FILE *f, const char *s);
  * each byte that is not part of a well-formed UTF-8 sequence (a stray continuation byte, a
  * truncated sequence, an overlong form, a surrogate U+D800..DFFF, a code point past U+10FFFF,
  * 0xF5..0xFF) is written as \udcXX, XX its value in hex: Python's surrogateescape, so that the
- * output is ASCII plus valid UTF-8 and the bytes can be recovered (README "JSON output"). */
+ * output is ASCII plus valid UTF-8 and the bytes can be recovered (docs/commands.md "JSON output"). */
 void cli_json_string(FILE *f, const char *s);
 /* cli_json_string of the n bytes at s (which may hold NUL: written as \u0000). */
 void cli_json_string_n(FILE *f, const char *s, size_t n);
