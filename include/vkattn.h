@@ -681,7 +681,14 @@ vka_result vka_encoder_backward(vka_context *ctx, vka_tensor *dwte, vka_tensor *
                                 const vka_tensor *dout, const vka_tensor *tokens,
                                 const vka_tensor *buckets, int B, int T, int C);
 #define VKA_BUCKETS_SIZE(BT) (3 * (size_t)(BT) + 2)
-/** Host-side grouping of the BT positions by token for vka_encoder_backward (see backend.h). */
+/** Host-side grouping of the BT positions by token for vka_encoder_backward, so that each
+ * token's gradient row is summed by one worker in a fixed order. buckets holds
+ * VKA_BUCKETS_SIZE(BT) int32:
+ *   [0]                  n, the number of buckets (distinct tokens)
+ *   [1 .. BT+1]          start[j]: first index into order of bucket j (start[n] = BT)
+ *   [BT+2 .. 2BT+2)      token[j] of bucket j, ascending
+ *   [2BT+2 .. 3BT+2)     order: the positions b*T+t sorted by token, ascending within a token
+ * Unused entries (j >= n) are 0. */
 void vka_encoder_buckets(const int32_t *tokens, int BT, int32_t *buckets);
 
 /** Cross-entropy of softmax(logits): losses (N) = logsumexp(logits[i,:V]) -
