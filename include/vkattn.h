@@ -921,6 +921,19 @@ vka_result vka_tokens_save(vka_context *ctx, const char *path, const int32_t *to
 vka_result vka_tokenize_file(vka_context *ctx, const vka_tokenizer *tok, const char *text_path,
                              const char *out_path, uint64_t *n_tokens, uint64_t *n_bytes);
 /**
+ * Write len bytes to path so that path is always either its old contents or all of the new
+ * ones, as every file vkattn saves is written: the bytes go to path.tmp.<pid> (pid the
+ * process's id), which is flushed and fsync'd, then renamed over path. On failure the
+ * temporary file is removed and path is as it was. A crash or power loss during the write
+ * leaves at worst path.tmp.<pid> behind.
+ * ctx may be NULL: the temporary name then comes from libc's malloc and no message is kept;
+ * with a context, its host allocator is used and vka_last_error(ctx) names the file and the
+ * reason ("cannot create model.bin.tmp.123: Permission denied"). data may be NULL when len is 0.
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (path NULL, or data NULL with len > 0), VKA_ERROR_IO
+ * (creating, writing, syncing or renaming failed), VKA_ERROR_OUT_OF_HOST_MEMORY.
+ */
+vka_result vka_file_write_atomic(vka_context *ctx, const char *path, const void *data, size_t len);
+/**
  * The built-in training corpus: deterministic simple English stories written by a generator
  * (nothing copied), about bytes long (0 = 1 MiB). Caller frees with free().
  */

@@ -279,7 +279,7 @@ int bench_write_plot(const bench *b, const char *path) {
     fprintf(f, "</g>\n");
     fprintf(f, "</svg>\n");
     fclose(f);
-    int rc = cli_write_file_atomic("bench", path, buf, len);
+    int rc = cli_write_file_atomic("bench", b->ref, path, buf, len);
     free(buf);
     return rc;
 }

@@ -528,31 +528,13 @@ char *cli_state_sibling(const char *state_path, const char *suffix) {
     return out;
 }
 
-int cli_write_file_atomic(const char *cmd, const char *path, const void *data, size_t len) {
-    size_t cap = strlen(path) + 32;
-    char *tmp = malloc(cap);
-    if (!tmp) {
-        fprintf(stderr, "vkattn %s: out of memory\n", cmd);
-        return CLI_ERROR;
-    }
-    snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(data, 1, len, f) == len;
-    int err = errno;
-    if (f && fclose(f) != 0 && ok) {
-        ok = false;
-        err = errno;
-    }
-    if (ok && rename(tmp, path) != 0) {
-        ok = false;
-        err = errno;
-    }
-    if (!ok) {
-        fprintf(stderr, "vkattn %s: cannot write %s: %s\n", cmd, path, strerror(err));
-        remove(tmp);
-    }
-    free(tmp);
-    return ok ? CLI_OK : CLI_ERROR;
+int cli_write_file_atomic(const char *cmd, vka_context *ctx, const char *path, const void *data,
+                          size_t len) {
+    vka_result r = vka_file_write_atomic(ctx, path, data, len);
+    if (r == VKA_SUCCESS) return CLI_OK;
+    const char *msg = ctx ? vka_last_error(ctx) : "";
+    fprintf(stderr, "vkattn %s: cannot write %s: %s\n", cmd, path, *msg ? msg : vka_result_string(r));
+    return CLI_ERROR;
 }
 
 char *cli_dir_of(const char *path) {

@@ -137,9 +137,11 @@ int cli_context(const char *cmd, const cli_backend_opts *b, vka_context **out);
 /* cli_context without a word: on failure *why receives the reason and the result is returned. */
 vka_result cli_context_try(const char *cmd, const cli_backend_opts *b, vka_context **out,
                            char *why, size_t cap);
-/* Write len bytes to path through a temporary file and a rename, so that path is always either
- * the old file or the whole new one. On failure prints why (naming path) and returns CLI_ERROR. */
-int cli_write_file_atomic(const char *cmd, const char *path, const void *data, size_t len);
+/* Write len bytes to path with vka_file_write_atomic (path.tmp.<pid>, fsync, rename), so that
+ * path is always either the old file or the whole new one. ctx (may be NULL) holds the message.
+ * On failure prints why (naming path) and returns CLI_ERROR. */
+int cli_write_file_atomic(const char *cmd, vka_context *ctx, const char *path, const void *data,
+                          size_t len);
 /* Say now, not after the work whose result goes there, that path cannot be written: it is a
  * directory (the message suggests DIR/example as option's value) or another file that is not
  * a regular one, or no file can be created beside it -- the one tried (and removed at once) is
