@@ -1,8 +1,10 @@
 /*
- * The vkattn command line: what the commands share (tools/cli.c) -- exit codes, the option
- * tables and their parser and help printer, context creation with the backend options, error
- * reporting and JSON output. Each command lives in tools/cmd_<name>.c. The command line uses
- * the library only through include/vkattn.h.
+ * The vkattn command line: what the commands share -- exit codes, the option tables and their
+ * parser and help printer (cli_args.c), context creation with the backend options, error
+ * reporting and devices (cli_context.c), file kinds, model loading and writing files
+ * (cli_files.c), JSON and shell-word output (cli_output.c), data paths (cli_data.c), kernel
+ * kinds (profile.c). Each command lives in tools/cmd_<name>.c. The command line uses the
+ * library only through include/vkattn.h.
  */
 #ifndef VKA_CLI_H
 #define VKA_CLI_H
@@ -247,11 +249,11 @@ void cli_profile_json(FILE *f, const cli_kind_time *kinds, int n);
 /* ---------------------------------------------------------------------------------------------
  * Files and output
  * ------------------------------------------------------------------------------------------- */
-/* path with a trailing ".bin" replaced by suffix (".tokenizer.bin"), or suffix appended;
- * malloc'd (NULL if out of memory). */
 /* Whether a and b are the same file: the same device and inode where both exist, else the
  * same path. */
 bool cli_same_file(const char *a, const char *b);
+/* path with a trailing ".bin" replaced by suffix (".tokenizer.bin"), or suffix appended;
+ * malloc'd (NULL if out of memory). */
 char *cli_sibling_path(const char *path, const char *suffix);
 /* X.state.bin -> X + suffix (".bin": the model `train --resume` saves to by default;
  * ".tokenizer.bin": the tokenizer saved with the state); NULL if state_path does not end in
