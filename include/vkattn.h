@@ -681,7 +681,14 @@ vka_result vka_encoder_backward(vka_context *ctx, vka_tensor *dwte, vka_tensor *
                                 const vka_tensor *dout, const vka_tensor *tokens,
                                 const vka_tensor *buckets, int B, int T, int C);
 #define VKA_BUCKETS_SIZE(BT) (3 * (size_t)(BT) + 2)
-/** Host-side grouping of the BT positions by token for vka_encoder_backward (see backend.h). */
+/** Host-side grouping of the BT positions by token for vka_encoder_backward, so that each
+ * token's gradient row is summed by one worker in a fixed order. buckets holds
+ * VKA_BUCKETS_SIZE(BT) int32:
+ *   [0]                  n, the number of buckets (distinct tokens)
+ *   [1 .. BT+1]          start[j]: first index into order of bucket j (start[n] = BT)
+ *   [BT+2 .. 2BT+2)      token[j] of bucket j, ascending
+ *   [2BT+2 .. 3BT+2)     order: the positions b*T+t sorted by token, ascending within a token
+ * Unused entries (j >= n) are 0. */
 void vka_encoder_buckets(const int32_t *tokens, int BT, int32_t *buckets);
 
 /** Cross-entropy of softmax(logits): losses (N) = logsumexp(logits[i,:V]) -
@@ -914,6 +921,19 @@ vka_result vka_tokens_save(vka_context *ctx, const char *path, const int32_t *to
 vka_result vka_tokenize_file(vka_context *ctx, const vka_tokenizer *tok, const char *text_path,
                              const char *out_path, uint64_t *n_tokens, uint64_t *n_bytes);
 /**
+ * Write len bytes to path so that path is always either its old contents or all of the new
+ * ones, as every file vkattn saves is written: the bytes go to path.tmp.<pid> (pid the
+ * process's id), which is flushed and fsync'd, then renamed over path. On failure the
+ * temporary file is removed and path is as it was. A crash or power loss during the write
+ * leaves at worst path.tmp.<pid> behind.
+ * ctx may be NULL: the temporary name then comes from libc's malloc and no message is kept;
+ * with a context, its host allocator is used and vka_last_error(ctx) names the file and the
+ * reason ("cannot create model.bin.tmp.123: Permission denied"). data may be NULL when len is 0.
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (path NULL, or data NULL with len > 0), VKA_ERROR_IO
+ * (creating, writing, syncing or renaming failed), VKA_ERROR_OUT_OF_HOST_MEMORY.
+ */
+vka_result vka_file_write_atomic(vka_context *ctx, const char *path, const void *data, size_t len);
+/**
  * The built-in training corpus: deterministic simple English stories written by a generator
  * (nothing copied), about bytes long (0 = 1 MiB). Caller frees with free().
  */
@@ -963,7 +983,7 @@ vka_result vka_gpt_create(vka_context *ctx, const vka_gpt_config *config, uint64
  */
 vka_result vka_gpt_load(vka_context *ctx, const char *path, vka_gpt **out);
 /** Write the llm.c checkpoint (temporary name, then rename), with vkattn's trailer in header
- * words 248..255, which llm.c does not read (README "Files"): the model's tokenizer id, a hash
+ * words 248..255, which llm.c does not read (docs/files.md): the model's tokenizer id, a hash
  * of the parameters and a header checksum. vka_gpt_load checks them when the trailer is there;
  * llm.c's files have none and load as before. Errors: VKA_ERROR_IO. */
 vka_result vka_gpt_save(vka_gpt *gpt, const char *path);

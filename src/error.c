@@ -1,12 +1,8 @@
-/* Result strings, per-context error messages, logging, atomic file writes. */
-#define _POSIX_C_SOURCE 200809L /* fileno, fsync under -std=c11 */
+/* Result strings, per-context error messages, logging. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
 #include "vka_internal.h"
 
-#include <errno.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 double vka_now_ms(void) {
     struct timespec ts;
@@ -64,35 +60,5 @@ vka_result vka_set_error(vka_context *ctx, vka_result r, const char *fmt, ...) {
     vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
     va_end(ap);
     vka_log(ctx, VKA_LOG_ERROR, "%s", ctx->error);
-    return r;
-}
-
-vka_result vka_write_file_atomic(vka_context *ctx, const char *path, const void *const *parts,
-                                 const size_t *sizes, int n_parts) {
-    size_t cap = strlen(path) + 32;
-    char *tmp = vka_malloc(ctx, cap);
-    if (!tmp) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "writing %s: out of memory", path);
-    snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        vka_result r = vka_set_error(ctx, VKA_ERROR_IO, "cannot create %s: %s", tmp, strerror(errno));
-        vka_free(ctx, tmp);
-        return r;
-    }
-    int err = 0;
-    for (int i = 0; i < n_parts && !err; i++)
-        if (sizes[i] && fwrite(parts[i], 1, sizes[i], f) != sizes[i]) err = errno ? errno : EIO;
-    if (!err && (fflush(f) != 0 || fsync(fileno(f)) != 0)) err = errno;
-    if (fclose(f) != 0 && !err) err = errno;
-    vka_result r = VKA_SUCCESS;
-    if (err) {
-        r = vka_set_error(ctx, VKA_ERROR_IO, "writing %s: %s", tmp, strerror(err));
-        remove(tmp);
-    } else if (rename(tmp, path) != 0) {
-        r = vka_set_error(ctx, VKA_ERROR_IO, "cannot rename %s to %s: %s", tmp, path,
-                          strerror(errno));
-        remove(tmp);
-    }
-    vka_free(ctx, tmp);
     return r;
 }

@@ -46,9 +46,6 @@ vka_result vka_set_error(vka_context *ctx, vka_result r, const char *fmt, ...)
 /* Log at level if the context has a logger that wants it. */
 void vka_log(const vka_context *ctx, vka_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Write bytes to path through path.tmp.<pid> and rename (nothing lost if interrupted). */
-vka_result vka_write_file_atomic(vka_context *ctx, const char *path, const void *const *parts,
-                                 const size_t *sizes, int n_parts);
 
 /* Monotonic clock in milliseconds. */
 double vka_now_ms(void);

@@ -22,7 +22,7 @@ static vka_train_state valid_state(uint64_t step) {
                              .text_hash = 77, .eval_pending = 1};
 }
 
-/* The header checksum, as README "Files" defines it: FNV-1a 32 over the bytes of header words
+/* The header checksum, as docs/files.md defines it: FNV-1a 32 over the bytes of header words
  * 0..254, stored in word 255 (little-endian). */
 static void refresh_checksum(unsigned char *header) {
     uint32_t h = 0x811C9DC5u;

@@ -14,7 +14,7 @@
 
 #include <sys/stat.h>
 
-enum { CLI_USAGE_STATUS = 2 }; /* README "Exit codes" */
+enum { CLI_USAGE_STATUS = 2 }; /* docs/environment.md "Exit codes" */
 
 /* A small model so every run here takes well under a second of CPU time. */
 #define SMALL "--layers", "2", "--heads", "2", "--embd", "32", "--ctx", "32", "--batch", "8"

@@ -1,6 +1,6 @@
 /*
  * The command line's JSON is strict JSON in valid UTF-8 whatever bytes the names it reports
- * hold (README "JSON output"): train, tokenize and attention run with file names holding every
+ * hold (docs/commands.md "JSON output"): train, tokenize and attention run with file names holding every
  * kind of byte sequence that is not UTF-8 (Latin-1, stray continuation bytes, overlong forms,
  * an encoded surrogate, a code point past U+10FFFF, 0xF5..0xFF, a truncated sequence) next to
  * valid UTF-8 and control characters. Each line of stdout is read twice, by tests/json_util.h

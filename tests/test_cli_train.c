@@ -14,7 +14,7 @@
 #include <sys/inotify.h>
 #include <sys/stat.h>
 
-enum { CLI_USAGE_STATUS = 2, CLI_INTERRUPTED_STATUS = 130 }; /* README "Exit codes" */
+enum { CLI_USAGE_STATUS = 2, CLI_INTERRUPTED_STATUS = 130 }; /* docs/environment.md "Exit codes" */
 
 /* A small model: a step takes milliseconds; an evaluation of all 3276 validation windows of
  * the built-in corpus takes about half a second. */

@@ -10,7 +10,7 @@ Run it with a Python that has torch (Debian's python3-torch is at /usr/bin/pytho
     /usr/bin/python3 tools/bench-pytorch.py > pytorch.json
     /usr/bin/python3 tools/bench-pytorch.py --compare vkattn.json pytorch.json
 
-The cases have vkattn's ids, shapes and work formulas (README.md "Benchmarks"): the square
+The cases have vkattn's ids, shapes and work formulas (docs/benchmarks.md): the square
 matmuls and the default model's linear layers (forward: out = inp . W^T + b; backward:
 dinp = dout . W and dW += dout^T . inp), the causal softmax of B*NH (T, T) matrices with scale
 1/8 (forward: softmax(mask(scale * x)); backward: dinp += scale * softmax_backward(dout, out)),

@@ -2,7 +2,7 @@
  * vkattn bench, shared by cmd_bench.c (options, contexts, ceilings, the run), bench_time.c
  * (timing and statistics), bench_kernels.c (the kernel cases: a table of shapes), bench_model.c
  * (end-to-end training steps and forward passes), bench_output.c (the table and the JSON) and
- * bench_plot.c (the SVG plot). README.md "Benchmarks" documents what is measured and how.
+ * bench_plot.c (the SVG plot). docs/benchmarks.md documents what is measured and how.
  */
 #ifndef VKA_BENCH_H
 #define VKA_BENCH_H

@@ -2,7 +2,7 @@
  * vkattn bench: the kernel cases. The shapes are tables (the models' layers, square matmuls,
  * softmax lengths); each op has a describe function (its tensors, the work of one run, its
  * shape as text) and a record function (the op on the public API, as src/model/gpt_graph.c
- * calls it). README.md "Benchmarks" lists the work formulas written here.
+ * calls it). docs/benchmarks.md lists the work formulas written here.
  */
 #include "bench_cases.h"
 

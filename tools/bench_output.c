@@ -1,4 +1,4 @@
-/* vkattn bench: the table on the terminal and the JSON document (README.md "Benchmarks" documents
+/* vkattn bench: the table on the terminal and the JSON document (docs/benchmarks.md documents
  * both; BENCH_SCHEMA names the JSON's version). */
 #include "bench.h"
 
@@ -206,8 +206,8 @@ void bench_print_footer(const bench *b, FILE *f) {
     fprintf(f, "\n%d case(s) in %.1f s; %d result(s) skipped, %d WRONG.\n", b->n_rows,
             cli_now() - b->t_start, skipped, wrong);
     fprintf(f, "ms: median device time per run; +-%%: half the min-max range, in %% of the median; "
-            "rate: GFLOP/s (GF/s) of compute-bound cases, GB/s of memory-bound ones (README.md "
-            "\"Benchmarks\" gives each formula); %%ceil: rate / the measured ceiling (FMA GFLOP/s, "
+            "rate: GFLOP/s (GF/s) of compute-bound cases, GB/s of memory-bound ones (docs/benchmarks.md "
+            "gives each formula); %%ceil: rate / the measured ceiling (FMA GFLOP/s, "
             "or copy GB/s at the case's size); check: against the CPU backend; cpu/vk: CPU time / "
             "Vulkan time (above 1: Vulkan is faster).\n");
     for (int dev = 0; dev < BENCH_NB; dev++)

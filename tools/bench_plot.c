@@ -226,7 +226,7 @@ static void matmul_panel(FILE *f, const bench *b, panel *p) {
 static void softmax_panel(FILE *f, const bench *b, panel *p) {
     static const char *const names[] = {"softmax_forward", "softmax_backward"};
     const char *title = "masked softmax: GB/s against T";
-    const char *sub = "B*NH matrices of T x T, causal mask; bytes as the README counts them";
+    const char *sub = "B*NH matrices of T x T, causal mask; bytes as the docs count them";
     if (!fit(b, p, names, 2, false)) return no_data(f, p, title, sub);
     axes(f, p, title, sub, "T (row length)", "GB/s");
     double ceil[BENCH_NB];
@@ -279,7 +279,7 @@ int bench_write_plot(const bench *b, const char *path) {
     fprintf(f, "</g>\n");
     fprintf(f, "</svg>\n");
     fclose(f);
-    int rc = cli_write_file_atomic("bench", path, buf, len);
+    int rc = cli_write_file_atomic("bench", b->ref, path, buf, len);
     free(buf);
     return rc;
 }

@@ -1,8 +1,10 @@
 /*
- * The vkattn command line: what the commands share (tools/cli.c) -- exit codes, the option
- * tables and their parser and help printer, context creation with the backend options, error
- * reporting and JSON output. Each command lives in tools/cmd_<name>.c. The command line uses
- * the library only through include/vkattn.h.
+ * The vkattn command line: what the commands share -- exit codes, the option tables and their
+ * parser and help printer (cli_args.c), context creation with the backend options, error
+ * reporting and devices (cli_context.c), file kinds, model loading and writing files
+ * (cli_files.c), JSON and shell-word output (cli_output.c), data paths (cli_data.c), kernel
+ * kinds (profile.c). Each command lives in tools/cmd_<name>.c. The command line uses the
+ * library only through include/vkattn.h.
  */
 #ifndef VKA_CLI_H
 #define VKA_CLI_H
@@ -13,7 +15,7 @@
 
 #include "vkattn.h"
 
-/* Exit codes (README "Exit codes"). */
+/* Exit codes (docs/environment.md "Exit codes"). */
 enum {
     CLI_OK = 0,
     CLI_ERROR = 1,        /* runtime error: a file, the device, the library said no */
@@ -137,9 +139,11 @@ int cli_context(const char *cmd, const cli_backend_opts *b, vka_context **out);
 /* cli_context without a word: on failure *why receives the reason and the result is returned. */
 vka_result cli_context_try(const char *cmd, const cli_backend_opts *b, vka_context **out,
                            char *why, size_t cap);
-/* Write len bytes to path through a temporary file and a rename, so that path is always either
- * the old file or the whole new one. On failure prints why (naming path) and returns CLI_ERROR. */
-int cli_write_file_atomic(const char *cmd, const char *path, const void *data, size_t len);
+/* Write len bytes to path with vka_file_write_atomic (path.tmp.<pid>, fsync, rename), so that
+ * path is always either the old file or the whole new one. ctx (may be NULL) holds the message.
+ * On failure prints why (naming path) and returns CLI_ERROR. */
+int cli_write_file_atomic(const char *cmd, vka_context *ctx, const char *path, const void *data,
+                          size_t len);
 /* Say now, not after the work whose result goes there, that path cannot be written: it is a
  * directory (the message suggests DIR/example as option's value) or another file that is not
  * a regular one, or no file can be created beside it -- the one tried (and removed at once) is
@@ -161,7 +165,7 @@ void cli_device_name(vka_context *ctx, char *out, size_t cap);
  * Vulkan device is the problem) and return CLI_ERROR. */
 int cli_fail(const char *cmd, vka_context *ctx, vka_result r, const char *what);
 
-/* What a file holds, from its first bytes (README "Files"), for messages that say what was
+/* What a file holds, from its first bytes (docs/files.md), for messages that say what was
  * given instead of what was expected. */
 typedef enum cli_file_kind {
     CLI_FILE_UNKNOWN = 0,
@@ -245,11 +249,11 @@ void cli_profile_json(FILE *f, const cli_kind_time *kinds, int n);
 /* ---------------------------------------------------------------------------------------------
  * Files and output
  * ------------------------------------------------------------------------------------------- */
-/* path with a trailing ".bin" replaced by suffix (".tokenizer.bin"), or suffix appended;
- * malloc'd (NULL if out of memory). */
 /* Whether a and b are the same file: the same device and inode where both exist, else the
  * same path. */
 bool cli_same_file(const char *a, const char *b);
+/* path with a trailing ".bin" replaced by suffix (".tokenizer.bin"), or suffix appended;
+ * malloc'd (NULL if out of memory). */
 char *cli_sibling_path(const char *path, const char *suffix);
 /* X.state.bin -> X + suffix (".bin": the model `train --resume` saves to by default;
  * ".tokenizer.bin": the tokenizer saved with the state); NULL if state_path does not end in
@@ -264,7 +268,7 @@ void cli_shell_word(FILE *f, const char *s);
  * each byte that is not part of a well-formed UTF-8 sequence (a stray continuation byte, a
  * truncated sequence, an overlong form, a surrogate U+D800..DFFF, a code point past U+10FFFF,
  * 0xF5..0xFF) is written as \udcXX, XX its value in hex: Python's surrogateescape, so that the
- * output is ASCII plus valid UTF-8 and the bytes can be recovered (README "JSON output"). */
+ * output is ASCII plus valid UTF-8 and the bytes can be recovered (docs/commands.md "JSON output"). */
 void cli_json_string(FILE *f, const char *s);
 /* cli_json_string of the n bytes at s (which may hold NUL: written as \u0000). */
 void cli_json_string_n(FILE *f, const char *s, size_t n);

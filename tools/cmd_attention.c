@@ -195,7 +195,7 @@ static int check_svg_overwrites_nothing(const attention_opts *o) {
     return rc;
 }
 
-static int write_svg(const attention_opts *o, const shown *s) {
+static int write_svg(vka_context *ctx, const attention_opts *o, const shown *s) {
     char which[64], title[1024];
     layers_text(s, which, sizeof which);
     snprintf(title, sizeof title, "Attention weights of %s, %s", o->model, which);
@@ -205,7 +205,7 @@ static int write_svg(const attention_opts *o, const shown *s) {
                         .weights = s->weights};
     size_t len = 0;
     char *svg = attn_svg(&pic, &len);
-    int rc = svg ? cli_write_file_atomic("attention", o->svg, svg, len) : ATTN_NO_MEMORY;
+    int rc = svg ? cli_write_file_atomic("attention", ctx, o->svg, svg, len) : ATTN_NO_MEMORY;
     if (rc == CLI_OK)
         fprintf(o->json ? stderr : stdout, "vkattn attention: wrote %s: %s, %s, %d tokens\n",
                 o->svg, which, s->n_heads > 1 ? "every head" : "one head", s->T);
@@ -225,7 +225,7 @@ static int attention(vka_context *ctx, const attention_opts *o) {
     rc = choose(o, &s);
     if (rc == CLI_OK) rc = encode(ctx, tok, o->prompt, cfg.max_T, &s);
     if (rc == CLI_OK) rc = compute(ctx, gpt, &s);
-    if (rc == CLI_OK && o->svg) rc = write_svg(o, &s);
+    if (rc == CLI_OK && o->svg) rc = write_svg(ctx, o, &s);
     if (rc == CLI_OK && o->json) {
         print_json(o, tok, &s);
         if (fflush(stdout) != 0 || ferror(stdout)) {

@@ -1,5 +1,5 @@
 /* vkattn bench: options, the contexts of both backends, their measured ceilings, and the run
- * (the cases are in bench_kernels.c and bench_model.c; README.md "Benchmarks" is the manual). */
+ * (the cases are in bench_kernels.c and bench_model.c; docs/benchmarks.md is the manual). */
 #define _POSIX_C_SOURCE 200809L /* isatty, fileno */
 #include "bench.h"
 #include "progress.h"
@@ -36,7 +36,7 @@ static const cli_command bench_cmd = {
         "--quick (the default on a CPU-type device such as lavapipe, or with the CPU backend\n"
         "only) runs a small set in under a minute; --full runs every case. --filter takes a\n"
         "substring of the case ids, a glob (*, ?), or several separated by commas; --list\n"
-        "prints the ids. --json prints one JSON document (README.md \"Benchmarks\" lists its\n"
+        "prints the ids. --json prints one JSON document (docs/benchmarks.md lists its\n"
         "fields) instead of the table; --plot writes an SVG of matmul and softmax throughput\n"
         "against size with the ceilings as lines.",
 };

@@ -150,7 +150,7 @@ static bool env_set(const char *name) {
     return v && *v;
 }
 
-/* A resumed run takes the backend and kernels its state records (README "--resume") unless the
+/* A resumed run takes the backend and kernels its state records (docs/commands.md "--resume") unless the
  * command line says otherwise: --backend, --kernels, or the environment variables that choose
  * kernels (VKATTN_KERNELS, VKATTN_TEXEL_LOADS, VKATTN_CPU_KERNELS). The state is only peeked
  * at here; if it cannot be read, loading it says why. */
@@ -295,7 +295,7 @@ static bool same_text(vka_context *ctx, const char *path, const vka_data *data,
     return *bytes == st->text_bytes && *hash == st->text_hash;
 }
 
-/* A resumed run must train on the text it started with (README "Files": the state records its
+/* A resumed run must train on the text it started with (docs/files.md: the state records its
  * length and hash; a version-1 or -2 state did not, and is not checked). data NULL: the text
  * could not be tokenised with the resumed tokenizer (then it is loaded here to compare). */
 static int check_same_text(train_run *r, const vka_data *data) {

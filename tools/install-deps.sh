@@ -5,7 +5,7 @@
 # validation layers, python3 (the binding's test), and clang with its sanitizer and libFuzzer
 # runtimes (tools/fuzz.sh). Safe to run again.
 # Elsewhere: install the LunarG Vulkan SDK (it ships volk and glslangValidator), CMake, a C11
-# compiler and cmocka; see README.md.
+# compiler and cmocka; see README.md, "Quick start".
 set -euo pipefail
 
 packages=(

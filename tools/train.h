@@ -71,7 +71,7 @@ typedef struct train_run {
 } train_run;
 
 /* The learning rate of the step that takes the model from st->step = s to s + 1 (see the
- * schedule in cmd_train.c's help and README.md). */
+ * schedule in cmd_train.c's help and docs/commands.md). */
 float train_lr_at(const vka_train_state *st, uint64_t s);
 /* Run the steps from r->st.step to the end (or --stop-at, or a signal), evaluating, reporting
  * and saving. Returns an exit code. */

@@ -334,7 +334,7 @@ int train_check_space(const train_run *r) {
     bool known = dir && statvfs(dir, &fs) == 0;
     int rc = CLI_OK;
     if (known) {
-        /* The file sizes (README "Files"): 1024-byte headers; the model holds the parameters,
+        /* The file sizes (docs/files.md): 1024-byte headers; the model holds the parameters,
          * the state the parameters and AdamW's m and v; the tokenizer a length byte and the
          * bytes of each token. */
         uint64_t P = vka_gpt_num_params(r->gpt);

@@ -43,7 +43,7 @@ static void usage(FILE *f) {
 }
 
 /* OpenMP's waiting threads spin by default, which on cores that other work shares costs the CPU
- * backend up to 100x (README "Environment variables"). libgomp reads OMP_WAIT_POLICY once, when
+ * backend up to 100x (docs/environment.md). libgomp reads OMP_WAIT_POLICY once, when
  * it is loaded, so the default (passive) must be in the environment before the program starts:
  * set it and run the program again, once (VKATTN_REEXEC guards against a loop). An exec that
  * fails changes nothing; under valgrind (its preload library) the program is not re-run, which

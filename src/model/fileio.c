@@ -1,11 +1,12 @@
-/* File reading helpers shared by the loaders (see fileio.h). */
-#define _POSIX_C_SOURCE 200809L
+/* File helpers shared by the loaders and savers (see fileio.h), and vka_file_write_atomic. */
+#define _POSIX_C_SOURCE 200809L /* fileno, fsync, getpid under -std=c11 */
 #include "model/fileio.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 vka_result vkm_open_read(vka_context *ctx, const char *path, FILE **f, uint64_t *size) {
     *f = NULL;
@@ -70,6 +71,47 @@ vka_result vkm_read_all(vka_context *ctx, const char *path, const char *kind, ui
     *buf = data;
     *len = (size_t)size;
     return VKA_SUCCESS;
+}
+
+vka_result vka_write_file_atomic(vka_context *ctx, const char *path, const void *const *parts,
+                                 const size_t *sizes, int n_parts) {
+    size_t cap = strlen(path) + 32;
+    char *tmp = vka_malloc(ctx, cap);
+    if (!tmp) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "writing %s: out of memory", path);
+    snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        vka_result r = vka_set_error(ctx, VKA_ERROR_IO, "cannot create %s: %s", tmp, strerror(errno));
+        vka_free(ctx, tmp);
+        return r;
+    }
+    int err = 0;
+    for (int i = 0; i < n_parts && !err; i++)
+        if (sizes[i] && fwrite(parts[i], 1, sizes[i], f) != sizes[i]) err = errno ? errno : EIO;
+    if (!err && (fflush(f) != 0 || fsync(fileno(f)) != 0)) err = errno;
+    if (fclose(f) != 0 && !err) err = errno;
+    vka_result r = VKA_SUCCESS;
+    if (err) {
+        r = vka_set_error(ctx, VKA_ERROR_IO, "writing %s: %s", tmp, strerror(err));
+        remove(tmp);
+    } else if (rename(tmp, path) != 0) {
+        r = vka_set_error(ctx, VKA_ERROR_IO, "cannot rename %s to %s: %s", tmp, path,
+                          strerror(errno));
+        remove(tmp);
+    }
+    vka_free(ctx, tmp);
+    return r;
+}
+
+vka_result vka_file_write_atomic(vka_context *ctx, const char *path, const void *data, size_t len) {
+    if (!path)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_file_write_atomic: path is NULL");
+    if (!data && len > 0)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_file_write_atomic: data is NULL and len is %zu", len);
+    const void *parts[1] = {data};
+    size_t sizes[1] = {len};
+    return vka_write_file_atomic(ctx, path, parts, sizes, 1);
 }
 
 vkm_byte_name vkm_show_byte(unsigned char c) {

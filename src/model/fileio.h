@@ -1,5 +1,5 @@
 /* Reading files for the tokenizer, data and checkpoint loaders (every failure names the file),
- * and showing bytes of text in messages. */
+ * writing files atomically, and showing bytes of text in messages. */
 #ifndef VKM_FILEIO_H
 #define VKM_FILEIO_H
 
@@ -21,6 +21,13 @@ vka_result vkm_read_all(vka_context *ctx, const char *path, const char *kind, ui
  * error, VKA_ERROR_FORMAT when the file ends early. */
 vka_result vkm_read_exact(vka_context *ctx, FILE *f, const char *path, void *dst, size_t n,
                           const char *what);
+
+/* Write the n_parts byte ranges parts[i] (sizes[i] bytes) one after the other to path, as
+ * vka_file_write_atomic writes one: through path.tmp.<pid>, fsync'd, then renamed (nothing is
+ * lost if interrupted). ctx may be NULL (libc's allocator, no message).
+ * Errors: VKA_ERROR_IO naming the temporary file or the rename, out of host memory. */
+vka_result vka_write_file_atomic(vka_context *ctx, const char *path, const void *const *parts,
+                                 const size_t *sizes, int n_parts);
 
 /* A byte as a message shows it: 'a' for printable ASCII, '\n' '\t' '\r', else 0xC3. */
 typedef struct vkm_byte_name {

@@ -261,14 +261,14 @@ void vkm_gpt_record_forward(vka_gpt *gpt, int B, int T, bool train);
  * tensor, else all into logits[0]); loss: cross-entropy into acts.losses; backward: the head's
  * backward too (dlnf into acts.dln, dwte accumulated; needs the train forward). */
 void vkm_gpt_record_head(vka_gpt *gpt, int B, int T, bool keep, bool loss, bool backward);
-/* Whether passes of sequences of T positions use the fused attention op: the model's choice,
- * and the op can bind one sequence's qkv (T, 3C) whole (the Vulkan op splits over whole
- * sequences; any device's limit, >= 128 MiB, holds T*3C floats up to T*C = 11 M, but a test's
- * lowered binding limit may not): otherwise the composed ops, which split further. */
 /* Whether one view of n floats (at any offset) fits a binding of gpt's backend. */
 static inline bool vkm_gpt_binds(const vka_gpt *gpt, uint64_t n) {
     return (n + 2 * VKB_TENSOR_ALIGN) * 4 <= gpt->be->limits.max_binding_bytes;
 }
+/* Whether passes of sequences of T positions use the fused attention op: the model's choice,
+ * and the op can bind one sequence's qkv (T, 3C) whole (the Vulkan op splits over whole
+ * sequences; any device's limit, >= 128 MiB, holds T*3C floats up to T*C = 11 M, but a test's
+ * lowered binding limit may not): otherwise the composed ops, which split further. */
 static inline bool vkm_gpt_fused(const vka_gpt *gpt, int T) {
     return gpt->attention == VKA_ATTENTION_FUSED &&
            vkm_gpt_binds(gpt, (uint64_t)T * 3 * (uint64_t)gpt->cfg.C);

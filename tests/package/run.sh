@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The installed package, used as another project would (ctest: test_package, label "package"):
 # cmake --install into a temporary prefix, then build and run consumer.c
-#   1. with find_package(vkattn CONFIG) (the shared library; the README's example is built too),
+#   1. with find_package(vkattn CONFIG) (the shared library; docs/library.md's example is built too),
 #   2. with vkattn_USE_STATIC_LIBS=ON (libvkattn.a and its dependencies through CMake),
 #   3. with pkg-config against the shared library,
 #   4. with pkg-config --static against libvkattn.a,
@@ -15,9 +15,9 @@ mkdir -p "$work"
 prefix="$work/prefix"
 cmake --install "$build" --prefix "$prefix" > "$work/install.log"
 
-awk '/^## Using vkattn as a library/{f=1} f&&/^```c/{p=1;next} p&&/^```/{exit} p' \
-    "$src/README.md" > "$work/readme_example.c"
-[ -s "$work/readme_example.c" ] || { echo "no C example in README.md's library section" >&2; exit 1; }
+awk '/^#+ Using vkattn as a library/{f=1} f&&/^```c/{p=1;next} p&&/^```/{exit} p' \
+    "$src/docs/library.md" > "$work/readme_example.c"
+[ -s "$work/readme_example.c" ] || { echo "no C example in docs/library.md" >&2; exit 1; }
 
 run() { # name binary: runs it, checks its last line and what it linked
     local name=$1 bin=$2 out
@@ -52,15 +52,15 @@ for kind in shared static; do
     run "find_package, $kind" "$work/cmake_$kind/consumer"
 done
 
-# The README's library example, run as written (200 training steps on the default Vulkan
+# docs/library.md's example, run as written (200 training steps on the default Vulkan
 # device, then 200 sampled tokens) against the installed shared library: with
 # VKATTN_RUN_README_EXAMPLE=1 (about a minute on lavapipe when idle, three when loaded).
 if [ "${VKATTN_RUN_README_EXAMPLE:-0}" = 1 ]; then
 linked_shared "$work/cmake_shared/readme_example"
 "$work/cmake_shared/readme_example" > "$work/readme_example.out" \
-    || { echo "the README's example failed:" >&2; cat "$work/readme_example.out" >&2; exit 1; }
+    || { echo "docs/library.md's example failed:" >&2; cat "$work/readme_example.out" >&2; exit 1; }
 grep -q "^step 200: loss " "$work/readme_example.out" \
-    || { echo "the README's example did not train 200 steps:" >&2; cat "$work/readme_example.out" >&2; exit 1; }
+    || { echo "docs/library.md's example did not train 200 steps:" >&2; cat "$work/readme_example.out" >&2; exit 1; }
 echo "README example (shared): $(grep '^step 20: ' "$work/readme_example.out"), $(grep '^step 200: ' "$work/readme_example.out")"
 fi
 
