@@ -1,6 +1,6 @@
 /* The CPU backend's ops: each resolves its tensors to pointers and records a command; running
  * the command calls the kernel of src/cpu/<op>.c. Sizes were checked in front of the backend
- * (vkb_checked_ops, backend.h); token and target ids are checked here, when the command runs,
+ * (vkb_checked_ops, op_checks.c); token and target ids are checked here, when the command runs,
  * as they are written between runs. */
 #include "cpu/cpu_backend.h"
 #include "cpu/cpu_ops.h"
