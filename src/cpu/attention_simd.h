@@ -44,13 +44,14 @@ VS_TARGET static void VS_NAME(at_mm_fast)(float *c, size_t ldc, vkc_mm_view a, v
         int r = 0;
 #define AT_BLOCK(MR, NV)                                                                       \
     do {                                                                                       \
-        const float *rows[MR];                                                                 \
-        for (int q = 0; q < (MR); q++) rows[q] = a.p + (size_t)(r + q) * a.rs;                 \
+        const float *ap = a.p + (size_t)r * a.rs, *bn = b.p + n0;                              \
         float *cr = c + (size_t)r * ldc + n0;                                                  \
         if (!VS_MASK_CHEAP && part)                                                            \
-            VS_NAME(vkc_mm_block)(cr, ldc, rows, a.cs, b.p + n0, b.rs, K, acc, MR, NV, mk, true); \
+            VS_NAME(vkc_mm_block)(cr, ldc, false, NULL, ap, a.rs, a.cs, bn, b.rs, K, acc, MR,  \
+                                  NV, mk, true);                                               \
         else                                                                                   \
-            VS_NAME(vkc_mm_block)(cr, ldc, rows, a.cs, b.p + n0, b.rs, K, acc, MR, NV, mk, false); \
+            VS_NAME(vkc_mm_block)(cr, ldc, false, NULL, ap, a.rs, a.cs, bn, b.rs, K, acc, MR,  \
+                                  NV, mk, false);                                              \
         r += (MR);                                                                             \
     } while (0)
 #define AT_ROWS(NV)                                                                            \
@@ -156,7 +157,9 @@ VS_TARGET static bool VS_NAME(at_fwd_finish_fast)(const at_tile *t, const float 
                                                   const float *m, const float *l) {
     const vkc_attention *a = t->a;
     const int HS = a->HS;
-    int bad = 0; /* lanes where y - y != 0: y is NaN or +-inf */
+    /* y - y over every y: +0 while all are finite (lanes past HS load 0, and 0 / l is 0 unless
+     * l is NaN, when every y is) */
+    VS_F32 bad = VS_ZERO();
     for (int i = 0; i < t->nq; i++) {
         int tq = t->i0 + i;
         float *orow = a->out + at_off(a->so, t->b, t->h, tq);
@@ -166,13 +169,13 @@ VS_TARGET static bool VS_NAME(at_fwd_finish_fast)(const at_tile *t, const float 
         const VS_F32 vl = VS_SET1(l[i]);
         for (int d = 0; d < HS; d += VS_W) {
             VS_F32 y = any ? VS_DIV(VS_NAME(at_ld)(oi + d, HS - d), vl) : VS_ZERO();
-            bad |= VS_BAD_BITS(VS_LANES(HS - d), y);
+            bad = VS_NAN_OR(bad, y);
             VS_NAME(at_st)(orow + d, HS - d, y);
         }
         if (any) lse = m[i] + logf(l[i]);
         if (a->lse) a->lse[((size_t)t->b * a->NH + t->h) * a->Tq + tq] = lse;
     }
-    return bad == 0;
+    return !VS_ANY_NZ(bad);
 }
 
 /* rowsum(dout * out) in double (VS_DOT_F64: the ISA's fixed tree) */

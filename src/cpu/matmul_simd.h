@@ -9,7 +9,8 @@
 #define FM_MR (VS_W == 16 ? 8 : 6)
 VS_TARGET static void VS_NAME(fm_kernel)(float *c, const float *const *a, size_t cs,
                                          const float *bp, int kc) {
-    VS_NAME(vkc_mm_block)(c, FM_NB, a, cs, bp, 2 * VS_W, kc, true, FM_MR, 2, NULL, false);
+    VS_NAME(vkc_mm_block)(c, FM_NB, true, a, NULL, 0, cs, bp, 2 * VS_W, kc, true, FM_MR, 2, NULL,
+                          false);
 }
 
 /* The few-rows product (vkc_mm_tile_fn, M <= FM_FEW_ROWS): op(b) read in place, VS_W columns

@@ -172,7 +172,8 @@ VKC_TARGET_AVX2 static inline double vkc_dot_f64_avx2(const float *x, const floa
 #undef VS_BLEND
 #undef VS_MASK_NEQ
 #undef VS_MUL_NZ
-#undef VS_BAD_BITS
+#undef VS_NAN_OR
+#undef VS_ANY_NZ
 #undef VS_REDUCE_MAX
 #undef VS_REDUCE_ADD
 #undef VS_DOT_F64
@@ -212,9 +213,12 @@ VKC_TARGET_AVX2 static inline double vkc_dot_f64_avx2(const float *x, const floa
 /* a * b where z != 0 (or NaN), +0 elsewhere */
 #define VS_MUL_NZ(z, a, b) \
     _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_NEQ_UQ), a, b)
-/* the lanes of mask where y is NaN or +-inf (y - y != 0), as bits of an int */
-#define VS_BAD_BITS(mask, y) \
-    ((int)_mm512_mask_cmp_ps_mask(mask, _mm512_sub_ps(y, y), _mm512_setzero_ps(), _CMP_NEQ_UQ))
+/* acc | (y - y) bitwise: stays +0 while every y is finite (y - y is NaN for NaN and +-inf) */
+#define VS_NAN_OR(acc, y)                                                                      \
+    _mm512_castsi512_ps(                                                                       \
+        _mm512_or_si512(_mm512_castps_si512(acc), _mm512_castps_si512(_mm512_sub_ps(y, y))))
+/* whether a lane of v is not 0 */
+#define VS_ANY_NZ(v) (_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NEQ_UQ) != 0)
 #define VS_REDUCE_MAX(v) _mm512_reduce_max_ps(v)
 #define VS_REDUCE_ADD(v) _mm512_reduce_add_ps(v)
 #define VS_DOT_F64(x, y, n) vkc_dot_f64_avx512(x, y, n)
@@ -248,10 +252,8 @@ VKC_TARGET_AVX2 static inline double vkc_dot_f64_avx2(const float *x, const floa
     _mm256_castps_si256(_mm256_and_ps(_mm256_castsi256_ps(mask), _mm256_cmp_ps(a, b, _CMP_NEQ_UQ)))
 #define VS_MUL_NZ(z, a, b) \
     _mm256_and_ps(_mm256_mul_ps(a, b), _mm256_cmp_ps(z, _mm256_setzero_ps(), _CMP_NEQ_UQ))
-#define VS_BAD_BITS(mask, y)                                                                   \
-    _mm256_movemask_ps(_mm256_and_ps(_mm256_castsi256_ps(mask),                               \
-                                     _mm256_cmp_ps(_mm256_sub_ps(y, y), _mm256_setzero_ps(),   \
-                                                   _CMP_NEQ_UQ)))
+#define VS_NAN_OR(acc, y) _mm256_or_ps(acc, _mm256_sub_ps(y, y))
+#define VS_ANY_NZ(v) (_mm256_movemask_ps(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_NEQ_UQ)) != 0)
 #define VS_REDUCE_MAX(v) vkc_hmax8(v)
 #define VS_REDUCE_ADD(v) vkc_hsum8(v)
 #define VS_DOT_F64(x, y, n) vkc_dot_f64_avx2(x, y, n)
