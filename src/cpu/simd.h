@@ -178,6 +178,9 @@ VKC_TARGET_AVX2 static inline double vkc_dot_f64_avx2(const float *x, const floa
 #undef VS_REDUCE_ADD
 #undef VS_DOT_F64
 #undef VS_EXP_N
+#undef VS_EXP
+#undef VS_CMP_EQ
+#undef VS_MASK_OR
 
 #if VKC_SIMD_WIDTH == 512
 #define VS_TARGET VKC_TARGET_AVX512
@@ -224,6 +227,10 @@ VKC_TARGET_AVX2 static inline double vkc_dot_f64_avx2(const float *x, const floa
 #define VS_DOT_F64(x, y, n) vkc_dot_f64_avx512(x, y, n)
 /* exp_fast.h's exp of x[0 .. n) in place, n <= 4 (a constant) */
 #define VS_EXP_N(x, n) vkc_exp_fast512_n(x, n)
+#define VS_EXP(x) vkc_exp_fast512(x)
+/* the lanes where a == b (ordered), and the union of two such masks */
+#define VS_CMP_EQ(a, b) _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ)
+#define VS_MASK_OR(m1, m2) ((__mmask16)((m1) | (m2)))
 #elif VKC_SIMD_WIDTH == 256
 #define VS_TARGET VKC_TARGET_AVX2
 #define VS_NAME_(name) name##_avx2
@@ -258,6 +265,9 @@ VKC_TARGET_AVX2 static inline double vkc_dot_f64_avx2(const float *x, const floa
 #define VS_REDUCE_ADD(v) vkc_hsum8(v)
 #define VS_DOT_F64(x, y, n) vkc_dot_f64_avx2(x, y, n)
 #define VS_EXP_N(x, n) vkc_exp_fast256_n(x, n)
+#define VS_EXP(x) vkc_exp_fast256(x)
+#define VS_CMP_EQ(a, b) _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_EQ_OQ))
+#define VS_MASK_OR(m1, m2) _mm256_or_si256(m1, m2)
 #else
 #error "VKC_SIMD_WIDTH is 512 or 256"
 #endif
