@@ -1,7 +1,7 @@
 /* The CPU backend's fast matmul: the same product as vkc_matmul_forward (matmul.c), with
  * register-tiled micro-kernels for AVX2+FMA (6 x 16) and AVX-512 (8 x 32) chosen at run time
- * from cpuid (vkc_cpu_isa), compiled with target attributes so a baseline x86-64 build carries
- * them and still runs on any x86-64.
+ * from cpuid (vkc_cpu_isa), written once (matmul_simd.h over mm_simd.h's register block, which
+ * the fused attention's products share) and instantiated per ISA (simd.h).
  *
  * Blocking as in BLIS (Van Zee & van de Geijn, "BLIS: A Framework for Rapidly Instantiating BLAS
  * Functionality", 2015): out is cut into FM_MB x FM_NB tiles, one per OpenMP work item; for each
