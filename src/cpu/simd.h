@@ -31,12 +31,17 @@
 #endif
 
 /* Inlined with constant counts into an instance, so its accumulator arrays live in registers. */
+#if defined(__GNUC__) || defined(__clang__)
 #define VS_INLINE static inline __attribute__((always_inline))
-
+#else
+#define VS_INLINE static inline
+#endif
 #if defined(__clang__)
 #define VS_UNROLL _Pragma("unroll")
-#else
+#elif defined(__GNUC__)
 #define VS_UNROLL _Pragma("GCC unroll 16")
+#else
+#define VS_UNROLL
 #endif
 
 #ifdef VKC_X86
