@@ -10,10 +10,13 @@
  * carries both and still runs on any x86-64; cpuid chooses at run time (vkc_cpu_isa), and
  * VKC_SIMD_PICK(isa, name) names the instance for isa.
  *
- * Every VS_ operation is one instruction and rounds once (VS_FMA: a fused multiply-add, the
- * others as written; nothing is contracted: -ffp-contract=off), so a body states the order of
- * its floating-point operations exactly, and both instances compute the same per-lane
- * operations. Cross-lane reductions (VS_REDUCE_*) are a fixed tree per ISA.
+ * Every VS_ arithmetic operation rounds once per lane (VS_FMA: a fused multiply-add, the others
+ * as written; nothing is contracted: -ffp-contract=off), so a body states the order of its
+ * floating-point operations exactly and both instances compute the same per-lane operations;
+ * VS_EXP is exp_fast.h's polynomial, the same bits as vkc_exp_fast. What crosses lanes
+ * (VS_REDUCE_*, VS_DOT_F64) is a fixed tree per ISA, so those results may differ between the
+ * ISAs, never between runs or thread counts. Where the ISAs were tuned apart (masked loads,
+ * block shapes) a body asks VS_MASK_CHEAP or VS_W.
  *
  * The first part (guarded) is what every CPU file may use; the second is redefined on every
  * include for the VKC_SIMD_WIDTH being instantiated. */
