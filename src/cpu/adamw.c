@@ -29,10 +29,9 @@ void vkc_adamw(float *param, const float *grad, float *m, float *v, const float 
  * 85M parameters that memory streams in 0.1 s). Vector sqrt and division are correctly rounded
  * like the scalar ones and nothing is contracted (ISO C: -ffp-contract=off), so the results are
  * bit-identical to the reference's. */
-#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
-#include <immintrin.h>
-#define ADAMW_X86 1
+#include "cpu/simd.h"
 
+#ifdef VKC_X86
 typedef struct adamw_hyper {
     float lr, b1, b2, eps, bc1, bc2, wd, gscale;
 } adamw_hyper;
@@ -51,61 +50,15 @@ static void adamw_tail(float *param, const float *grad, float *m, float *v, long
     }
 }
 
-__attribute__((target("avx512f"))) static void adamw_avx512(float *param, const float *grad,
-                                                            float *m, float *v, long n,
-                                                            const adamw_hyper *h) {
-    const __m512 gs = _mm512_set1_ps(h->gscale), b1 = _mm512_set1_ps(h->b1),
-                 b2 = _mm512_set1_ps(h->b2), c1 = _mm512_set1_ps(1.0f - h->b1),
-                 c2 = _mm512_set1_ps(1.0f - h->b2), bc1 = _mm512_set1_ps(h->bc1),
-                 bc2 = _mm512_set1_ps(h->bc2), eps = _mm512_set1_ps(h->eps),
-                 wd = _mm512_set1_ps(h->wd), lr = _mm512_set1_ps(h->lr);
-    long i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512 g = _mm512_mul_ps(_mm512_loadu_ps(grad + i), gs);
-        __m512 mi = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_loadu_ps(m + i)), _mm512_mul_ps(c1, g));
-        __m512 vi = _mm512_add_ps(_mm512_mul_ps(b2, _mm512_loadu_ps(v + i)),
-                                  _mm512_mul_ps(_mm512_mul_ps(c2, g), g));
-        _mm512_storeu_ps(m + i, mi);
-        _mm512_storeu_ps(v + i, vi);
-        __m512 p = _mm512_loadu_ps(param + i);
-        __m512 den = _mm512_add_ps(_mm512_sqrt_ps(_mm512_div_ps(vi, bc2)), eps);
-        __m512 up = _mm512_add_ps(_mm512_div_ps(_mm512_div_ps(mi, bc1), den),
-                                  _mm512_mul_ps(wd, p));
-        _mm512_storeu_ps(param + i, _mm512_sub_ps(p, _mm512_mul_ps(lr, up)));
-    }
-    adamw_tail(param + i, grad + i, m + i, v + i, n - i, h);
-}
-
-__attribute__((target("avx2"))) static void adamw_avx2(float *param, const float *grad, float *m,
-                                                      float *v, long n, const adamw_hyper *h) {
-    const __m256 gs = _mm256_set1_ps(h->gscale), b1 = _mm256_set1_ps(h->b1),
-                 b2 = _mm256_set1_ps(h->b2), c1 = _mm256_set1_ps(1.0f - h->b1),
-                 c2 = _mm256_set1_ps(1.0f - h->b2), bc1 = _mm256_set1_ps(h->bc1),
-                 bc2 = _mm256_set1_ps(h->bc2), eps = _mm256_set1_ps(h->eps),
-                 wd = _mm256_set1_ps(h->wd), lr = _mm256_set1_ps(h->lr);
-    long i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 g = _mm256_mul_ps(_mm256_loadu_ps(grad + i), gs);
-        __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(c1, g));
-        __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)),
-                                  _mm256_mul_ps(_mm256_mul_ps(c2, g), g));
-        _mm256_storeu_ps(m + i, mi);
-        _mm256_storeu_ps(v + i, vi);
-        __m256 p = _mm256_loadu_ps(param + i);
-        __m256 den = _mm256_add_ps(_mm256_sqrt_ps(_mm256_div_ps(vi, bc2)), eps);
-        __m256 up = _mm256_add_ps(_mm256_div_ps(_mm256_div_ps(mi, bc1), den),
-                                  _mm256_mul_ps(wd, p));
-        _mm256_storeu_ps(param + i, _mm256_sub_ps(p, _mm256_mul_ps(lr, up)));
-    }
-    adamw_tail(param + i, grad + i, m + i, v + i, n - i, h);
-}
+#define VKC_SIMD_BODY "cpu/adamw_simd.h"
+#include "cpu/simd_each.h"
 #endif
 
 #define ADAMW_CHUNK 16384 /* parameters per work item */
 
 void vkc_adamw_fast(float *param, const float *grad, float *m, float *v, const float *hyper,
                     float gscale, size_t N, float weight_decay, vkc_isa isa, int nt) {
-#ifdef ADAMW_X86
+#ifdef VKC_X86
     if ((isa == VKC_ISA_AVX512 || isa == VKC_ISA_AVX2) && gscale != 0.0f) {
         adamw_hyper h = {hyper[VKA_HYPER_LR], hyper[VKA_HYPER_BETA1], hyper[VKA_HYPER_BETA2],
                          hyper[VKA_HYPER_EPS], hyper[VKA_HYPER_BC1], hyper[VKA_HYPER_BC2],
@@ -115,8 +68,7 @@ void vkc_adamw_fast(float *param, const float *grad, float *m, float *v, const f
         for (long c = 0; c < chunks; c++) {
             size_t i0 = (size_t)c * ADAMW_CHUNK;
             long n = (long)(N - i0 < ADAMW_CHUNK ? N - i0 : ADAMW_CHUNK);
-            if (isa == VKC_ISA_AVX512) adamw_avx512(param + i0, grad + i0, m + i0, v + i0, n, &h);
-            else adamw_avx2(param + i0, grad + i0, m + i0, v + i0, n, &h);
+            VKC_SIMD_PICK(isa, adamw_vec)(param + i0, grad + i0, m + i0, v + i0, n, &h);
         }
         return;
     }

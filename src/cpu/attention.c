@@ -129,8 +129,8 @@ static int at_rows_begin(const vkc_attention *a, int L, int i0, int nq, int *las
  * the blocking, so the result does not depend on M, N or the kernel that computed it.
  * 4 rows x 8 columns in registers per step (the pattern of matmul.c's kernel that gcc keeps in
  * SSE registers): each load of b serves four rows, where a 1-row kernel is load-bound. */
-static void at_kernel_4x8(float *c, size_t ldc, at_mat a, const float *b, size_t ldb, int K,
-                          bool acc) {
+static void at_kernel_4x8(float *c, size_t ldc, vkc_mm_view a, const float *b, size_t ldb,
+                          int K, bool acc) {
     float c0[AT_DC] = {0}, c1[AT_DC] = {0}, c2[AT_DC] = {0}, c3[AT_DC] = {0};
     if (acc) {
         memcpy(c0, c + 0 * ldc, sizeof c0);
@@ -158,7 +158,7 @@ static void at_kernel_4x8(float *c, size_t ldc, at_mat a, const float *b, size_t
     memcpy(c + 3 * ldc, c3, sizeof c3);
 }
 
-static void at_kernel_1x8(float *c, at_mat a, const float *b, size_t ldb, int K, bool acc) {
+static void at_kernel_1x8(float *c, vkc_mm_view a, const float *b, size_t ldb, int K, bool acc) {
     float c0[AT_DC] = {0};
     if (acc) memcpy(c0, c, sizeof c0);
     for (int k = 0; k < K; k++) {
@@ -170,16 +170,17 @@ static void at_kernel_1x8(float *c, at_mat a, const float *b, size_t ldb, int K,
     memcpy(c, c0, sizeof c0);
 }
 
-static void at_mm(float *c, size_t ldc, at_mat a, at_mat b, int M, int N, int K, bool acc) {
+static void at_mm(float *c, size_t ldc, vkc_mm_view a, vkc_mm_view b, int M, int N, int K,
+                  bool acc) {
     int n0 = 0;
     for (; n0 + AT_DC <= N; n0 += AT_DC) {
         int r = 0;
         for (; r + 4 <= M; r += 4) {
-            at_mat ar = {a.p + (size_t)r * a.rs, a.rs, a.cs};
+            vkc_mm_view ar = {a.p + (size_t)r * a.rs, a.rs, a.cs};
             at_kernel_4x8(c + (size_t)r * ldc + n0, ldc, ar, b.p + n0, b.rs, K, acc);
         }
         for (; r < M; r++) {
-            at_mat ar = {a.p + (size_t)r * a.rs, a.rs, a.cs};
+            vkc_mm_view ar = {a.p + (size_t)r * a.rs, a.rs, a.cs};
             at_kernel_1x8(c + (size_t)r * ldc + n0, ar, b.p + n0, b.rs, K, acc);
         }
     }
@@ -286,8 +287,8 @@ static bool at_rows_finite(const float *x, size_t st, int n, int HS) {
 
 /* kn->mm row by row against a copy of b whose rows k are zeroed where a[r][k] is 0 (at_mm_seen).
  * K <= AT_BK, N <= VKC_ATTN_MAX_HS. */
-static void at_mm_rowwise(const at_kern *kn, float *c, size_t ldc, at_mat a, at_mat b, int M,
-                          int N, int K) {
+static void at_mm_rowwise(const at_kern *kn, float *c, size_t ldc, vkc_mm_view a, vkc_mm_view b,
+                          int M, int N, int K) {
     float bz[AT_BK * VKC_ATTN_MAX_HS];
     for (int r = 0; r < M; r++) {
         for (int k = 0; k < K; k++) {
@@ -297,8 +298,8 @@ static void at_mm_rowwise(const at_kern *kn, float *c, size_t ldc, at_mat a, at_
             else
                 memset(dst, 0, (size_t)N * sizeof(float));
         }
-        kn->mm(c + (size_t)r * ldc, ldc, (at_mat){a.p + (size_t)r * a.rs, a.rs, a.cs},
-               (at_mat){bz, (size_t)N, 0}, 1, N, K, true);
+        kn->mm(c + (size_t)r * ldc, ldc, (vkc_mm_view){a.p + (size_t)r * a.rs, a.rs, a.cs},
+               (vkc_mm_view){bz, (size_t)N, 1}, 1, N, K, true);
     }
 }
 
@@ -307,8 +308,8 @@ static void at_mm_rowwise(const at_kern *kn, float *c, size_t ldc, at_mat a, at_
  * (b_finite, or not checked on a first try; 0 * finite adds 0), else row by row with those
  * rows of b zeroed. mm's sums do not depend on M, so the bits are those of a run whose hidden
  * rows held zeros. */
-static void at_mm_seen(const at_kern *kn, float *c, size_t ldc, at_mat a, at_mat b, int M, int N,
-                       int K, bool b_finite) {
+static void at_mm_seen(const at_kern *kn, float *c, size_t ldc, vkc_mm_view a, vkc_mm_view b,
+                       int M, int N, int K, bool b_finite) {
     if (b_finite) kn->mm(c, ldc, a, b, M, N, K, true);
     else at_mm_rowwise(kn, c, ldc, a, b, M, N, K);
 }
@@ -343,16 +344,16 @@ static bool at_forward_block(const at_kern *kn, const vkc_attention *a, int b, i
         int r0 = 0; /* rows before r0 see no key of this tile (last grows with the row) */
         while (r0 < nr && last[r0] < j0) r0++;
         kn->pack_t(kt, a->k, a->sk, b, h, j0, bk, HS);
-        kn->mm(s[r0], AT_BK, (at_mat){q0 + (size_t)r0 * a->sq.st, a->sq.st, 1},
-               (at_mat){kt, AT_BK, 0}, nr - r0, at_cols(bk), HS, false);
+        kn->mm(s[r0], AT_BK, (vkc_mm_view){q0 + (size_t)r0 * a->sq.st, a->sq.st, 1},
+               (vkc_mm_view){kt, AT_BK, 1}, nr - r0, at_cols(bk), HS, false);
         t.r0 = r0;
         t.j0 = j0;
         t.nc = bk;
         kn->fwd_rows(&t, s, m, l, o);
         /* o += p v over the tile's keys (a masked key adds nothing) */
         const float *v0 = a->v + at_off(a->sv, b, h, j0);
-        at_mm_seen(kn, o + (size_t)r0 * HS, HS, (at_mat){s[r0], AT_BK, 1},
-                   (at_mat){v0, a->sv.st, 0}, nr - r0, HS, bk,
+        at_mm_seen(kn, o + (size_t)r0 * HS, HS, (vkc_mm_view){s[r0], AT_BK, 1},
+                   (vkc_mm_view){v0, a->sv.st, 1}, nr - r0, HS, bk,
                    !careful || at_rows_finite(v0, a->sv.st, bk, HS));
     }
     t.nq = nq;
@@ -433,21 +434,22 @@ static void at_backward_block(const at_kern *kn, const vkc_attention *a, int b, 
     const float *q0 = a->q + at_off(a->sq, b, h, i0 + r0);
     const float *do0 = a->dout + at_off(a->so, b, h, i0 + r0);
     /* p = q k^T, ds = dout v^T (dP) for now */
-    kn->mm(p[r0], AT_BK, (at_mat){q0, qs, 1}, (at_mat){kt, AT_BK, 0}, nr, at_cols(nc), HS,
-           false);
-    kn->mm(ds[r0], AT_BK, (at_mat){do0, os, 1}, (at_mat){vt, AT_BK, 0}, nr, at_cols(nc), HS,
-           false);
+    kn->mm(p[r0], AT_BK, (vkc_mm_view){q0, qs, 1}, (vkc_mm_view){kt, AT_BK, 1}, nr,
+           at_cols(nc), HS, false);
+    kn->mm(ds[r0], AT_BK, (vkc_mm_view){do0, os, 1}, (vkc_mm_view){vt, AT_BK, 1}, nr,
+           at_cols(nc), HS, false);
     at_tile t = {.a = a, .b = b, .h = h, .i0 = i0, .nq = nq, .r0 = r0, .j0 = j0, .nc = nc,
                  .last = last};
     kn->bwd_rows(&t, qb->delta, qb->corr, p, ds);
     /* dv_j += sum_i P[i][j] dout_i, dk_j += sum_i dS[i][j] q_i (scale in dS) */
-    at_mm_seen(kn, a->dv + at_off(a->sv, b, h, j0), a->sv.st, (at_mat){p[r0], 1, AT_BK},
-               (at_mat){do0, os, 0}, nc, HS, nr, qb->finite);
-    at_mm_seen(kn, a->dk + at_off(a->sk, b, h, j0), a->sk.st, (at_mat){ds[r0], 1, AT_BK},
-               (at_mat){q0, qs, 0}, nc, HS, nr, qb->finite);
+    at_mm_seen(kn, a->dv + at_off(a->sv, b, h, j0), a->sv.st, (vkc_mm_view){p[r0], 1, AT_BK},
+               (vkc_mm_view){do0, os, 1}, nc, HS, nr, qb->finite);
+    at_mm_seen(kn, a->dk + at_off(a->sk, b, h, j0), a->sk.st, (vkc_mm_view){ds[r0], 1, AT_BK},
+               (vkc_mm_view){q0, qs, 1}, nc, HS, nr, qb->finite);
     /* dq_i += sum_j dS[i][j] k_j */
-    at_mm_seen(kn, a->dq + at_off(a->sq, b, h, i0 + r0), qs, (at_mat){ds[r0], AT_BK, 1},
-               (at_mat){a->k + at_off(a->sk, b, h, j0), a->sk.st, 0}, nr, HS, nc, k_finite);
+    at_mm_seen(kn, a->dq + at_off(a->sq, b, h, i0 + r0), qs, (vkc_mm_view){ds[r0], AT_BK, 1},
+               (vkc_mm_view){a->k + at_off(a->sk, b, h, j0), a->sk.st, 1}, nr, HS, nc,
+               k_finite);
 }
 
 /* The running max m and sum l of query rows i0 .. i0+nq of head (b, h) over all their keys, by
@@ -465,8 +467,8 @@ static void at_row_stats(const at_kern *kn, const vkc_attention *a, int b, int h
         int r0 = 0;
         while (r0 < nq && last[r0] < j0) r0++;
         kn->pack_t(kt, a->k, a->sk, b, h, j0, bk, a->HS);
-        kn->mm(s[r0], AT_BK, (at_mat){q0 + (size_t)r0 * a->sq.st, a->sq.st, 1},
-               (at_mat){kt, AT_BK, 0}, nq - r0, at_cols(bk), a->HS, false);
+        kn->mm(s[r0], AT_BK, (vkc_mm_view){q0 + (size_t)r0 * a->sq.st, a->sq.st, 1},
+               (vkc_mm_view){kt, AT_BK, 1}, nq - r0, at_cols(bk), a->HS, false);
         t.r0 = r0;
         t.j0 = j0;
         t.nc = bk;

@@ -3,7 +3,7 @@
 #ifndef VKA_CPU_ATTENTION_KERN_H
 #define VKA_CPU_ATTENTION_KERN_H
 
-#include "cpu/cpu_ops.h"
+#include "cpu/matmul_tiles.h" /* vkc_mm_view: the products' operands */
 
 enum {
     AT_DC = 8,   /* d per register accumulator chunk */
@@ -30,12 +30,6 @@ static inline int at_cols(int nc) {
     return c < AT_BK ? c : AT_BK;
 }
 
-/* A matrix operand: a: element (r, k) at p[r*rs + k*cs]; b: (k, n) at p[k*rs + n] */
-typedef struct at_mat {
-    const float *p;
-    size_t rs, cs;
-} at_mat;
-
 /* Query rows i0 .. i0+nq of head (b, h) against keys j0 .. j0+nc. */
 typedef struct at_tile {
     const vkc_attention *a;
@@ -50,8 +44,9 @@ typedef struct at_tile {
  * count. */
 typedef struct at_kern {
     /* c (M, N) (+)= a (M, K) b (K, N), each element summed over k in order from c's value
-     * (acc) or 0; b's rows hold N readable floats */
-    void (*mm)(float *c, size_t ldc, at_mat a, at_mat b, int M, int N, int K, bool acc);
+     * (acc) or 0; b's columns contiguous (cs 1) and its rows hold N readable floats */
+    void (*mm)(float *c, size_t ldc, vkc_mm_view a, vkc_mm_view b, int M, int N, int K,
+               bool acc);
     /* kt (HS, AT_BK) = rows j0 .. j0+bk of the (b, h) view x transposed, zeros in columns
      * bk .. at_cols(bk) (the reference: up to AT_BK) */
     void (*pack_t)(float *kt, const float *x, vkc_attn_strides s, int b, int h, int j0, int bk,

@@ -13,14 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
-#define VKC_X86 1
-#include <immintrin.h>
-/* Functions compiled for an ISA that cpuid chose at run time (vkc_cpu_isa); a baseline build
- * carries them and still runs on any x86-64. */
-#define VKC_TARGET_AVX512 __attribute__((target("avx512f,avx2,fma")))
-#define VKC_TARGET_AVX2 __attribute__((target("avx2,fma")))
-#endif
+#include "cpu/simd.h" /* VKC_X86, VKC_TARGET_* */
 
 #define VKC_EXP_HI 88.3762626647949f
 #define VKC_EXP_LO -87.3365478515625f

@@ -5,7 +5,7 @@
  * without the cancellation of 1 + tanh(u) for negative u, and finite for every finite x: u
  * overflows to +-inf for |x| > ~1e13, where exp gives 0 or inf and the result x or -0.
  * The fast variants (the CPU backend's default, VKATTN_CPU_KERNELS) compute the same formulas
- * with a polynomial exp, vectorised for AVX-512 and AVX2 (target attributes, cpuid dispatch),
+ * with a polynomial exp, vectorised for AVX-512 and AVX2 (gelu_simd.h, one body per ISA: simd.h),
  * the same bits on either; without either, the reference runs. */
 #include "cpu/cpu_ops.h"
 #include "cpu/exp_fast.h"
@@ -89,58 +89,8 @@ static inline void gelu_backward_block(float *dinp, const float *inp, const floa
 
 #define GELU_CHUNK 4096 /* elements per work item */
 
-#ifdef VKC_X86
-__attribute__((target("avx512f"))) static void fwd_avx512(float *o, const float *x, long n) {
-    gelu_forward_block(o, x, n);
-}
-__attribute__((target("avx512f"))) static void bwd_avx512(float *d, const float *x,
-                                                          const float *g, long n) {
-    gelu_backward_block(d, x, g, n);
-}
-/* GCC 12 does not vectorise the loops above for AVX2: the same operations in intrinsics (no
- * fused multiply-add, exp_fast.h's vector exp), so both ISAs give the same bits. */
-VKC_TARGET_AVX2 static void fwd_avx2(float *o, const float *x, long n) {
-    const __m256 scale = _mm256_set1_ps(GELU_SCALE), cube = _mm256_set1_ps(GELU_CUBE);
-    const __m256 m2 = _mm256_set1_ps(-2.0f), one = _mm256_set1_ps(1.0f);
-    long i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i);
-        __m256 c3 = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(cube, v), v), v);
-        __m256 u = _mm256_mul_ps(scale, _mm256_add_ps(v, c3));
-        __m256 e = vkc_exp_fast256(_mm256_mul_ps(m2, u));
-        _mm256_storeu_ps(o + i, _mm256_div_ps(v, _mm256_add_ps(one, e)));
-    }
-    gelu_forward_block(o + i, x + i, n - i);
-}
-
-VKC_TARGET_AVX2 static void bwd_avx2(float *d, const float *x, const float *g, long n) {
-    const __m256 scale = _mm256_set1_ps(GELU_SCALE), cube = _mm256_set1_ps(GELU_CUBE);
-    const __m256 cube3 = _mm256_set1_ps(3.0f * GELU_CUBE), m2 = _mm256_set1_ps(-2.0f);
-    const __m256 one = _mm256_set1_ps(1.0f), four = _mm256_set1_ps(4.0f);
-    const __m256 half = _mm256_set1_ps(0.5f), zero = _mm256_setzero_ps();
-    const __m256 inf = _mm256_set1_ps(INFINITY);
-    long i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i);
-        __m256 c3 = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(cube, v), v), v);
-        __m256 u = _mm256_mul_ps(scale, _mm256_add_ps(v, c3));
-        __m256 e = vkc_exp_fast256(_mm256_mul_ps(m2, u));
-        __m256 ope = _mm256_add_ps(one, e);
-        __m256 sg = _mm256_div_ps(one, ope);
-        __m256 sech2 = _mm256_mul_ps(four, _mm256_div_ps(_mm256_div_ps(e, ope), ope));
-        __m256 x2 = _mm256_mul_ps(_mm256_mul_ps(cube3, v), v);
-        __m256 du = _mm256_mul_ps(scale, _mm256_add_ps(one, x2));
-        __m256 tail = _mm256_or_ps(_mm256_or_ps(_mm256_cmp_ps(e, zero, _CMP_EQ_OQ),
-                                                _mm256_cmp_ps(e, inf, _CMP_EQ_OQ)),
-                                   _mm256_cmp_ps(sech2, zero, _CMP_EQ_OQ));
-        __m256 term = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(half, v), sech2), du);
-        __m256 grad = _mm256_add_ps(sg, _mm256_blendv_ps(term, zero, tail));
-        __m256 di = _mm256_loadu_ps(d + i);
-        _mm256_storeu_ps(d + i, _mm256_add_ps(di, _mm256_mul_ps(grad, _mm256_loadu_ps(g + i))));
-    }
-    gelu_backward_block(d + i, x + i, g + i, n - i);
-}
-#endif
+#define VKC_SIMD_BODY "cpu/gelu_simd.h" /* gelu_fwd_*, gelu_bwd_* */
+#include "cpu/simd_each.h"
 
 void vkc_gelu_forward_fast(float *out, const float *inp, size_t N, vkc_isa isa, int nt) {
 #ifdef VKC_X86
@@ -150,8 +100,7 @@ void vkc_gelu_forward_fast(float *out, const float *inp, size_t N, vkc_isa isa, 
         for (long c = 0; c < chunks; c++) {
             size_t i0 = (size_t)c * GELU_CHUNK;
             long n = (long)(N - i0 < GELU_CHUNK ? N - i0 : GELU_CHUNK);
-            if (isa == VKC_ISA_AVX512) fwd_avx512(out + i0, inp + i0, n);
-            else fwd_avx2(out + i0, inp + i0, n);
+            VKC_SIMD_PICK(isa, gelu_fwd)(out + i0, inp + i0, n);
         }
         return;
     }
@@ -169,8 +118,7 @@ void vkc_gelu_backward_fast(float *dinp, const float *inp, const float *dout, si
         for (long c = 0; c < chunks; c++) {
             size_t i0 = (size_t)c * GELU_CHUNK;
             long n = (long)(N - i0 < GELU_CHUNK ? N - i0 : GELU_CHUNK);
-            if (isa == VKC_ISA_AVX512) bwd_avx512(dinp + i0, inp + i0, dout + i0, n);
-            else bwd_avx2(dinp + i0, inp + i0, dout + i0, n);
+            VKC_SIMD_PICK(isa, gelu_bwd)(dinp + i0, inp + i0, dout + i0, n);
         }
         return;
     }

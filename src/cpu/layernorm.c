@@ -1,7 +1,7 @@
 /* Layer normalisation (Ba et al. 2016), forward and backward as llm.c
  * (shaders/layernorm_forward.comp, layernorm_backward.comp). */
 #include "cpu/cpu_ops.h"
-#include "cpu/exp_fast.h" /* VKC_X86, VKC_TARGET_* */
+#include "cpu/simd.h"
 
 #include <math.h>
 
@@ -79,8 +79,8 @@ void vkc_layernorm_backward(float *dinp, float *dweight, float *dbias, const flo
 /* --- fast: the same arithmetic, vectorised --------------------------------------------------- */
 /* The reference's row sums are chains of dependent double adds (4 cycles each), so its rows
  * cost ~C * 12 cycles. Here the same expressions run in vector lanes (`omp simd`, compiled
- * for AVX-512 or AVX2 by target attribute, cpuid dispatch): each row sum is carried in double
- * in several partial sums added at the end, so mean, rstd and dinp may differ from the
+ * for AVX-512 or AVX2 by layernorm_simd.h's instances, cpuid dispatch): each row sum is carried
+ * in double in several partial sums added at the end, so mean, rstd and dinp may differ from the
  * reference in the last bit; dweight and dbias keep the reference's order (rows in order per
  * column) and are bit-identical. Without OpenMP the loops stay scalar (the reference's speed). */
 #ifdef VKA_HAVE_OPENMP
@@ -90,7 +90,7 @@ void vkc_layernorm_backward(float *dinp, float *dweight, float *dbias, const flo
 #define LN_SIMD
 #define LN_SIMD_SUM(...)
 #endif
-/* inlined into each ISA's clone below, so they are compiled for that ISA */
+/* inlined into each ISA's instance (layernorm_simd.h), so they are compiled for that ISA */
 #if defined(__GNUC__) || defined(__clang__)
 #define LN_INLINE static inline __attribute__((always_inline))
 #else
@@ -157,37 +157,18 @@ LN_INLINE void ln_backward_cols(float *dweight, float *dbias, const float *dout,
     }
 }
 
-#ifdef VKC_X86
-#define LN_CLONES(T, tag)                                                                      \
-    T static void fwd_##tag(float *o, float *mean, float *rstd, const float *x,               \
-                            const float *weight, const float *bias, int C) {                   \
-        ln_forward_row(o, mean, rstd, x, weight, bias, C);                                     \
-    }                                                                                          \
-    T static void bwd_##tag(float *di, const float *x, const float *d, const float *weight,   \
-                            float m, float r, int C) {                                         \
-        ln_backward_row(di, x, d, weight, m, r, C);                                            \
-    }                                                                                          \
-    T static void cols_##tag(float *dweight, float *dbias, const float *dout,                 \
-                             const float *inp, const float *mean, const float *rstd, int N,    \
-                             int C, int c0, int w) {                                           \
-        ln_backward_cols(dweight, dbias, dout, inp, mean, rstd, N, C, c0, w);                  \
-    }
-LN_CLONES(VKC_TARGET_AVX512, avx512)
-LN_CLONES(VKC_TARGET_AVX2, avx2)
-#undef LN_CLONES
-#endif
+#define VKC_SIMD_BODY "cpu/layernorm_simd.h" /* ln_fwd_*, ln_bwd_*, ln_cols_* */
+#include "cpu/simd_each.h"
 
 void vkc_layernorm_forward_fast(float *out, float *mean, float *rstd, const float *inp,
                                 const float *weight, const float *bias, int N, int C,
                                 vkc_isa isa, int nt) {
 #ifdef VKC_X86
     if (isa == VKC_ISA_AVX512 || isa == VKC_ISA_AVX2) {
-        bool wide = isa == VKC_ISA_AVX512;
         VKA_OMP_FOR(nt, (double)N * C > VKA_OMP_MIN_WORK / 4)
         for (int n = 0; n < N; n++) {
             size_t o = (size_t)n * C;
-            if (wide) fwd_avx512(out + o, mean + n, rstd + n, inp + o, weight, bias, C);
-            else fwd_avx2(out + o, mean + n, rstd + n, inp + o, weight, bias, C);
+            VKC_SIMD_PICK(isa, ln_fwd)(out + o, mean + n, rstd + n, inp + o, weight, bias, C);
         }
         return;
     }
@@ -201,19 +182,16 @@ void vkc_layernorm_backward_fast(float *dinp, float *dweight, float *dbias, cons
                                  const float *rstd, int N, int C, vkc_isa isa, int nt) {
 #ifdef VKC_X86
     if (isa == VKC_ISA_AVX512 || isa == VKC_ISA_AVX2) {
-        bool wide = isa == VKC_ISA_AVX512;
         VKA_OMP_FOR(nt, (double)N * C > VKA_OMP_MIN_WORK / 4)
         for (int n = 0; n < N; n++) {
             size_t o = (size_t)n * C;
-            if (wide) bwd_avx512(dinp + o, inp + o, dout + o, weight, mean[n], rstd[n], C);
-            else bwd_avx2(dinp + o, inp + o, dout + o, weight, mean[n], rstd[n], C);
+            VKC_SIMD_PICK(isa, ln_bwd)(dinp + o, inp + o, dout + o, weight, mean[n], rstd[n], C);
         }
         int blocks = (C + VKA_COL_BLOCK - 1) / VKA_COL_BLOCK;
         VKA_OMP_FOR(nt, (double)N * C > VKA_OMP_MIN_WORK)
         for (int bl = 0; bl < blocks; bl++) {
             int c0 = bl * VKA_COL_BLOCK, w = C - c0 < VKA_COL_BLOCK ? C - c0 : VKA_COL_BLOCK;
-            if (wide) cols_avx512(dweight, dbias, dout, inp, mean, rstd, N, C, c0, w);
-            else cols_avx2(dweight, dbias, dout, inp, mean, rstd, N, C, c0, w);
+            VKC_SIMD_PICK(isa, ln_cols)(dweight, dbias, dout, inp, mean, rstd, N, C, c0, w);
         }
         return;
     }

@@ -1,7 +1,8 @@
 /* What the reference matmul (matmul.c) and the fast one (matmul_fast.c) share: the strided
  * operand views, the packing of op(b) into k-major panels, the epilogue, and the driver that
  * cuts out into tiles (one OpenMP work item each) and hands each tile to the kernel's own tile
- * function. Private to those two files. */
+ * function. Private to those two files and the fused attention's (whose products take the same
+ * views). */
 #ifndef VKA_CPU_MATMUL_TILES_H
 #define VKA_CPU_MATMUL_TILES_H
 

@@ -69,41 +69,18 @@ void vkc_peak_fma(float *out, size_t n, uint32_t iters, int nt) {
  * independent fused multiply-add chains as wide as the ISA allows (AVX-512: 16 lanes, AVX2: 8),
  * enough to cover the FMA latency of two pipes (4 cycles x 2 pipes = 8 in flight), compiled
  * for that ISA by target attributes whatever the build's -march. */
-#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
-#include <immintrin.h>
+#include "cpu/simd.h"
+
+#ifdef VKC_X86
 #define VKC_HW_CHAINS 12
-
-__attribute__((target("avx512f"))) static float hw_avx512(uint64_t iters, float seed) {
-    __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f), x[VKC_HW_CHAINS];
-    for (int j = 0; j < VKC_HW_CHAINS; j++) x[j] = _mm512_set1_ps(seed + 0.1f * (float)j);
-    for (uint64_t k = 0; k < iters; k++) {
-#pragma GCC unroll 12
-        for (int j = 0; j < VKC_HW_CHAINS; j++) x[j] = _mm512_fmadd_ps(x[j], a, b);
-    }
-    __m512 s = x[0];
-    for (int j = 1; j < VKC_HW_CHAINS; j++) s = _mm512_add_ps(s, x[j]);
-    return _mm512_reduce_add_ps(s);
-}
-
-__attribute__((target("avx2,fma"))) static float hw_avx2(uint64_t iters, float seed) {
-    __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-3f), x[VKC_HW_CHAINS];
-    for (int j = 0; j < VKC_HW_CHAINS; j++) x[j] = _mm256_set1_ps(seed + 0.1f * (float)j);
-    for (uint64_t k = 0; k < iters; k++) {
-#pragma GCC unroll 12
-        for (int j = 0; j < VKC_HW_CHAINS; j++) x[j] = _mm256_fmadd_ps(x[j], a, b);
-    }
-    __m256 s = x[0];
-    for (int j = 1; j < VKC_HW_CHAINS; j++) s = _mm256_add_ps(s, x[j]);
-    float v[8];
-    _mm256_storeu_ps(v, s);
-    return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
-}
+#define VKC_SIMD_BODY "cpu/peak_simd.h" /* peak_hw_avx512, peak_hw_avx2 */
+#include "cpu/simd_each.h"
 
 double vkc_peak_fma_hw(float *out, vkc_isa isa, uint64_t iters, int nt) {
     if (isa != VKC_ISA_AVX512 && isa != VKC_ISA_AVX2) return 0.0;
     VKA_OMP_FOR(nt, nt > 1)
     for (int t = 0; t < nt; t++)
-        out[t] = isa == VKC_ISA_AVX512 ? hw_avx512(iters, (float)t) : hw_avx2(iters, (float)t);
+        out[t] = VKC_SIMD_PICK(isa, peak_hw)(iters, (float)t);
     return (double)nt * (double)iters * VKC_HW_CHAINS * (isa == VKC_ISA_AVX512 ? 16 : 8) * 2.0;
 }
 #else

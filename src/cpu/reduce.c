@@ -2,7 +2,7 @@
  * mean.comp, grad_norm.comp). Each output is summed in a fixed order that does not depend on
  * the thread count, in double. */
 #include "cpu/cpu_ops.h"
-#include "cpu/exp_fast.h" /* VKC_X86, VKC_TARGET_* */
+#include "cpu/simd.h"
 #include "vkattn.h" /* VKA_NORM_PARTIALS: slices per tensor in grad_norm */
 
 #include <math.h>
@@ -21,7 +21,7 @@
 #define SUM_LANES 8  /* independent partial sums: a fixed order that still pipelines */
 
 /* The fast kernels: the reference's sums in the same order, vector lanes across the columns
- * (omp simd under a target attribute, cpuid dispatch), so bit-identical to it. Columns o0 ..
+ * (omp simd in reduce_simd.h's instances, cpuid dispatch), so bit-identical to it. Columns o0 ..
  * o0+w (w <= VKA_COL_BLOCK), rows in order. */
 static inline BB_INLINE void bias_cols(float *dbias, const float *dout, int N, int OC, int o0,
                                        int w) {
@@ -34,16 +34,8 @@ static inline BB_INLINE void bias_cols(float *dbias, const float *dout, int N, i
     for (int j = 0; j < w; j++) dbias[o0 + j] = (float)(dbias[o0 + j] + sum[j]);
 }
 
-#ifdef VKC_X86
-VKC_TARGET_AVX512 static void bias_cols_avx512(float *dbias, const float *dout, int N, int OC,
-                                               int o0, int w) {
-    bias_cols(dbias, dout, N, OC, o0, w);
-}
-VKC_TARGET_AVX2 static void bias_cols_avx2(float *dbias, const float *dout, int N, int OC, int o0,
-                                           int w) {
-    bias_cols(dbias, dout, N, OC, o0, w);
-}
-#endif
+#define VKC_SIMD_BODY "cpu/reduce_simd.h" /* bias_cols_avx512, bias_cols_avx2 */
+#include "cpu/simd_each.h"
 
 void vkc_bias_backward_fast(float *dbias, const float *dout, int N, int OC, vkc_isa isa,
                             int nt) {
@@ -53,8 +45,7 @@ void vkc_bias_backward_fast(float *dbias, const float *dout, int N, int OC, vkc_
         VKA_OMP_FOR(nt, (double)N * OC > VKA_OMP_MIN_WORK)
         for (int bl = 0; bl < blocks; bl++) {
             int o0 = bl * VKA_COL_BLOCK, w = OC - o0 < VKA_COL_BLOCK ? OC - o0 : VKA_COL_BLOCK;
-            if (isa == VKC_ISA_AVX512) bias_cols_avx512(dbias, dout, N, OC, o0, w);
-            else bias_cols_avx2(dbias, dout, N, OC, o0, w);
+            VKC_SIMD_PICK(isa, bias_cols)(dbias, dout, N, OC, o0, w);
         }
         return;
     }
