@@ -1,6 +1,7 @@
 /*
- * The Vulkan runtime (not installed): device (vk_device.c), memory (vk_memory.c), pipelines and
- * descriptor sets (vk_pipeline.c), command recording (vk_commands.c) and the backend that
+ * The Vulkan runtime (not installed): device (vk_device.c), the one-shot submission and Vulkan
+ * failures (vk_submit.c), memory (vk_memory.c), pipelines and descriptor sets (vk_pipeline.c),
+ * command recording (vk_commands.c) and the backend that
  * implements the ops of src/backend.h on top of them (vk_backend.c, vk_ops_*.c).
  *
  * Shader conventions (shaders/common.glsl):
