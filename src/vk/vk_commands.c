@@ -496,6 +496,19 @@ uint32_t vkv_off(const vkv_backend *vb, vkb_tensor t) {
     return (uint32_t)(((VkDeviceSize)t.offset * 4 - bind_start(vb, t)) / 4);
 }
 
+bool vkv_views_vec4(const vkv_backend *vb, const vkv_call *call, uint32_t views) {
+    for (int i = 0; i < call->n_bind; i++)
+        if ((views >> i & 1) && vkv_off(vb, call->bind[i]) % 4) return false;
+    return true;
+}
+
+bool vkv_views_texel(const vkv_backend *vb, const vkv_call *call, uint32_t views) {
+    if (!vb->dev->texel_operands) return false;
+    for (int i = 0; i < call->n_bind; i++)
+        if ((views >> i & 1) && !vkv_texel_ok(vb, call->bind[i])) return false;
+    return true;
+}
+
 size_t vkv_bind_elems(const vkv_backend *vb) {
     return (size_t)((vb->dev->max_binding_bytes - vb->dev->bind_align) / vb->dev->bind_align *
                     vb->dev->bind_align / 4);
@@ -533,6 +546,8 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
     if (!can_record(vb, label) || call->groups == 0) return;
     if (call->n_bind > VKV_MAX_BINDINGS || call->pc_size > VKV_PUSH_CONSTANT_BYTES ||
         call->pc_size % 4 || call->n_spec > VKV_MAX_SPEC || call->n_texel < 0 ||
+        call->pc_views < 0 || (uint32_t)call->pc_views * 4 > call->pc_size ||
+        call->n_bind > call->pc_views ||
         call->n_texel > (vb->dev->texel_operands ? VKV_MAX_TEXELS : 0)) {
         vkb_fail(&vb->base, VKA_ERROR_INVALID_ARGUMENT, "%s: bad dispatch description", label);
         return;
@@ -617,6 +632,10 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
                  .u.dispatch = {pipeline, set, (uint32_t)x, (uint32_t)y, call->pc_size,
                                 (uint32_t)g->n_pcs}};
     if (call->pc_size) memcpy(g->pcs + g->n_pcs, call->pc, call->pc_size);
+    for (int i = 0; i < call->pc_views; i++) { /* the views' offsets (VKA_PC_STRUCT) */
+        uint32_t off = i < call->n_bind ? vkv_off(vb, call->bind[i]) : 0;
+        memcpy(g->pcs + g->n_pcs + 4 * (size_t)i, &off, 4);
+    }
     g->n_pcs += call->pc_size;
     log_cmd(vb, &c);
     profile_close(vb, q);
