@@ -30,12 +30,8 @@ layout(set = 0, binding = 14) uniform samplerBuffer v_tex;
 layout(set = 0, binding = 15) uniform samplerBuffer grad_tex;
 #endif
 
-layout(push_constant) uniform PC {
-    uint param_off, m_off, v_off, grad_off, hyper_off, gscale_off;
-    uint N;
-    uint has_gscale;
-    float weight_decay;
-} pc;
+#include "pc/adamw.h"
+VKA_PC_BLOCK(VKA_PC_ADAMW_VIEWS, VKA_PC_ADAMW)
 
 // VKA_HYPER_* in vkattn.h
 const uint H_LR = 0u, H_BETA1 = 1u, H_BETA2 = 2u, H_EPS = 3u, H_BC1 = 4u, H_BC2 = 5u;

@@ -17,10 +17,8 @@ layout(set = 0, binding = 13) uniform samplerBuffer src_tex;
 #endif
 
 // Same block as every elementwise op (pc_binary in vk_ops_elementwise.c); third offset unused.
-layout(push_constant) uniform PC {
-    uint dst_off, src_off, unused_off;
-    uint N;
-} pc;
+#include "pc/elementwise.h"
+VKA_PC_BLOCK(VKA_PC_ADD_INPLACE_VIEWS, VKA_PC_BINARY)
 
 void main() {
     if (VEC4S == 0u) {

@@ -48,20 +48,11 @@ layout(set = 0, binding = 8) buffer DQ4 { vec4 dq4[]; };
 layout(set = 0, binding = 9) buffer DK4 { vec4 dk4[]; };
 layout(set = 0, binding = 10) buffer DV4 { vec4 dv4[]; };
 
-// pc_attention in src/vk/vk_ops_attention.c
-layout(push_constant) uniform PC {
-    uint offs[3];          // element offset of binding i in its range: byte i % 4 of offs[i / 4]
-    uint B, NH, Tq, Tk, HS; // B: batches of this dispatch
-    uint q_sb, q_sh, q_st; // element (b, h, t, d) of q, dq at b*sb + h*sh + t*st + d
-    uint k_sb, k_sh, k_st; // k, dk
-    uint v_sb, v_sh, v_st; // v, dv
-    uint o_sb, o_sh, o_st; // out, dout
-    float scale;
-    uint causal;           // vkb_causal
-    uint flags;            // bit 0: mask; 1: mask per batch; 2: key_lens; 3: no lse (forward)
-} pc;
+#include "pc/attention.h"
+VKA_PC_BLOCK(VKA_PC_ATTENTION_VIEWS, VKA_PC_ATTENTION)
 
-uint boff(uint i) { return (pc.offs[i / 4u] >> (8u * (i % 4u))) & 255u; }
+// The element offset of binding i in its bound range.
+uint boff(uint i) { return pc.bind_off[i]; }
 
 const uint F_MASK = 1u, F_MASK_PER_BATCH = 2u, F_KEY_LENS = 4u, F_NO_LSE = 8u;
 

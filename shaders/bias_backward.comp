@@ -21,11 +21,8 @@ layout(set = 0, binding = 1) readonly buffer Dout4 { vec4 dout4[]; };
 layout(set = 0, binding = 12) uniform samplerBuffer dout_tex;
 #endif
 
-// pc_bias_backward in src/vk/vk_ops_reduce.c
-layout(push_constant) uniform PC {
-    uint dbias_off, dout_off;
-    uint N, OC;
-} pc;
+#include "pc/reduce.h"
+VKA_PC_BLOCK(VKA_PC_BIAS_BACKWARD_VIEWS, VKA_PC_BIAS_BACKWARD)
 
 uint o; // this invocation's column (VEC4: its first column / 4)
 

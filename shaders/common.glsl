@@ -5,7 +5,8 @@
 //   the view in that range (< 64) come in the push constants (out_off, inp_off, ...). No range
 //   passes the binding limit (maxStorageBufferRange or lower): the host splits larger tensors
 //   into blocks, one dispatch each, and passes what a block needs to know of the whole (its
-//   first row, leading dimensions, ...) in the push constants too.
+//   first row, leading dimensions, ...) in the push constants too. Each op's blocks are defined
+//   once for GLSL and C in pc/<op>.h (pc/push_constants.h): VKA_PC_BLOCK(VIEWS, FIELDS).
 // - Workgroup size: specialization constant 0. Tiles and variants: constants 1, 2, ...
 // - Dispatches are a linear count of workgroups that the host may fold into a 2-D grid when it
 //   exceeds maxComputeWorkGroupCount[0]; use vka_group_id() and return (whole workgroups) past

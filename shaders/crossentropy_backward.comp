@@ -18,13 +18,8 @@ layout(set = 0, binding = 1) readonly buffer Logits { float logits[]; };
 layout(set = 0, binding = 2) readonly buffer Targets { int targets[]; };
 layout(set = 0, binding = 3) readonly buffer Dloss { float dlosses[]; };
 
-// pc_crossentropy in src/vk/vk_ops_crossentropy.c
-layout(push_constant) uniform PC {
-    uint dlogits_off, logits_off, targets_off;
-    uint N, V, Vp;
-    float dloss;
-    uint dloss_off, has_dloss;
-} pc;
+#include "pc/crossentropy.h"
+VKA_PC_BLOCK(VKA_PC_CROSSENTROPY_BACKWARD_VIEWS, VKA_PC_CROSSENTROPY)
 
 void main() {
     uint i = seg_row(), lane = seg_lane();

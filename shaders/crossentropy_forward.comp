@@ -13,13 +13,8 @@ layout(set = 0, binding = 0) writeonly buffer Losses { float losses[]; };
 layout(set = 0, binding = 1) readonly buffer Logits { float logits[]; };
 layout(set = 0, binding = 2) readonly buffer Targets { int targets[]; };
 
-// pc_crossentropy in src/vk/vk_ops_crossentropy.c
-layout(push_constant) uniform PC {
-    uint losses_off, logits_off, targets_off;
-    uint N, V, Vp;
-    float dloss; // backward only
-    uint dloss_off, has_dloss; // backward only
-} pc;
+#include "pc/crossentropy.h"
+VKA_PC_BLOCK(VKA_PC_CROSSENTROPY_FORWARD_VIEWS, VKA_PC_CROSSENTROPY)
 
 void main() {
     uint i = seg_row(), lane = seg_lane();

@@ -9,11 +9,8 @@ layout(set = 0, binding = 1) readonly buffer Dout { float dout[]; };
 
 // A dispatch covers B sequences and T positions (a block of rows, split at the binding limit);
 // sequence b of the bound dout starts b * dout_stride elements in.
-layout(push_constant) uniform PC {
-    uint dwpe_off, dout_off;
-    uint B, T, C;
-    uint dout_stride;
-} pc;
+#include "pc/encoder.h"
+VKA_PC_BLOCK(VKA_PC_ENCODER_WPE_VIEWS, VKA_PC_ENCODER_WPE)
 
 void main() {
     uint i = vka_global_id(); // (t, c)

@@ -12,13 +12,8 @@ layout(set = 0, binding = 2) readonly buffer Buckets { int buckets[]; };
 
 // A dispatch adds the rows of dout for positions pos0 .. pos0 + pos_n - 1 (bound) into the
 // vocabulary rows tok0 .. tok0 + tok_rows - 1 of dwte (bound); both split at the binding limit.
-layout(push_constant) uniform PC {
-    uint dwte_off, dout_off, buckets_off;
-    uint BT, C;
-    uint wte_rows; // Vp
-    uint tok0, tok_rows;
-    uint pos0, pos_n;
-} pc;
+#include "pc/encoder.h"
+VKA_PC_BLOCK(VKA_PC_ENCODER_WTE_VIEWS, VKA_PC_ENCODER_WTE)
 
 void main() {
     uint j = vka_group_id();

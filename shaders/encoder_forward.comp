@@ -12,15 +12,8 @@ layout(set = 0, binding = 3) readonly buffer Wpe { float wpe[]; };
 // A dispatch covers positions pos0 .. pos0 + P - 1 (of B*T) and the vocabulary rows
 // tok0 .. tok0 + tok_rows - 1 bound (split at the binding limit): it writes the positions whose
 // token lies in them, and (nan_ids) those whose id is not a row of wte at all.
-layout(push_constant) uniform PC {
-    uint out_off, tokens_off, wte_off, wpe_off;
-    uint P, T, C;
-    uint wte_rows;  // Vp: ids at or past it give NaN instead of reading out of bounds
-    uint pos0;      // global position of the first one (t = (pos0 + p) % T)
-    uint wpe_row0;  // first wpe row bound
-    uint tok0, tok_rows;
-    uint nan_ids;   // this dispatch writes the positions with invalid ids
-} pc;
+#include "pc/encoder.h"
+VKA_PC_BLOCK(VKA_PC_ENCODER_FORWARD_VIEWS, VKA_PC_ENCODER_FORWARD)
 
 void main() {
     uint i = vka_global_id();

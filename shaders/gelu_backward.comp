@@ -20,10 +20,8 @@ layout(set = 0, binding = 13) uniform samplerBuffer inp_tex;
 layout(set = 0, binding = 14) uniform samplerBuffer dout_tex;
 #endif
 
-layout(push_constant) uniform PC {
-    uint dinp_off, inp_off, dout_off;
-    uint N;
-} pc;
+#include "pc/elementwise.h"
+VKA_PC_BLOCK(VKA_PC_GELU_BACKWARD_VIEWS, VKA_PC_BINARY)
 
 void main() {
     if (VEC4S == 0u) {

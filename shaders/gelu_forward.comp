@@ -18,10 +18,8 @@ layout(set = 0, binding = 12) uniform samplerBuffer inp_tex;
 #endif
 
 // Same block as every elementwise op (pc_binary in vk_ops_elementwise.c); third offset unused.
-layout(push_constant) uniform PC {
-    uint out_off, inp_off, unused_off;
-    uint N;
-} pc;
+#include "pc/elementwise.h"
+VKA_PC_BLOCK(VKA_PC_GELU_FORWARD_VIEWS, VKA_PC_BINARY)
 
 void main() {
     if (VEC4S == 0u) {

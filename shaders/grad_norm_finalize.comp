@@ -13,15 +13,8 @@
 layout(set = 0, binding = 0) buffer Out { float out_[]; };
 layout(set = 0, binding = 1) readonly buffer Partials { float partials[]; };
 
-// pc_norm_finalize in src/vk/vk_ops_reduce.c
-layout(push_constant) uniform PC {
-    uint out_off, partials_off;
-    uint n_partials;
-    float max_norm;
-    uint accumulate; // a later block of partials split at the binding limit: out[0] holds the
-                     // norm of the earlier ones
-    uint last;       // the last block: write the clip scale too
-} pc;
+#include "pc/reduce.h"
+VKA_PC_BLOCK(VKA_PC_NORM_FINALIZE_VIEWS, VKA_PC_NORM_FINALIZE)
 
 vec4 partial(uint i) { return nrm2_term(partials[pc.partials_off + i]); }
 

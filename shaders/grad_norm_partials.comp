@@ -22,14 +22,8 @@ layout(set = 0, binding = 5) readonly buffer G4 { float g4[]; };
 layout(set = 0, binding = 6) readonly buffer G5 { float g5[]; };
 layout(set = 0, binding = 7) readonly buffer G6 { float g6[]; };
 
-// pc_norm_partials in src/vk/vk_ops_reduce.c
-layout(push_constant) uniform PC {
-    uint partials_off; // partials of this dispatch's first tensor
-    uint g_off[7];
-    uint n[7];         // elements of each tensor; 0 past the dispatch's last one
-    uint accumulate;   // bit j: tensor j is a later piece of a gradient split at the binding
-                       // limit: add to its partials instead of writing them
-} pc;
+#include "pc/reduce.h"
+VKA_PC_BLOCK(VKA_PC_NORM_PARTIALS_VIEWS, VKA_PC_NORM_PARTIALS)
 
 // nrm2_term of element i of gradient J (one function per binding: the loop below picks the binding
 // once per workgroup, not per element).

@@ -14,13 +14,8 @@ layout(set = 0, binding = 1) writeonly buffer VC { float vc[]; };
 layout(set = 0, binding = 2) readonly buffer Qkv { float qkv[]; };
 layout(set = 0, binding = 3) readonly buffer Pos { int pos[]; };
 
-layout(push_constant) uniform PC {
-    uint k_off, v_off, qkv_off, pos_off;
-    uint HS, max_T, C;  // C = NH * HS, channels of a qkv row
-    uint r0, nr;        // bound cache rows
-    uint h0, nh;        // heads of this dispatch
-    uint t0, nt;        // bound qkv rows
-} pc;
+#include "pc/kv.h"
+VKA_PC_BLOCK(VKA_PC_KV_WRITE_VIEWS, VKA_PC_KV_WRITE)
 
 void main() {
     uint i = vka_global_id();

@@ -21,11 +21,8 @@ layout(set = 0, binding = 3) readonly buffer Weight { float weight[]; };
 layout(set = 0, binding = 4) readonly buffer Mean { float mean_[]; };
 layout(set = 0, binding = 5) readonly buffer Rstd { float rstd_[]; };
 
-// pc_layernorm_backward in src/vk/vk_ops_layernorm.c
-layout(push_constant) uniform PC {
-    uint dinp_off, dout_off, inp_off, weight_off, mean_off, rstd_off;
-    uint N, C;
-} pc;
+#include "pc/layernorm.h"
+VKA_PC_BLOCK(VKA_PC_LAYERNORM_BACKWARD_VIEWS, VKA_PC_LAYERNORM_ROWS)
 
 #ifdef VKA_TEXEL
 layout(set = 0, binding = 0) buffer Dinp4 { vec4 dinp4[]; };

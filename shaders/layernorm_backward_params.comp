@@ -24,11 +24,8 @@ layout(set = 0, binding = 3) readonly buffer Inp { float inp[]; };
 layout(set = 0, binding = 4) readonly buffer Mean { float mean_[]; };
 layout(set = 0, binding = 5) readonly buffer Rstd { float rstd_[]; };
 
-// pc_layernorm_params in src/vk/vk_ops_layernorm.c
-layout(push_constant) uniform PC {
-    uint dweight_off, dbias_off, dout_off, inp_off, mean_off, rstd_off;
-    uint N, C;
-} pc;
+#include "pc/layernorm.h"
+VKA_PC_BLOCK(VKA_PC_LAYERNORM_PARAMS_VIEWS, VKA_PC_LAYERNORM_ROWS)
 
 #ifdef VKA_TEXEL
 layout(constant_id = 1) const uint CQ = 8; // column quads per workgroup

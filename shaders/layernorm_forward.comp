@@ -21,11 +21,8 @@ layout(set = 0, binding = 3) readonly buffer Inp { float inp[]; };
 layout(set = 0, binding = 4) readonly buffer Weight { float weight[]; };
 layout(set = 0, binding = 5) readonly buffer Bias { float bias[]; };
 
-// pc_layernorm in src/vk/vk_ops_layernorm.c
-layout(push_constant) uniform PC {
-    uint out_off, mean_off, rstd_off, inp_off, weight_off, bias_off;
-    uint N, C;
-} pc;
+#include "pc/layernorm.h"
+VKA_PC_BLOCK(VKA_PC_LAYERNORM_FORWARD_VIEWS, VKA_PC_LAYERNORM_ROWS)
 
 #ifdef VKA_TEXEL
 layout(set = 0, binding = 0) writeonly buffer Out4 { vec4 out4[]; };

@@ -44,14 +44,8 @@ layout(set = 0, binding = 12) uniform samplerBuffer a_tex;
 layout(set = 0, binding = 13) uniform samplerBuffer b_tex;
 #endif
 
-layout(push_constant) uniform PC {
-    uint out_off, a_off, b_off, bias_off; // element offsets of the bound tensors
-    uint M, N, K, batch;
-    uint stride_out, stride_a, stride_b;  // elements between batches
-    uint has_bias, accumulate;
-    float alpha;
-    uint lda, ldb, ldo; // row strides of A, B (as stored) and out: a block of a larger matrix
-} pc;
+#include "pc/matmul.h"
+VKA_PC_BLOCK(VKA_PC_MATMUL_VIEWS, VKA_PC_MATMUL)
 
 // The tile a workgroup computes, or false past the end of the work (folded grids).
 bool tile_of_group(out uint bi, out uint row0, out uint col0) {

@@ -10,13 +10,8 @@
 layout(set = 0, binding = 0) buffer Out { float out_[]; };
 layout(set = 0, binding = 1) readonly buffer Inp { float inp[]; };
 
-// pc_mean in src/vk/vk_ops_reduce.c
-layout(push_constant) uniform PC {
-    uint out_off, inp_off;
-    uint N;          // elements of this dispatch's block
-    uint accumulate; // add to out (a later block of a split input) instead of writing it
-    float total;     // elements of the whole input (the divisor)
-} pc;
+#include "pc/reduce.h"
+VKA_PC_BLOCK(VKA_PC_MEAN_VIEWS, VKA_PC_MEAN)
 
 float element(uint i) { return inp[pc.inp_off + i]; }
 

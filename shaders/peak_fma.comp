@@ -15,12 +15,8 @@
 
 layout(set = 0, binding = 0) writeonly buffer Out { float out_[]; };
 
-layout(push_constant) uniform PC {
-    uint out_off;
-    uint n;
-    uint iters;
-    uint first; // global index of this dispatch's first element (split at the binding limit)
-} pc;
+#include "pc/peak.h"
+VKA_PC_BLOCK(VKA_PC_PEAK_VIEWS, VKA_PC_PEAK)
 
 void main() {
     uint i = vka_global_id();

@@ -9,12 +9,8 @@ layout(set = 0, binding = 1) readonly buffer DQ { float dq[]; };
 layout(set = 0, binding = 2) readonly buffer DK { float dk[]; };
 layout(set = 0, binding = 3) readonly buffer DV { float dv[]; };
 
-layout(push_constant) uniform PC {
-    uint dinp_off, dq_off, dk_off, dv_off;
-    uint B, T, NH, HS; // this dispatch's block: B sequences, T positions, NH heads (from h0)
-    uint T_all, NH_all; // the whole tensors' T and NH (strides)
-    uint h0;           // first head of the block
-} pc;
+#include "pc/permute.h"
+VKA_PC_BLOCK(VKA_PC_PERMUTE_BACKWARD_VIEWS, VKA_PC_PERMUTE)
 
 void main() {
     uint i = vka_global_id();

@@ -18,10 +18,8 @@ layout(set = 0, binding = 12) uniform samplerBuffer a_tex;
 layout(set = 0, binding = 13) uniform samplerBuffer b_tex;
 #endif
 
-layout(push_constant) uniform PC {
-    uint out_off, a_off, b_off;
-    uint N;
-} pc;
+#include "pc/elementwise.h"
+VKA_PC_BLOCK(VKA_PC_RESIDUAL_FORWARD_VIEWS, VKA_PC_BINARY)
 
 void main() {
     if (VEC4S == 0u) {

@@ -11,12 +11,8 @@ layout(set = 0, binding = 0) buffer Dinp { float dinp[]; };
 layout(set = 0, binding = 1) readonly buffer Dout { float dout[]; };
 layout(set = 0, binding = 2) readonly buffer Out { float out_[]; };
 
-// pc_softmax_backward in src/vk/vk_ops_softmax.c
-layout(push_constant) uniform PC {
-    uint dinp_off, dout_off, out_off;
-    uint R, Tk;
-    float scale;
-} pc;
+#include "pc/softmax.h"
+VKA_PC_BLOCK(VKA_PC_SOFTMAX_BACKWARD_VIEWS, VKA_PC_SOFTMAX_BACKWARD)
 
 void main() {
     uint r = seg_row(), lane = seg_lane();

@@ -13,17 +13,8 @@ layout(set = 0, binding = 0) writeonly buffer Out { float out_[]; };
 layout(set = 0, binding = 1) readonly buffer Inp { float inp[]; };
 layout(set = 0, binding = 2) readonly buffer Mask { float mask[]; };
 
-// pc_softmax in src/vk/vk_ops_softmax.c
-layout(push_constant) uniform PC {
-    uint out_off, inp_off, mask_off;
-    uint R, Tq, Tk;
-    uint mask_rows; // consecutive rows sharing one mask row, >= 1
-    uint has_mask;
-    uint causal;
-    float scale;
-    uint row0;      // row r of this dispatch is row row0 + r of the whole (causal query, mask row)
-    uint mask_row0; // the mask binding starts at mask row mask_row0 (of that whole)
-} pc;
+#include "pc/softmax.h"
+VKA_PC_BLOCK(VKA_PC_SOFTMAX_FORWARD_VIEWS, VKA_PC_SOFTMAX_FORWARD)
 
 // Keys [0, visible) of row r can be unmasked by causality: query q = r % Tq sees keys
 // k <= q + Tk - Tq (queries aligned to the last keys).

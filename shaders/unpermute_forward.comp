@@ -7,12 +7,8 @@
 layout(set = 0, binding = 0) writeonly buffer Out { float out_[]; };
 layout(set = 0, binding = 1) readonly buffer Inp { float inp[]; };
 
-layout(push_constant) uniform PC {
-    uint out_off, inp_off, unused_off2, unused_off3; // pc_permute: four offset slots
-    uint B, T, NH, HS; // this dispatch's block: B sequences, T positions, NH heads (from h0)
-    uint T_all, NH_all; // the whole tensors' T and NH (strides)
-    uint h0;           // first head of the block
-} pc;
+#include "pc/permute.h"
+VKA_PC_BLOCK(VKA_PC_UNPERMUTE_FORWARD_VIEWS, VKA_PC_PERMUTE)
 
 void main() {
     uint i = vka_global_id();

@@ -2,7 +2,7 @@
  * Command recording: graphs (a list of commands, played into one command buffer + fence each
  * when recorded, submitted once per run with one host wait, or asynchronously, and played again
  * into an application's command buffer on request), dispatches with hazard tracking, and the
- * one-shot command buffer used by immediate host <-> device copies.
+ * host checks of a graph's targets after each run (the one-shot copies are vk_submit.c's).
  *
  * Barriers: the ranges each command reads and writes since the last barrier are tracked; a
  * command that reads or writes a range written since then, or writes a range read since then,
@@ -15,17 +15,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-#define ALL_WRITES (VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT)
-#define ALL_ACCESS                                                                        \
-    (VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | \
-     VK_ACCESS_TRANSFER_WRITE_BIT)
-#define WORK_STAGES (VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT)
-
-void vkv_fail_vk(vkv_backend *vb, VkResult vr, const char *what) {
-    vka_result r = vkr_check(vb->base.ctx, vr, what);
-    if (vb->base.status == VKA_SUCCESS) vb->base.status = r;
-}
 
 const vkr_device *vkv_device(const vkv_backend *vb) { return vb->dev; }
 
@@ -52,90 +41,18 @@ bool vkv_check_dim(vkb_backend *be, const char *op, const char *what, long long 
 }
 
 vka_result vkv_commands_init(vkv_backend *vb) {
-    vka_context *ctx = vb->base.ctx;
-    VkDevice d = vb->dev->device;
     VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                   .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
                                   .queueFamilyIndex = vb->dev->queue_family};
-    VkResult vr = vb->vk->vkCreateCommandPool(d, &pi, vb->dev->alloc, &vb->pool);
-    if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreateCommandPool");
-    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                                      .commandPool = vb->pool,
-                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                                      .commandBufferCount = 1};
-    vr = vb->vk->vkAllocateCommandBuffers(d, &ai, &vb->once_cmd);
-    if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkAllocateCommandBuffers");
-    VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    vr = vb->vk->vkCreateFence(d, &fi, vb->dev->alloc, &vb->once_fence);
-    if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreateFence");
-    return VKA_SUCCESS;
+    VkResult vr = vb->vk->vkCreateCommandPool(vb->dev->device, &pi, vb->dev->alloc, &vb->pool);
+    if (vr != VK_SUCCESS) return vkr_check(vb->base.ctx, vr, "vkCreateCommandPool");
+    return vkv_once_init(vb);
 }
 
 void vkv_commands_destroy(vkv_backend *vb) {
-    VkDevice d = vb->dev->device;
-    if (vb->once_fence) vb->vk->vkDestroyFence(d, vb->once_fence, vb->dev->alloc);
-    if (vb->pool) vb->vk->vkDestroyCommandPool(d, vb->pool, vb->dev->alloc); /* frees its buffers */
-    vb->once_fence = VK_NULL_HANDLE;
-    vb->pool = VK_NULL_HANDLE;
-}
-
-static void memory_barrier(vkv_backend *vb, VkCommandBuffer cmd, VkPipelineStageFlags src_stage,
-                           VkAccessFlags src, VkPipelineStageFlags dst_stage, VkAccessFlags dst) {
-    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                          .srcAccessMask = src,
-                          .dstAccessMask = dst};
-    vb->vk->vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 1, &mb, 0, NULL, 0, NULL);
-}
-
-/* A failed vkQueueSubmit (what: of what), out of memory said as such. */
-static vka_result submit_failed(vkv_backend *vb, VkResult vr, const char *what) {
-    if (vr == VK_ERROR_OUT_OF_DEVICE_MEMORY || vr == VK_ERROR_OUT_OF_HOST_MEMORY)
-        return vka_set_error(vb->base.ctx,
-                             vr == VK_ERROR_OUT_OF_DEVICE_MEMORY ? VKA_ERROR_OUT_OF_DEVICE_MEMORY
-                                                                 : VKA_ERROR_OUT_OF_HOST_MEMORY,
-                             "vkQueueSubmit of %s: the device ran out of memory (%s) with %.1f "
-                             "MiB of this context's allocated; nothing ran, and the context (and "
-                             "the graph) can be used again", what, vkr_result_name(vr),
-                             (double)vb->allocated_bytes / (1 << 20));
-    char msg[120];
-    snprintf(msg, sizeof msg, "vkQueueSubmit of %s", what);
-    return vkr_check(vb->base.ctx, vr, msg);
-}
-
-/* Submit cmd, wait for it, reset the fence. */
-static vka_result submit_wait(vkv_backend *vb, VkCommandBuffer cmd, VkFence fence) {
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-                       .commandBufferCount = 1,
-                       .pCommandBuffers = &cmd};
-    VkResult vr = vkr_queue_submit(vb->dev, &si, fence);
-    if (vr != VK_SUCCESS) return submit_failed(vb, vr, "a copy");
-    vr = vb->vk->vkWaitForFences(vb->dev->device, 1, &fence, VK_TRUE, UINT64_MAX);
-    if (vr != VK_SUCCESS) return vkr_check(vb->base.ctx, vr, "vkWaitForFences");
-    vr = vb->vk->vkResetFences(vb->dev->device, 1, &fence);
-    if (vr != VK_SUCCESS) return vkr_check(vb->base.ctx, vr, "vkResetFences");
-    return VKA_SUCCESS;
-}
-
-vka_result vkv_once_begin(vkv_backend *vb, VkCommandBuffer *cmd) {
-    VkResult vr = vb->vk->vkResetCommandBuffer(vb->once_cmd, 0);
-    if (vr != VK_SUCCESS) return vkr_check(vb->base.ctx, vr, "vkResetCommandBuffer");
-    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-    vr = vb->vk->vkBeginCommandBuffer(vb->once_cmd, &bi);
-    if (vr != VK_SUCCESS) return vkr_check(vb->base.ctx, vr, "vkBeginCommandBuffer");
-    /* Order after everything submitted before (graphs that wrote what we copy). */
-    memory_barrier(vb, vb->once_cmd, WORK_STAGES | VK_PIPELINE_STAGE_HOST_BIT,
-                   ALL_WRITES | VK_ACCESS_HOST_WRITE_BIT, WORK_STAGES, ALL_ACCESS);
-    *cmd = vb->once_cmd;
-    return VKA_SUCCESS;
-}
-
-vka_result vkv_once_submit(vkv_backend *vb) {
-    memory_barrier(vb, vb->once_cmd, WORK_STAGES, ALL_WRITES, VK_PIPELINE_STAGE_HOST_BIT,
-                   VK_ACCESS_HOST_READ_BIT);
-    VkResult vr = vb->vk->vkEndCommandBuffer(vb->once_cmd);
-    if (vr != VK_SUCCESS) return vkr_check(vb->base.ctx, vr, "vkEndCommandBuffer");
-    return submit_wait(vb, vb->once_cmd, vb->once_fence);
+    vkv_once_destroy(vb);
+    if (vb->pool) vb->vk->vkDestroyCommandPool(vb->dev->device, vb->pool, vb->dev->alloc);
+    vb->pool = VK_NULL_HANDLE; /* and its command buffers */
 }
 
 static vka_result finish_run(vkv_backend *vb, vkv_graph *g);
@@ -232,12 +149,12 @@ static void play(vkv_backend *vb, const vkv_graph *g, VkCommandBuffer cmd, bool 
     const struct VolkDeviceTable *vk = vb->vk;
     if (own) {
         if (g->queries) vk->vkCmdResetQueryPool(cmd, g->queries, 0, g->cap_queries);
-        memory_barrier(vb, cmd, WORK_STAGES | VK_PIPELINE_STAGE_HOST_BIT,
-                       ALL_WRITES | VK_ACCESS_HOST_WRITE_BIT, WORK_STAGES, ALL_ACCESS);
+        vkv_memory_barrier(vb, cmd, VKV_WORK_STAGES | VK_PIPELINE_STAGE_HOST_BIT,
+                       VKV_ALL_WRITES | VK_ACCESS_HOST_WRITE_BIT, VKV_WORK_STAGES, VKV_ALL_ACCESS);
     } else {
-        memory_barrier(vb, cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT,
-                       VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT, WORK_STAGES,
-                       ALL_ACCESS);
+        vkv_memory_barrier(vb, cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+                       VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT, VKV_WORK_STAGES,
+                       VKV_ALL_ACCESS);
     }
     for (size_t i = 0; i < g->n_cmds; i++) {
         const vkv_cmd *c = &g->cmds[i];
@@ -252,7 +169,7 @@ static void play(vkv_backend *vb, const vkv_graph *g, VkCommandBuffer cmd, bool 
             vk->vkCmdDispatch(cmd, c->u.dispatch.x, c->u.dispatch.y, 1);
             break;
         case VKV_CMD_BARRIER:
-            memory_barrier(vb, cmd, WORK_STAGES, ALL_WRITES, WORK_STAGES, ALL_ACCESS);
+            vkv_memory_barrier(vb, cmd, VKV_WORK_STAGES, VKV_ALL_WRITES, VKV_WORK_STAGES, VKV_ALL_ACCESS);
             break;
         case VKV_CMD_FILL:
             vk->vkCmdFillBuffer(cmd, c->u.fill.buffer, c->u.fill.offset, c->u.fill.size,
@@ -267,10 +184,10 @@ static void play(vkv_backend *vb, const vkv_graph *g, VkCommandBuffer cmd, bool 
         }
     }
     if (own)
-        memory_barrier(vb, cmd, WORK_STAGES, ALL_WRITES, VK_PIPELINE_STAGE_HOST_BIT,
+        vkv_memory_barrier(vb, cmd, VKV_WORK_STAGES, VKV_ALL_WRITES, VK_PIPELINE_STAGE_HOST_BIT,
                        VK_ACCESS_HOST_READ_BIT);
     else
-        memory_barrier(vb, cmd, WORK_STAGES, ALL_WRITES,
+        vkv_memory_barrier(vb, cmd, VKV_WORK_STAGES, VKV_ALL_WRITES,
                        VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT,
                        VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT |
                            VK_ACCESS_HOST_READ_BIT);
@@ -382,7 +299,7 @@ vka_result vkv_graph_submit(vkb_backend *be, vkb_graph *graph, const vka_submit_
     g->submit_ms = vka_now_ms();
     VkResult vr = vkr_queue_submit(vb->dev, &si, g->fence);
     if (stages != stack_stages) vka_free(vb->base.ctx, stages);
-    if (vr != VK_SUCCESS) return submit_failed(vb, vr, "a graph");
+    if (vr != VK_SUCCESS) return vkv_submit_failed(vb, vr, "a graph");
     g->pending = true;
     return VKA_SUCCESS;
 }
@@ -579,6 +496,19 @@ uint32_t vkv_off(const vkv_backend *vb, vkb_tensor t) {
     return (uint32_t)(((VkDeviceSize)t.offset * 4 - bind_start(vb, t)) / 4);
 }
 
+bool vkv_views_vec4(const vkv_backend *vb, const vkv_call *call, uint32_t views) {
+    for (int i = 0; i < call->n_bind; i++)
+        if ((views >> i & 1) && vkv_off(vb, call->bind[i]) % 4) return false;
+    return true;
+}
+
+bool vkv_views_texel(const vkv_backend *vb, const vkv_call *call, uint32_t views) {
+    if (!vb->dev->texel_operands) return false;
+    for (int i = 0; i < call->n_bind; i++)
+        if ((views >> i & 1) && !vkv_texel_ok(vb, call->bind[i])) return false;
+    return true;
+}
+
 size_t vkv_bind_elems(const vkv_backend *vb) {
     return (size_t)((vb->dev->max_binding_bytes - vb->dev->bind_align) / vb->dev->bind_align *
                     vb->dev->bind_align / 4);
@@ -616,6 +546,8 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
     if (!can_record(vb, label) || call->groups == 0) return;
     if (call->n_bind > VKV_MAX_BINDINGS || call->pc_size > VKV_PUSH_CONSTANT_BYTES ||
         call->pc_size % 4 || call->n_spec > VKV_MAX_SPEC || call->n_texel < 0 ||
+        call->pc_views < 0 || (uint32_t)call->pc_views * 4 > call->pc_size ||
+        call->n_bind > call->pc_views ||
         call->n_texel > (vb->dev->texel_operands ? VKV_MAX_TEXELS : 0)) {
         vkb_fail(&vb->base, VKA_ERROR_INVALID_ARGUMENT, "%s: bad dispatch description", label);
         return;
@@ -700,6 +632,10 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
                  .u.dispatch = {pipeline, set, (uint32_t)x, (uint32_t)y, call->pc_size,
                                 (uint32_t)g->n_pcs}};
     if (call->pc_size) memcpy(g->pcs + g->n_pcs, call->pc, call->pc_size);
+    for (int i = 0; i < call->pc_views; i++) { /* the views' offsets (VKA_PC_STRUCT) */
+        uint32_t off = i < call->n_bind ? vkv_off(vb, call->bind[i]) : 0;
+        memcpy(g->pcs + g->n_pcs + 4 * (size_t)i, &off, 4);
+    }
     g->n_pcs += call->pc_size;
     log_cmd(vb, &c);
     profile_close(vb, q);

@@ -1,16 +1,17 @@
 /*
- * The Vulkan runtime (not installed): device (vk_device.c), memory (vk_memory.c), pipelines and
- * descriptor sets (vk_pipeline.c), command recording (vk_commands.c) and the backend that
+ * The Vulkan runtime (not installed): device (vk_device.c), the one-shot submission and Vulkan
+ * failures (vk_submit.c), memory (vk_memory.c), pipelines and descriptor sets (vk_pipeline.c),
+ * command recording (vk_commands.c) and the backend that
  * implements the ops of src/backend.h on top of them (vk_backend.c, vk_ops_*.c).
  *
  * Shader conventions (shaders/common.glsl):
  *  - set 0, bindings 0..VKV_MAX_BINDINGS-1 are storage buffers; binding i is the op's i-th
  *    tensor view (vkv_call.bind[i]) bound as its own range: from its first byte aligned down to
  *    the device's bind_align (>= minStorageBufferOffsetAlignment) to its last. The elements
- *    before the view in that range, vkv_off(vb, view) (< 64), are passed in the push constants
- *    (a field per tensor, named like the tensor: out_off, inp_off, ...). Ops pass
- *    vkv_off(vb, t) there, never t.offset. Whole tensors start aligned (VKB_TENSOR_ALIGN), so
- *    their vkv_off is 0.
+ *    before the view in that range, vkv_off(vb, view) (< 64), are the first words of the push
+ *    constants (a field per binding, named like the tensor: out_off, inp_off, ...), and
+ *    vkv_dispatch writes them; ops never do. Whole tensors start aligned (VKB_TENSOR_ALIGN),
+ *    so their vkv_off is 0.
  *  - Binding limit: no bound range may pass dev->max_binding_bytes (maxStorageBufferRange, or
  *    less for tests: vka_context_desc.max_binding_bytes / VKATTN_MAX_BINDING_BYTES). A tensor
  *    may be larger (up to an allocation); ops split their dispatches into blocks (of elements,
@@ -23,16 +24,19 @@
  *    (VKA_SHADER_<NAME>_TEXEL). That build declares `uniform samplerBuffer` at bindings
  *    VKV_MAX_BINDINGS + j (j < VKV_MAX_TEXELS) and reads tensor vkv_call.texel[j] through it
  *    as vec4 texels (texelFetch(t, int(q)): elements 4q .. 4q + 3 of the same range as the
- *    tensor's storage binding, so the same vkv_off offsets apply). llvmpipe turns a storage
+ *    tensor's storage binding, so the same offsets apply). llvmpipe turns a storage
  *    buffer load with lane-varying addresses into a loop over the 8 lanes with a bounds check
  *    per component, a texel fetch into one gather (Mesa 22.3: matmul 2.3x, GELU 2-3x with
- *    vec4s). The op uses the texel shader only where vkv_texel_ok holds for those tensors (not
- *    for an application's buffers) and the vec4 access is aligned; stores stay storage buffer
- *    writes. GPUs never use these builds.
+ *    vec4s). The op uses the texel shader only where vkv_views_texel holds for those views
+ *    (not for an application's buffers) and vkv_views_vec4 for the views it accesses as vec4s;
+ *    stores stay storage buffer writes. GPUs never use these builds.
  *  - Hazards are tracked on the bound byte ranges, which is what synchronization validation
  *    sees.
- *  - Shapes (B, T, C, NH, HS, V, ...) and offsets are in a push-constant block mirrored by a C
- *    struct with _Static_assert(sizeof(struct) <= 128) next to the dispatch.
+ *  - Shapes (B, T, C, NH, HS, V, ...) and offsets are in a push-constant block defined once for
+ *    GLSL and C in shaders/pc/<op>.h (see shaders/pc/push_constants.h): the shader declares it
+ *    with VKA_PC_BLOCK, the op file gets the C struct (checked <= 128 bytes) whose view_off[]
+ *    the dispatch fills, and passes it with VKV_PC(&pc). A new op's Vulkan side: its shaders,
+ *    shaders/pc/<op>.h and src/vk/vk_ops_<op>.c (and its entry in vk_backend.c's table).
  *  - Workgroup size is specialization constant 0 (local_size_x_id = 0); tile sizes and
  *    variants are further specialization constants (ids 1, 2, ...). No subgroup size is assumed.
  *  - A dispatch is a linear count of workgroups; vkv_dispatch folds counts beyond
@@ -52,7 +56,7 @@
 #define VKV_MAX_TEXELS 4    /* uniform texel buffer bindings after them (texel_operands) */
 #define VKV_NO_TEXEL 0xFF   /* vkv_call.texel[j]: the dummy view */
 #define VKV_MAX_SPEC 8
-#define VKV_PUSH_CONSTANT_BYTES 128
+#define VKV_PUSH_CONSTANT_BYTES 128 /* what every device allows; shaders/pc/push_constants.h */
 
 /* Instance-level functions, per context (volk keeps only the loader entry point globally). */
 typedef struct vkr_instance_fns {
@@ -145,11 +149,18 @@ typedef struct vkv_call {
      * hold for that tensor), or VKV_NO_TEXEL; the other texel bindings hold a dummy view. */
     uint8_t texel[VKV_MAX_TEXELS];
     int n_texel;
-    const void *pc;                    /* push constants */
+    const void *pc;                    /* push constants (VKV_PC) */
     uint32_t pc_size;                  /* bytes, <= VKV_PUSH_CONSTANT_BYTES */
+    int pc_views;                      /* its first pc_views words are the views' element
+                                        * offsets (view_off), which vkv_dispatch writes:
+                                        * vkv_off of bind[i], 0 past n_bind (<= pc_views) */
     uint64_t groups;                   /* workgroups */
     const char *label;                 /* op name for errors and profiling */
 } vkv_call;
+
+/* vkv_call's push constants: p points to a struct made by VKA_PC_STRUCT (shaders/pc/), whose
+ * view_off[] vkv_dispatch fills. */
+#define VKV_PC(p) .pc = (p), .pc_size = sizeof *(p), .pc_views = (int)VKA_ARRAY_LEN((p)->view_off)
 
 /* Record one dispatch into the graph being recorded: gets (or builds) the pipeline for
  * (shader, spec), the descriptor set for the bound buffers, inserts a barrier when a bound range
@@ -169,8 +180,19 @@ void vkv_copy(vkv_backend *vb, vkb_tensor dst, vkb_tensor src);
 bool vkv_texel_ok(const vkv_backend *vb, vkb_tensor t);
 
 /* Elements before view t in the range vkv_dispatch binds for it (0 for whole tensors and for
- * VKB_NONE): what goes in the push constants as the tensor's offset. */
+ * VKB_NONE): what vkv_dispatch writes into the push constants as the view's offset (view_off,
+ * shaders/pc/push_constants.h). Ops do not call it: they ask the two questions below. */
 uint32_t vkv_off(const vkv_backend *vb, vkb_tensor t);
+
+/* Whether the views call->bind[i] (bit i of views, i < n_bind) start at multiples of 4
+ * elements of their bound ranges, so that a shader may read or write them as vec4s (VKB_NONE
+ * passes). */
+bool vkv_views_vec4(const vkv_backend *vb, const vkv_call *call, uint32_t views);
+
+/* Whether each view call->bind[i] (bit i of views) may be read through a texel view
+ * (vkv_texel_ok; false without texel_operands): the op may then take its texel build, with
+ * call->texel naming those views. */
+bool vkv_views_texel(const vkv_backend *vb, const vkv_call *call, uint32_t views);
 
 /* The most elements one bound view may hold: the binding limit less the alignment slack, a
  * multiple of bind_align / 4 (so element blocks of this size start aligned). */
@@ -196,9 +218,9 @@ void vkv_call_elems(const vkv_backend *vb, vkv_call *call, uint64_t n, uint32_t 
 
 /* The elementwise shaders' layouts (shaders/elementwise.glsl) for an op over n elements of each
  * of call->bind[0..n_vec-1] (call->shader: the shader's plain build): on CPU-type devices, when
- * n and those views' vkv_off are multiples of 4, several vec4s per invocation (spec[1]), read
+ * n and those views' offsets are multiples of 4, several vec4s per invocation (spec[1]), read
  * through texel views (texel_shader, texel[j] = the j-th binding in texel_mask) when every
- * binding in texel_mask passes vkv_texel_ok, else through storage buffers; otherwise (GPUs,
+ * binding in texel_mask passes vkv_views_texel, else through storage buffers; otherwise (GPUs,
  * misaligned views) vkv_call_elems(vb, call, n, want_wg). Implemented in vk_ops_elementwise.c. */
 void vkv_call_vec4(const vkv_backend *vb, vkv_call *call, uint64_t n, int n_vec,
                    uint32_t texel_mask, vka_shader_id texel_shader, uint32_t want_wg);

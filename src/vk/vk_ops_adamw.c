@@ -1,16 +1,9 @@
 /* AdamW update, one invocation per parameter (on CPU-type devices several vec4s of them, read
  * through texel views: vkv_call_vec4); see shaders/adamw.comp. */
 #include "vk/vk_internal.h"
+#include "pc/adamw.h"
 
 #define WG 256 /* wanted workgroup size */
-
-typedef struct pc_adamw {
-    uint32_t param_off, m_off, v_off, grad_off, hyper_off, gscale_off;
-    uint32_t N;
-    uint32_t has_gscale;
-    float weight_decay;
-} pc_adamw;
-_Static_assert(sizeof(pc_adamw) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
 void vkv_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m, vkb_tensor v,
                vkb_tensor hyper, vkb_tensor gscale, size_t N, float weight_decay) {
@@ -23,13 +16,12 @@ void vkv_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m,
         size_t n = VKA_MIN(block, N - i0);
         vkb_tensor ps = vkb_slice(param, i0, n), ms = vkb_slice(m, i0, n);
         vkb_tensor vs = vkb_slice(v, i0, n), grs = vkb_slice(grad, i0, n);
-        pc_adamw pc = {vkv_off(vb, ps), vkv_off(vb, ms), vkv_off(vb, vs), vkv_off(vb, grs),
-                       vkv_off(vb, hs), vkv_off(vb, gs), (uint32_t)n, gscale.arena != NULL,
-                       weight_decay};
+        pc_adamw pc = {.N = (uint32_t)n, .has_gscale = gscale.arena != NULL,
+                       .weight_decay = weight_decay};
         vkv_call call = {.shader = VKA_SHADER_ADAMW,
                          .bind = {ps, ms, vs, grs, hs, gs},
-                         .writes = {true, true, true}, .n_bind = 6, .pc = &pc,
-                         .pc_size = sizeof pc, .label = op};
+                         .writes = {true, true, true}, .n_bind = 6, VKV_PC(&pc),
+                         .label = op};
         vkv_call_vec4(vb, &call, n, 4, 0xF, VKA_SHADER_ADAMW_TEXEL, WG);
         vkv_dispatch(vb, &call);
     }

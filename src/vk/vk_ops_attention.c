@@ -7,7 +7,8 @@
  * (parallel over query rows; reads its rows' delta before writing them). Each recomputes the
  * probabilities from lse; no float atomics, every sum in a fixed order, no scratch tensor.
  *
- * Every shader binds the same slots (enum below) and takes pc_attention; dispatches cover
+ * Every shader binds the same slots (enum below) and takes pc_attention (shaders/pc/attention.h);
+ * dispatches cover
  * blocks of whole batches whose views fit the binding limit (one batch too large fails).
  * Variants (shaders/attention.glsl): on a CPU-type device each invocation keeps TQ rows in
  * registers, 8 invocations a workgroup, no shared memory; on a GPU a workgroup of WG rows
@@ -15,6 +16,7 @@
  * and dout through texel views (the passes' _texel builds) when rows are vec4-aligned.
  */
 #include "vk/vk_reduce.h"
+#include "pc/attention.h"
 
 #include <string.h>
 
@@ -25,19 +27,6 @@ enum {
 _Static_assert(N_BIND <= VKV_MAX_BINDINGS, "attention binds 11 tensors");
 
 enum { F_MASK = 1, F_MASK_PER_BATCH = 2, F_KEY_LENS = 4, F_NO_LSE = 8 };
-
-typedef struct pc_attention {
-    uint32_t offs[3];              /* vkv_off of binding i: byte i % 4 of offs[i / 4] */
-    uint32_t B, NH, Tq, Tk, HS;    /* B: batches of the dispatch */
-    uint32_t q_sb, q_sh, q_st;     /* q, dq strides (vkb_attn_layout) */
-    uint32_t k_sb, k_sh, k_st;     /* k, dk */
-    uint32_t v_sb, v_sh, v_st;     /* v, dv */
-    uint32_t o_sb, o_sh, o_st;     /* out, dout */
-    float scale;
-    uint32_t causal;
-    uint32_t flags;                /* F_* */
-} pc_attention;
-_Static_assert(sizeof(pc_attention) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
 /* Which tensors a pass binds, and which it writes. */
 typedef struct att_pass {
@@ -142,17 +131,16 @@ static att_shape shape_of(vkv_backend *vb, const vkb_attention *at) {
     return s;
 }
 
-/* Rows can be read as vec4 when HS, every stride and every offset are multiples of 4. */
-static bool vec_ok(const vkb_attention *at, const pc_attention *pc, uint32_t uses) {
+/* Rows can be read as vec4 when HS, every stride and the offset of every row view (all but
+ * lse, mask and key_lens) call binds are multiples of 4. */
+static bool vec_ok(const vkv_backend *vb, const vkb_attention *at, const vkv_call *call,
+                   const pc_attention *pc, uint32_t uses) {
     if (at->HS % 4) return false;
     const uint32_t *st = &pc->q_sb;
     for (int i = 0; i < 12; i++)
         if (st[i] % 4) return false;
-    for (int i = 0; i < N_BIND; i++) {
-        if (i == BIND_LSE || i == BIND_MASK || i == BIND_KEY_LENS || !(uses & (1u << i))) continue;
-        if (((pc->offs[i / 4] >> (8 * (i % 4))) & 255u) % 4) return false;
-    }
-    return true;
+    uint32_t rows = uses & ~((1u << BIND_LSE) | (1u << BIND_MASK) | (1u << BIND_KEY_LENS));
+    return vkv_views_vec4(vb, call, rows);
 }
 
 /* The texel views of the texel builds (shaders/attention.glsl): q, k, v, dout. */
@@ -160,12 +148,9 @@ static const uint8_t texel_binds[VKV_MAX_TEXELS] = {BIND_Q, BIND_K, BIND_V, BIND
 
 /* Whether a CPU-type pass with vec4 rows may read its bound q, k, v, dout as texels. */
 static bool texel_ok(vkv_backend *vb, const vkv_call *call, uint32_t uses) {
-    if (!vkv_device(vb)->texel_operands) return false;
-    for (int j = 0; j < VKV_MAX_TEXELS; j++) {
-        int i = texel_binds[j];
-        if ((uses & (1u << i)) && !vkv_texel_ok(vb, call->bind[i])) return false;
-    }
-    return true;
+    uint32_t views = 0;
+    for (int j = 0; j < VKV_MAX_TEXELS; j++) views |= 1u << texel_binds[j];
+    return vkv_views_texel(vb, call, uses & views);
 }
 
 /* Iterations of the longest loop nest per invocation (llvmpipe's budget, vk_reduce.h). */
@@ -201,8 +186,7 @@ static void run_pass(vkv_backend *vb, const vkb_attention *at, const att_pass *p
         if (vkb_present(at->mask)) pc.flags |= F_MASK | (at->mask_per_batch ? F_MASK_PER_BATCH : 0);
         if (vkb_present(at->key_lens)) pc.flags |= F_KEY_LENS;
         if (!vkb_present(at->lse)) pc.flags |= F_NO_LSE;
-        vkv_call call = {.shader = p->shader, .n_bind = N_BIND, .pc = &pc, .pc_size = sizeof pc,
-                         .label = p->label};
+        vkv_call call = {.shader = p->shader, .n_bind = N_BIND, VKV_PC(&pc), .label = p->label};
         for (int i = 0; i < N_BIND; i++) {
             vkb_tensor t = bound(at, i);
             if (!(p->uses & (1u << i)) || !vkb_present(t)) continue;
@@ -210,9 +194,8 @@ static void run_pass(vkv_backend *vb, const vkb_attention *at, const att_pass *p
             view_of(at, i, b0, n, &off, &cnt);
             call.bind[i] = vkb_slice(t, off, cnt);
             call.writes[i] = (p->writes >> i) & 1u;
-            pc.offs[i / 4] |= vkv_off(vb, call.bind[i]) << (8 * (i % 4));
         }
-        bool vec = vec_ok(at, &pc, p->uses);
+        bool vec = vec_ok(vb, at, &call, &pc, p->uses);
         /* CPU-type devices with texel_operands: the texel build where rows are vec4s. Rows
          * then cost little to load, and at most 4 per invocation measured faster (registers;
          * fewer causal steps wasted): B12 T64 NH4 HS32 forward 1.9 -> 1.75 ms, backward 6.7 ->

@@ -4,15 +4,7 @@
  * spread over workgroups as in shaders/rowreduce.glsl.
  */
 #include "vk/vk_reduce.h"
-
-/* Shared by both directions (out_off is losses or dlogits; dloss unused forward). */
-typedef struct pc_crossentropy {
-    uint32_t out_off, logits_off, targets_off;
-    uint32_t N, V, Vp;
-    float dloss;
-    uint32_t dloss_off, has_dloss; /* backward: dloss from dloss_t[0] */
-} pc_crossentropy;
-_Static_assert(sizeof(pc_crossentropy) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
+#include "pc/crossentropy.h"
 
 /* out (out_row elements per row) from logits (N, Vp) and targets (N), by a shader that walks
  * each row `passes` times (forward: V; backward: V, then Vp); in blocks of rows that fit the
@@ -35,16 +27,14 @@ static void dispatch(vkb_backend *be, vka_shader_id shader, const char *op, int 
         vkb_tensor ls = vkb_slice(logits, r0 * Vp, n * Vp), ts = vkb_slice(targets, r0, n);
         lay = vkv_rows_layout(vb, (uint64_t)n, (uint64_t)Vp, passes);
         vkb_tensor ds = vkb_present(dloss_t) ? vkb_slice(dloss_t, 0, 1) : VKB_NONE;
-        pc_crossentropy pc = {vkv_off(vb, os), vkv_off(vb, ls), vkv_off(vb, ts), (uint32_t)n,
-                              (uint32_t)V, (uint32_t)Vp, dloss, vkv_off(vb, ds),
-                              vkb_present(dloss_t)};
+        pc_crossentropy pc = {.N = (uint32_t)n, .V = (uint32_t)V, .Vp = (uint32_t)Vp,
+                              .dloss = dloss, .has_dloss = vkb_present(dloss_t)};
         bool backward = shader == VKA_SHADER_CROSSENTROPY_BACKWARD;
         vkv_call call = {.shader = shader,
                          .bind = {os, ls, ts, ds},
                          .writes = {true, false, false, false},
                          .n_bind = backward ? 4 : 3,
-                         .pc = &pc,
-                         .pc_size = sizeof pc,
+                         VKV_PC(&pc),
                          .label = op};
         vkv_call_layout(&call, &lay);
         vkv_dispatch(vb, &call);

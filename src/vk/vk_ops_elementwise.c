@@ -3,6 +3,7 @@
  * element on GPUs; on CPU-type devices several vec4s per invocation, read through texel views
  * (shaders/elementwise.glsl, vkv_call_vec4). */
 #include "vk/vk_internal.h"
+#include "pc/elementwise.h"
 
 #define WG 256     /* wanted workgroup size, one element per invocation */
 #define WG_CPU 64  /* CPU-type vec4 layout: workgroup size (8 SIMD vectors of 8 lanes) */
@@ -12,11 +13,8 @@ void vkv_call_vec4(const vkv_backend *vb, vkv_call *call, uint64_t n, int n_vec,
                    uint32_t texel_mask, vka_shader_id texel_shader, uint32_t want_wg) {
     bool vec = vkv_device(vb)->is_cpu && n % 4 == 0;
     bool texel = vec && texel_mask != 0;
-    for (int i = 0; vec && i < n_vec; i++) {
-        vkb_tensor t = call->bind[i];
-        if (vkv_off(vb, t) % 4) vec = texel = false;
-        else if ((texel_mask >> i & 1) && !vkv_texel_ok(vb, t)) texel = false;
-    }
+    vec = vec && vkv_views_vec4(vb, call, (1u << n_vec) - 1);
+    texel = vec && texel && vkv_views_texel(vb, call, texel_mask);
     if (!vec) {
         vkv_call_elems(vb, call, n, want_wg);
         return;
@@ -33,12 +31,6 @@ void vkv_call_vec4(const vkv_backend *vb, vkv_call *call, uint64_t n, int n_vec,
         if (texel_mask >> i & 1) call->texel[call->n_texel++] = (uint8_t)i;
 }
 
-typedef struct pc_binary {
-    uint32_t out_off, a_off, b_off; /* element offsets of the bound tensors */
-    uint32_t N;
-} pc_binary;
-_Static_assert(sizeof(pc_binary) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
-
 /* o (written) and a, b (read; b only when present) of N elements each (checked in front of the
  * backend, vkb_checked_ops), in blocks of at most vkv_bind_elems elements. reads: the bindings
  * the texel build reads through texel views (bit i: binding i). */
@@ -52,13 +44,12 @@ static void dispatch3(vkb_backend *be, vka_shader_id shader, vka_shader_id texel
         size_t n = VKA_MIN(block, N - i0);
         vkb_tensor os = vkb_slice(o, i0, n), as = vkb_slice(a, i0, n);
         vkb_tensor bs = has_b ? vkb_slice(b, i0, n) : VKB_NONE;
-        pc_binary pc = {vkv_off(vb, os), vkv_off(vb, as), vkv_off(vb, bs), (uint32_t)n};
+        pc_binary pc = {.N = (uint32_t)n};
         vkv_call call = {.shader = shader,
                          .bind = {os, as, bs},
                          .writes = {true, false, false},
                          .n_bind = has_b ? 3 : 2,
-                         .pc = &pc,
-                         .pc_size = sizeof pc,
+                         VKV_PC(&pc),
                          .label = label};
         vkv_call_vec4(vb, &call, n, call.n_bind, reads, texel_shader, WG);
         vkv_dispatch(vb, &call);

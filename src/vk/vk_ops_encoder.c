@@ -2,32 +2,10 @@
  * host groups positions by token, vka_encoder_buckets, and one workgroup sums each token's rows
  * in a fixed order). */
 #include "vk/vk_internal.h"
+#include "pc/encoder.h"
 
 #define WG 256    /* wanted workgroup sizes */
 #define WG_WTE 64
-
-typedef struct pc_encoder_forward {
-    uint32_t out_off, tokens_off, wte_off, wpe_off;
-    uint32_t P, T, C;
-    uint32_t wte_rows; /* Vp: ids at or past it give NaN instead of reading out of bounds */
-    uint32_t pos0, wpe_row0, tok0, tok_rows, nan_ids;
-} pc_encoder_forward;
-_Static_assert(sizeof(pc_encoder_forward) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
-
-typedef struct pc_encoder_wpe {
-    uint32_t dwpe_off, dout_off;
-    uint32_t B, T, C;
-    uint32_t dout_stride;
-} pc_encoder_wpe;
-_Static_assert(sizeof(pc_encoder_wpe) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
-
-typedef struct pc_encoder_wte {
-    uint32_t dwte_off, dout_off, buckets_off;
-    uint32_t BT, C;
-    uint32_t wte_rows;
-    uint32_t tok0, tok_rows, pos0, pos_n;
-} pc_encoder_wte;
-_Static_assert(sizeof(pc_encoder_wte) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
 /* Blocks of positions [p0, p0 + n) whose rows (C each) fit the binding limit, with the wpe rows
  * they read: whole sequences when a sequence's T rows fit (wpe rows [0, T)), else parts of one
@@ -78,13 +56,14 @@ void vkv_encoder_forward(vkb_backend *be, vkb_tensor out, vkb_tensor tokens, vkb
         for (size_t v0 = 0; v0 < rows; v0 += vocab) {
             size_t nv = VKA_MIN(vocab, rows - v0);
             vkb_tensor es = vkb_slice(wte, v0 * Cs, nv * Cs);
-            pc_encoder_forward pc = {vkv_off(vb, os), vkv_off(vb, ts), vkv_off(vb, es),
-                                     vkv_off(vb, ps), (uint32_t)n, (uint32_t)T, (uint32_t)C,
-                                     (uint32_t)rows, (uint32_t)(p0 % (size_t)T), (uint32_t)w0,
-                                     (uint32_t)v0, (uint32_t)nv, v0 == 0};
+            pc_encoder_forward pc = {.P = (uint32_t)n, .T = (uint32_t)T, .C = (uint32_t)C,
+                                     .wte_rows = (uint32_t)rows,
+                                     .pos0 = (uint32_t)(p0 % (size_t)T), .wpe_row0 = (uint32_t)w0,
+                                     .tok0 = (uint32_t)v0, .tok_rows = (uint32_t)nv,
+                                     .nan_ids = v0 == 0};
             vkv_call call = {.shader = VKA_SHADER_ENCODER_FORWARD,
                              .bind = {os, ts, es, ps},
-                             .writes = {true}, .n_bind = 4, .pc = &pc, .pc_size = sizeof pc,
+                             .writes = {true}, .n_bind = 4, VKV_PC(&pc),
                              .label = op};
             vkv_call_elems(vb, &call, n * Cs, WG);
             vkv_dispatch(vb, &call);
@@ -115,11 +94,11 @@ void vkv_encoder_backward(vkb_backend *be, vkb_tensor dwte, vkb_tensor dwpe, vkb
         for (size_t b0 = 0; b0 < (size_t)B; b0 += nb) {
             size_t n = VKA_MIN(nb, (size_t)B - b0);
             vkb_tensor ds = vkb_slice(dout, (b0 * Ts + t0) * Cs, ((n - 1) * Ts + nt) * Cs);
-            pc_encoder_wpe pw = {vkv_off(vb, ws), vkv_off(vb, ds), (uint32_t)n, (uint32_t)nt,
-                                 (uint32_t)C, (uint32_t)(Ts * Cs)};
+            pc_encoder_wpe pw = {.B = (uint32_t)n, .T = (uint32_t)nt, .C = (uint32_t)C,
+                                 .dout_stride = (uint32_t)(Ts * Cs)};
             vkv_call call = {.shader = VKA_SHADER_ENCODER_BACKWARD_WPE,
                              .bind = {ws, ds}, .writes = {true},
-                             .n_bind = 2, .pc = &pw, .pc_size = sizeof pw, .label = op};
+                             .n_bind = 2, VKV_PC(&pw), .label = op};
             vkv_call_elems(vb, &call, nt * Cs, WG);
             vkv_dispatch(vb, &call);
         }
@@ -137,13 +116,13 @@ void vkv_encoder_backward(vkb_backend *be, vkb_tensor dwte, vkb_tensor dwpe, vkb
         for (size_t p0 = 0; p0 < BT; p0 += pos) {
             size_t np = VKA_MIN(pos, BT - p0);
             vkb_tensor ds = vkb_slice(dout, p0 * Cs, np * Cs);
-            pc_encoder_wte pt = {vkv_off(vb, ws), vkv_off(vb, ds), vkv_off(vb, bs),
-                                 (uint32_t)BT, (uint32_t)C, (uint32_t)rows, (uint32_t)v0,
-                                 (uint32_t)nv, (uint32_t)p0, (uint32_t)np};
+            pc_encoder_wte pt = {.BT = (uint32_t)BT, .C = (uint32_t)C, .wte_rows = (uint32_t)rows,
+                                 .tok0 = (uint32_t)v0, .tok_rows = (uint32_t)nv,
+                                 .pos0 = (uint32_t)p0, .pos_n = (uint32_t)np};
             vkv_call call = {.shader = VKA_SHADER_ENCODER_BACKWARD_WTE,
                              .spec = {vkv_workgroup_size(vb, WG_WTE)}, .n_spec = 1,
                              .bind = {ws, ds, bs},
-                             .writes = {true}, .n_bind = 3, .pc = &pt, .pc_size = sizeof pt,
+                             .writes = {true}, .n_bind = 3, VKV_PC(&pt),
                              .groups = BT, .label = op};
             vkv_dispatch(vb, &call);
         }

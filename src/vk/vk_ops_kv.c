@@ -4,17 +4,9 @@
  * a head fits (as on every real device), else blocks of cache rows, each dispatch writing only
  * the rows it binds; and blocks of qkv rows. */
 #include "vk/vk_internal.h"
+#include "pc/kv.h"
 
 #define WG 256 /* wanted workgroup size */
-
-typedef struct pc_kv_write {
-    uint32_t k_off, v_off, qkv_off, pos_off; /* element offsets of the bound tensors */
-    uint32_t HS, max_T, C;                   /* C = NH * HS */
-    uint32_t r0, nr;                         /* bound cache rows (h * max_T + p) */
-    uint32_t h0, nh;                         /* heads the dispatch covers */
-    uint32_t t0, nt;                         /* bound qkv rows */
-} pc_kv_write;
-_Static_assert(sizeof(pc_kv_write) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
 void vkv_kv_write(vkb_backend *be, vkb_tensor kcache, vkb_tensor vcache, vkb_tensor qkv,
                   vkb_tensor pos, int T, int NH, int HS, int max_T) {
@@ -35,16 +27,14 @@ void vkv_kv_write(vkb_backend *be, vkb_tensor kcache, vkb_tensor vcache, vkb_ten
         for (size_t t0 = 0; t0 < (size_t)T; t0 += tb) {
             size_t nt = VKA_MIN(tb, (size_t)T - t0);
             vkb_tensor qs = vkb_slice(qkv, t0 * 3 * C, nt * 3 * C);
-            pc_kv_write pc = {vkv_off(vb, ks), vkv_off(vb, vs), vkv_off(vb, qs), vkv_off(vb, ps),
-                              (uint32_t)HS, (uint32_t)max_T, (uint32_t)C,
-                              (uint32_t)r0, (uint32_t)nr, (uint32_t)h0, (uint32_t)(h1 - h0),
-                              (uint32_t)t0, (uint32_t)nt};
+            pc_kv_write pc = {.HS = (uint32_t)HS, .max_T = (uint32_t)max_T, .C = (uint32_t)C,
+                              .r0 = (uint32_t)r0, .nr = (uint32_t)nr, .h0 = (uint32_t)h0,
+                              .nh = (uint32_t)(h1 - h0), .t0 = (uint32_t)t0, .nt = (uint32_t)nt};
             vkv_call call = {.shader = VKA_SHADER_KV_WRITE,
                              .bind = {ks, vs, qs, ps},
                              .writes = {true, true, false, false},
                              .n_bind = 4,
-                             .pc = &pc,
-                             .pc_size = sizeof pc,
+                             VKV_PC(&pc),
                              .label = "kv_write"};
             vkv_call_elems(vb, &call, (h1 - h0) * nt * (size_t)HS, WG);
             vkv_dispatch(vb, &call);

@@ -5,49 +5,28 @@
  * sums as in shaders/colreduce.glsl.
  *
  * CPU-type devices with texel_operands take the _texel builds when C and every offset are
- * multiples of 4 and the tensors may be read as texels (vkv_texel_ok): each invocation then
+ * multiples of 4 and the tensors may be read as texels (vkv_views_texel): each invocation then
  * walks its row (or, for dweight/dbias, its 4 columns) as vec4s read through uniform texel
  * buffers, one gather each on llvmpipe where a storage buffer load is a loop over the lanes.
  * Otherwise (odd C, an application's buffers, VKATTN_TEXEL_LOADS=0, GPUs) the storage paths.
  */
 #include "vk/vk_reduce.h"
+#include "pc/layernorm.h"
 
-typedef struct pc_layernorm {
-    uint32_t out_off, mean_off, rstd_off, inp_off, weight_off, bias_off;
-    uint32_t N, C;
-} pc_layernorm;
-_Static_assert(sizeof(pc_layernorm) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
-
-typedef struct pc_layernorm_backward {
-    uint32_t dinp_off, dout_off, inp_off, weight_off, mean_off, rstd_off;
-    uint32_t N, C;
-} pc_layernorm_backward;
-_Static_assert(sizeof(pc_layernorm_backward) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
-
-typedef struct pc_layernorm_params {
-    uint32_t dweight_off, dbias_off, dout_off, inp_off, mean_off, rstd_off;
-    uint32_t N, C;
-} pc_layernorm_params;
-_Static_assert(sizeof(pc_layernorm_params) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
-
-/* Whether the texel builds may read views t[0 .. n) (vkv_texel_ok) for rows of C elements
- * whose push-constant offsets offs[0 .. n_offs) are all multiples of 4 (vec4 access). */
-static bool texel_path(vkv_backend *vb, int C, const vkb_tensor *t, int n, const uint32_t *offs,
-                       int n_offs) {
-    if (!vkv_device(vb)->texel_operands || C % 4) return false;
-    for (int i = 0; i < n_offs; i++)
-        if (offs[i] % 4) return false;
-    for (int i = 0; i < n; i++)
-        if (!vkv_texel_ok(vb, t[i])) return false;
-    return true;
+/* Whether the texel build of call may read its views in `texels` as texels, for rows of C
+ * elements, with its views in `vec4` (bit i: binding i) all starting at multiples of 4
+ * (vec4 access). */
+static bool texel_path(vkv_backend *vb, int C, const vkv_call *call, uint32_t texels,
+                       uint32_t vec4) {
+    return C % 4 == 0 && vkv_views_texel(vb, call, texels) && vkv_views_vec4(vb, call, vec4);
 }
 
 /* The row layout of a block of n rows (lanes as vkv_rows_layout takes them), and whether it is
  * the texel build's: texel_path holds and the vec4 row (C / 4) takes one invocation per row
  * (SEG 1); else the storage build's layout over C elements. */
-static bool rows_layout(vkv_backend *vb, size_t n, int C, const vkb_tensor *t, int n_t,
-                        const uint32_t *offs, int n_offs, int lanes, vkv_layout *lay) {
-    if (texel_path(vb, C, t, n_t, offs, n_offs)) {
+static bool rows_layout(vkv_backend *vb, size_t n, int C, const vkv_call *call, uint32_t texels,
+                        uint32_t vec4, int lanes, vkv_layout *lay) {
+    if (texel_path(vb, C, call, texels, vec4)) {
         *lay = vkv_rows_layout(vb, (uint64_t)n, (uint64_t)C / 4, lanes);
         if (lay->spec[1] == 1) return true;
     }
@@ -70,22 +49,20 @@ void vkv_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mean, vkb
         size_t n = VKA_MIN(block, (size_t)N - r0);
         vkb_tensor os = vkb_slice(out, r0 * C, n * C), is = vkb_slice(inp, r0 * C, n * C);
         vkb_tensor ms = vkb_slice(mean, r0, n), rs = vkb_slice(rstd, r0, n);
-        pc_layernorm pc = {vkv_off(vb, os), vkv_off(vb, ms), vkv_off(vb, rs), vkv_off(vb, is),
-                           vkv_off(vb, ws), vkv_off(vb, bs), (uint32_t)n, (uint32_t)C};
-        /* texel build: one invocation per row (SEG 1), C / 4 loop iterations per pass */
-        vkb_tensor tex[3] = {is, ws, bs};
-        uint32_t offs[4] = {pc.out_off, pc.inp_off, pc.weight_off, pc.bias_off};
-        bool texel = rows_layout(vb, n, C, tex, 3, offs, 4, 3, &lay);
-        vkv_call call = {.shader = texel ? VKA_SHADER_LAYERNORM_FORWARD_TEXEL
-                                         : VKA_SHADER_LAYERNORM_FORWARD,
+        pc_layernorm_forward pc = {.N = (uint32_t)n, .C = (uint32_t)C};
+        vkv_call call = {.shader = VKA_SHADER_LAYERNORM_FORWARD,
                          .texel = {3, 4, 5},
-                         .n_texel = texel ? 3 : 0,
                          .bind = {os, ms, rs, is, ws, bs},
                          .writes = {true, true, true},
                          .n_bind = 6,
-                         .pc = &pc,
-                         .pc_size = sizeof pc,
+                         VKV_PC(&pc),
                          .label = op};
+        /* texel build: one invocation per row (SEG 1), C / 4 loop iterations per pass; reads
+         * inp, weight, bias as texels; out, inp, weight, bias as vec4s */
+        if (rows_layout(vb, n, C, &call, 0x38, 0x39, 3, &lay)) {
+            call.shader = VKA_SHADER_LAYERNORM_FORWARD_TEXEL;
+            call.n_texel = 3;
+        }
         vkv_call_layout(&call, &lay);
         vkv_dispatch(vb, &call);
     }
@@ -114,43 +91,38 @@ void vkv_layernorm_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dweight
         vkb_tensor ds = vkb_slice(dinp, r0 * C, n * C), gs = vkb_slice(dout, r0 * C, n * C);
         vkb_tensor is = vkb_slice(inp, r0 * C, n * C);
         vkb_tensor ms = vkb_slice(mean, r0, n), rs = vkb_slice(rstd, r0, n);
-        pc_layernorm_backward pr = {vkv_off(vb, ds), vkv_off(vb, gs), vkv_off(vb, is),
-                                    vkv_off(vb, ws), vkv_off(vb, ms), vkv_off(vb, rs),
-                                    (uint32_t)n,     (uint32_t)C};
-        vkb_tensor tex[3] = {gs, is, ws};
-        uint32_t offs[4] = {pr.dinp_off, pr.dout_off, pr.inp_off, pr.weight_off};
-        bool texel = rows_layout(vb, n, C, tex, 3, offs, 4, 2, &rows);
-        vkv_call call = {.shader = texel ? VKA_SHADER_LAYERNORM_BACKWARD_TEXEL
-                                         : VKA_SHADER_LAYERNORM_BACKWARD,
+        pc_layernorm_backward pr = {.N = (uint32_t)n, .C = (uint32_t)C};
+        vkv_call call = {.shader = VKA_SHADER_LAYERNORM_BACKWARD,
                          .texel = {1, 2, 3},
-                         .n_texel = texel ? 3 : 0,
                          .bind = {ds, gs, is, ws, ms, rs},
                          .writes = {true},
                          .n_bind = 6,
-                         .pc = &pr,
-                         .pc_size = sizeof pr,
+                         VKV_PC(&pr),
                          .label = op};
+        /* texels: dout, inp, weight; vec4s: dinp, dout, inp, weight */
+        if (rows_layout(vb, n, C, &call, 0xE, 0xF, 2, &rows)) {
+            call.shader = VKA_SHADER_LAYERNORM_BACKWARD_TEXEL;
+            call.n_texel = 3;
+        }
         vkv_call_layout(&call, &rows);
         vkv_dispatch(vb, &call);
 
-        pc_layernorm_params pp = {vkv_off(vb, dws), vkv_off(vb, dbs), vkv_off(vb, gs),
-                                  vkv_off(vb, is),  vkv_off(vb, ms),  vkv_off(vb, rs),
-                                  (uint32_t)n,      (uint32_t)C};
-        vkb_tensor ptex[2] = {gs, is};
-        uint32_t poffs[4] = {pp.dweight_off, pp.dbias_off, pp.dout_off, pp.inp_off};
-        texel = texel_path(vb, C, ptex, 2, poffs, 4);
-        cols = texel ? vkv_quad_cols_layout(vb, (uint64_t)n, (uint64_t)C / 4)
-                     : vkv_cols_layout(vb, (uint64_t)n, (uint64_t)C);
-        call = (vkv_call){.shader = texel ? VKA_SHADER_LAYERNORM_BACKWARD_PARAMS_TEXEL
-                                          : VKA_SHADER_LAYERNORM_BACKWARD_PARAMS,
+        pc_layernorm_params pp = {.N = (uint32_t)n, .C = (uint32_t)C};
+        call = (vkv_call){.shader = VKA_SHADER_LAYERNORM_BACKWARD_PARAMS,
                           .texel = {2, 3},
-                          .n_texel = texel ? 2 : 0,
                           .bind = {dws, dbs, gs, is, ms, rs},
                           .writes = {true, true},
                           .n_bind = 6,
-                          .pc = &pp,
-                          .pc_size = sizeof pp,
+                          VKV_PC(&pp),
                           .label = op};
+        /* texels: dout, inp; vec4s: dweight, dbias, dout, inp */
+        bool texel = texel_path(vb, C, &call, 0xC, 0xF);
+        cols = texel ? vkv_quad_cols_layout(vb, (uint64_t)n, (uint64_t)C / 4)
+                     : vkv_cols_layout(vb, (uint64_t)n, (uint64_t)C);
+        if (texel) {
+            call.shader = VKA_SHADER_LAYERNORM_BACKWARD_PARAMS_TEXEL;
+            call.n_texel = 2;
+        }
         vkv_call_layout(&call, &cols);
         vkv_dispatch(vb, &call);
     }

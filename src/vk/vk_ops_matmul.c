@@ -8,16 +8,9 @@
  * problem size and the device; transposes, the variant and the tile shape are specialization
  * constants, so every combination is its own straight-line pipeline. */
 #include "vk/vk_internal.h"
+#include "pc/matmul.h"
 
-typedef struct pc_matmul {
-    uint32_t out_off, a_off, b_off, bias_off; /* element offsets of the bound tensors */
-    uint32_t M, N, K, batch;
-    uint32_t stride_out, stride_a, stride_b;  /* elements between batches */
-    uint32_t has_bias, accumulate;
-    float alpha;
-    uint32_t lda, ldb, ldo;                   /* row strides (a block of a larger matrix) */
-} pc_matmul;
-_Static_assert(sizeof(pc_matmul) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
+#include <string.h>
 
 /* Specialization constants 0 and 3..7 of matmul.comp: wg invocations, ln of them along N,
  * each computing tm x tn outputs; bk = GPU shared-slice depth; vec = CPU vec4 access flags. */
@@ -76,19 +69,20 @@ static mm_tile cpu_tile(const vkb_matmul *mm) {
 }
 
 /* Which operands the CPU variant may read (and out it may write) as vec4: the contiguous
- * dimension it reads 4 at a time, the offsets, leading dimensions and batch strides must be
- * multiples of 4. mm holds the block's sizes; offsets are within the bound views. */
-static uint32_t cpu_vec_flags(const vkb_matmul *mm, mm_tile t, const pc_matmul *pc) {
+ * dimension it reads 4 at a time, the offsets (of call's views: out, A, B, bias), leading
+ * dimensions and batch strides must be multiples of 4. mm holds the block's sizes. */
+static uint32_t cpu_vec_flags(const vkv_backend *vb, const vkv_call *call, const vkb_matmul *mm,
+                              mm_tile t, const pc_matmul *pc) {
     uint32_t vec = 0;
     bool bias = pc->has_bias != 0;
-    if (pc->a_off % 4 == 0 && pc->stride_a % 4 == 0 && pc->lda % 4 == 0 &&
+    if (vkv_views_vec4(vb, call, 0x2) && pc->stride_a % 4 == 0 && pc->lda % 4 == 0 &&
         (mm->trans_a ? mm->M % 4 == 0 && t.tm % 4 == 0 : mm->K % 4 == 0))
         vec |= VEC_A;
-    if (pc->b_off % 4 == 0 && pc->stride_b % 4 == 0 && pc->ldb % 4 == 0 &&
+    if (vkv_views_vec4(vb, call, 0x4) && pc->stride_b % 4 == 0 && pc->ldb % 4 == 0 &&
         (mm->trans_b ? mm->K % 4 == 0 : mm->N % 4 == 0 && t.tn % 4 == 0))
         vec |= VEC_B;
-    if (pc->out_off % 4 == 0 && pc->stride_out % 4 == 0 && pc->ldo % 4 == 0 && mm->N % 4 == 0 &&
-        t.tn % 4 == 0 && (!bias || pc->bias_off % 4 == 0))
+    if (vkv_views_vec4(vb, call, 0x1) && pc->stride_out % 4 == 0 && pc->ldo % 4 == 0 &&
+        mm->N % 4 == 0 && t.tn % 4 == 0 && (!bias || vkv_views_vec4(vb, call, 0x8)))
         vec |= VEC_OUT;
     return vec;
 }
@@ -162,30 +156,35 @@ static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, siz
     vkb_tensor bs = bias ? vkb_slice(mm->bias, blk->n0, blk->nn) : VKB_NONE;
     bool one = blk->bn == 1; /* strides unused: keep them in 32 bits */
     mm_tile t = dev->is_cpu ? cpu_tile(&sub) : gpu_tile(dev, &sub);
-    pc_matmul pc = {vkv_off(vb, o), vkv_off(vb, a), vkv_off(vb, b), vkv_off(vb, bs),
-                    (uint32_t)blk->mn, (uint32_t)blk->nn, (uint32_t)blk->kn, (uint32_t)blk->bn,
-                    one ? 0 : (uint32_t)so, one ? 0 : (uint32_t)sa, one ? 0 : (uint32_t)sb,
-                    bias, mm->accumulate || blk->k0 > 0, mm->alpha,
-                    (uint32_t)(mm->trans_a ? M : K), (uint32_t)(mm->trans_b ? K : N), (uint32_t)N};
-    uint32_t vec = dev->is_cpu ? cpu_vec_flags(&sub, t, &pc) : 0;
-    /* CPU-type devices with texel_operands read the vec4 operands through texel views
-     * (matmul_texel.comp; an application's buffers without texel usage through storage). */
-    if ((vec & VEC_A) && vkv_texel_ok(vb, a)) vec |= TEXEL_A;
-    if ((vec & VEC_B) && vkv_texel_ok(vb, b)) vec |= TEXEL_B;
-    bool texel = (vec & (TEXEL_A | TEXEL_B)) != 0;
-    vkv_call call = {.shader = texel ? VKA_SHADER_MATMUL_TEXEL : VKA_SHADER_MATMUL,
-                     .texel = {vec & TEXEL_A ? 1 : VKV_NO_TEXEL, vec & TEXEL_B ? 2 : VKV_NO_TEXEL},
-                     .n_texel = texel ? 2 : 0,
-                     .spec = {t.wg, (mm->trans_a ? 1u : 0u) | (mm->trans_b ? 2u : 0u),
-                              dev->is_cpu ? 1u : 0u, t.tm, t.tn, t.ln, t.bk, vec},
+    pc_matmul pc = {.M = (uint32_t)blk->mn, .N = (uint32_t)blk->nn, .K = (uint32_t)blk->kn,
+                    .batch = (uint32_t)blk->bn, .stride_out = one ? 0 : (uint32_t)so,
+                    .stride_a = one ? 0 : (uint32_t)sa, .stride_b = one ? 0 : (uint32_t)sb,
+                    .has_bias = bias, .accumulate = mm->accumulate || blk->k0 > 0,
+                    .alpha = mm->alpha, .lda = (uint32_t)(mm->trans_a ? M : K),
+                    .ldb = (uint32_t)(mm->trans_b ? K : N), .ldo = (uint32_t)N};
+    vkv_call call = {.shader = VKA_SHADER_MATMUL,
                      .n_spec = 8,
                      .bind = {o, a, b, bs},
                      .writes = {true, false, false, false},
                      .n_bind = 4,
-                     .pc = &pc,
-                     .pc_size = sizeof pc,
+                     VKV_PC(&pc),
                      .groups = tile_count(t, &sub),
                      .label = "matmul"};
+    uint32_t vec = dev->is_cpu ? cpu_vec_flags(vb, &call, &sub, t, &pc) : 0;
+    /* CPU-type devices with texel_operands read the vec4 operands through texel views
+     * (matmul.comp's texel build; an application's buffers without texel usage through
+     * storage). */
+    if ((vec & VEC_A) && vkv_views_texel(vb, &call, 0x2)) vec |= TEXEL_A;
+    if ((vec & VEC_B) && vkv_views_texel(vb, &call, 0x4)) vec |= TEXEL_B;
+    if (vec & (TEXEL_A | TEXEL_B)) {
+        call.shader = VKA_SHADER_MATMUL_TEXEL;
+        call.texel[0] = vec & TEXEL_A ? 1 : VKV_NO_TEXEL;
+        call.texel[1] = vec & TEXEL_B ? 2 : VKV_NO_TEXEL;
+        call.n_texel = 2;
+    }
+    uint32_t spec[8] = {t.wg, (mm->trans_a ? 1u : 0u) | (mm->trans_b ? 2u : 0u),
+                        dev->is_cpu ? 1u : 0u, t.tm, t.tn, t.ln, t.bk, vec};
+    memcpy(call.spec, spec, sizeof spec);
     vkv_dispatch(vb, &call);
 }
 

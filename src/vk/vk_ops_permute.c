@@ -1,16 +1,9 @@
 /* Multi-head reshape/permute: qkv (B,T,3C) <-> q, k, v (B,NH,T,HS) and (B,NH,T,HS) <-> (B,T,C),
  * forward and backward. Pure data movement, one invocation per element. */
 #include "vk/vk_internal.h"
+#include "pc/permute.h"
 
 #define WG 256 /* wanted workgroup size */
-
-typedef struct pc_permute {
-    uint32_t off[4]; /* element offsets of the bound tensors, in binding order */
-    uint32_t B, T, NH, HS;  /* the block */
-    uint32_t T_all, NH_all; /* the whole */
-    uint32_t h0;
-} pc_permute;
-_Static_assert(sizeof(pc_permute) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
 /* n tensors bound in order (the first `writes` of them written); tensor `side` is the
  * (B,T,wmul*C) side (qkv: wmul 3; unpermute's (B,T,C): 1), the others (B,NH,T,HS). Blocks that
@@ -35,8 +28,7 @@ static void dispatch(vkb_backend *be, vka_shader_id shader, const char *label,
                 pc_permute pc = {.B = (uint32_t)bn, .T = (uint32_t)tn, .NH = (uint32_t)nh,
                                  .HS = (uint32_t)HS, .T_all = (uint32_t)T,
                                  .NH_all = (uint32_t)NH, .h0 = (uint32_t)h0};
-                vkv_call call = {.shader = shader, .n_bind = n, .pc = &pc,
-                                 .pc_size = sizeof pc, .label = label};
+                vkv_call call = {.shader = shader, .n_bind = n, VKV_PC(&pc), .label = label};
                 vkv_call_elems(vb, &call, bn * nh * tn * HS, WG);
                 for (int i = 0; i < n; i++) {
                     vkb_tensor v = i == side
@@ -45,7 +37,6 @@ static void dispatch(vkb_backend *be, vka_shader_id shader, const char *label,
                                     whole ? bn * NH * Ts * HS : tn * (size_t)HS);
                     call.bind[i] = v;
                     call.writes[i] = i < writes;
-                    pc.off[i] = vkv_off(vb, v);
                 }
                 vkv_dispatch(vb, &call);
             }

@@ -3,6 +3,7 @@
  * reduction op shares (vk_reduce.h).
  */
 #include "vk/vk_reduce.h"
+#include "pc/reduce.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -167,14 +168,6 @@ bool vkv_check_layout(vkb_backend *be, const char *op, const vkv_layout *lay) {
 
 /* --- mean ------------------------------------------------------------------------------------- */
 
-typedef struct pc_mean {
-    uint32_t out_off, inp_off;
-    uint32_t N;
-    uint32_t accumulate;
-    float total;
-} pc_mean;
-_Static_assert(sizeof(pc_mean) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
-
 /* In blocks that fit the binding limit, each adding its sum / N to out[0] in order. */
 void vkv_mean(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
     const char *op = "mean";
@@ -188,13 +181,12 @@ void vkv_mean(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
         size_t n = VKA_MIN(block, N - i0);
         vkb_tensor is = vkb_slice(inp, i0, n);
         lay = vkv_vector_layout(vb, n);
-        pc_mean pc = {vkv_off(vb, os), vkv_off(vb, is), (uint32_t)n, i0 > 0, (float)N};
+        pc_mean pc = {.N = (uint32_t)n, .accumulate = i0 > 0, .total = (float)N};
         vkv_call call = {.shader = VKA_SHADER_MEAN,
                          .bind = {os, is},
                          .writes = {true, false},
                          .n_bind = 2,
-                         .pc = &pc,
-                         .pc_size = sizeof pc,
+                         VKV_PC(&pc),
                          .label = op};
         vkv_call_layout(&call, &lay);
         vkv_dispatch(vb, &call);
@@ -204,22 +196,6 @@ void vkv_mean(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
 /* --- grad_norm -------------------------------------------------------------------------------- */
 
 #define NORM_PER_DISPATCH 7 /* gradient bindings of grad_norm_partials.comp (8 minus partials) */
-
-typedef struct pc_norm_partials {
-    uint32_t partials_off;
-    uint32_t g_off[NORM_PER_DISPATCH];
-    uint32_t n[NORM_PER_DISPATCH];
-    uint32_t accumulate;
-} pc_norm_partials;
-_Static_assert(sizeof(pc_norm_partials) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
-
-typedef struct pc_norm_finalize {
-    uint32_t out_off, partials_off;
-    uint32_t n_partials;
-    float max_norm;
-    uint32_t accumulate, last;
-} pc_norm_finalize;
-_Static_assert(sizeof(pc_norm_finalize) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
 
 /* One piece of a gradient: elements [lo, lo + n) of grads[g]; later pieces (lo > 0) add to
  * the gradient's partials. */
@@ -238,13 +214,12 @@ static void norm_partials(vkv_backend *vb, vkb_tensor partials, const vkb_tensor
     if (!vkv_check_layout((vkb_backend *)vb, "grad_norm", &lay)) return;
     vkb_tensor part = vkb_slice(partials, (size_t)pieces[0].g * VKA_NORM_PARTIALS,
                                 (size_t)k * VKA_NORM_PARTIALS);
-    pc_norm_partials pc = {.partials_off = vkv_off(vb, part)};
+    pc_norm_partials pc = {.accumulate = 0};
     vkv_call call = {.shader = VKA_SHADER_GRAD_NORM_PARTIALS,
                      .bind = {part},
                      .writes = {true},
                      .n_bind = 1 + k,
-                     .pc = &pc,
-                     .pc_size = sizeof pc,
+                     VKV_PC(&pc),
                      .label = "grad_norm"};
     vkv_call_layout(&call, &lay);
     call.spec[call.n_spec++] = VKA_NORM_PARTIALS; /* one vector per workgroup */
@@ -252,7 +227,6 @@ static void norm_partials(vkv_backend *vb, vkb_tensor partials, const vkb_tensor
     for (int j = 0; j < k; j++) {
         vkb_tensor g = vkb_slice(grads[pieces[j].g], pieces[j].lo, pieces[j].n);
         call.bind[1 + j] = g;
-        pc.g_off[j] = vkv_off(vb, g);
         pc.n[j] = (uint32_t)g.n;
         if (pieces[j].lo > 0) pc.accumulate |= 1u << j;
     }
@@ -294,14 +268,13 @@ void vkv_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials, const v
         size_t n = VKA_MIN(block, n_partials - i0);
         vkb_tensor ps = vkb_slice(partials, i0, n);
         lay = vkv_vector_layout(vb, n);
-        pc_norm_finalize pc = {vkv_off(vb, os), vkv_off(vb, ps), (uint32_t)n, max_norm,
-                               i0 > 0, i0 + n == n_partials};
+        pc_norm_finalize pc = {.n_partials = (uint32_t)n, .max_norm = max_norm,
+                               .accumulate = i0 > 0, .last = i0 + n == n_partials};
         vkv_call call = {.shader = VKA_SHADER_GRAD_NORM_FINALIZE,
                          .bind = {os, ps},
                          .writes = {true, false},
                          .n_bind = 2,
-                         .pc = &pc,
-                         .pc_size = sizeof pc,
+                         VKV_PC(&pc),
                          .label = op};
         vkv_call_layout(&call, &lay);
         vkv_dispatch(vb, &call);
@@ -310,21 +283,14 @@ void vkv_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials, const v
 
 /* --- bias_backward ---------------------------------------------------------------------------- */
 
-typedef struct pc_bias_backward {
-    uint32_t dbias_off, dout_off;
-    uint32_t N, OC;
-} pc_bias_backward;
-_Static_assert(sizeof(pc_bias_backward) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
-
 /* The CPU-type vec4 layout of bias_backward.comp (VEC4 = 1) for a block of n rows, or false
  * where it does not apply (GPUs, OC or an offset not a multiple of 4, rows past llvmpipe's loop
  * budget for one invocation): one invocation per 4 columns, workgroups of a SIMD vector or more
  * with at least 4 of them when there are enough columns (lavapipe spreads workgroups over its
  * threads), through dout's texel view where it has one. */
-static bool bias_vec4_call(vkv_backend *vb, vkv_call *call, vkb_tensor bs, vkb_tensor ds,
-                           size_t n, int OC) {
+static bool bias_vec4_call(vkv_backend *vb, vkv_call *call, size_t n, int OC) {
     vkv_layout lay = vkv_cols_layout(vb, (uint64_t)n, (uint64_t)OC);
-    if (!vkv_device(vb)->is_cpu || OC % 4 || vkv_off(vb, bs) % 4 || vkv_off(vb, ds) % 4 ||
+    if (!vkv_device(vb)->is_cpu || OC % 4 || !vkv_views_vec4(vb, call, 0x3) ||
         lay.spec[0] != lay.spec[1])
         return false;
     uint32_t inv = (uint32_t)OC / 4, wg = 8;
@@ -335,7 +301,7 @@ static bool bias_vec4_call(vkv_backend *vb, vkv_call *call, vkb_tensor bs, vkb_t
     call->spec[2] = 1;  /* VEC4 */
     call->n_spec = 3;
     call->groups = VKA_CEIL_DIV(inv, wg);
-    if (vkv_texel_ok(vb, ds)) {
+    if (vkv_views_texel(vb, call, 0x2)) { /* dout */
         call->shader = VKA_SHADER_BIAS_BACKWARD_TEXEL;
         call->texel[0] = 1;
         call->n_texel = 1;
@@ -358,15 +324,14 @@ void vkv_bias_backward(vkb_backend *be, vkb_tensor dbias, vkb_tensor dout, int N
         size_t n = VKA_MIN(block, (size_t)N - r0);
         vkb_tensor ds = vkb_slice(dout, r0 * OC, n * OC);
         lay = vkv_cols_layout(vb, (uint64_t)n, (uint64_t)OC);
-        pc_bias_backward pc = {vkv_off(vb, bs), vkv_off(vb, ds), (uint32_t)n, (uint32_t)OC};
+        pc_bias_backward pc = {.N = (uint32_t)n, .OC = (uint32_t)OC};
         vkv_call call = {.shader = VKA_SHADER_BIAS_BACKWARD,
                          .bind = {bs, ds},
                          .writes = {true, false},
                          .n_bind = 2,
-                         .pc = &pc,
-                         .pc_size = sizeof pc,
+                         VKV_PC(&pc),
                          .label = op};
-        if (!bias_vec4_call(vb, &call, bs, ds, n, OC)) vkv_call_layout(&call, &lay);
+        if (!bias_vec4_call(vb, &call, n, OC)) vkv_call_layout(&call, &lay);
         vkv_dispatch(vb, &call);
     }
 }

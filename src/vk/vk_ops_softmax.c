@@ -4,25 +4,7 @@
  * rows that fit the binding limit.
  */
 #include "vk/vk_reduce.h"
-
-typedef struct pc_softmax {
-    uint32_t out_off, inp_off, mask_off;
-    uint32_t R, Tq, Tk;
-    uint32_t mask_rows;
-    uint32_t has_mask;
-    uint32_t causal;
-    float scale;
-    uint32_t row0;      /* the block's first row (causal query and mask row of its rows) */
-    uint32_t mask_row0; /* the first mask row bound */
-} pc_softmax;
-_Static_assert(sizeof(pc_softmax) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
-
-typedef struct pc_softmax_backward {
-    uint32_t dinp_off, dout_off, out_off;
-    uint32_t R, Tk;
-    float scale;
-} pc_softmax_backward;
-_Static_assert(sizeof(pc_softmax_backward) <= VKV_PUSH_CONSTANT_BYTES, "push constants");
+#include "pc/softmax.h"
 
 /* Both directions split R into blocks of rows that fit the binding limit. */
 void vkv_softmax_forward(vkb_backend *be, const vkb_softmax *sm) {
@@ -48,24 +30,20 @@ void vkv_softmax_forward(vkb_backend *be, const vkb_softmax *sm) {
         size_t m0 = r0 / mrows, m1 = (r0 + n - 1) / mrows + 1;
         vkb_tensor ms = has_mask ? vkb_slice(s.mask, m0 * Tk, (m1 - m0) * Tk) : VKB_NONE;
         lay = vkv_rows_layout(vb, (uint64_t)n, Tk, 2);
-        pc_softmax pc = {.out_off = vkv_off(vb, os),
-                         .inp_off = vkv_off(vb, is),
-                         .mask_off = vkv_off(vb, ms),
-                         .R = (uint32_t)n,
-                         .Tq = (uint32_t)s.Tq,
-                         .Tk = (uint32_t)s.Tk,
-                         .mask_rows = (uint32_t)s.mask_rows,
-                         .has_mask = has_mask,
-                         .causal = s.causal,
-                         .scale = s.scale,
-                         .row0 = (uint32_t)r0,
-                         .mask_row0 = (uint32_t)m0};
+        pc_softmax_forward pc = {.R = (uint32_t)n,
+                                 .Tq = (uint32_t)s.Tq,
+                                 .Tk = (uint32_t)s.Tk,
+                                 .mask_rows = (uint32_t)s.mask_rows,
+                                 .has_mask = has_mask,
+                                 .causal = s.causal,
+                                 .scale = s.scale,
+                                 .row0 = (uint32_t)r0,
+                                 .mask_row0 = (uint32_t)m0};
         vkv_call call = {.shader = VKA_SHADER_SOFTMAX_FORWARD,
                          .bind = {os, is, ms},
                          .writes = {true, false, false},
                          .n_bind = 3,
-                         .pc = &pc,
-                         .pc_size = sizeof pc,
+                         VKV_PC(&pc),
                          .label = op};
         vkv_call_layout(&call, &lay);
         vkv_dispatch(vb, &call);
@@ -87,14 +65,12 @@ void vkv_softmax_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dout, vkb
         vkb_tensor ds = vkb_slice(dinp, r0 * T, n * T), gs = vkb_slice(dout, r0 * T, n * T);
         vkb_tensor os = vkb_slice(out, r0 * T, n * T);
         lay = vkv_rows_layout(vb, (uint64_t)n, (uint64_t)Tk, 2);
-        pc_softmax_backward pc = {vkv_off(vb, ds), vkv_off(vb, gs), vkv_off(vb, os), (uint32_t)n,
-                                  (uint32_t)Tk, scale};
+        pc_softmax_backward pc = {.R = (uint32_t)n, .Tk = (uint32_t)Tk, .scale = scale};
         vkv_call call = {.shader = VKA_SHADER_SOFTMAX_BACKWARD,
                          .bind = {ds, gs, os},
                          .writes = {true, false, false},
                          .n_bind = 3,
-                         .pc = &pc,
-                         .pc_size = sizeof pc,
+                         VKV_PC(&pc),
                          .label = op};
         vkv_call_layout(&call, &lay);
         vkv_dispatch(vb, &call);

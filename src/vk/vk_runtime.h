@@ -1,5 +1,6 @@
-/* Private to the Vulkan runtime files (vk_memory.c, vk_pipeline.c, vk_commands.c,
- * vk_backend.c); op files use only vk_internal.h. */
+/* Private to the Vulkan runtime files (vk_submit.c, vk_memory.c, vk_pipeline.c, vk_commands.c,
+ * vk_backend.c); op files use only vk_internal.h. Within them calls go down only: vk_backend.c
+ * -> vk_commands.c -> vk_memory.c -> vk_pipeline.c -> vk_submit.c -> vk_device.c. */
 #ifndef VKA_VK_RUNTIME_H
 #define VKA_VK_RUNTIME_H
 
@@ -33,7 +34,6 @@ typedef struct vkv_access {
  * and 2k+3 bracket its k-th command, named labels[k]. */
 #define VKV_PROFILE_QUERIES 4096
 
-/* A graph: being recorded while the backend's rec points to it. */
 /* Targets (N) of a cross-entropy op of a graph, or key_lens (N = B) of an attention op,
  * checked by the host after each run. */
 typedef struct vkv_target_check {
@@ -81,6 +81,7 @@ typedef struct vkv_cmd {
     } u;
 } vkv_cmd;
 
+/* A graph: being recorded while the backend's rec points to it. */
 typedef struct vkv_graph {
     VkCommandBuffer cmd;
     VkFence fence;
@@ -187,8 +188,26 @@ struct vkv_backend {
     bool profiling;           /* graphs recorded from now on time each command */
 };
 
+/* vk_submit.c */
+#define VKV_ALL_WRITES (VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT)
+#define VKV_ALL_ACCESS                                                                    \
+    (VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | \
+     VK_ACCESS_TRANSFER_WRITE_BIT)
+#define VKV_WORK_STAGES (VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT)
 /* Record a failed Vulkan call as the backend's sticky failure (first one wins). */
 void vkv_fail_vk(vkv_backend *vb, VkResult vr, const char *what);
+/* One global memory barrier into cmd. */
+void vkv_memory_barrier(vkv_backend *vb, VkCommandBuffer cmd, VkPipelineStageFlags src_stage,
+                        VkAccessFlags src, VkPipelineStageFlags dst_stage, VkAccessFlags dst);
+/* A failed vkQueueSubmit (what: of what), out of memory said as such. */
+vka_result vkv_submit_failed(vkv_backend *vb, VkResult vr, const char *what);
+/* The one-shot command buffer (from vb->pool, made first) and its fence; destroy frees the
+ * fence (the buffer goes with the pool). */
+vka_result vkv_once_init(vkv_backend *vb);
+void vkv_once_destroy(vkv_backend *vb);
+/* Begin the one-shot command buffer for an immediate copy; end + submit + wait. */
+vka_result vkv_once_begin(vkv_backend *vb, VkCommandBuffer *cmd);
+vka_result vkv_once_submit(vkv_backend *vb);
 
 /* vk_memory.c */
 vka_result vkv_arena_create(vkb_backend *be, const char *label, vkb_arena_kind kind,
@@ -232,8 +251,4 @@ void vkv_graph_destroy(vkb_backend *be, vkb_graph *graph);
 void vkv_set_profiling(vkb_backend *be, bool on);
 vka_result vkv_graph_times(vkb_backend *be, vkb_graph *graph, double *total_ms, vka_op_time *out,
                            int cap, int *count);
-/* Begin the one-shot command buffer for an immediate copy; end + submit + wait. */
-vka_result vkv_once_begin(vkv_backend *vb, VkCommandBuffer *cmd);
-vka_result vkv_once_submit(vkv_backend *vb);
-
 #endif
