@@ -22,7 +22,7 @@
 // small part of the loop.
 
 // The vec4 at vec4 index q of A's (B's) binding: through the texel view where VEC bit 3 (4)
-// says so (matmul_texel.comp), else the storage buffer.
+// says so (matmul.comp's VKA_TEXEL build), else the storage buffer.
 vec4 a_vec4(uint q) {
 #ifdef VKA_TEXEL
     if ((VEC & 8u) != 0u) return texelFetch(a_tex, int(q));

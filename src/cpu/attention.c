@@ -1,4 +1,4 @@
-/* Fused scaled-dot-product attention (shaders/attention_forward.comp, attention_backward.comp),
+/* Fused scaled-dot-product attention (shaders/attention_forward.comp, attention_backward_{delta,dq,dkdv}.comp),
  * FlashAttention-2 (Dao 2023): no Tq x Tk matrix is stored.
  *
  * Forward: a block of AT_BQ query rows walks the keys in tiles of AT_BK with an online softmax

@@ -1,4 +1,5 @@
-/* Elementwise ops: fill, copy, residual (shaders/fill.comp, residual_forward.comp, ...). Each
+/* Elementwise ops: fill, copy, residual (shaders/residual_forward.comp, ...; the Vulkan
+ * backend fills and copies with vkCmdFillBuffer and vkCmdCopyBuffer). Each
  * element is independent, so any split over threads gives the same result. */
 #include "cpu/cpu_ops.h"
 

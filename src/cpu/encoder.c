@@ -1,4 +1,4 @@
-/* Token + position embedding (shaders/encoder_forward.comp, encoder_backward.comp). */
+/* Token + position embedding (shaders/encoder_forward.comp, encoder_backward_wte.comp, encoder_backward_wpe.comp). */
 #include "cpu/cpu_ops.h"
 
 void vkc_encoder_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe,

@@ -14,7 +14,7 @@
  * Summation order: every element is still summed over k = 0..K-1 in order, one term at a time,
  * whatever the tile sizes or thread count (deterministic, exact --resume), but each term is a
  * fused multiply-add (one rounding instead of two), so results differ from the reference kernel
- * in the last bits. VKATTN_CPU_KERNELS=reference selects the reference (README). */
+ * in the last bits. VKATTN_CPU_KERNELS=reference selects the reference (docs/environment.md). */
 #include "cpu/matmul_tiles.h"
 #include "cpu/simd.h"
 

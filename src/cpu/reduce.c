@@ -1,5 +1,5 @@
 /* Reductions: bias gradient (column sums), mean, global gradient norm (shaders/bias_backward.comp,
- * mean.comp, grad_norm.comp). Each output is summed in a fixed order that does not depend on
+ * mean.comp, grad_norm_partials.comp + grad_norm_finalize.comp). Each output is summed in a fixed order that does not depend on
  * the thread count, in double. */
 #include "cpu/cpu_ops.h"
 #include "cpu/simd.h"

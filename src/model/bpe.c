@@ -7,7 +7,7 @@
  *
  * The pieces come from GPT-2's pre-tokenizer (pretokenize.c: GPT-2's pattern matched by hand
  * with the Unicode classes of its reference). A byte that is not UTF-8 is a piece of its own
- * (README "Tokenizers").
+ * (docs/files.md, "Tokenizers").
  */
 #include "model/pretokenize.h"
 #include "model/tokenizer.h"

@@ -5,7 +5,7 @@
 
 #include "vka_internal.h"
 
-/* llm.c's tokenizer file magic (README "Files"). */
+/* llm.c's tokenizer file magic (docs/files.md). */
 #define VKM_TOKENIZER_MAGIC 20240328
 
 typedef struct vkm_bpe vkm_bpe;
