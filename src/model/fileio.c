@@ -73,34 +73,58 @@ vka_result vkm_read_all(vka_context *ctx, const char *path, const char *kind, ui
     return VKA_SUCCESS;
 }
 
-vka_result vka_write_file_atomic(vka_context *ctx, const char *path, const void *const *parts,
-                                 const size_t *sizes, int n_parts) {
+vka_result vkm_atomic_open(vka_context *ctx, const char *path, vkm_atomic_file *af) {
+    *af = (vkm_atomic_file){.path = path};
     size_t cap = strlen(path) + 32;
-    char *tmp = vka_malloc(ctx, cap);
-    if (!tmp) return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "writing %s: out of memory", path);
-    snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        vka_result r = vka_set_error(ctx, VKA_ERROR_IO, "cannot create %s: %s", tmp, strerror(errno));
-        vka_free(ctx, tmp);
+    af->tmp = vka_malloc(ctx, cap);
+    if (!af->tmp)
+        return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "writing %s: out of memory", path);
+    snprintf(af->tmp, cap, "%s.tmp.%ld", path, (long)getpid());
+    af->f = fopen(af->tmp, "wb");
+    if (!af->f) {
+        vka_result r = vka_set_error(ctx, VKA_ERROR_IO, "cannot create %s: %s", af->tmp,
+                                     strerror(errno));
+        vka_free(ctx, af->tmp);
+        af->tmp = NULL;
         return r;
     }
-    int err = 0;
-    for (int i = 0; i < n_parts && !err; i++)
-        if (sizes[i] && fwrite(parts[i], 1, sizes[i], f) != sizes[i]) err = errno ? errno : EIO;
-    if (!err && (fflush(f) != 0 || fsync(fileno(f)) != 0)) err = errno;
-    if (fclose(f) != 0 && !err) err = errno;
+    return VKA_SUCCESS;
+}
+
+vka_result vkm_atomic_commit(vka_context *ctx, vkm_atomic_file *af, int err) {
+    if (!err && (fflush(af->f) != 0 || fsync(fileno(af->f)) != 0)) err = errno ? errno : EIO;
+    if (fclose(af->f) != 0 && !err) err = errno ? errno : EIO;
+    af->f = NULL;
     vka_result r = VKA_SUCCESS;
     if (err) {
-        r = vka_set_error(ctx, VKA_ERROR_IO, "writing %s: %s", tmp, strerror(err));
-        remove(tmp);
-    } else if (rename(tmp, path) != 0) {
-        r = vka_set_error(ctx, VKA_ERROR_IO, "cannot rename %s to %s: %s", tmp, path,
+        r = vka_set_error(ctx, VKA_ERROR_IO, "writing %s: %s", af->tmp, strerror(err));
+        remove(af->tmp);
+    } else if (rename(af->tmp, af->path) != 0) {
+        r = vka_set_error(ctx, VKA_ERROR_IO, "cannot rename %s to %s: %s", af->tmp, af->path,
                           strerror(errno));
-        remove(tmp);
+        remove(af->tmp);
     }
-    vka_free(ctx, tmp);
+    vka_free(ctx, af->tmp);
+    af->tmp = NULL;
     return r;
+}
+
+void vkm_atomic_abort(vka_context *ctx, vkm_atomic_file *af) {
+    if (af->f) fclose(af->f);
+    if (af->tmp) remove(af->tmp);
+    vka_free(ctx, af->tmp);
+    *af = (vkm_atomic_file){0};
+}
+
+vka_result vka_write_file_atomic(vka_context *ctx, const char *path, const void *const *parts,
+                                 const size_t *sizes, int n_parts) {
+    vkm_atomic_file af;
+    vka_result r = vkm_atomic_open(ctx, path, &af);
+    if (r != VKA_SUCCESS) return r;
+    int err = 0;
+    for (int i = 0; i < n_parts && !err; i++)
+        if (sizes[i] && fwrite(parts[i], 1, sizes[i], af.f) != sizes[i]) err = errno ? errno : EIO;
+    return vkm_atomic_commit(ctx, &af, err);
 }
 
 vka_result vka_file_write_atomic(vka_context *ctx, const char *path, const void *data, size_t len) {

@@ -22,6 +22,25 @@ vka_result vkm_read_all(vka_context *ctx, const char *path, const char *kind, ui
 vka_result vkm_read_exact(vka_context *ctx, FILE *f, const char *path, void *dst, size_t n,
                           const char *what);
 
+/* A file being written atomically: bytes go to f, an open path.tmp.<pid>; vkm_atomic_commit
+ * flushes, fsyncs and renames it over path, vkm_atomic_abort removes it. The one writer of
+ * the library and the command line (vka_file_write_atomic): a saver that streams (a token
+ * file from a text) writes to f itself, one that holds its bytes uses vka_write_file_atomic. */
+typedef struct vkm_atomic_file {
+    FILE *f;
+    char *tmp;        /* the temporary name, for messages */
+    const char *path; /* the final name (borrowed) */
+} vkm_atomic_file;
+/* Create path.tmp.<pid> for writing. Errors: VKA_ERROR_IO ("cannot create <tmp>: ..."), out
+ * of host memory; on error nothing is left to abort. */
+vka_result vkm_atomic_open(vka_context *ctx, const char *path, vkm_atomic_file *af);
+/* Flush, fsync and close af->f, then rename it over path; err != 0 is an errno a write to f
+ * already failed with (the file is then removed). Always releases af.
+ * Errors: VKA_ERROR_IO ("writing <tmp>: ..." or "cannot rename <tmp> to <path>: ..."). */
+vka_result vkm_atomic_commit(vka_context *ctx, vkm_atomic_file *af, int err);
+/* Close and remove the temporary file and release af (after an error of the saver's own). */
+void vkm_atomic_abort(vka_context *ctx, vkm_atomic_file *af);
+
 /* Write the n_parts byte ranges parts[i] (sizes[i] bytes) one after the other to path, as
  * vka_file_write_atomic writes one: through path.tmp.<pid>, fsync'd, then renamed (nothing is
  * lost if interrupted). ctx may be NULL (libc's allocator, no message).

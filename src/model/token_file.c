@@ -196,24 +196,14 @@ vka_result vka_tokenize_file(vka_context *ctx, const vka_tokenizer *tok, const c
         if (s.fd < 0)
             return vka_set_error(ctx, VKA_ERROR_IO, "cannot open %s: %s", text_path, strerror(errno));
     }
-    size_t cap = strlen(out_path) + 32;
-    char *tmp = vka_malloc(ctx, cap);
-    FILE *f = NULL;
+    vkm_atomic_file af = {0};
     int32_t *ids = NULL;
     uint16_t *ids16 = NULL;
     size_t ids_cap = 0;
     uint64_t total = 0;
-    vka_result r = VKA_SUCCESS;
-    if (!tmp) {
-        r = vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", out_path);
-        goto done;
-    }
-    snprintf(tmp, cap, "%s.tmp.%ld", out_path, (long)getpid());
-    f = fopen(tmp, "wb");
-    if (!f) {
-        r = vka_set_error(ctx, VKA_ERROR_IO, "cannot create %s: %s", tmp, strerror(errno));
-        goto done;
-    }
+    vka_result r = vkm_atomic_open(ctx, out_path, &af);
+    if (r != VKA_SUCCESS) goto done;
+    FILE *f = af.f;
     unsigned char h[VKM_TOKENS_HEADER_BYTES];
     put_header(h, 0); /* the count is written at the end */
     if (fwrite(h, 1, sizeof h, f) != sizeof h) goto write_error;
@@ -268,27 +258,17 @@ vka_result vka_tokenize_file(vka_context *ctx, const vka_tokenizer *tok, const c
         goto done;
     }
     put_header(h, (uint32_t)total);
-    if (fseek(f, 0, SEEK_SET) != 0 || fwrite(h, 1, sizeof h, f) != sizeof h || fflush(f) != 0 ||
-        fsync(fileno(f)) != 0)
-        goto write_error;
-    int fc = fclose(f);
-    f = NULL;
-    if (fc != 0) goto write_error;
-    if (rename(tmp, out_path) != 0) {
-        r = vka_set_error(ctx, VKA_ERROR_IO, "cannot rename %s to %s: %s", tmp, out_path,
-                          strerror(errno));
-        goto done;
-    }
+    if (fseek(f, 0, SEEK_SET) != 0 || fwrite(h, 1, sizeof h, f) != sizeof h) goto write_error;
+    r = vkm_atomic_commit(ctx, &af, 0);
+    if (r != VKA_SUCCESS) goto done;
     if (n_tokens) *n_tokens = total;
     if (n_bytes) *n_bytes = s.base;
     goto done;
 write_error:
-    r = vka_set_error(ctx, VKA_ERROR_IO, "writing %s: %s", tmp, strerror(errno ? errno : EIO));
+    r = vkm_atomic_commit(ctx, &af, errno ? errno : EIO);
 done:
-    if (f) fclose(f);
-    if (r != VKA_SUCCESS && tmp) remove(tmp);
+    if (r != VKA_SUCCESS) vkm_atomic_abort(ctx, &af);
     if (!is_stdin && s.fd >= 0) close(s.fd);
-    vka_free(ctx, tmp);
     vka_free(ctx, s.buf);
     vka_free(ctx, ids);
     vka_free(ctx, ids16);
