@@ -483,8 +483,10 @@ TU_VULKAN_TESTS(test_matmul_vulkan_long_k_and_vec4_edges, long_k_and_vec4_cases)
 TU_VULKAN_TESTS(test_matmul_vulkan_big_tiles, big_tile_cases)
 TU_VULKAN_TESTS(test_matmul_vulkan_deterministic, deterministic_case)
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
+/* argv[1] "quick" runs the quick group, "exhaustive" the exhaustive one, none both
+ * (tests/CMakeLists.txt). */
+int main(int argc, char **argv) {
+    const struct CMUnitTest quick[] = {
         cmocka_unit_test(test_matmul_transposes_and_awkward_shapes),
         cmocka_unit_test(test_matmul_bias_alpha_accumulate),
         cmocka_unit_test(test_matmul_batched_strided),
@@ -496,12 +498,23 @@ int main(void) {
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_bias_alpha_accumulate),
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_batched_strided),
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_ones_exact),
-        TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_gpt_shapes),
-        TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_long_k_and_vec4_edges),
         cmocka_unit_test(test_matmul_vulkan_folded_grid),
-        TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_big_tiles),
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_deterministic),
         cmocka_unit_test(test_matmul_vulkan_texel_loads_equal_storage),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    /* The sweeps of large shapes on Vulkan (the model's products, K = 5000 and the vec4 edges
+     * in every transpose, the big tiles in every transpose): most of the program's time on
+     * lavapipe, minutes with a lowered binding limit (test_matmul_split). */
+    const struct CMUnitTest exhaustive[] = {
+        TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_gpt_shapes),
+        TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_long_k_and_vec4_edges),
+        TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_big_tiles),
+    };
+    const char *group = argc > 1 ? argv[1] : "";
+    int failed = 0;
+    if (strcmp(group, "exhaustive") != 0)
+        failed += cmocka_run_group_tests_name("quick", quick, NULL, NULL);
+    if (strcmp(group, "quick") != 0)
+        failed += cmocka_run_group_tests_name("exhaustive", exhaustive, NULL, NULL);
+    return failed;
 }
