@@ -131,21 +131,34 @@ static void matmul_case(vka_context *ctx, mm_case c, uint64_t seed) {
     mm_free(&d);
 }
 
-static void transpose_cases(vka_context *ctx) {
+/* part: -1 every case; 0 the untransposed ones and the several-tile shape in every transpose;
+ * 1 the other shapes transposed. On Vulkan each (transpose, tile, vec4 access) is a pipeline
+ * of its own, seconds to build each on lavapipe with a cold shader cache: the quick group
+ * runs part 0, the exhaustive group part 1 (tests/CMakeLists.txt). */
+static void transpose_cases_of(vka_context *ctx, int part) {
     for (int t = 0; t < 4; t++) {
         bool ta = t & 1, tb = t & 2;
-        matmul_case(ctx, (mm_case){.M = 65, .N = 33, .K = 17, .ta = ta, .tb = tb}, 10 + t);
-        matmul_case(ctx, (mm_case){.M = 1, .N = 7, .K = 5, .ta = ta, .tb = tb}, 20 + t);
-        /* One row against many columns: a decode step's matrix-vector products (the CPU-type
-         * variant's one-row tile). */
-        matmul_case(ctx, (mm_case){.M = 1, .N = 301, .K = 77, .ta = ta, .tb = tb, .bias = true},
-                    25 + t);
-        matmul_case(ctx, (mm_case){.M = 9, .N = 1, .K = 300, .ta = ta, .tb = tb}, 30 + t);
-        matmul_case(ctx, (mm_case){.M = 6, .N = 10, .K = 1, .ta = ta, .tb = tb}, 40 + t);
+        bool run = part < 0 || (t != 0) == (part == 1);
+        if (run) {
+            matmul_case(ctx, (mm_case){.M = 65, .N = 33, .K = 17, .ta = ta, .tb = tb}, 10 + t);
+            matmul_case(ctx, (mm_case){.M = 1, .N = 7, .K = 5, .ta = ta, .tb = tb}, 20 + t);
+            /* One row against many columns: a decode step's matrix-vector products (the
+             * CPU-type variant's one-row tile). */
+            matmul_case(ctx,
+                        (mm_case){.M = 1, .N = 301, .K = 77, .ta = ta, .tb = tb, .bias = true},
+                        25 + t);
+            matmul_case(ctx, (mm_case){.M = 9, .N = 1, .K = 300, .ta = ta, .tb = tb}, 30 + t);
+            matmul_case(ctx, (mm_case){.M = 6, .N = 10, .K = 1, .ta = ta, .tb = tb}, 40 + t);
+        }
         /* several tiles and K blocks, edges not multiples of anything */
-        matmul_case(ctx, (mm_case){.M = 131, .N = 77, .K = 261, .ta = ta, .tb = tb}, 50 + t);
+        if (part <= 0)
+            matmul_case(ctx, (mm_case){.M = 131, .N = 77, .K = 261, .ta = ta, .tb = tb},
+                        50 + t);
     }
 }
+static void transpose_cases(vka_context *ctx) { transpose_cases_of(ctx, -1); }
+static void transpose_quick_cases(vka_context *ctx) { transpose_cases_of(ctx, 0); }
+static void transpose_more_cases(vka_context *ctx) { transpose_cases_of(ctx, 1); }
 
 static void test_matmul_transposes_and_awkward_shapes(void **state) {
     (void)state;
@@ -474,7 +487,8 @@ static void test_matmul_vulkan_texel_loads_equal_storage(void **state) {
     tu_done(gpu);
 }
 
-TU_VULKAN_TESTS(test_matmul_vulkan_transposes_and_awkward_shapes, transpose_cases)
+TU_VULKAN_TESTS(test_matmul_vulkan_transposes_and_awkward_shapes, transpose_quick_cases)
+TU_VULKAN_TESTS(test_matmul_vulkan_transposed_awkward_shapes, transpose_more_cases)
 TU_VULKAN_TESTS(test_matmul_vulkan_bias_alpha_accumulate, epilogue_cases)
 TU_VULKAN_TESTS(test_matmul_vulkan_batched_strided, batch_cases)
 TU_VULKAN_TESTS(test_matmul_vulkan_ones_exact, ones_case)
@@ -483,8 +497,10 @@ TU_VULKAN_TESTS(test_matmul_vulkan_long_k_and_vec4_edges, long_k_and_vec4_cases)
 TU_VULKAN_TESTS(test_matmul_vulkan_big_tiles, big_tile_cases)
 TU_VULKAN_TESTS(test_matmul_vulkan_deterministic, deterministic_case)
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
+/* argv[1] "quick" runs the quick group, "exhaustive" the exhaustive one, none both
+ * (tests/CMakeLists.txt). */
+int main(int argc, char **argv) {
+    const struct CMUnitTest quick[] = {
         cmocka_unit_test(test_matmul_transposes_and_awkward_shapes),
         cmocka_unit_test(test_matmul_bias_alpha_accumulate),
         cmocka_unit_test(test_matmul_batched_strided),
@@ -496,12 +512,24 @@ int main(void) {
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_bias_alpha_accumulate),
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_batched_strided),
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_ones_exact),
-        TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_gpt_shapes),
-        TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_long_k_and_vec4_edges),
         cmocka_unit_test(test_matmul_vulkan_folded_grid),
-        TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_big_tiles),
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_deterministic),
         cmocka_unit_test(test_matmul_vulkan_texel_loads_equal_storage),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    /* The sweeps on Vulkan (the small awkward shapes transposed, the model's products, K = 5000
+     * and the vec4 edges in every transpose, the big tiles in every transpose): most of the
+     * program's time on lavapipe, minutes with a lowered binding limit (test_matmul_split). */
+    const struct CMUnitTest exhaustive[] = {
+        TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_transposed_awkward_shapes),
+        TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_gpt_shapes),
+        TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_long_k_and_vec4_edges),
+        TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_big_tiles),
+    };
+    const char *group = argc > 1 ? argv[1] : "";
+    int failed = 0;
+    if (strcmp(group, "exhaustive") != 0)
+        failed += cmocka_run_group_tests_name("quick", quick, NULL, NULL);
+    if (strcmp(group, "quick") != 0)
+        failed += cmocka_run_group_tests_name("exhaustive", exhaustive, NULL, NULL);
+    return failed;
 }
