@@ -891,8 +891,6 @@ TU_VULKAN_TESTS(test_attention_fused_vulkan_fully_masked_row_is_zero, fully_mask
 TU_VULKAN_TESTS(test_attention_fused_vulkan_deterministic, deterministic_cases)
 TU_VULKAN_TESTS(test_attention_fused_vulkan_matches_composed, composed_cases)
 
-/* argv[1] "quick" runs the quick group, "exhaustive" the exhaustive one, none both
- * (tests/CMakeLists.txt). */
 int main(int argc, char **argv) {
     const struct CMUnitTest quick[] = {
         cmocka_unit_test(test_attention_fused_journey_known_values),
@@ -918,11 +916,5 @@ int main(int argc, char **argv) {
         TU_VULKAN_TEST_ENTRIES(test_attention_fused_vulkan_matches_cpu_wide_heads),
         cmocka_unit_test(test_attention_fused_vulkan_texel_matches_storage),
     };
-    const char *group = argc > 1 ? argv[1] : "";
-    int failed = 0;
-    if (strcmp(group, "exhaustive") != 0)
-        failed += cmocka_run_group_tests_name("quick", quick, NULL, NULL);
-    if (strcmp(group, "quick") != 0)
-        failed += cmocka_run_group_tests_name("exhaustive", exhaustive, NULL, NULL);
-    return failed;
+    TU_RETURN_GROUPS(argc, argv, quick, exhaustive, NULL, NULL);
 }

@@ -497,8 +497,6 @@ TU_VULKAN_TESTS(test_matmul_vulkan_long_k_and_vec4_edges, long_k_and_vec4_cases)
 TU_VULKAN_TESTS(test_matmul_vulkan_big_tiles, big_tile_cases)
 TU_VULKAN_TESTS(test_matmul_vulkan_deterministic, deterministic_case)
 
-/* argv[1] "quick" runs the quick group, "exhaustive" the exhaustive one, none both
- * (tests/CMakeLists.txt). */
 int main(int argc, char **argv) {
     const struct CMUnitTest quick[] = {
         cmocka_unit_test(test_matmul_transposes_and_awkward_shapes),
@@ -525,11 +523,5 @@ int main(int argc, char **argv) {
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_long_k_and_vec4_edges),
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_big_tiles),
     };
-    const char *group = argc > 1 ? argv[1] : "";
-    int failed = 0;
-    if (strcmp(group, "exhaustive") != 0)
-        failed += cmocka_run_group_tests_name("quick", quick, NULL, NULL);
-    if (strcmp(group, "quick") != 0)
-        failed += cmocka_run_group_tests_name("exhaustive", exhaustive, NULL, NULL);
-    return failed;
+    TU_RETURN_GROUPS(argc, argv, quick, exhaustive, NULL, NULL);
 }

@@ -252,13 +252,17 @@ static void test_split_bad_limit(void **state) {
     vka_context_destroy(ctx);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_split_matmul_matches_cpu),
-        cmocka_unit_test(test_split_model_matches_cpu),
+int main(int argc, char **argv) {
+    const struct CMUnitTest quick[] = {
         cmocka_unit_test(test_split_bad_limit),
-        cmocka_unit_test(test_split_logit_blocks_match_whole),
         cmocka_unit_test(test_split_bad_tensor_limit),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    /* Whole matmuls, a model and the logits at 4 KiB bindings: minutes on lavapipe (every op
+     * test's *_split run, in the quick set, splits its tensors too; tests/CMakeLists.txt). */
+    const struct CMUnitTest exhaustive[] = {
+        cmocka_unit_test(test_split_matmul_matches_cpu),
+        cmocka_unit_test(test_split_model_matches_cpu),
+        cmocka_unit_test(test_split_logit_blocks_match_whole),
+    };
+    TU_RETURN_GROUPS(argc, argv, quick, exhaustive, NULL, NULL);
 }

@@ -15,6 +15,20 @@
 
 #include "vkattn.h"
 
+/* The body of main() for a program split into a quick and an exhaustive group (VKA_SPLIT_PROGRAMS
+ * in tests/CMakeLists.txt): argv[1] "quick" runs the quick group, "exhaustive" the exhaustive
+ * one, none both; both get the same group setup and teardown. Returns the number of failures. */
+#define TU_RETURN_GROUPS(argc, argv, quick, exhaustive, setup, teardown)                       \
+    do {                                                                                        \
+        const char *tu_group_ = (argc) > 1 ? (argv)[1] : "";                                    \
+        int tu_failed_ = 0;                                                                     \
+        if (strcmp(tu_group_, "exhaustive") != 0)                                               \
+            tu_failed_ += cmocka_run_group_tests_name("quick", quick, setup, teardown);        \
+        if (strcmp(tu_group_, "quick") != 0)                                                    \
+            tu_failed_ += cmocka_run_group_tests_name("exhaustive", exhaustive, setup, teardown); \
+        return tu_failed_;                                                                      \
+    } while (0)
+
 static inline void tu_log(void *user, vka_log_level level, const char *msg) {
     (void)user;
     if (level <= VKA_LOG_WARN) fprintf(stderr, "vkattn: %s\n", msg);
