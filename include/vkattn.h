@@ -485,7 +485,13 @@ typedef struct vka_peak {
     double gbps;          /* memory bandwidth, GB/s (1e9 bytes/s): a device-to-device buffer copy,
                              bytes read + bytes written over the copy's time */
     double fma_gflop;     /* work of the timed FMA run, GFLOP */
-    double copy_mbytes;   /* size of the copied buffer, MB (1e6 bytes) */
+    double copy_mbytes;   /* size of the copied buffer, MB (1e6 bytes): at least 256 MiB and 4x
+                             llc_mbytes, where memory allows */
+    int copy_passes;      /* timed copies of that buffer (after 2 warm-ups); the fastest counts */
+    bool copy_source_written; /* the source was filled (a non-zero value, read back) before the
+                             copies were timed, so its reads come from memory and not from the
+                             kernel's shared zero page */
+    double llc_mbytes;    /* the host's last-level cache, MB (1e6 bytes); 0 = not known */
     bool device_timer;    /* times come from device timestamps (else the host clock) */
     double hw_gflops;     /* the processor's fp32 FMA peak, GFLOP/s, where the device is the CPU
                              (CPU backend: on its threads; CPU-type Vulkan device: on every
@@ -494,8 +500,9 @@ typedef struct vka_peak {
     const char *hw_isa;   /* that ISA: "avx512", "avx2+fma"; NULL = not measured */
 } vka_peak;
 
-/** Measure the ceilings of ctx's device: each kernel is grown until one run takes at least
- * min_ms (0 = 20 ms), then run `repeats` times (0 = 5); the best run counts (a ceiling).
+/** Measure the ceilings of ctx's device: the FMA kernel is grown until one run takes at least
+ * min_ms (0 = 20 ms); the copy runs at its full size (copy_mbytes) on buffers written first;
+ * each is then run `repeats` times (0 = 5); the best run counts (a ceiling).
  * Errors: VKA_ERROR_INVALID_ARGUMENT (out NULL, min_ms negative or not finite, repeats
  * negative), out of memory, VKA_ERROR_DEVICE_LOST. */
 vka_result vka_measure_peak(vka_context *ctx, double min_ms, int repeats, vka_peak *out);

@@ -416,6 +416,9 @@ bool vkb_overlap(vkb_tensor a, size_t n, vkb_tensor b, size_t m);
 
 /* Physical memory of the host, in bytes (0 if unknown). */
 uint64_t vkb_host_memory_bytes(void);
+/* The host's last-level cache in bytes (the highest level sysfs lists, else sysconf); 0 = not
+ * known. */
+uint64_t vkb_host_llc_bytes(void);
 
 /* Add ms to op's entry of out[0..*n) (appending it if new and there is room). */
 void vkb_op_time_add(vka_op_time *out, int cap, int *n, const char *op, double ms);

@@ -12,7 +12,12 @@
 #define FMA_ITERS 256      /* steps per chain (llvmpipe stops loops after 65,535 iterations) */
 #define FMA_FLOPS_PER_STEP 64.0
 #define MAX_FMA_N ((size_t)1 << 24)
-#define MAX_COPY_ELEMS ((size_t)64 << 20) /* 256 MB per buffer */
+/* The copy ceiling is what memory can do: each buffer at least 256 MB and 4x the host's
+ * last-level cache (issue 22: a smaller or never-written source is served from cache or the
+ * kernel's shared zero page, and read twice the machine's bandwidth). */
+#define MIN_COPY_BYTES ((uint64_t)256 << 20)
+#define COPY_LLC_FACTOR 4
+#define COPY_PATTERN 1.5f /* written into the source (and destination) before any timing */
 
 /* Run a one-op graph `repeats` times; *best_ms = the fastest run. */
 typedef void (*record_fn)(vkb_backend *be, const vkb_tensor *t, size_t n);
@@ -62,6 +67,27 @@ static vka_result measure(vkb_backend *be, record_fn record, const vkb_tensor *t
     return r;
 }
 
+/* Write COPY_PATTERN into both copy buffers and read the source's ends back: true when the
+ * source holds what was written (its pages are real memory, not the zero page). */
+static vka_result write_copy_buffers(vkb_backend *be, const vkb_tensor *t, size_t n,
+                                     bool *written) {
+    vkb_graph *g = NULL;
+    vka_result r = VKA_SUCCESS;
+    *written = false;
+    if (be->rt->graph_begin(be, &g)) {
+        be->ops->fill(be, vkb_slice(t[0], 0, n), COPY_PATTERN);
+        be->ops->fill(be, vkb_slice(t[1], 0, n), -COPY_PATTERN);
+        r = be->rt->graph_end(be, g);
+    }
+    if (r == VKA_SUCCESS) r = be->rt->graph_run(be, g);
+    be->rt->graph_destroy(be, g);
+    float ends[2] = {0.0f, 0.0f};
+    if (r == VKA_SUCCESS) r = be->rt->read(be, t[0], 0, &ends[0], 1);
+    if (r == VKA_SUCCESS) r = be->rt->read(be, t[0], n - 1, &ends[1], 1);
+    *written = r == VKA_SUCCESS && ends[0] == COPY_PATTERN && ends[1] == COPY_PATTERN;
+    return r;
+}
+
 /* The processor's FMA peak on nt threads (vkc_peak_fma_hw), grown until a run takes min_ms;
  * best of `repeats`. */
 static void measure_hw(vka_peak *out, int nt, double min_ms, int repeats) {
@@ -104,7 +130,9 @@ vka_result vka_measure_peak(vka_context *ctx, double min_ms, int repeats, vka_pe
 
     size_t max_elems = (size_t)(be->limits.max_tensor_bytes / 4);
     size_t fma_n = VKA_MIN(MAX_FMA_N, max_elems);
-    size_t copy_n = VKA_MIN(MAX_COPY_ELEMS, max_elems);
+    out->llc_mbytes = (double)vkb_host_llc_bytes() * 1e-6;
+    uint64_t copy_bytes = VKA_MAX(MIN_COPY_BYTES, COPY_LLC_FACTOR * vkb_host_llc_bytes());
+    size_t copy_n = VKA_MIN((size_t)(copy_bytes / 4), max_elems);
     if (be->limits.memory_bytes) copy_n = VKA_MIN(copy_n, (size_t)(be->limits.memory_bytes / 16));
     size_t sizes[3] = {fma_n, copy_n, copy_n};
     const char *names[3] = {"peak out", "peak copy source", "peak copy destination"};
@@ -120,9 +148,12 @@ vka_result vka_measure_peak(vka_context *ctx, double min_ms, int repeats, vka_pe
         out->fma_gflop = (double)n * FMA_ITERS * FMA_FLOPS_PER_STEP * 1e-9;
         out->gflops = out->fma_gflop / (ms * 1e-3);
     }
-    if (r == VKA_SUCCESS) r = measure(be, record_copy, t + 1, (size_t)1 << 20, copy_n, min_ms,
-                                      repeats, &n, &ms);
+    /* at its full size at once: smaller sizes would time the caches */
+    if (r == VKA_SUCCESS) r = write_copy_buffers(be, t + 1, copy_n, &out->copy_source_written);
+    if (r == VKA_SUCCESS) r = measure(be, record_copy, t + 1, copy_n, copy_n, min_ms, repeats,
+                                      &n, &ms);
     if (r == VKA_SUCCESS && ms > 0) {
+        out->copy_passes = repeats;
         out->copy_mbytes = (double)n * 4 * 1e-6;
         out->gbps = 2.0 * out->copy_mbytes * 1e-3 / (ms * 1e-3);
     }

@@ -60,6 +60,21 @@ static void check_backend(const jv *b) {
     assert_true(jv_num(c, "fma_gflops") > 0 && jv_num(c, "copy_gbps") > 0);
     assert_true(jv_num(c, "fma_gflop") > 0 && jv_num(c, "copy_mbytes") > 0);
     assert_non_null(jv_get(c, "copy_by_size"));
+    /* how the copy ceiling was measured (issue 22): on a source written first (an unwritten one
+     * reads the kernel's zero page), larger than the last-level cache, over counted passes */
+    const jv *written = jv_get(c, "copy_source_written");
+    assert_true(written && written->kind == JV_BOOL);
+    if (!written->b) fail_msg("%s: the copy ceiling's source was not written", name);
+    assert_true(jv_num(c, "copy_passes") >= 1);
+    double llc = jv_num(c, "llc_mbytes");
+    if (!isnan(llc) && !(jv_num(c, "copy_mbytes") > llc))
+        fail_msg("%s: copy ceiling on %.4g MB, not larger than the %.4g MB last-level cache", name,
+                 jv_num(c, "copy_mbytes"), llc);
+    /* the build's flags and Release's, and whether they give the same code, are reported */
+    const jv *as_release = jv_get(b, "optimized_as_release");
+    assert_true(as_release && as_release->kind == JV_BOOL);
+    assert_true(jv_str(b, "build_flags")[0] && jv_str(b, "release_flags")[0]);
+    if (strcmp(jv_str(b, "build_type"), "Release") == 0) assert_true(as_release->b);
     const char *timer = jv_str(b, "timer");
     if (strcmp(name, "vulkan") == 0) {
         assert_true(strcmp(timer, "timestamps") == 0 || strcmp(timer, "host") == 0);

@@ -93,6 +93,10 @@ static void peak_case(vka_context *ctx) {
                   p.device_timer);
     assert_true(isfinite(p.gflops) && p.gflops > 0 && p.fma_gflop > 0);
     assert_true(isfinite(p.gbps) && p.gbps > 0 && p.copy_mbytes > 0);
+    /* the copy ran on a written source (read back), larger than the host's last-level cache */
+    assert_true(p.copy_source_written);
+    assert_int_equal(p.copy_passes, 2);
+    assert_true(p.llc_mbytes >= 0 && (p.llc_mbytes == 0 || p.copy_mbytes > p.llc_mbytes));
     assert_int_equal(vka_measure_peak(ctx, -1.0, 0, &p), VKA_ERROR_INVALID_ARGUMENT);
 }
 

@@ -122,6 +122,11 @@ typedef struct bench_opts {
 /* The build's CMAKE_BUILD_TYPE and C flags (CMakeLists.txt), printed by bench: a slow build
  * type shows. */
 extern const char bench_build_type[], bench_build_flags[];
+/* Release's C flags in the same build tree, and whether flags generate Release's code: the same
+ * words apart from debug-info ones (-g...), in the same order (issue 22: RelWithDebInfo's -O2
+ * was 1.2x slower than Release's -O3 on the default model's step). */
+extern const char bench_release_flags[];
+bool bench_optimized_as_release(const char *flags, const char *release);
 
 typedef struct bench_dev {
     bool on;

@@ -44,7 +44,32 @@ static const char *timer_text(const bench_dev *d, int dev) {
 #ifndef VKA_BUILD_FLAGS
 #define VKA_BUILD_FLAGS "?"
 #endif
-const char bench_build_type[] = VKA_BUILD_TYPE, bench_build_flags[] = VKA_BUILD_FLAGS;
+#ifndef VKA_RELEASE_FLAGS
+#define VKA_RELEASE_FLAGS "?"
+#endif
+const char bench_build_type[] = VKA_BUILD_TYPE, bench_build_flags[] = VKA_BUILD_FLAGS,
+           bench_release_flags[] = VKA_RELEASE_FLAGS;
+
+/* The next space-separated word of *s other than a debug-info flag (-g, -g3, -ggdb...: they do
+ * not change the code); its length, 0 at the end. */
+static size_t next_code_flag(const char **s) {
+    for (;;) {
+        while (**s == ' ') (*s)++;
+        size_t n = strcspn(*s, " ");
+        if (n == 0 || strncmp(*s, "-g", 2) != 0) return n;
+        *s += n;
+    }
+}
+
+bool bench_optimized_as_release(const char *flags, const char *release) {
+    for (;;) {
+        size_t a = next_code_flag(&flags), b = next_code_flag(&release);
+        if (a != b || strncmp(flags, release, a) != 0) return false;
+        if (a == 0) return true;
+        flags += a;
+        release += b;
+    }
+}
 
 /* --- the table -------------------------------------------------------------------------------- */
 
@@ -56,7 +81,10 @@ void bench_print_header(const bench *b, FILE *f) {
     const bench_plan *k = &b->kernel_plan, *m = &b->model_plan;
     fprintf(f, "vkattn bench %s: %s set%s\n", vka_version_string(), b->quick ? "quick" : "full",
             b->quick ? " (--full runs every case)" : "");
-    fprintf(f, "build: %s, C flags %s\n", bench_build_type, bench_build_flags);
+    fprintf(f, "build: %s, C flags %s (%s)\n", bench_build_type, bench_build_flags,
+            bench_optimized_as_release(bench_build_flags, bench_release_flags)
+                ? "Release's code generation, apart from debug info"
+                : "NOT Release's code generation: it may be slower");
     fprintf(f, "each case: a check run against the CPU backend, %d warm-up and %d-%d timed runs "
             "(fewer after %.2g s); models: %d warm-up and %d-%d timed runs (fewer after %.2g s)\n",
             k->warmup - 1, k->min_runs, k->max_runs, k->budget_s, m->warmup - 1, m->min_runs,
@@ -81,8 +109,13 @@ void bench_print_header(const bench *b, FILE *f) {
         fprintf(f, "        timer: %s", timer_text(d, dev));
         if (dev == BENCH_VK && d->info.timestamps)
             fprintf(f, " x %g ns", (double)d->info.timestamp_period);
-        fprintf(f, "; ceilings: %.4g GFLOP/s fp32 multiply-add as built, %.4g GB/s copy (%.0f MB)",
+        fprintf(f, "; ceilings: %.4g GFLOP/s fp32 multiply-add as built, %.4g GB/s copy (%.0f MB",
                 d->built_gflops, d->peak.gbps, d->peak.copy_mbytes);
+        if (d->peak.llc_mbytes > 0) fprintf(f, " = %.1fx the %.0f MB last-level cache",
+                                            d->peak.copy_mbytes / d->peak.llc_mbytes,
+                                            d->peak.llc_mbytes);
+        fprintf(f, ", best of %d passes, source %s)", d->peak.copy_passes,
+                d->peak.copy_source_written ? "written first" : "NOT written");
         if (d->peak.hw_gflops > 0)
             fprintf(f, ";\n        processor peak %.4g GFLOP/s fp32 FMA (%s)%s",
                     d->peak.hw_gflops, d->peak.hw_isa,
@@ -232,6 +265,9 @@ static void json_backend(const bench *b, int dev, FILE *f) {
     fprintf(f, "{\"backend\":\"%s\"", bench_backend_names[dev]);
     cli_json_str(f, "build_type", bench_build_type);
     cli_json_str(f, "build_flags", bench_build_flags);
+    cli_json_str(f, "release_flags", bench_release_flags);
+    fprintf(f, ",\"optimized_as_release\":%s",
+            bench_optimized_as_release(bench_build_flags, bench_release_flags) ? "true" : "false");
     cli_json_str(f, "device", d->info.name);
     cli_json_str(f, "device_type", cli_device_type_name(d->info.type));
     if (dev == BENCH_VK) {
@@ -261,6 +297,11 @@ static void json_backend(const bench *b, int dev, FILE *f) {
     cli_json_num(f, "copy_gbps", d->peak.gbps);
     cli_json_num(f, "fma_gflop", d->peak.fma_gflop);
     cli_json_num(f, "copy_mbytes", d->peak.copy_mbytes);
+    /* how the copy ceiling was measured (issue 22): buffer size against the cache, passes, and
+     * whether the source had been written (an unwritten one reads the zero page) */
+    cli_json_num(f, "copy_passes", d->peak.copy_passes);
+    fprintf(f, ",\"copy_source_written\":%s", d->peak.copy_source_written ? "true" : "false");
+    cli_json_num(f, "llc_mbytes", d->peak.llc_mbytes > 0 ? d->peak.llc_mbytes : NAN);
     fprintf(f, ",\"remeasured\":%s,\"copy_by_size\":[", b->remeasured[dev] ? "true" : "false");
     for (int i = 0, first = 1; i < d->n_copies; i++) {
         if (!d->copy_n[i]) continue;

@@ -127,6 +127,9 @@ static vka_result measure_peak(bench *b, int dev) {
     if (p.gbps > d->peak.gbps) {
         d->peak.gbps = p.gbps;
         d->peak.copy_mbytes = p.copy_mbytes;
+        d->peak.copy_passes = p.copy_passes;
+        d->peak.copy_source_written = p.copy_source_written;
+        d->peak.llc_mbytes = p.llc_mbytes;
     }
     return VKA_SUCCESS;
 }

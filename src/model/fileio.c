@@ -46,7 +46,7 @@ vka_result vkm_read_all(vka_context *ctx, const char *path, const char *kind, ui
     *buf = NULL;
     *len = 0;
     FILE *f;
-    uint64_t size;
+    uint64_t size = 0; /* set by vkm_open_read on success (-O3 cannot see it) */
     vka_result r = vkm_open_read(ctx, path, &f, &size);
     if (r != VKA_SUCCESS) return r;
     if (size > max_bytes || size > SIZE_MAX - 1) {
