@@ -125,7 +125,7 @@ static void test_bpe_gpt2_matches_reference_on_shakespeare(void **state) {
     assert_true(len > 100000);
     check_reference(ctx, tok, text, 100000, VKA_TEST_DATA_DIR "/tinyshakespeare_100k.gpt2.ids",
                     "first 100000 bytes of tinyshakespeare.txt");
-    /* The whole text: measured (docs/files.md quotes it), round trip checked. */
+    /* The whole text (docs/files.md quotes its token count): timed, round trip checked. */
     size_t n = 0;
     double t0 = now_s();
     int32_t *ids = encode(ctx, tok, text, len, &n);
