@@ -242,6 +242,9 @@ static void test_minimal_env_runs_ops(void **state) {
     vka_device_info info;
     assert_int_equal(vka_context_selected_device(ctx, &info), VKA_SUCCESS);
     assert_true(info.selected);
+    /* the application enabled no 16-bit feature (app_create) and said none: none is used */
+    assert_false(info.storage_16bit || info.float16);
+    assert_int_equal(info.path_16bit, VKA_16BIT_PACKED);
     enum { N = 1000 };
     float a[N], b[N];
     for (int i = 0; i < N; i++) {

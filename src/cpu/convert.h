@@ -33,11 +33,10 @@
 #include <stdint.h>
 
 enum {
-  VKC_CVT_AVX2 = 1, /* AVX2 + FMA: the 256-bit instance */
-  VKC_CVT_AVX512 =
-      2, /* AVX-512F: the 512-bit instance (has the fp16 conversions) */
-  VKC_CVT_F16C = 4, /* F16C: fp16 conversions in the 256-bit instance */
-  VKC_CVT_BF16 = 8, /* AVX512-BF16 (VCVTNEPS2BF16) with AVX-512F */
+    VKC_CVT_AVX2 = 1,   /* AVX2 + FMA: the 256-bit instance */
+    VKC_CVT_AVX512 = 2, /* AVX-512F: the 512-bit instance (has the fp16 conversions) */
+    VKC_CVT_F16C = 4,   /* F16C: fp16 conversions in the 256-bit instance */
+    VKC_CVT_BF16 = 8,   /* AVX512-BF16 (VCVTNEPS2BF16) with AVX-512F */
 };
 
 /* What the conversions may use on this CPU (cpuid) with vector ISAs up to isa
@@ -50,8 +49,7 @@ float vkc_bf16_to_f32_1(uint16_t h);
 uint16_t vkc_f32_to_f16_1(float x);
 float vkc_f16_to_f32_1(uint16_t h);
 
-void vkc_f32_to_bf16_ref(uint16_t *out, const float *in,
-                         size_t n); /* out (n), in (n) */
+void vkc_f32_to_bf16_ref(uint16_t *out, const float *in, size_t n); /* out (n), in (n) */
 void vkc_bf16_to_f32_ref(float *out, const uint16_t *in, size_t n);
 void vkc_f32_to_f16_ref(uint16_t *out, const float *in, size_t n);
 void vkc_f16_to_f32_ref(float *out, const uint16_t *in, size_t n);
