@@ -602,11 +602,13 @@ static vka_result adopt_env(vkr_device *dev, const vka_vulkan_env *env, const vk
     bool no_storage = env->storage_16bit && !di->storage_16bit_supported;
     if (no_storage || (env->float16 && !di->float16_supported))
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
-                             "vka_vulkan_env.%s is set, but device %u (%s) does not report %s "
-                             "(vkGetPhysicalDeviceFeatures2 on a Vulkan 1.1 instance and device "
-                             "or later)",
+                             "vka_vulkan_env.%s is set, but device %u (%s) does not report %s%s",
                              no_storage ? "storage_16bit" : "float16", dev->selected, di->name,
-                             no_storage ? "storageBuffer16BitAccess" : "shaderFloat16");
+                             no_storage ? "storageBuffer16BitAccess" : "shaderFloat16",
+                             dev->instance_version < VK_API_VERSION_1_1
+                                 ? " (vkattn cannot ask on a Vulkan 1.0 instance: set "
+                                   "vka_vulkan_env.api_version to the instance's version)"
+                                 : "");
     dev->storage_16bit = env->storage_16bit;
     dev->float16 = env->float16;
     dev->device = (VkDevice)env->device;
