@@ -10,6 +10,9 @@
 
 #include <math.h>
 #include <stdint.h>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
 
 static uint32_t bits(float x) {
     uint32_t u;
@@ -279,8 +282,12 @@ static void test_convert_cpu_backend_device_info(void **state) {
     const char *k = getenv("VKATTN_CPU_KERNELS");
     bool reference = k && strcmp(k, "reference") == 0;
     bool only_avx2 = k && strcmp(k, "fast-avx2") == 0;
-    f16c = !reference && (avx512 || (avx2 && __builtin_cpu_supports("f16c")));
-    bf16 = !reference && !only_avx2 && avx512 && __builtin_cpu_supports("avx512bf16");
+    /* cpuid: F16C is leaf 1 ECX bit 29, AVX512_BF16 leaf 7 subleaf 1 EAX bit 5 (Intel SDM) */
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    bool has_f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+    bool has_bf16 = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+    f16c = !reference && (avx512 || (avx2 && has_f16c));
+    bf16 = !reference && !only_avx2 && avx512 && has_bf16;
 #endif
     print_message("  CPU backend: %s; F16C %s, AVX512-BF16 %s\n",
                   vka_16bit_path_string(info.path_16bit), info.cpu_f16c ? "yes" : "no",

@@ -82,6 +82,8 @@ void vkc_f16_to_f32_ref(float *out, const uint16_t *in, size_t n) {
 #include "cpu/simd_each.h"
 
 #ifdef VKC_X86
+#include <cpuid.h>
+
 /* VCVTNEPS2BF16: 16 at a time; the reference gives the same bits for the rest.
  */
 __attribute__((target("avx512f,avx512bf16"))) static void
@@ -103,8 +105,13 @@ unsigned vkc_cvt_features(vkc_isa isa) {
     bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     if (isa >= VKC_ISA_AVX2 && avx2) f |= VKC_CVT_AVX2;
     if (isa >= VKC_ISA_AVX512 && __builtin_cpu_supports("avx512f")) f |= VKC_CVT_AVX512;
-    if ((f & VKC_CVT_AVX2) && __builtin_cpu_supports("f16c")) f |= VKC_CVT_F16C;
-    if ((f & VKC_CVT_AVX512) && __builtin_cpu_supports("avx512bf16")) f |= VKC_CVT_BF16;
+    /* cpuid itself: older compilers' __builtin_cpu_supports know neither name. The OS saves
+     * the registers they use: avx2 and avx512f above checked XCR0. */
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if ((f & VKC_CVT_AVX2) && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)))
+        f |= VKC_CVT_F16C; /* CPUID.1:ECX.F16C[bit 29] */
+    if ((f & VKC_CVT_AVX512) && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)))
+        f |= VKC_CVT_BF16; /* CPUID.(EAX=7,ECX=1):EAX.AVX512_BF16[bit 5] */
 #else
     (void)isa;
 #endif
