@@ -140,6 +140,13 @@ typedef struct vka_vulkan_env {
     vka_queue_lock_fn lock_queue;
     vka_queue_lock_fn unlock_queue;
     void *queue_user_data;
+    /* Optional: the 16-bit features the application enabled on `device` (vkattn cannot ask a
+     * VkDevice what it was created with). false = not enabled: vkattn then uses neither and
+     * packs 16-bit data in 32-bit words (vka_device_info.path_16bit). true for a feature the
+     * physical device does not report fails vka_context_create (VKA_ERROR_INVALID_ARGUMENT). */
+    bool storage_16bit; /* VkPhysicalDevice16BitStorageFeatures.storageBuffer16BitAccess */
+    bool float16;       /* VkPhysicalDeviceShaderFloat16Int8Features.shaderFloat16 (with
+                           VK_KHR_shader_float16_int8 on a device below 1.2) */
 } vka_vulkan_env;
 
 /** vkattn's own host memory (as VMA's and sokol's allocator hooks): every block the library
@@ -299,6 +306,21 @@ typedef enum vka_device_type {
 } vka_device_type;
 
 /** What a device is and what it allows. Limits are Vulkan's VkPhysicalDeviceLimits names. */
+/** How a device holds bf16 and fp16 data (vka_device_info.path_16bit). Whatever the path,
+ * arithmetic that needs it (sums, statistics) stays fp32. */
+typedef enum vka_16bit_path {
+    /* "none: bf16/fp16 packed in 32-bit words": no 16-bit storage buffers; two 16-bit values
+     * to a 32-bit word, unpacked to fp32 in the shader */
+    VKA_16BIT_PACKED = 0,
+    /* "16-bit storage (fp32 compute)": storageBuffer16BitAccess; loads widen to fp32 */
+    VKA_16BIT_STORAGE = 1,
+    /* "fp16 compute + 16-bit storage": storageBuffer16BitAccess and shaderFloat16 */
+    VKA_16BIT_STORAGE_FP16 = 2,
+    /* "host: converted by the CPU": the CPU backend, 16-bit words in host memory converted in
+     * registers (vka_device_info.cpu_f16c, cpu_avx512_bf16; else the scalar reference) */
+    VKA_16BIT_HOST = 3,
+} vka_16bit_path;
+
 typedef struct vka_device_info {
     uint32_t index;                 /* position in the Vulkan device list */
     char name[256];                 /* deviceName, or the CPU model for the CPU backend */
@@ -322,7 +344,32 @@ typedef struct vka_device_info {
     float timestamp_period;         /* nanoseconds per timestamp tick */
     bool has_compute;               /* has a queue family with compute */
     bool selected;                  /* the device this context runs on */
+    /* 16-bit data (bf16, fp16). Vulkan devices: *_supported = the device reports the feature
+     * (vkGetPhysicalDeviceFeatures2; false on a Vulkan 1.0 instance or device, where it cannot
+     * be asked); storage_16bit / float16 = enabled on the VkDevice this context uses (the
+     * selected device only; false for the others): vkattn enables on its own device every
+     * feature the device supports; on an application's device (vka_vulkan_env) only what
+     * vka_vulkan_env.storage_16bit / float16 say the application enabled. The CPU backend:
+     * all four false. */
+    bool storage_16bit_supported;   /* storageBuffer16BitAccess (VK_KHR_16bit_storage, 1.1) */
+    bool float16_supported;         /* shaderFloat16 (VK_KHR_shader_float16_int8, 1.2) */
+    bool storage_16bit;             /* storageBuffer16BitAccess is enabled */
+    bool float16;                   /* shaderFloat16 is enabled */
+    /* How 16-bit data is stored and computed: the selected device from the enabled features,
+     * another from its supported ones (what it would get if vkattn created it); the CPU
+     * backend: VKA_16BIT_HOST. 0 = VKA_16BIT_PACKED. */
+    vka_16bit_path path_16bit;
+    /* The CPU backend's conversions (fp32 <-> fp16: F16C; fp32 -> bf16: AVX512-BF16's
+     * VCVTNEPS2BF16): true where the CPU has the instructions and the fast kernels use them;
+     * false on other CPUs, with VKATTN_CPU_KERNELS=reference (scalar reference, the same bits),
+     * and for Vulkan devices. */
+    bool cpu_f16c;
+    bool cpu_avx512_bf16;
 } vka_device_info;
+
+/** The name of a vka_16bit_path, as `vkattn info` and `check` print it ("fp16 compute + 16-bit
+ * storage", ...); "unknown" for other values. */
+const char *vka_16bit_path_string(vka_16bit_path path);
 
 /** Number of Vulkan devices the context's instance sees (1 for the CPU backend). */
 uint32_t vka_context_device_count(const vka_context *ctx);

@@ -169,6 +169,10 @@ vka_result vka_context_device_info(const vka_context *ctx, uint32_t i, vka_devic
     out->unified_memory = true;
     out->has_compute = true;
     out->selected = true;
+    out->path_16bit = VKA_16BIT_HOST;
+    unsigned cvt = ((const cpu_backend *)ctx->be)->cvt;
+    out->cpu_f16c = (cvt & VKC_CVT_F16C) != 0 || (cvt & VKC_CVT_AVX512) != 0;
+    out->cpu_avx512_bf16 = (cvt & VKC_CVT_BF16) != 0;
     return VKA_SUCCESS;
 }
 

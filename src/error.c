@@ -17,6 +17,16 @@ uint32_t vka_version(void) {
 
 const char *vka_version_string(void) { return VKA_VERSION_STRING; }
 
+const char *vka_16bit_path_string(vka_16bit_path path) {
+    switch (path) {
+    case VKA_16BIT_PACKED: return "none: bf16/fp16 packed in 32-bit words";
+    case VKA_16BIT_STORAGE: return "16-bit storage (fp32 compute)";
+    case VKA_16BIT_STORAGE_FP16: return "fp16 compute + 16-bit storage";
+    case VKA_16BIT_HOST: return "host: converted by the CPU";
+    default: return "unknown";
+    }
+}
+
 const char *vka_result_string(vka_result result) {
     switch (result) {
 #define VKA_X_CASE(name, value, text) \

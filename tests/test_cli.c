@@ -949,15 +949,26 @@ static void test_cli_info(void **state) {
     cu_free(&r);
     vka_context *ctx = tu_gpu();
     if (ctx) {
+        /* the 16-bit path the library reports for the selected device, as info prints it */
+        vka_device_info sel;
+        assert_int_equal(vka_context_selected_device(ctx, &sel), VKA_SUCCESS);
+        char line[160];
+        snprintf(line, sizeof line, "16-bit data                %s\n",
+                 vka_16bit_path_string(sel.path_16bit));
         tu_done(ctx);
         r = cu_run(&d, "info");
         cu_expect(&r, 0, NULL, "info");
         assert_non_null(strstr(r.out, "maxStorageBufferRange"));
         assert_non_null(strstr(r.out, "Selected: device 0"));
         assert_non_null(strstr(r.out, "CPU backend"));
+        if (!strstr(r.out, line)) fail_msg("info does not say \"%s\":\n%s", line, r.out);
+        assert_non_null(strstr(r.out, "CPU backend 16-bit data: host: converted by the CPU ("));
         cu_free(&r);
         r = cu_run(&d, "info", "--json");
         cu_expect(&r, 0, NULL, "info --json");
+        snprintf(line, sizeof line, "\"path_16bit\":\"%s\"", vka_16bit_path_string(sel.path_16bit));
+        assert_non_null(strstr(r.out, line));
+        assert_non_null(strstr(r.out, "\"cpu_path_16bit\":\"host: converted by the CPU ("));
         assert_non_null(strstr(r.out, "\"devices\":[{\"index\":0,"));
         assert_true(cu_json_num(r.out, "cpu_threads") >= 1);
         assert_true(cu_json_num(r.out, "max_storage_buffer_range") > 0);
@@ -978,10 +989,12 @@ static void test_cli_check_json_passes(void **state) {
     assert_non_null(strstr(r.out, "\"pass\":true}"));
     assert_true(cu_json_num(r.out, "failed") == 0);
     assert_non_null(strstr(r.out, "\"op\":\"train_step_params\""));
+    assert_non_null(strstr(r.out, "\"path_16bit\":\""));
     cu_free(&r);
     /* The table: every row's columns line up, however long its shape. */
     r = cu_run(&d, "check");
     cu_expect(&r, 0, NULL, "check");
+    assert_non_null(strstr(r.out, "\n16-bit data: "));
     char header[512], row[512];
     assert_true(cu_line(r.out, "max abs", 0, header, sizeof header));
     size_t col = (size_t)(strstr(header, "result") - header);

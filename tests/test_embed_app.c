@@ -242,6 +242,9 @@ static void test_minimal_env_runs_ops(void **state) {
     vka_device_info info;
     assert_int_equal(vka_context_selected_device(ctx, &info), VKA_SUCCESS);
     assert_true(info.selected);
+    /* the application enabled no 16-bit feature (app_create) and said none: none is used */
+    assert_false(info.storage_16bit || info.float16);
+    assert_int_equal(info.path_16bit, VKA_16BIT_PACKED);
     enum { N = 1000 };
     float a[N], b[N];
     for (int i = 0; i < N; i++) {
@@ -260,6 +263,60 @@ static void test_minimal_env_runs_ops(void **state) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) vka_tensor_destroy(all[i]);
     vka_context_destroy(ctx);
     assert_int_equal(vkDeviceWaitIdle(app.device), VK_SUCCESS);
+    app_destroy(&app);
+}
+
+/* The application enabled storageBuffer16BitAccess and shaderFloat16 on its device and says so
+ * (vka_vulkan_env.storage_16bit, float16): vkattn reports the 16-bit path they give, and the
+ * ops still run with the layer silent. (Without the flags: test_minimal_env_runs_ops.) */
+static void test_app_16bit_features_reported(void **state) {
+    (void)state;
+    app_vulkan app;
+    if (!app_create(&app, VK_API_VERSION_1_2)) return;
+    VkPhysicalDeviceProperties props;
+    vkGetPhysicalDeviceProperties(app.phys, &props);
+    VkPhysicalDeviceVulkan11Features q11 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+    VkPhysicalDeviceVulkan12Features q12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &q11};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                    .pNext = &q12};
+    if (props.apiVersion >= VK_API_VERSION_1_2) vkGetPhysicalDeviceFeatures2(app.phys, &f2);
+    if (!q11.storageBuffer16BitAccess || !q12.shaderFloat16) {
+        print_message("  the device lacks 16-bit storage or float16: nothing to check\n");
+        app_destroy(&app);
+        return;
+    }
+    /* the same device again, now with both features */
+    vkDestroyDevice(app.device, NULL);
+    VkPhysicalDeviceVulkan11Features f11 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+        .storageBuffer16BitAccess = VK_TRUE};
+    VkPhysicalDeviceVulkan12Features f12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &f11,
+        .shaderFloat16 = VK_TRUE, .timelineSemaphore = app.timeline ? VK_TRUE : VK_FALSE};
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                  .queueFamilyIndex = app.family, .queueCount = 1,
+                                  .pQueuePriorities = &prio};
+    VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &f12,
+                             .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi};
+    assert_int_equal(vkCreateDevice(app.phys, &di, NULL, &app.device), VK_SUCCESS);
+    vkGetDeviceQueue(app.device, app.family, 0, &app.queue);
+    vka_vulkan_env env = app_env(&app);
+    env.storage_16bit = true;
+    env.float16 = true;
+    vka_context_desc d = {.backend = VKA_BACKEND_VULKAN, .vulkan = &env, .log = tu_log,
+                          .validation = -1};
+    vka_context *ctx = NULL;
+    if (vka_context_create(&d, &ctx) != VKA_SUCCESS)
+        fail_msg("embedding context: %s", vka_last_error(ctx));
+    vka_device_info info;
+    assert_int_equal(vka_context_selected_device(ctx, &info), VKA_SUCCESS);
+    assert_true(info.storage_16bit && info.float16);
+    assert_int_equal(info.path_16bit, VKA_16BIT_STORAGE_FP16);
+    run_gelu_checked(ctx, 1616, 1, 2.0f);
+    vka_context_destroy(ctx);
     app_destroy(&app);
 }
 
@@ -283,7 +340,17 @@ static void test_instance_1_0(void **state) {
     vka_device_info info;
     assert_int_equal(vka_context_selected_device(ctx, &info), VKA_SUCCESS);
     assert_true(info.max_memory_allocation_size == (1ull << 30));
+    /* 16-bit features cannot be asked on 1.0: absent, and a claim of one is refused */
+    assert_false(info.storage_16bit_supported || info.float16_supported);
+    assert_int_equal(info.path_16bit, VKA_16BIT_PACKED);
     run_gelu_checked(ctx, 777, 1, 2.0f);
+    vka_context_destroy(ctx);
+    env.storage_16bit = true;
+    vka_context_desc d = {.backend = VKA_BACKEND_VULKAN, .vulkan = &env, .validation = -1};
+    ctx = NULL;
+    assert_int_equal(vka_context_create(&d, &ctx), VKA_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(vka_last_error(ctx), "vka_vulkan_env.storage_16bit"));
+    print_message("  %s\n", vka_last_error(ctx));
     vka_context_destroy(ctx);
     app_destroy(&app);
 }
@@ -1017,6 +1084,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_minimal_env_runs_ops),
         cmocka_unit_test(test_incomplete_env_refused),
+        cmocka_unit_test(test_app_16bit_features_reported),
         cmocka_unit_test(test_instance_1_0),
         cmocka_unit_test(test_async_semaphores_and_destroy),
         cmocka_unit_test(test_record_into_app_command_buffer),

@@ -102,6 +102,19 @@ void cli_device_name(vka_context *ctx, char *out, size_t cap) {
     else snprintf(out, cap, "unknown");
 }
 
+void cli_16bit_text(const vka_device_info *d, char *out, size_t cap) {
+    const char *path = vka_16bit_path_string(d->path_16bit);
+    if (d->path_16bit != VKA_16BIT_HOST) {
+        snprintf(out, cap, "%s", path);
+        return;
+    }
+    const char *isa = d->cpu_f16c && d->cpu_avx512_bf16 ? "F16C, AVX512-BF16"
+                      : d->cpu_f16c                      ? "F16C"
+                      : d->cpu_avx512_bf16               ? "AVX512-BF16"
+                                                         : "none: scalar reference";
+    snprintf(out, cap, "%s (%s)", path, isa);
+}
+
 static bool device_problem(vka_result r) {
     return r == VKA_ERROR_NO_VULKAN || r == VKA_ERROR_NO_DEVICE || r == VKA_ERROR_UNSUPPORTED ||
            r == VKA_ERROR_DEVICE_LOST || r == VKA_ERROR_VULKAN;

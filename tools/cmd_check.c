@@ -62,19 +62,24 @@ int cmd_check(int argc, char **argv) {
     vka_context *ctx = NULL;
     rc = cli_context("check", &b, &ctx);
     if (rc != CLI_OK) return rc;
-    char device[256];
+    char device[256], p16[128] = "unknown";
     cli_device_name(ctx, device, sizeof device);
+    vka_device_info info;
+    if (vka_context_selected_device(ctx, &info) == VKA_SUCCESS)
+        cli_16bit_text(&info, p16, sizeof p16);
     if (json) {
         printf("{\"device\":");
         cli_json_string(stdout, device);
         cli_json_str(stdout, "kernels", cli_kernel_names[b.kernels]);
         const char *in_use = vka_context_vulkan_kernels(ctx);
         if (in_use) cli_json_str(stdout, "kernels_in_use", in_use);
+        cli_json_str(stdout, "path_16bit", p16);
         printf(",\"seed\":%llu,\"rows\":[", (unsigned long long)seed);
     } else {
         const char *in_use = vka_context_vulkan_kernels(ctx);
         printf("device: %s (kernels: %s%s%s)\n", device, cli_kernel_names[b.kernels],
                in_use ? "; in use: " : "", in_use ? in_use : "");
+        printf("16-bit data: %s\n", p16);
         printf("%-*s %10s %10s %10s  %-6s  %s\n", OP_WIDTH, "op", "max abs", "max rel", "tol",
                "result", "shape");
     }

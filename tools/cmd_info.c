@@ -23,6 +23,8 @@ static void bytes_text(uint64_t b, char *out, size_t cap) {
     else snprintf(out, cap, "%" PRIu64 " bytes", b);
 }
 
+static const char *supported(bool yes) { return yes ? "supported" : "not supported"; }
+
 static void print_device(const vka_device_info *d) {
     char a[64], v[64], b1[32], b2[32], b3[32];
     cli_api_version(d->api_version, a, sizeof a);
@@ -56,6 +58,28 @@ static void print_device(const vka_device_info *d) {
         printf("    timestamps                 yes (%g ns per tick)\n", (double)d->timestamp_period);
     else printf("    timestamps                 no\n");
     printf("    compute queue              %s\n", d->has_compute ? "yes" : "no");
+    char p16[128];
+    cli_16bit_text(d, p16, sizeof p16);
+    printf("    16-bit data                %s\n", p16);
+    printf("    16-bit storage / float16   %s / %s", supported(d->storage_16bit_supported),
+           supported(d->float16_supported));
+    if (d->selected)
+        printf(" (enabled: %s)", d->storage_16bit && d->float16 ? "both"
+                                 : d->storage_16bit            ? "16-bit storage"
+                                 : d->float16                  ? "float16"
+                                                               : "neither");
+    putchar('\n');
+}
+
+/* The 16-bit fields of d, as JSON members. */
+static void json_16bit(const vka_device_info *d) {
+    cli_json_str(stdout, "path_16bit", vka_16bit_path_string(d->path_16bit));
+    printf(",\"storage_16bit_supported\":%s,\"float16_supported\":%s"
+           ",\"storage_16bit\":%s,\"float16\":%s",
+           d->storage_16bit_supported ? "true" : "false", d->float16_supported ? "true" : "false",
+           d->storage_16bit ? "true" : "false", d->float16 ? "true" : "false");
+    printf(",\"cpu_f16c\":%s,\"cpu_avx512_bf16\":%s", d->cpu_f16c ? "true" : "false",
+           d->cpu_avx512_bf16 ? "true" : "false");
 }
 
 static void json_device(const vka_device_info *d) {
@@ -86,8 +110,10 @@ static void json_device(const vka_device_info *d) {
     printf(",\"unified_memory\":%s,\"timestamps\":%s", d->unified_memory ? "true" : "false",
            d->timestamps ? "true" : "false");
     cli_json_num(stdout, "timestamp_period", d->timestamp_period);
-    printf(",\"has_compute\":%s,\"selected\":%s}", d->has_compute ? "true" : "false",
+    printf(",\"has_compute\":%s,\"selected\":%s", d->has_compute ? "true" : "false",
            d->selected ? "true" : "false");
+    json_16bit(d);
+    putchar('}');
 }
 
 /* Why the selected device was chosen (mirrors the library's rule in vka_context_desc.device). */
@@ -98,22 +124,31 @@ static void selection_reason(const char *device_opt, char *out, size_t cap) {
     else snprintf(out, cap, "ranking: discrete > integrated > virtual > CPU");
 }
 
-/* The CPU backend's thread count, from a CPU context (0 if that cannot be made). */
-static int cpu_threads(void) {
+/* The CPU backend's thread count and its device (16-bit conversions), from a CPU context (0
+ * and a zero device if that cannot be made). */
+static int cpu_backend(vka_device_info *cpu) {
     vka_context_desc d = {.backend = VKA_BACKEND_CPU};
     vka_context *ctx = NULL;
-    int n = vka_context_create(&d, &ctx) == VKA_SUCCESS ? vka_context_cpu_threads(ctx) : 0;
+    memset(cpu, 0, sizeof *cpu);
+    int n = 0;
+    if (vka_context_create(&d, &ctx) == VKA_SUCCESS) {
+        n = vka_context_cpu_threads(ctx);
+        if (vka_context_selected_device(ctx, cpu) != VKA_SUCCESS) memset(cpu, 0, sizeof *cpu);
+    }
     vka_context_destroy(ctx);
     return n;
 }
 
-static int report(vka_context *ctx, bool json, const char *device_opt, int threads) {
+static int report(vka_context *ctx, bool json, const char *device_opt, int threads,
+                  const vka_device_info *cpu) {
     uint32_t n = vka_context_device_count(ctx);
     vka_device_info sel;
     vka_result r = vka_context_selected_device(ctx, &sel);
     if (r != VKA_SUCCESS) return cli_fail("info", ctx, r, "selected device");
     char why[128];
     selection_reason(device_opt, why, sizeof why);
+    char p16[128];
+    cli_16bit_text(cpu, p16, sizeof p16);
     if (json) printf("{\"version\":\"%s\",\"devices\":[", vka_version_string());
     else printf("Vulkan devices (%u):\n", n);
     for (uint32_t i = 0; i < n; i++) {
@@ -128,11 +163,15 @@ static int report(vka_context *ctx, bool json, const char *device_opt, int threa
     if (json) {
         printf("],\"selected\":%u", sel.index);
         cli_json_str(stdout, "selected_by", why);
-        printf(",\"cpu_threads\":%d}\n", threads);
+        printf(",\"cpu_threads\":%d", threads);
+        cli_json_str(stdout, "cpu_path_16bit", p16);
+        printf(",\"cpu_f16c\":%s,\"cpu_avx512_bf16\":%s}\n", cpu->cpu_f16c ? "true" : "false",
+               cpu->cpu_avx512_bf16 ? "true" : "false");
     } else {
         printf("\nSelected: device %u, %s (by %s)\n", sel.index, sel.name, why);
         printf("CPU backend (--backend cpu): %d thread(s) (set by --threads or OMP_NUM_THREADS)\n",
                threads);
+        printf("CPU backend 16-bit data: %s\n", p16);
     }
     return CLI_OK;
 }
@@ -151,7 +190,8 @@ int cmd_info(int argc, char **argv) {
     if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
     rc = cli_check_backend_opts("info", &b, CLI_USES_VULKAN);
     if (rc != CLI_OK) return rc;
-    int threads = cpu_threads();
+    vka_device_info cpu;
+    int threads = cpu_backend(&cpu);
     vka_context *ctx = NULL;
     rc = cli_context("info", &b, &ctx);
     if (rc != CLI_OK) {
@@ -160,6 +200,6 @@ int cmd_info(int argc, char **argv) {
         else fprintf(stderr, "vkattn info: the CPU backend runs with %d thread(s)\n", threads);
         return rc;
     }
-    rc = report(ctx, json, b.device, threads);
+    rc = report(ctx, json, b.device, threads, &cpu);
     return cli_finish("info", ctx, rc);
 }

@@ -51,7 +51,8 @@ class vka_vulkan_env(_c.Structure):
                 ("physical_device", _c.c_void_p), ("device", _c.c_void_p),
                 ("queue", _c.c_void_p), ("queue_family", _c.c_uint32),
                 ("api_version", _c.c_uint32), ("lock_queue", QUEUE_LOCK_FN),
-                ("unlock_queue", QUEUE_LOCK_FN), ("queue_user_data", _c.c_void_p)]
+                ("unlock_queue", QUEUE_LOCK_FN), ("queue_user_data", _c.c_void_p),
+                ("storage_16bit", _c.c_bool), ("float16", _c.c_bool)]
 
 
 class vka_host_allocator(_c.Structure):

@@ -5,6 +5,7 @@
 #define VKA_CPU_BACKEND_H
 
 #include "backend.h"
+#include "cpu/convert.h"
 #include "cpu/cpu_ops.h"
 
 /* A recorded op: run(cb, args) executes it; args is the op's own copy of its arguments. */
@@ -39,6 +40,7 @@ struct cpu_backend {
     vkb_ops ops;       /* base.impl points here */
     int nt;            /* OpenMP threads for every parallel region (>= 1) */
     vkc_isa isa;       /* the fast kernels' vector ISA (cpuid); VKC_ISA_BASELINE: reference */
+    unsigned cvt;      /* the 16-bit conversions' features (vkc_cvt_features of isa) */
     bool reference;    /* VKATTN_CPU_KERNELS=reference: the reference kernels only */
     vkb_graph *rec;    /* graph being recorded, NULL outside graph_begin/graph_end */
     bool profiling;    /* graphs recorded from now on time each command */

@@ -26,6 +26,7 @@
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
 #define VKC_X86 1
 #include <immintrin.h>
+#include <stdint.h>
 /* Functions compiled for an ISA that cpuid chose at run time (vkc_cpu_isa). */
 #define VKC_TARGET_AVX512 __attribute__((target("avx512f,avx2,fma")))
 #define VKC_TARGET_AVX2 __attribute__((target("avx2,fma")))
@@ -149,6 +150,63 @@ VKC_TARGET_AVX2 static inline double vkc_dot_f64_avx2(const float *x, const floa
     for (; d < n; d++) sum += (double)x[d] * y[d];
     return sum;
 }
+
+/* 16-bit formats, VS_W elements at a time (convert_simd.h; the scalar reference is convert.c):
+ * bf16 widens by a shift (exact); narrows round-to-nearest-even in integer arithmetic exactly
+ * as VCVTNEPS2BF16 does (Intel SDM: zero or subnormal -> signed zero, NaN -> its top 16 bits
+ * with the quiet bit set), for CPUs without AVX512-BF16. fp16: F16C's VCVTPH2PS / VCVTPS2PH
+ * (AVX-512F has their 512-bit forms), round-to-nearest-even. */
+#define VKC_TARGET_AVX2_F16C __attribute__((target("avx2,fma,f16c")))
+VKC_TARGET_AVX512 VS_INLINE __m512 vkc_bf16_load16(const uint16_t *p) {
+    __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+VKC_TARGET_AVX512 VS_INLINE void vkc_bf16_store16(uint16_t *p, __m512 v) {
+    __m512i u = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
+    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    __mmask16 tiny = _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7F800000));
+    __m512i hi = _mm512_srli_epi32(u, 16);
+    r = _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(0x40));
+    r = _mm512_mask_and_epi32(r, tiny, hi, _mm512_set1_epi32(0x8000));
+    _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(r));
+}
+VKC_TARGET_AVX512 VS_INLINE __m512 vkc_f16_load16(const uint16_t *p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+VKC_TARGET_AVX512 VS_INLINE void vkc_f16_store16(uint16_t *p, __m512 v) {
+    _mm256_storeu_si256((__m256i *)p,
+                        _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+VKC_TARGET_AVX2 VS_INLINE __m256 vkc_bf16_load8(const uint16_t *p) {
+    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+VKC_TARGET_AVX2 VS_INLINE void vkc_bf16_store8(uint16_t *p, __m256 v) {
+    __m256i u = _mm256_castps_si256(v);
+    __m256i hi = _mm256_srli_epi32(u, 16);
+    __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(
+        _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF))), 16);
+    __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    __m256i tiny = _mm256_cmpeq_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7F800000)),
+                                      _mm256_setzero_si256());
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
+    r = _mm256_blendv_epi8(r, _mm256_and_si256(hi, _mm256_set1_epi32(0x8000)), tiny);
+    /* every lane is below 2^16: the unsigned saturating pack keeps it; it packs per 128-bit
+     * half, so gather the two halves' low quadwords */
+    __m256i pk = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+    _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(pk));
+}
+VKC_TARGET_AVX2_F16C VS_INLINE __m256 vkc_f16_load8(const uint16_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+VKC_TARGET_AVX2_F16C VS_INLINE void vkc_f16_store8(uint16_t *p, __m256 v) {
+    _mm_storeu_si128((__m128i *)p,
+                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
 #endif
 
 #endif
@@ -189,6 +247,11 @@ VKC_TARGET_AVX2 static inline double vkc_dot_f64_avx2(const float *x, const floa
 #undef VS_EXP
 #undef VS_CMP_EQ
 #undef VS_MASK_OR
+#undef VS_TARGET_F16C
+#undef VS_LOAD_BF16
+#undef VS_STORE_BF16
+#undef VS_LOAD_F16
+#undef VS_STORE_F16
 
 #if VKC_SIMD_WIDTH == 512
 #define VS_TARGET VKC_TARGET_AVX512
@@ -239,6 +302,13 @@ VKC_TARGET_AVX2 static inline double vkc_dot_f64_avx2(const float *x, const floa
 /* the lanes where a == b (ordered), and the union of two such masks */
 #define VS_CMP_EQ(a, b) _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ)
 #define VS_MASK_OR(m1, m2) ((__mmask16)((m1) | (m2)))
+/* VS_W 16-bit elements <-> a vector (simd.h's helpers above); VS_TARGET_F16C: what the fp16 ones
+ * need (AVX-512F has them; AVX2 needs F16C besides) */
+#define VS_TARGET_F16C VKC_TARGET_AVX512
+#define VS_LOAD_BF16(p) vkc_bf16_load16(p)
+#define VS_STORE_BF16(p, v) vkc_bf16_store16(p, v)
+#define VS_LOAD_F16(p) vkc_f16_load16(p)
+#define VS_STORE_F16(p, v) vkc_f16_store16(p, v)
 #elif VKC_SIMD_WIDTH == 256
 #define VS_TARGET VKC_TARGET_AVX2
 #define VS_NAME_(name) name##_avx2
@@ -276,6 +346,11 @@ VKC_TARGET_AVX2 static inline double vkc_dot_f64_avx2(const float *x, const floa
 #define VS_EXP(x) vkc_exp_fast256(x)
 #define VS_CMP_EQ(a, b) _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_EQ_OQ))
 #define VS_MASK_OR(m1, m2) _mm256_or_si256(m1, m2)
+#define VS_TARGET_F16C VKC_TARGET_AVX2_F16C
+#define VS_LOAD_BF16(p) vkc_bf16_load8(p)
+#define VS_STORE_BF16(p, v) vkc_bf16_store8(p, v)
+#define VS_LOAD_F16(p) vkc_f16_load8(p)
+#define VS_STORE_F16(p, v) vkc_f16_store8(p, v)
 #else
 #error "VKC_SIMD_WIDTH is 512 or 256"
 #endif

@@ -115,6 +115,7 @@ static void load_instance_fns(vkr_device *dev) {
     L(GetPhysicalDeviceProperties);
     L(GetPhysicalDeviceProperties2);
     L(GetPhysicalDeviceFeatures);
+    L(GetPhysicalDeviceFeatures2);
     L(GetPhysicalDeviceFormatProperties);
     L(GetPhysicalDeviceMemoryProperties);
     L(GetPhysicalDeviceQueueFamilyProperties);
@@ -249,6 +250,36 @@ static int pick_queue_family(const vkr_device *dev, VkPhysicalDevice phys, uint3
     return best;
 }
 
+/* The 16-bit features the device has: storageBuffer16BitAccess (VK_KHR_16bit_storage, core in
+ * 1.1) and shaderFloat16 (VK_KHR_shader_float16_int8, core in 1.2), read with
+ * vkGetPhysicalDeviceFeatures2, so only when the instance and the device are 1.1 or later; the
+ * float16 structure only where the device has 1.2 or the extension. */
+static void query_16bit(const vkr_device *dev, VkPhysicalDevice phys, uint32_t api,
+                        bool *storage, bool *float16) {
+    *storage = *float16 = false;
+    if (!dev->vki.GetPhysicalDeviceFeatures2 || api < VK_API_VERSION_1_1 ||
+        dev->instance_version < VK_API_VERSION_1_1)
+        return;
+    bool f16_known = (api >= VK_API_VERSION_1_2 && dev->instance_version >= VK_API_VERSION_1_2) ||
+                     has_device_ext(dev, phys, "VK_KHR_shader_float16_int8") == 1;
+    VkPhysicalDeviceShaderFloat16Int8Features f16 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+    VkPhysicalDevice16BitStorageFeatures s16 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
+        .pNext = f16_known ? &f16 : NULL};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                    .pNext = &s16};
+    dev->vki.GetPhysicalDeviceFeatures2(phys, &f2);
+    *storage = s16.storageBuffer16BitAccess == VK_TRUE;
+    *float16 = f16_known && f16.shaderFloat16 == VK_TRUE;
+}
+
+/* What vkattn does with 16-bit data given the features it may use. */
+static vka_16bit_path path_16bit(bool storage, bool float16) {
+    if (storage && float16) return VKA_16BIT_STORAGE_FP16;
+    return storage ? VKA_16BIT_STORAGE : VKA_16BIT_PACKED;
+}
+
 static void fill_info(vkr_device *dev, uint32_t index, VkPhysicalDevice phys, vka_device_info *o) {
     VkPhysicalDeviceProperties p;
     dev->vki.GetPhysicalDeviceProperties(phys, &p);
@@ -313,6 +344,9 @@ static void fill_info(vkr_device *dev, uint32_t index, VkPhysicalDevice phys, vk
             snprintf(o->driver_info, sizeof o->driver_info, "%s", drv.driverInfo);
         }
     }
+    query_16bit(dev, phys, p.apiVersion, &o->storage_16bit_supported, &o->float16_supported);
+    /* what it would use if vkattn created the device; the selected one's is set once known */
+    o->path_16bit = path_16bit(o->storage_16bit_supported, o->float16_supported);
 }
 
 static int type_rank(vka_device_type t) {
@@ -403,13 +437,33 @@ static vka_result create_device(vkr_device *dev) {
                                      .queueFamilyIndex = dev->queue_family,
                                      .queueCount = 1,
                                      .pQueuePriorities = &priority};
-    const char *exts[1];
+    const char *exts[2];
     uint32_t n_exts = 0;
     /* The spec requires enabling VK_KHR_portability_subset where it is exposed (MoltenVK). */
     int subset = has_device_ext(dev, phys, "VK_KHR_portability_subset");
     if (subset < 0) return vka_set_error(dev->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     if (subset) exts[n_exts++] = "VK_KHR_portability_subset";
+    /* 16-bit features: enabled where the device has them (query_16bit), so that 16-bit tensors
+     * can use them; nothing of the fp32 kernels changes. */
+    const vka_device_info *di = &dev->infos[dev->selected];
+    VkPhysicalDeviceShaderFloat16Int8Features f16 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES,
+        .shaderFloat16 = VK_TRUE};
+    VkPhysicalDevice16BitStorageFeatures s16 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
+        .storageBuffer16BitAccess = VK_TRUE};
+    void *features = NULL;
+    if (di->float16_supported) {
+        features = &f16;
+        if (di->api_version < VK_API_VERSION_1_2 || dev->instance_version < VK_API_VERSION_1_2)
+            exts[n_exts++] = "VK_KHR_shader_float16_int8";
+    }
+    if (di->storage_16bit_supported) {
+        s16.pNext = features;
+        features = &s16;
+    }
     VkDeviceCreateInfo info = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                               .pNext = features,
                                .queueCreateInfoCount = 1,
                                .pQueueCreateInfos = &qinfo,
                                .enabledExtensionCount = n_exts,
@@ -417,6 +471,8 @@ static vka_result create_device(vkr_device *dev) {
     VkResult vr = dev->vki.CreateDevice(phys, &info, dev->alloc, &dev->device);
     if (vr != VK_SUCCESS) return vkr_check(ctx, vr, "vkCreateDevice");
     dev->own_device = true;
+    dev->storage_16bit = di->storage_16bit_supported;
+    dev->float16 = di->float16_supported;
     vka_result r = load_device_table(dev);
     if (r != VKA_SUCCESS) return r;
     dev->vk.vkGetDeviceQueue(dev->device, dev->queue_family, 0, &dev->queue);
@@ -434,7 +490,11 @@ static bool want_cpu_kernels(vka_kernels k, vka_device_type type) {
 static void finish_selection(vkr_device *dev, const vka_settings *s) {
     vka_kernels kernels = s->kernels;
     uint64_t max_binding = s->max_binding_bytes;
-    dev->infos[dev->selected].selected = true;
+    vka_device_info *sel = &dev->infos[dev->selected];
+    sel->selected = true;
+    sel->storage_16bit = dev->storage_16bit;
+    sel->float16 = dev->float16;
+    sel->path_16bit = path_16bit(dev->storage_16bit, dev->float16);
     dev->phys = dev->phys_list[dev->selected];
     dev->vki.GetPhysicalDeviceProperties(dev->phys, &dev->props);
     dev->vki.GetPhysicalDeviceMemoryProperties(dev->phys, &dev->mem_props);
@@ -536,6 +596,21 @@ static vka_result adopt_env(vkr_device *dev, const vka_vulkan_env *env, const vk
         r = adopt_validation(dev, dev->phys_list[dev->selected], s->validation_from_env);
         if (r != VKA_SUCCESS) return r;
     }
+    /* The application's device has only the features it enabled: vkattn cannot ask, so it
+     * takes what vka_vulkan_env says, and refuses a claim the device cannot back. */
+    const vka_device_info *di = &dev->infos[dev->selected];
+    bool no_storage = env->storage_16bit && !di->storage_16bit_supported;
+    if (no_storage || (env->float16 && !di->float16_supported))
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_vulkan_env.%s is set, but device %u (%s) does not report %s%s",
+                             no_storage ? "storage_16bit" : "float16", dev->selected, di->name,
+                             no_storage ? "storageBuffer16BitAccess" : "shaderFloat16",
+                             dev->instance_version < VK_API_VERSION_1_1
+                                 ? " (vkattn cannot ask on a Vulkan 1.0 instance: set "
+                                   "vka_vulkan_env.api_version to the instance's version)"
+                                 : "");
+    dev->storage_16bit = env->storage_16bit;
+    dev->float16 = env->float16;
     dev->device = (VkDevice)env->device;
     dev->queue = (VkQueue)env->queue;
     dev->queue_family = env->queue_family;

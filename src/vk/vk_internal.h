@@ -65,6 +65,7 @@ typedef struct vkr_instance_fns {
     PFN_vkGetPhysicalDeviceProperties GetPhysicalDeviceProperties;
     PFN_vkGetPhysicalDeviceProperties2 GetPhysicalDeviceProperties2; /* NULL before 1.1 */
     PFN_vkGetPhysicalDeviceFeatures GetPhysicalDeviceFeatures;
+    PFN_vkGetPhysicalDeviceFeatures2 GetPhysicalDeviceFeatures2; /* NULL before 1.1 */
     PFN_vkGetPhysicalDeviceFormatProperties GetPhysicalDeviceFormatProperties;
     PFN_vkGetPhysicalDeviceMemoryProperties GetPhysicalDeviceMemoryProperties;
     PFN_vkGetPhysicalDeviceQueueFamilyProperties GetPhysicalDeviceQueueFamilyProperties;
@@ -119,6 +120,10 @@ typedef struct vkr_device {
     bool unified_memory; /* device-local memory is host-visible: no staging copies */
     bool timestamps;     /* queue family has timestamp support */
     uint32_t timestamp_valid_bits; /* of the queue family */
+    /* 16-bit features enabled on `device` (vkattn's own: whatever the device supports; an
+     * application's: what vka_vulkan_env says it enabled) */
+    bool storage_16bit; /* storageBuffer16BitAccess */
+    bool float16;       /* shaderFloat16 */
 } vkr_device;
 
 struct vka_settings;
