@@ -95,6 +95,9 @@ typedef struct bench_row {
     double flop, bytes;   /* work of one run (flop 0 for memory-bound ops) */
     const char *series;   /* plot series, or NULL: "matmul", "softmax_forward", ... */
     double x;             /* plot position: size (M N K)^(1/3) of a matmul, T of a softmax */
+    /* the compute ceiling's multiple of the fp32 FMA peak: 2 for bf16 products on vdpbf16ps
+     * (two products per fp32 lane and instruction), else 1 (0 reads as 1) */
+    double ceiling_scale;
     bool has_ref;         /* the CPU reference ran (its outputs were compared) */
     /* model cases */
     const bench_model *model;

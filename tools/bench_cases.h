@@ -31,6 +31,10 @@ struct kc_case {
     int n_tensors;
     kc_tensor t[KC_MAX_TENSORS];
     double tol;      /* on max |diff|, relative to max(1, max |reference|) */
+    /* a bf16 matmul (d = M, N, K): run on the CPU backend only, by calling its bf16 kernel
+     * directly (tensors have no data type yet); record is the fp32 product it is checked with,
+     * on the same (bf16-rounded) inputs */
+    bool cpu_bf16;
 };
 
 /* Every kernel case of this mode, in the table's order; each fills its row's id, kind, pass,

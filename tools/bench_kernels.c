@@ -5,6 +5,8 @@
  */
 #include "bench_cases.h"
 
+#include "cpu/matmul_bf16.h" /* the CPU backend's bf16 kernel, compiled in (CMakeLists.txt) */
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,20 +161,115 @@ static vka_result run_on(bench *b, vka_context *ctx, int dev, bool timed, const 
     return r;
 }
 
+/* --- bf16 matmuls: the CPU backend's internal kernel, called directly ------------------------ */
+
+/* The bf16 path the CPU backend's kernel setting stands for: its reference, or its ISA's fast
+ * path (vdpbf16ps where the processor has AVX512-BF16). */
+static vkc_bf16_path bf16_path(const char *cpu_kernels) {
+    if (!cpu_kernels || strncmp(cpu_kernels, "fast", 4) != 0) return VKC_BF16_REFERENCE;
+    if (strstr(cpu_kernels, "avx512")) return vkc_bf16_best_path();
+    if (strstr(cpu_kernels, "avx2") && vkc_bf16_path_supported(VKC_BF16_WIDEN_AVX2))
+        return VKC_BF16_WIDEN_AVX2;
+    return VKC_BF16_REFERENCE;
+}
+
+typedef struct bf16_run {
+    const uint16_t *a, *b;
+    float *out;
+    int M, N, K, nt;
+    vkc_bf16_path path;
+} bf16_run;
+
+static vka_result bf16_once(void *user, double *ms) {
+    const bf16_run *u = user;
+    double t0 = cli_now();
+    vkc_matmul_bf16(u->out, u->a, u->b, NULL, u->M, u->N, u->K, 1, false, false, 0, 0, 0, 1.0f,
+                    false, u->path, u->nt);
+    *ms = (cli_now() - t0) * 1e3;
+    return VKA_SUCCESS;
+}
+
+/* A bf16 case on the CPU backend: its inputs drawn as every case's and rounded to bf16, checked
+ * against the fp32 product of the same values on the public API (c->record), then timed on the
+ * backend's threads (host clock). */
+static vka_result run_bf16(bench *b, const kc_case *c, bench_row *row, uint64_t seed) {
+    bench_dev *d = &b->dev[BENCH_CPU];
+    bench_result *res = &row->r[BENCH_CPU];
+    bench_progress(b, row->id, bench_backend_names[BENCH_CPU]);
+    bf16_run u = {.M = c->d[0], .N = c->d[1], .K = c->d[2], .nt = d->threads,
+                  .path = bf16_path(d->cpu_kernels)};
+    size_t n[3] = {c->t[0].n, c->t[1].n, c->t[2].n};
+    uint16_t *h[3] = {NULL, malloc(n[1] * sizeof(uint16_t)), malloc(n[2] * sizeof(uint16_t))};
+    float *f[3] = {malloc(n[0] * sizeof(float)), malloc(n[1] * sizeof(float)),
+                   malloc(n[2] * sizeof(float))};
+    kc_inst k = {0};
+    vka_result r = h[1] && h[2] && f[0] && f[1] && f[2] ? VKA_SUCCESS
+                                                       : VKA_ERROR_OUT_OF_HOST_MEMORY;
+    for (int i = 1; i <= 2 && r == VKA_SUCCESS; i++) {
+        uint64_t s = seed + (uint64_t)i * 0xD1B54A32D192ED03ull;
+        for (size_t j = 0; j < n[i]; j++) {
+            h[i][j] = vkc_mm_bf16_round(init_value(&c->t[i], j, &s));
+            f[i][j] = vkc_mm_bf16_widen(h[i][j]);
+        }
+    }
+    for (int i = 0; i < 3 && r == VKA_SUCCESS; i++) r = vka_tensor_create(d->ctx, n[i], &k.t[i]);
+    for (int i = 1; i <= 2 && r == VKA_SUCCESS; i++) r = vka_tensor_write(k.t[i], 0, f[i], n[i]);
+    if (r == VKA_SUCCESS) r = vka_graph_begin(d->ctx);
+    if (r == VKA_SUCCESS) {
+        vka_result rec = c->record(d->ctx, k.t, c);
+        r = vka_graph_end(d->ctx, &k.g);
+        if (r == VKA_SUCCESS) r = rec;
+    }
+    if (r == VKA_SUCCESS) r = vka_graph_run(k.g);
+    if (r == VKA_SUCCESS) r = vka_tensor_read(k.t[0], 0, f[0], n[0]);
+    float *out = r == VKA_SUCCESS ? malloc(n[0] * sizeof(float)) : NULL;
+    if (!out && r == VKA_SUCCESS) r = VKA_ERROR_OUT_OF_HOST_MEMORY;
+    u.a = h[1], u.b = h[2], u.out = out;
+    double ms;
+    if (r == VKA_SUCCESS) r = bf16_once(&u, &ms);
+    if (r == VKA_SUCCESS) {
+        double diff, tol;
+        res->check = bench_compare(out, f[0], n[0], c->tol, &diff, &tol) ? BENCH_OK : BENCH_WRONG;
+        res->diff = diff, res->tol = tol;
+        row->has_ref = true;
+        snprintf(row->shape, sizeof row->shape, "M=%d N=%d K=%d %s", u.M, u.N, u.K,
+                 vkc_bf16_path_name(u.path)); /* the path's name in place of "bf16" */
+        row->ceiling_scale = u.path == VKC_BF16_DPBF16 ? 2 : 1;
+        r = bench_measure(&b->kernel_plan, bf16_once, &u, &res->t);
+    }
+    if (r == VKA_SUCCESS) {
+        res->ran = true;
+        res->ceiling = d->peak.gflops * row->ceiling_scale;
+    }
+    if (bench_is_capacity(r)) {
+        bench_skip(res, d->ctx, r, "");
+        res->check = BENCH_UNCHECKED;
+        r = VKA_SUCCESS;
+    }
+    snprintf(row->r[BENCH_VK].note, sizeof row->r[BENCH_VK].note,
+             "bf16: the CPU backend's kernel only, until tensors have a data type");
+    free(out);
+    for (int i = 0; i < 3; i++) free(h[i]), free(f[i]);
+    inst_free(&k);
+    return r;
+}
+
 /* One case on every backend, the CPU backend first: it is the reference. */
 static int run_case(bench *b, const kc_case *c, bench_row *row) {
     uint64_t seed = case_seed(row->id, b->o->seed);
     float *ref[KC_MAX_TENSORS] = {0};
     vka_result r = VKA_SUCCESS;
     int failed_dev = BENCH_CPU;
-    if (b->dev[BENCH_CPU].on) {
+    if (c->cpu_bf16) {
+        if (b->dev[BENCH_CPU].on) r = run_bf16(b, c, row, seed);
+    } else if (b->dev[BENCH_CPU].on) {
         r = run_on(b, b->dev[BENCH_CPU].ctx, BENCH_CPU, true, c, row, seed, ref);
     } else if (b->ref) {
         bench_row ref_row = *row; /* the reference's own outcome is not reported */
         r = run_on(b, b->ref, BENCH_CPU, false, c, &ref_row, seed, ref);
         row->has_ref = ref_row.has_ref;
     }
-    if (r == VKA_SUCCESS && b->dev[BENCH_VK].on) {
+    if (r == VKA_SUCCESS && b->dev[BENCH_VK].on && !c->cpu_bf16) {
         failed_dev = BENCH_VK;
         r = run_on(b, b->dev[BENCH_VK].ctx, BENCH_VK, true, c, row, seed, ref);
     }

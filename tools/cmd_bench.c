@@ -146,7 +146,7 @@ int bench_row_done(bench *b, bench_row *row) {
         if (!res->ran || !(rate > res->ceiling)) continue;
         vka_result r = b->remeasured[dev] ? VKA_SUCCESS : measure_peak(b, dev);
         if (r == VKA_SUCCESS && row->compute) {
-            res->ceiling = d->peak.gflops;
+            res->ceiling = d->peak.gflops * (row->ceiling_scale > 0 ? row->ceiling_scale : 1);
         } else if (r == VKA_SUCCESS) {
             size_t n = bench_copy_elems(d, row->bytes);
             for (int i = 0; i < d->n_copies; i++) /* forget that size's copy: measure it anew */
@@ -176,7 +176,9 @@ static void final_ceilings(bench *b) {
             bench_result *res = &b->rows[i].r[dev];
             const vka_peak *p = &b->dev[dev].peak;
             if (!res->ran) continue;
-            if (b->rows[i].compute) res->ceiling = p->gflops, res->hw_peak = p->hw_gflops;
+            double scale = b->rows[i].ceiling_scale > 0 ? b->rows[i].ceiling_scale : 1;
+            if (b->rows[i].compute)
+                res->ceiling = p->gflops * scale, res->hw_peak = p->hw_gflops * scale;
             else if (p->gbps > res->ceiling) res->ceiling = p->gbps;
         }
 }

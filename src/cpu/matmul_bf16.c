@@ -1,0 +1,288 @@
+/* The CPU backend's bf16 matrix product (matmul_bf16.h): a tile driver as the fp32 matmul's
+ * (matmul.c: out cut into BM_MB x BM_NB tiles, one per OpenMP work item, K walked in blocks of
+ * BM_KC per tile), with three ways to compute a tile:
+ *
+ *  - the reference: scalar loops, each output summed over k in order;
+ *  - widening (AVX2, AVX-512F): the block widened to fp32 and the fp32 fast kernel's register
+ *    block (matmul_bf16_simd.h);
+ *  - vdpbf16ps (AVX512-BF16), packed as oneDNN's and ggml's bf16 GEMMs pack for it ("VNNI
+ *    layout"): op(b)'s block into panels of 32 columns, each k pair (k, k + 1) of a column
+ *    adjacent, so a 32-bit lane holds one column's pair and a zmm register 16 columns; op(a)'s
+ *    block into groups of 8 rows, each row's pair one 32-bit word, broadcast to every lane. The
+ *    8 x 32 micro-kernel keeps 16 accumulators in registers; one vdpbf16ps does 16 lanes x 2
+ *    products. A block of K is BM_KC = 256 (even, so pairs never straddle blocks); an odd K's
+ *    last pair is padded with zeros.
+ *
+ * Every path sums each output in the order matmul_bf16.h states, whatever the tile sizes or the
+ * thread count. Scratch lives on the stack (~160 KiB per tile). */
+#include "cpu/matmul_bf16.h"
+
+#include "cpu/cpu_ops.h"
+#include "cpu/simd.h"
+
+enum {
+    BM_MB = 96,  /* rows per tile: a multiple of 8 and 6 */
+    BM_NB = 128, /* columns per tile: a multiple of 32 and 16 */
+    BM_KC = 256, /* k per block: even */
+};
+
+/* op(x)(r, c) = p[r * rs + c * cs] */
+typedef struct bm_view {
+    const uint16_t *p;
+    size_t rs, cs;
+} bm_view;
+
+typedef struct bm_mm {
+    float *out;
+    const uint16_t *a, *b;
+    const float *bias;
+    int M, N, K, batch;
+    bool trans_a, trans_b;
+    size_t stride_a, stride_b, stride_out;
+    float alpha;
+    bool accumulate;
+} bm_mm;
+
+static inline uint16_t bm_at(bm_view v, int r, int c) {
+    return v.p[(size_t)r * v.rs + (size_t)c * v.cs];
+}
+
+/* out(i0 + r, j0 + j) = alpha * acc[r * BM_NB + j], + bias, + out if accumulate: the fp32
+ * matmul's epilogue (matmul_tiles.h's vkc_mm_epilogue, the same operations in the same order). */
+static void bm_epilogue(const bm_mm *mm, float *out, const float *acc, int i0, int mb, int j0,
+                        int nb) {
+    const float alpha = mm->alpha, *bias = mm->bias;
+    const bool accumulate = mm->accumulate;
+    for (int r = 0; r < mb; r++) {
+        float *restrict o = out + (size_t)(i0 + r) * mm->N + j0;
+        const float *restrict s = acc + (size_t)r * BM_NB;
+        if (!bias && !accumulate) { /* the common case, in a loop the compiler vectorises */
+            for (int j = 0; j < nb; j++) o[j] = alpha * s[j];
+            continue;
+        }
+        for (int j = 0; j < nb; j++) {
+            float x = alpha * s[j];
+            if (bias) x = x + bias[j0 + j];
+            o[j] = accumulate ? o[j] + x : x;
+        }
+    }
+}
+
+typedef void (*bm_tile_fn)(const bm_mm *mm, float *out, bm_view a, bm_view b, int i0, int mb,
+                           int j0, int nb);
+
+/* The reference tile: c = 0, c = c + a * b over k in order, in fp32. */
+static void ref_tile(const bm_mm *mm, float *out, bm_view a, bm_view b, int i0, int mb, int j0,
+                     int nb) {
+    float acc[BM_MB * BM_NB];
+    for (int r = 0; r < mb; r++)
+        for (int j = 0; j < nb; j++) {
+            float c = 0.0f;
+            for (int k = 0; k < mm->K; k++) {
+                float x = vkc_mm_bf16_widen(bm_at(a, i0 + r, k));
+                float y = vkc_mm_bf16_widen(bm_at(b, k, j0 + j));
+                float p = x * y;
+                c = c + p;
+            }
+            acc[r * BM_NB + j] = c;
+        }
+    bm_epilogue(mm, out, acc, i0, mb, j0, nb);
+}
+
+#define VKC_SIMD_BODY "cpu/matmul_bf16_simd.h" /* bw_tile_avx512, bw_tile_avx2 */
+#include "cpu/simd_each.h"
+
+#ifdef VKC_X86
+#define BM_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16,avx2,fma")))
+enum { DP_MR = 8, DP_NR = 32 };
+
+/* c (8 x 32, row stride BM_NB) += sum over pairs kp < kc2 of ap's pairs . bp's pairs:
+ * ap[kp * 8 + q] is row q's pair kp (two bf16 in one word), bp[(kp * 32 + j) * 2 + e] column j's
+ * element 2 kp + e. */
+BM_TARGET_BF16 static void dp_kernel(float *c, const uint32_t *ap, const uint16_t *bp, int kc2) {
+    __m512 cv[DP_MR][2];
+    VS_UNROLL
+    for (int r = 0; r < DP_MR; r++) {
+        cv[r][0] = _mm512_loadu_ps(c + r * BM_NB);
+        cv[r][1] = _mm512_loadu_ps(c + r * BM_NB + 16);
+    }
+    for (int kp = 0; kp < kc2; kp++) {
+        __m512i b0 = _mm512_loadu_si512(bp + (size_t)kp * 64);
+        __m512i b1 = _mm512_loadu_si512(bp + (size_t)kp * 64 + 32);
+        const uint32_t *ak = ap + (size_t)kp * DP_MR;
+        VS_UNROLL
+        for (int r = 0; r < DP_MR; r++) {
+            __m512i x = _mm512_set1_epi32((int)ak[r]);
+            cv[r][0] = _mm512_dpbf16_ps(cv[r][0], (__m512bh)x, (__m512bh)b0);
+            cv[r][1] = _mm512_dpbf16_ps(cv[r][1], (__m512bh)x, (__m512bh)b1);
+        }
+    }
+    VS_UNROLL
+    for (int r = 0; r < DP_MR; r++) {
+        _mm512_storeu_ps(c + r * BM_NB, cv[r][0]);
+        _mm512_storeu_ps(c + r * BM_NB + 16, cv[r][1]);
+    }
+}
+
+/* op(b)(k0 .. k0 + kc, j .. j + w) into one panel: dst[(kp * 32 + jj) * 2 + e] = op(b)(k0 + 2 kp
+ * + e, j + jj), zeros past w and past kc. */
+BM_TARGET_BF16 static void dp_pack_b(uint16_t *dst, bm_view b, int k0, int kc, int j, int w) {
+    int kc2 = (kc + 1) / 2, full = w == DP_NR ? kc / 2 : 0, kp = 0;
+    if (b.cs == 1 && full) { /* rows of op(b) contiguous: interleave rows k and k + 1 */
+        uint16_t lo[32], hi[32];
+        for (int i = 0; i < 16; i++) lo[2 * i] = (uint16_t)i, lo[2 * i + 1] = (uint16_t)(32 + i);
+        for (int i = 0; i < 16; i++)
+            hi[2 * i] = (uint16_t)(16 + i), hi[2 * i + 1] = (uint16_t)(48 + i);
+        __m512i il = _mm512_loadu_si512(lo), ih = _mm512_loadu_si512(hi);
+        for (; kp < full; kp++) {
+            const uint16_t *r0 = b.p + (size_t)(k0 + 2 * kp) * b.rs + j;
+            __m512i x = _mm512_loadu_si512(r0), y = _mm512_loadu_si512(r0 + b.rs);
+            _mm512_storeu_si512(dst + (size_t)kp * 64, _mm512_permutex2var_epi16(x, il, y));
+            _mm512_storeu_si512(dst + (size_t)kp * 64 + 32, _mm512_permutex2var_epi16(x, ih, y));
+        }
+    } else if (b.rs == 1 && full) { /* columns contiguous: a pair is one 32-bit word */
+        for (int jj = 0; jj < DP_NR; jj++) {
+            const uint16_t *col = b.p + (size_t)(j + jj) * b.cs + k0;
+            for (int q = 0; q < full; q++) {
+                uint32_t v;
+                memcpy(&v, col + 2 * q, sizeof v);
+                memcpy(dst + ((size_t)q * DP_NR + jj) * 2, &v, sizeof v);
+            }
+        }
+        kp = full;
+    }
+    for (; kp < kc2; kp++)
+        for (int jj = 0; jj < DP_NR; jj++)
+            for (int e = 0; e < 2; e++) {
+                int k = 2 * kp + e;
+                dst[(kp * DP_NR + jj) * 2 + e] = jj < w && k < kc ? bm_at(b, k0 + k, j + jj) : 0;
+            }
+}
+
+/* Rows i .. i + h of op(a)(.., k0 .. k0 + kc) into one group of 8: dst[kp * 8 + q] = the pair
+ * (op(a)(i + q, k0 + 2 kp), op(a)(i + q, k0 + 2 kp + 1)), low half first; a row past h repeats
+ * the last (its outputs are not kept), a k past kc is 0. */
+BM_TARGET_BF16 static void dp_pack_a(uint32_t *dst, bm_view a, int k0, int kc, int i, int h) {
+    int kc2 = (kc + 1) / 2, full = kc / 2, k8 = 0;
+    if (a.cs == 1) { /* rows contiguous: 8 rows x 8 pairs at a time, transposed in registers */
+        const uint16_t *row[DP_MR];
+        for (int q = 0; q < DP_MR; q++)
+            row[q] = a.p + (size_t)(i + (q < h ? q : h - 1)) * a.rs + k0;
+        for (; k8 + 8 <= full; k8 += 8) {
+            __m256 t[DP_MR];
+            for (int q = 0; q < DP_MR; q++)
+                t[q] = _mm256_loadu_ps((const float *)(row[q] + 2 * k8));
+            vkc_transpose8(t);
+            for (int kk = 0; kk < 8; kk++)
+                _mm256_storeu_ps((float *)(dst + (size_t)(k8 + kk) * DP_MR), t[kk]);
+        }
+    }
+    for (int q = 0; q < DP_MR; q++) {
+        int r = i + (q < h ? q : h - 1);
+        int kp = k8;
+        if (a.cs == 1) {
+            const uint16_t *row = a.p + (size_t)r * a.rs + k0;
+            for (; kp < full; kp++) memcpy(&dst[kp * DP_MR + q], row + 2 * kp, sizeof *dst);
+        }
+        for (; kp < kc2; kp++) {
+            uint32_t lo = bm_at(a, r, k0 + 2 * kp);
+            uint32_t hi = 2 * kp + 1 < kc ? bm_at(a, r, k0 + 2 * kp + 1) : 0;
+            dst[kp * DP_MR + q] = lo | hi << 16;
+        }
+    }
+}
+
+/* One tile with vdpbf16ps (the packing in this file's comment). */
+BM_TARGET_BF16 static void dp_tile(const bm_mm *mm, float *out, bm_view a, bm_view b, int i0,
+                                   int mb, int j0, int nb) {
+    const int K = mm->K;
+    _Alignas(64) float acc[BM_MB * BM_NB];
+    _Alignas(64) uint16_t bp[BM_KC * BM_NB];
+    _Alignas(64) uint32_t ap[BM_MB * BM_KC / 2];
+    int mbp = (mb + DP_MR - 1) / DP_MR * DP_MR, nbp = (nb + DP_NR - 1) / DP_NR * DP_NR;
+    for (int r = 0; r < mbp; r++) memset(acc + r * BM_NB, 0, (size_t)nbp * sizeof(float));
+    for (int k0 = 0; k0 < K; k0 += BM_KC) {
+        int kc = K - k0 < BM_KC ? K - k0 : BM_KC, kc2 = (kc + 1) / 2;
+        for (int p = 0; p < nb; p += DP_NR) dp_pack_b(bp + (size_t)p * kc2 * 2, b, k0, kc, j0 + p,
+                                                      nb - p < DP_NR ? nb - p : DP_NR);
+        for (int g = 0; g < mbp; g += DP_MR) dp_pack_a(ap + (size_t)g * kc2, a, k0, kc, i0 + g,
+                                                       mb - g < DP_MR ? mb - g : DP_MR);
+        for (int p = 0; p < nb; p += DP_NR)
+            for (int g = 0; g < mb; g += DP_MR)
+                dp_kernel(acc + g * BM_NB + p, ap + (size_t)g * kc2, bp + (size_t)p * kc2 * 2,
+                          kc2);
+    }
+    bm_epilogue(mm, out, acc, i0, mb, j0, nb);
+}
+#endif
+
+/* From cpuid as vkc_cpu_isa (matmul_fast.c) asks it (__builtin_cpu_supports checks that the OS
+ * saves the vector state), here again so that this file needs no other (the bench and the test
+ * compile it in). */
+bool vkc_bf16_path_supported(vkc_bf16_path path) {
+#ifdef VKC_X86
+    __builtin_cpu_init();
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    bool avx512 = __builtin_cpu_supports("avx512f");
+    switch (path) {
+    case VKC_BF16_REFERENCE: return true;
+    case VKC_BF16_WIDEN_AVX2: return avx2;
+    case VKC_BF16_WIDEN_AVX512: return avx512;
+    case VKC_BF16_DPBF16:
+        return avx512 && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512bf16");
+    default: return false;
+    }
+#else
+    return path == VKC_BF16_REFERENCE;
+#endif
+}
+
+vkc_bf16_path vkc_bf16_best_path(void) {
+    static const vkc_bf16_path order[] = {VKC_BF16_DPBF16, VKC_BF16_WIDEN_AVX512,
+                                          VKC_BF16_WIDEN_AVX2};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+        if (vkc_bf16_path_supported(order[i])) return order[i];
+    return VKC_BF16_REFERENCE;
+}
+
+const char *vkc_bf16_path_name(vkc_bf16_path path) {
+    switch (path) {
+    case VKC_BF16_WIDEN_AVX2: return "widen-avx2";
+    case VKC_BF16_WIDEN_AVX512: return "widen-avx512";
+    case VKC_BF16_DPBF16: return "vdpbf16ps";
+    default: return "reference";
+    }
+}
+
+void vkc_matmul_bf16(float *out, const uint16_t *a, const uint16_t *b, const float *bias, int M,
+                     int N, int K, int batch, bool trans_a, bool trans_b, size_t stride_a,
+                     size_t stride_b, size_t stride_out, float alpha, bool accumulate,
+                     vkc_bf16_path path, int nt) {
+    bm_mm mm = {out, a, b, bias, M, N, K, batch, trans_a, trans_b,
+                stride_a, stride_b, stride_out, alpha, accumulate};
+    bm_tile_fn tile = ref_tile;
+    if (K > 0 && vkc_bf16_path_supported(path)) {
+#ifdef VKC_X86
+        if (path == VKC_BF16_DPBF16) tile = dp_tile;
+        else if (path == VKC_BF16_WIDEN_AVX512) tile = bw_tile_avx512;
+        else if (path == VKC_BF16_WIDEN_AVX2) tile = bw_tile_avx2;
+#endif
+    }
+    size_t sa = stride_a ? stride_a : (size_t)M * K;
+    size_t sb = stride_b ? stride_b : (size_t)K * N;
+    size_t so = stride_out ? stride_out : (size_t)M * N;
+    long tiles_m = (M + BM_MB - 1) / BM_MB, tiles_n = (N + BM_NB - 1) / BM_NB;
+    long tiles = (long)batch * tiles_m * tiles_n;
+    double work = (double)batch * M * N * K;
+    (void)work; /* unused without OpenMP */
+    VKA_OMP_FOR_DYNAMIC(nt, work > VKA_OMP_MIN_WORK)
+    for (long t = 0; t < tiles; t++) {
+        long bi = t / (tiles_m * tiles_n), rest = t % (tiles_m * tiles_n);
+        int i0 = (int)(rest / tiles_n) * BM_MB, j0 = (int)(rest % tiles_n) * BM_NB;
+        bm_view av = {a + (size_t)bi * sa, trans_a ? 1 : (size_t)K, trans_a ? (size_t)M : 1};
+        bm_view bv = {b + (size_t)bi * sb, trans_b ? 1 : (size_t)N, trans_b ? (size_t)K : 1};
+        int mb = M - i0 < BM_MB ? M - i0 : BM_MB, nb = N - j0 < BM_NB ? N - j0 : BM_NB;
+        tile(&mm, out + (size_t)bi * so, av, bv, i0, mb, j0, nb);
+    }
+}

@@ -1,0 +1,66 @@
+/* The CPU backend's bf16 matrix product (matmul_bf16.c): a and b in bf16 (the top 16 bits of an
+ * IEEE fp32, stored as uint16_t), out in fp32, accumulated in fp32. Internal for now: no tensor
+ * carries a data type yet (issue 19); tests/test_matmul_bf16.c and `vkattn bench` reach it
+ * directly. */
+#ifndef VKA_CPU_MATMUL_BF16_H
+#define VKA_CPU_MATMUL_BF16_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* How the products are computed; every path sums each output over k in a fixed order that
+ * depends on neither the tile sizes nor the thread count (deterministic):
+ *  - REFERENCE: scalar, c = 0, then c = c + fp32(a(i,k)) * fp32(b(k,j)) for k = 0 .. K-1, each
+ *    operation rounded to fp32 (a product of two bf16 is exact in fp32 unless it underflows).
+ *  - WIDEN_AVX2 / WIDEN_AVX512: bf16 widened to fp32 (shift left 16, exact), then the fast
+ *    fp32 micro-kernel (mm_simd.h): c = fma(a, b, c) for k = 0 .. K-1 in order. As the product
+ *    is exact, this is the reference's result bit for bit (outside underflow).
+ *  - DPBF16: AVX512-BF16 vdpbf16ps, k taken in pairs: for each pair (k, k + 1), k even,
+ *    c = c + a(i,k+1) b(k+1,j), then c = c + a(i,k) b(k,j), each accumulation rounded (the
+ *    Intel SDM's pseudo-code and its words: "round to nearest even is used when doing each
+ *    accumulation", MXCSR not consulted; products exact); input denormals read as 0 and output
+ *    denormals flushed to 0, so beyond the reference's gamma_K sum |a b| the error may grow by
+ *    2^-126 per accumulation and per denormal input times its partner; an odd K's last pair
+ *    has a zero partner (an exact + 0). test_bf16_summation_order checks this order bit for
+ *    bit on the CPU it runs on (Zen 5: it holds).
+ * Then the fp32 matmul's epilogue: alpha * c, + bias (fp32), + out if accumulate. */
+typedef enum vkc_bf16_path {
+    VKC_BF16_REFERENCE,
+    VKC_BF16_WIDEN_AVX2,
+    VKC_BF16_WIDEN_AVX512,
+    VKC_BF16_DPBF16,
+} vkc_bf16_path;
+
+/* Whether this CPU (and its OS) runs path, from cpuid. */
+bool vkc_bf16_path_supported(vkc_bf16_path path);
+/* The fastest supported path: DPBF16 where the CPU has AVX512_BF16, else the widening one of
+ * the widest ISA, else the reference. */
+vkc_bf16_path vkc_bf16_best_path(void);
+const char *vkc_bf16_path_name(vkc_bf16_path path);
+
+/* out[b] (M,N) = alpha * op(a[b]) . op(b[b]) (+ bias (N)) (+ out[b] if accumulate), the
+ * arguments as vkc_matmul_forward's (cpu_ops.h) with a and b in bf16; path must be supported
+ * (an unsupported one runs the reference). */
+void vkc_matmul_bf16(float *out, const uint16_t *a, const uint16_t *b, const float *bias, int M,
+                     int N, int K, int batch, bool trans_a, bool trans_b, size_t stride_a,
+                     size_t stride_b, size_t stride_out, float alpha, bool accumulate,
+                     vkc_bf16_path path, int nt);
+
+/* bf16 <-> fp32: widening is exact; narrowing rounds to nearest even, NaN stays a (quiet) NaN. */
+static inline float vkc_mm_bf16_widen(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static inline uint16_t vkc_mm_bf16_round(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+#endif
