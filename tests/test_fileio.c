@@ -7,6 +7,7 @@
 #include "test_files.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* r is a failure and ctx's message contains want. */
 static void assert_failed_with(vka_context *ctx, vka_result r, const char *want) {
@@ -42,6 +43,30 @@ static void test_fileio_write_atomic_writes_and_replaces(void **state) {
     assert_int_equal(tf_count(&d, ""), 1);
     assert_int_equal(tf_count(&d, ".tmp."), 0);
     tu_done(ctx);
+    tf_rmdir(&d);
+}
+
+/* A replaced file keeps its permissions; a temporary file someone else left under the first
+ * temporary name is neither used nor removed. */
+static void test_fileio_write_atomic_keeps_mode_and_others_temp(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    const char *path = tf_path(&d, "p.bin");
+    assert_int_equal(vka_file_write_atomic(NULL, path, "one", 3), VKA_SUCCESS);
+    assert_int_equal(chmod(path, 0600), 0);
+    char taken[4096];
+    snprintf(taken, sizeof taken, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(taken, "wb");
+    assert_non_null(f);
+    fputs("another writer's", f);
+    fclose(f);
+    assert_int_equal(vka_file_write_atomic(NULL, path, "two", 3), VKA_SUCCESS);
+    assert_file_is(path, "two", 3);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    assert_file_is(taken, "another writer's", 16);
+    remove(taken);
     tf_rmdir(&d);
 }
 
@@ -128,6 +153,7 @@ static void test_fileio_write_atomic_uses_the_context_allocator(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fileio_write_atomic_writes_and_replaces),
+        cmocka_unit_test(test_fileio_write_atomic_keeps_mode_and_others_temp),
         cmocka_unit_test(test_fileio_write_atomic_failure_keeps_the_old_file),
         cmocka_unit_test(test_fileio_write_atomic_arguments),
         cmocka_unit_test(test_fileio_write_atomic_uses_the_context_allocator),

@@ -124,16 +124,21 @@ static void selection_reason(const char *device_opt, char *out, size_t cap) {
     else snprintf(out, cap, "ranking: discrete > integrated > virtual > CPU");
 }
 
-/* The CPU backend's thread count and its device (16-bit conversions), from a CPU context (0
- * and a zero device if that cannot be made). */
-static int cpu_backend(vka_device_info *cpu) {
+/* The CPU backend's thread count and its device (16-bit conversions), from a CPU context; -1,
+ * a zero device and the library's message in err if that cannot be made (a bad VKATTN_*
+ * setting, say). */
+static int cpu_backend(vka_device_info *cpu, char *err, size_t cap) {
     vka_context_desc d = {.backend = VKA_BACKEND_CPU};
     vka_context *ctx = NULL;
     memset(cpu, 0, sizeof *cpu);
-    int n = 0;
-    if (vka_context_create(&d, &ctx) == VKA_SUCCESS) {
+    err[0] = '\0';
+    int n = -1;
+    vka_result r = vka_context_create(&d, &ctx);
+    if (r == VKA_SUCCESS) {
         n = vka_context_cpu_threads(ctx);
         if (vka_context_selected_device(ctx, cpu) != VKA_SUCCESS) memset(cpu, 0, sizeof *cpu);
+    } else {
+        snprintf(err, cap, "%s", vka_last_error(ctx));
     }
     vka_context_destroy(ctx);
     return n;
@@ -163,15 +168,19 @@ static int report(vka_context *ctx, bool json, const char *device_opt, int threa
     if (json) {
         printf("],\"selected\":%u", sel.index);
         cli_json_str(stdout, "selected_by", why);
-        printf(",\"cpu_threads\":%d", threads);
+        printf(",\"cpu_threads\":%d", threads < 0 ? 0 : threads);
         cli_json_str(stdout, "cpu_path_16bit", p16);
         printf(",\"cpu_f16c\":%s,\"cpu_avx512_bf16\":%s}\n", cpu->cpu_f16c ? "true" : "false",
                cpu->cpu_avx512_bf16 ? "true" : "false");
     } else {
         printf("\nSelected: device %u, %s (by %s)\n", sel.index, sel.name, why);
-        printf("CPU backend (--backend cpu): %d thread(s) (set by --threads or OMP_NUM_THREADS)\n",
-               threads);
-        printf("CPU backend 16-bit data: %s\n", p16);
+        if (threads < 0) {
+            printf("CPU backend (--backend cpu): cannot be made (the error is below)\n");
+        } else {
+            printf("CPU backend (--backend cpu): %d thread(s) (set by --threads or "
+                   "OMP_NUM_THREADS)\n", threads);
+            printf("CPU backend 16-bit data: %s\n", p16);
+        }
     }
     return CLI_OK;
 }
@@ -191,15 +200,23 @@ int cmd_info(int argc, char **argv) {
     rc = cli_check_backend_opts("info", &b, CLI_USES_VULKAN);
     if (rc != CLI_OK) return rc;
     vka_device_info cpu;
-    int threads = cpu_backend(&cpu);
+    char cpu_err[512];
+    int threads = cpu_backend(&cpu, cpu_err, sizeof cpu_err);
     vka_context *ctx = NULL;
     rc = cli_context("info", &b, &ctx);
     if (rc != CLI_OK) {
         if (json) printf("{\"version\":\"%s\",\"devices\":[],\"cpu_threads\":%d}\n",
-                         vka_version_string(), threads);
-        else fprintf(stderr, "vkattn info: the CPU backend runs with %d thread(s)\n", threads);
+                         vka_version_string(), threads < 0 ? 0 : threads);
+        else if (threads >= 0)
+            fprintf(stderr, "vkattn info: the CPU backend runs with %d thread(s)\n", threads);
+        if (threads < 0) fprintf(stderr, "vkattn info: the CPU backend fails too: %s\n", cpu_err);
         return rc;
     }
     rc = report(ctx, json, b.device, threads, &cpu);
-    return cli_finish("info", ctx, rc);
+    rc = cli_finish("info", ctx, rc);
+    if (threads < 0) {
+        fprintf(stderr, "vkattn info: CPU backend: %s\n", cpu_err);
+        if (rc == CLI_OK) rc = CLI_ERROR;
+    }
+    return rc;
 }

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -79,8 +80,23 @@ vka_result vkm_atomic_open(vka_context *ctx, const char *path, vkm_atomic_file *
     af->tmp = vka_malloc(ctx, cap);
     if (!af->tmp)
         return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "writing %s: out of memory", path);
-    snprintf(af->tmp, cap, "%s.tmp.%ld", path, (long)getpid());
-    af->f = fopen(af->tmp, "wb");
+    /* A name no other writer holds (O_EXCL), with the replaced file's permissions. */
+    int fd = -1;
+    for (int i = 0; i < 100 && fd < 0; i++) {
+        if (i == 0) snprintf(af->tmp, cap, "%s.tmp.%ld", path, (long)getpid());
+        else snprintf(af->tmp, cap, "%s.tmp.%ld.%d", path, (long)getpid(), i);
+        fd = open(af->tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    struct stat st;
+    if (fd >= 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode)) (void)fchmod(fd, st.st_mode & 07777);
+    af->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!af->f && fd >= 0) {
+        int e = errno;
+        close(fd);
+        remove(af->tmp);
+        errno = e;
+    }
     if (!af->f) {
         vka_result r = vka_set_error(ctx, VKA_ERROR_IO, "cannot create %s: %s", af->tmp,
                                      strerror(errno));
@@ -103,6 +119,21 @@ vka_result vkm_atomic_commit(vka_context *ctx, vkm_atomic_file *af, int err) {
         r = vka_set_error(ctx, VKA_ERROR_IO, "cannot rename %s to %s: %s", af->tmp, af->path,
                           strerror(errno));
         remove(af->tmp);
+    } else {
+        /* The rename itself survives a crash once its directory is on disk (best effort: some
+         * file systems refuse fsync on a directory). */
+        const char *slash = strrchr(af->path, '/');
+        size_t n = slash ? (size_t)(slash - af->path) : 0;
+        if (n == 0 && slash) n = 1; /* "/file" */
+        if (n < strlen(af->tmp)) {
+            memcpy(af->tmp, slash ? af->path : ".", slash ? n : 1);
+            af->tmp[slash ? n : 1] = '\0';
+            int dfd = open(af->tmp, O_RDONLY | O_DIRECTORY);
+            if (dfd >= 0) {
+                (void)fsync(dfd);
+                close(dfd);
+            }
+        }
     }
     vka_free(ctx, af->tmp);
     af->tmp = NULL;
