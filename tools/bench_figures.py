@@ -68,7 +68,8 @@ def record(args):
     run = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if run.returncode != 0:
         sys.stderr.write(run.stderr)
-        sys.exit("bench_figures: %s exited %d" % (" ".join(cmd), run.returncode))
+        sys.stderr.write("bench_figures: %s exited %d\n" % (" ".join(cmd), run.returncode))
+        return 1
     kept = {
         "machine": _machine(),
         "date": start.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -80,11 +81,14 @@ def record(args):
                 if k in env},
         "bench": json.loads(run.stdout),
     }
-    with open(args.out, "w") as f:
+    tmp = args.out + ".tmp"  # written whole, then renamed over the kept run
+    with open(tmp, "w") as f:
         json.dump(kept, f, indent=1, sort_keys=False)
         f.write("\n")
+    os.replace(tmp, args.out)
     print("bench_figures: kept %s (%s, %.0f s)" % (args.out, kept["commit"],
                                                     kept["bench"].get("seconds", 0)))
+    return 0
 
 
 # --- the figures --------------------------------------------------------------------------------
@@ -308,8 +312,9 @@ def rewrite(a):
                              "or remove it): %s\n" % (os.path.relpath(path, ROOT), line, what))
             bad += 1
         if new != text and not a.check:
-            with open(path, "w") as f:
+            with open(path + ".tmp", "w") as f:
                 f.write(new)
+            os.replace(path + ".tmp", path)
             print("bench_figures: rewrote %s" % os.path.relpath(path, ROOT))
     return 1 if bad else 0
 
@@ -322,8 +327,7 @@ def main(argv):
         p.add_argument("--vkattn", default=os.path.join(ROOT, "build", "vkattn"))
         p.add_argument("--out", default=DEFAULT_DATA)
         p.add_argument("bench_args", nargs="*")
-        record(p.parse_args(argv[1:]))
-        return 0
+        return record(p.parse_args(argv[1:]))
     p = argparse.ArgumentParser(prog="bench_figures.py")
     p.add_argument("--check", action="store_true")
     p.add_argument("--data", default=DEFAULT_DATA)

@@ -208,8 +208,8 @@ static vka_result run_bf16(bench *b, const kc_case *c, bench_row *row, uint64_t 
     for (int i = 1; i <= 2 && r == VKA_SUCCESS; i++) {
         uint64_t s = seed + (uint64_t)i * 0xD1B54A32D192ED03ull;
         for (size_t j = 0; j < n[i]; j++) {
-            h[i][j] = vkc_mm_bf16_round(init_value(&c->t[i], j, &s));
-            f[i][j] = vkc_mm_bf16_widen(h[i][j]);
+            h[i][j] = vkc_f32_to_bf16_1(init_value(&c->t[i], j, &s));
+            f[i][j] = vkc_bf16_to_f32_1(h[i][j]);
         }
     }
     for (int i = 0; i < 3 && r == VKA_SUCCESS; i++) r = vka_tensor_create(d->ctx, n[i], &k.t[i]);

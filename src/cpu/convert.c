@@ -28,8 +28,6 @@ uint16_t vkc_f32_to_bf16_1(float x) {
     return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
-float vkc_bf16_to_f32_1(uint16_t h) { return bits_f32((uint32_t)h << 16); }
-
 uint16_t vkc_f32_to_f16_1(float x) {
     uint32_t u = f32_bits(x);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);

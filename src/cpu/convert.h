@@ -31,6 +31,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 enum {
     VKC_CVT_AVX2 = 1,   /* AVX2 + FMA: the 256-bit instance */
@@ -45,7 +46,13 @@ enum {
 unsigned vkc_cvt_features(vkc_isa isa);
 
 uint16_t vkc_f32_to_bf16_1(float x);
-float vkc_bf16_to_f32_1(uint16_t h);
+/* Exact: the word is the top half of the fp32 (inline: the bf16 matmul widens with it). */
+static inline float vkc_bf16_to_f32_1(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 uint16_t vkc_f32_to_f16_1(float x);
 float vkc_f16_to_f32_1(uint16_t h);
 

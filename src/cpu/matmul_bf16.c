@@ -79,8 +79,8 @@ static void ref_tile(const bm_mm *mm, float *out, bm_view a, bm_view b, int i0, 
         for (int j = 0; j < nb; j++) {
             float c = 0.0f;
             for (int k = 0; k < mm->K; k++) {
-                float x = vkc_mm_bf16_widen(bm_at(a, i0 + r, k));
-                float y = vkc_mm_bf16_widen(bm_at(b, k, j0 + j));
+                float x = vkc_bf16_to_f32_1(bm_at(a, i0 + r, k));
+                float y = vkc_bf16_to_f32_1(bm_at(b, k, j0 + j));
                 float p = x * y;
                 c = c + p;
             }
@@ -217,8 +217,8 @@ BM_TARGET_BF16 static void dp_tile(const bm_mm *mm, float *out, bm_view a, bm_vi
 #endif
 
 /* From cpuid as vkc_cpu_isa (matmul_fast.c) asks it (__builtin_cpu_supports checks that the OS
- * saves the vector state), here again so that this file needs no other (the bench and the test
- * compile it in). */
+ * saves the vector state); AVX512-BF16 as the conversions find it (convert.c, compiled in beside
+ * this file by the bench and the test). */
 bool vkc_bf16_path_supported(vkc_bf16_path path) {
 #ifdef VKC_X86
     __builtin_cpu_init();
@@ -230,7 +230,7 @@ bool vkc_bf16_path_supported(vkc_bf16_path path) {
     case VKC_BF16_WIDEN_AVX512: return avx512;
     case VKC_BF16_DPBF16:
         return avx512 && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512bf16");
+               (vkc_cvt_features(VKC_ISA_AVX512) & VKC_CVT_BF16);
     default: return false;
     }
 #else

@@ -5,6 +5,8 @@
 #ifndef VKA_CPU_MATMUL_BF16_H
 #define VKA_CPU_MATMUL_BF16_H
 
+#include "cpu/convert.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -47,20 +49,5 @@ void vkc_matmul_bf16(float *out, const uint16_t *a, const uint16_t *b, const flo
                      int N, int K, int batch, bool trans_a, bool trans_b, size_t stride_a,
                      size_t stride_b, size_t stride_out, float alpha, bool accumulate,
                      vkc_bf16_path path, int nt);
-
-/* bf16 <-> fp32: widening is exact; narrowing rounds to nearest even, NaN stays a (quiet) NaN. */
-static inline float vkc_mm_bf16_widen(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-static inline uint16_t vkc_mm_bf16_round(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040u);
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
 
 #endif

@@ -23,23 +23,23 @@ VS_TARGET static void VS_NAME(bw_tile)(const bm_mm *mm, float *out, bm_view a, b
             if (b.cs == 1 && nb - p >= NR) { /* rows of op(b) contiguous: NR a k, widened */
                 for (int k = 0; k < kc; k++) {
                     const uint16_t *src = b.p + (size_t)(k0 + k) * b.rs + j0 + p;
-                    for (int jj = 0; jj < NR; jj++) dst[k * NR + jj] = vkc_mm_bf16_widen(src[jj]);
+                    for (int jj = 0; jj < NR; jj++) dst[k * NR + jj] = vkc_bf16_to_f32_1(src[jj]);
                 }
                 continue;
             }
             for (int k = 0; k < kc; k++)
                 for (int jj = 0; jj < NR; jj++)
-                    dst[k * NR + jj] = p + jj < nb ? vkc_mm_bf16_widen(bm_at(b, k0 + k, j0 + p + jj))
+                    dst[k * NR + jj] = p + jj < nb ? vkc_bf16_to_f32_1(bm_at(b, k0 + k, j0 + p + jj))
                                                    : 0.0f;
         }
         for (int r = 0; r < mb; r++) {
             if (a.cs == 1) { /* rows of op(a) contiguous */
                 const uint16_t *src = a.p + (size_t)(i0 + r) * a.rs + k0;
-                for (int k = 0; k < kc; k++) ab[r * BM_KC + k] = vkc_mm_bf16_widen(src[k]);
+                for (int k = 0; k < kc; k++) ab[r * BM_KC + k] = vkc_bf16_to_f32_1(src[k]);
                 continue;
             }
             for (int k = 0; k < kc; k++)
-                ab[r * BM_KC + k] = vkc_mm_bf16_widen(bm_at(a, i0 + r, k0 + k));
+                ab[r * BM_KC + k] = vkc_bf16_to_f32_1(bm_at(a, i0 + r, k0 + k));
         }
         for (int p = 0; p < nb; p += NR)
             for (int r = 0; r < mb; r += BW_MR) {
