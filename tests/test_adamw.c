@@ -217,7 +217,7 @@ static void test_adamw_vulkan_kernel_variants_agree(void **state) {
     free(grad);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adamw_known_values),
         cmocka_unit_test(test_adamw_matches_reference),
@@ -227,5 +227,5 @@ int main(void) {
         TU_VULKAN_TEST_ENTRIES(test_adamw_vulkan_matches_reference),
         cmocka_unit_test(test_adamw_vulkan_kernel_variants_agree),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    TU_RETURN_QUICK(argc, argv, tests, NULL, NULL);
 }

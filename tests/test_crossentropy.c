@@ -199,7 +199,7 @@ TU_VULKAN_TESTS(test_crossentropy_vulkan_matches_cpu, vulkan_cases)
 TU_VULKAN_TESTS(test_crossentropy_vulkan_uniform_logits, uniform_case)
 TU_VULKAN_TESTS(test_crossentropy_vulkan_rejects_target_out_of_range, bad_target_case)
 
-int main(void) {
+int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crossentropy_forward_backward_finite_difference),
         cmocka_unit_test(test_crossentropy_uniform_logits),
@@ -208,5 +208,5 @@ int main(void) {
         TU_VULKAN_TEST_ENTRIES(test_crossentropy_vulkan_uniform_logits),
         TU_VULKAN_TEST_ENTRIES(test_crossentropy_vulkan_rejects_target_out_of_range),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    TU_RETURN_QUICK(argc, argv, tests, NULL, NULL);
 }

@@ -138,7 +138,7 @@ static void vulkan_cases(vka_context *ctx) {
 }
 TU_VULKAN_TESTS(test_elementwise_vulkan_matches_definition, vulkan_cases)
 
-int main(void) {
+int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_elementwise_matches_definition),
         cmocka_unit_test(test_elementwise_huge_dispatch_reaches_last_element),
@@ -148,5 +148,5 @@ int main(void) {
         cmocka_unit_test(test_elementwise_gpu_dependent_steps_in_one_graph),
         TU_VULKAN_TEST_ENTRIES(test_elementwise_vulkan_matches_definition),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    TU_RETURN_QUICK(argc, argv, tests, NULL, NULL);
 }

@@ -239,7 +239,7 @@ static void test_gelu_vulkan_kernel_variants_agree(void **state) {
     }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gelu_matches_reference_and_finite_difference),
         cmocka_unit_test(test_gelu_cpu_fast_matches_reference),
@@ -250,5 +250,5 @@ int main(void) {
         TU_VULKAN_TEST_ENTRIES(test_gelu_vulkan_matches_cpu),
         cmocka_unit_test(test_gelu_vulkan_kernel_variants_agree),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    TU_RETURN_QUICK(argc, argv, tests, NULL, NULL);
 }

@@ -310,7 +310,7 @@ TU_VULKAN_TESTS(test_layernorm_backward_vulkan_matches_cpu, vulkan_backward_case
 TU_VULKAN_TESTS(test_layernorm_vulkan_known_values, known_value_cases)
 TU_VULKAN_TESTS(test_layernorm_vulkan_equal_rows_deterministic, equal_rows_cases)
 
-int main(void) {
+int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layernorm_forward_matches_reference),
         cmocka_unit_test(test_layernorm_backward_finite_difference),
@@ -321,5 +321,5 @@ int main(void) {
         TU_VULKAN_TEST_ENTRIES(test_layernorm_vulkan_known_values),
         TU_VULKAN_TEST_ENTRIES(test_layernorm_vulkan_equal_rows_deterministic),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    TU_RETURN_QUICK(argc, argv, tests, NULL, NULL);
 }

@@ -182,11 +182,13 @@ static void test_matmul_bias_alpha_accumulate(void **state) {
     tu_done(ctx);
 }
 
+/* Shapes whose pipelines the quick group builds anyway (6 x 10 x 1 and 131 x 77 x 261 of
+ * transpose_cases_of: the same tiles and vec4 access), with batches packed and padded. */
 static void batch_cases(vka_context *ctx) {
-    matmul_case(ctx, (mm_case){.M = 7, .N = 5, .K = 6, .batch = 4}, 70); /* packed */
-    matmul_case(ctx, (mm_case){.M = 7, .N = 5, .K = 6, .batch = 3, .pad_a = 3, .pad_b = 5,
+    matmul_case(ctx, (mm_case){.M = 7, .N = 10, .K = 6, .batch = 4}, 70); /* packed */
+    matmul_case(ctx, (mm_case){.M = 20, .N = 35, .K = 9, .batch = 3, .pad_a = 3, .pad_b = 5,
                                .pad_out = 11, .ta = true}, 71);
-    matmul_case(ctx, (mm_case){.M = 33, .N = 17, .K = 65, .batch = 3, .pad_a = 1, .pad_b = 2,
+    matmul_case(ctx, (mm_case){.M = 33, .N = 37, .K = 65, .batch = 3, .pad_a = 1, .pad_b = 2,
                                .pad_out = 3, .tb = true, .bias = true, .accumulate = true},
                 72);
 }
@@ -432,9 +434,10 @@ static void test_matmul_vulkan_folded_grid(void **state) {
     tu_done(ctx);
 }
 
-/* The same op twice gives the same bits (fixed summation order). */
+/* The same op twice gives the same bits (fixed summation order); a tile and vec4 access the
+ * quick group builds anyway (131 x 77 x 261, A transposed). */
 static void deterministic_case(vka_context *ctx) {
-    mm_case c = {.M = 100, .N = 90, .K = 300, .batch = 2, .ta = true, .bias = true};
+    mm_case c = {.M = 100, .N = 90, .K = 300, .batch = 2, .ta = true, .bias = true, .pad_a = 1};
     mm_data d = mm_make(&c, 160);
     float *x = mm_run(ctx, &c, &d), *y = mm_run(ctx, &c, &d);
     assert_memory_equal(x, y, d.n_out * sizeof(float));
@@ -446,9 +449,10 @@ static void deterministic_case(vka_context *ctx) {
 /* The CPU-type variants' texel loads (vka_context_vulkan_kernels "cpu (texel loads)") read the
  * same floats as the storage-buffer path and sum them in the same order: bit-identical outputs,
  * on shapes taking every vec4 path (both transposes, bias, accumulate, batches) and ones that
- * fall back to scalar reads (odd sizes, a batch stride that is not a multiple of 4). */
-static void test_matmul_vulkan_texel_loads_equal_storage(void **state) {
-    (void)state;
+ * fall back to scalar reads (odd sizes, a batch stride that is not a multiple of 4). part: 0 the
+ * quick group's two (a vec4 path with a batch and a scalar fallback: each vec4 shape is two
+ * pipelines of its own, seconds each to build on lavapipe), 1 the others. */
+static void texel_loads_equal_storage(int part) {
     vka_context *cpu = tu_cpu();
     assert_null(vka_context_vulkan_kernels(cpu));
     vka_context_destroy(cpu);
@@ -466,17 +470,21 @@ static void test_matmul_vulkan_texel_loads_equal_storage(void **state) {
     assert_string_equal(vka_context_vulkan_kernels(texel), "cpu (texel loads)");
     assert_string_equal(vka_context_vulkan_kernels(storage), "cpu");
     assert_string_equal(vka_context_vulkan_kernels(gpu), "gpu");
-    const mm_case cases[] = {
-        {.M = 100, .N = 92, .K = 300, .batch = 2, .ta = true, .bias = true},
-        {.M = 37, .N = 64, .K = 128, .tb = true, .bias = true, .alpha = 0.5f},
-        {.M = 64, .N = 48, .K = 36, .ta = true, .tb = true, .accumulate = true},
-        {.M = 1, .N = 260, .K = 768, .tb = true},
-        {.M = 33, .N = 31, .K = 29},
-        {.M = 20, .N = 24, .K = 40, .batch = 3, .tb = true, .pad_a = 1, .pad_b = 4},
+    const struct {
+        mm_case c;
+        int part;
+    } cases[] = {
+        {{.M = 100, .N = 92, .K = 300, .batch = 2, .ta = true, .bias = true}, 0},
+        {{.M = 37, .N = 64, .K = 128, .tb = true, .bias = true, .alpha = 0.5f}, 1},
+        {{.M = 64, .N = 48, .K = 36, .ta = true, .tb = true, .accumulate = true}, 1},
+        {{.M = 1, .N = 260, .K = 768, .tb = true}, 1},
+        {{.M = 33, .N = 31, .K = 29}, 0},
+        {{.M = 20, .N = 24, .K = 40, .batch = 3, .tb = true, .pad_a = 1, .pad_b = 4}, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        mm_data d = mm_make(&cases[i], 300 + i);
-        float *x = mm_run(texel, &cases[i], &d), *y = mm_run(storage, &cases[i], &d);
+        if (cases[i].part != part) continue;
+        mm_data d = mm_make(&cases[i].c, 300 + i);
+        float *x = mm_run(texel, &cases[i].c, &d), *y = mm_run(storage, &cases[i].c, &d);
         assert_memory_equal(x, y, d.n_out * sizeof(float));
         free(x);
         free(y);
@@ -485,6 +493,16 @@ static void test_matmul_vulkan_texel_loads_equal_storage(void **state) {
     tu_done(texel);
     tu_done(storage);
     tu_done(gpu);
+}
+
+static void test_matmul_vulkan_texel_loads_equal_storage(void **state) {
+    (void)state;
+    texel_loads_equal_storage(0);
+}
+
+static void test_matmul_vulkan_texel_loads_equal_storage_more(void **state) {
+    (void)state;
+    texel_loads_equal_storage(1);
 }
 
 TU_VULKAN_TESTS(test_matmul_vulkan_transposes_and_awkward_shapes, transpose_quick_cases)
@@ -515,13 +533,14 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_matmul_vulkan_texel_loads_equal_storage),
     };
     /* The sweeps on Vulkan (the small awkward shapes transposed, the model's products, K = 5000
-     * and the vec4 edges in every transpose, the big tiles in every transpose): most of the
-     * program's time on lavapipe, minutes with a lowered binding limit (test_matmul_split). */
+     * and the vec4 edges in every transpose, the big tiles in every transpose, texel loads
+     * against storage on four more shapes): most of the program's time on lavapipe, minutes with a lowered binding limit (test_matmul_split). */
     const struct CMUnitTest exhaustive[] = {
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_transposed_awkward_shapes),
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_gpt_shapes),
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_long_k_and_vec4_edges),
         TU_VULKAN_TEST_ENTRIES(test_matmul_vulkan_big_tiles),
+        cmocka_unit_test(test_matmul_vulkan_texel_loads_equal_storage_more),
     };
     TU_RETURN_GROUPS(argc, argv, quick, exhaustive, NULL, NULL);
 }

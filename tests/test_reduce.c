@@ -328,7 +328,7 @@ TU_VULKAN_TESTS(test_reduce_vulkan_mean, vulkan_mean_cases)
 TU_VULKAN_TESTS(test_reduce_vulkan_grad_norm_and_clip_scale, vulkan_grad_norm_cases)
 TU_VULKAN_TESTS(test_reduce_vulkan_bias_backward, vulkan_bias_cases)
 
-int main(void) {
+int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reduce_mean),
         cmocka_unit_test(test_reduce_grad_norm_and_clip_scale),
@@ -339,5 +339,5 @@ int main(void) {
         TU_VULKAN_TEST_ENTRIES(test_reduce_vulkan_grad_norm_and_clip_scale),
         TU_VULKAN_TEST_ENTRIES(test_reduce_vulkan_bias_backward),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    TU_RETURN_QUICK(argc, argv, tests, NULL, NULL);
 }

@@ -324,7 +324,7 @@ TU_VULKAN_TESTS(test_softmax_vulkan_rows_shorter_than_workgroup, short_row_cases
 TU_VULKAN_TESTS(test_softmax_vulkan_rows_longer_than_workgroup, long_row_cases)
 TU_VULKAN_TESTS(test_softmax_vulkan_deterministic, deterministic_cases)
 
-int main(void) {
+int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_softmax_forward_matches_reference),
         cmocka_unit_test(test_softmax_backward_finite_difference),
@@ -338,5 +338,5 @@ int main(void) {
         TU_VULKAN_TEST_ENTRIES(test_softmax_vulkan_rows_longer_than_workgroup),
         TU_VULKAN_TEST_ENTRIES(test_softmax_vulkan_deterministic),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    TU_RETURN_QUICK(argc, argv, tests, NULL, NULL);
 }

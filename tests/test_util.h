@@ -15,20 +15,6 @@
 
 #include "vkattn.h"
 
-/* The body of main() for a program split into a quick and an exhaustive group (VKA_SPLIT_PROGRAMS
- * in tests/CMakeLists.txt): argv[1] "quick" runs the quick group, "exhaustive" the exhaustive
- * one, none both; both get the same group setup and teardown. Returns the number of failures. */
-#define TU_RETURN_GROUPS(argc, argv, quick, exhaustive, setup, teardown)                       \
-    do {                                                                                        \
-        const char *tu_group_ = (argc) > 1 ? (argv)[1] : "";                                    \
-        int tu_failed_ = 0;                                                                     \
-        if (strcmp(tu_group_, "exhaustive") != 0)                                               \
-            tu_failed_ += cmocka_run_group_tests_name("quick", quick, setup, teardown);        \
-        if (strcmp(tu_group_, "quick") != 0)                                                    \
-            tu_failed_ += cmocka_run_group_tests_name("exhaustive", exhaustive, setup, teardown); \
-        return tu_failed_;                                                                      \
-    } while (0)
-
 static inline void tu_log(void *user, vka_log_level level, const char *msg) {
     (void)user;
     if (level <= VKA_LOG_WARN) fprintf(stderr, "vkattn: %s\n", msg);
@@ -69,6 +55,62 @@ static inline vka_context *tu_gpu_kernels(vka_kernels kernels) {
 
 /* tu_gpu_kernels() with the variants the device type calls for. */
 static inline vka_context *tu_gpu(void) { return tu_gpu_kernels(VKA_KERNELS_AUTO); }
+
+/* The Vulkan kernel variant (VKA_KERNELS_GPU or VKA_KERNELS_CPU) this machine's device does not
+ * run by default (vka_context_vulkan_kernels of a context with VKA_KERNELS_AUTO), or
+ * VKA_KERNELS_AUTO when there is no Vulkan device. */
+static inline vka_kernels tu_other_kernels(void) {
+    vka_context_desc d = {.backend = VKA_BACKEND_VULKAN, .validation = -1, .log = tu_log};
+    vka_context *ctx = NULL;
+    vka_kernels other = VKA_KERNELS_AUTO;
+    if (vka_context_create(&d, &ctx) == VKA_SUCCESS) {
+        const char *k = vka_context_vulkan_kernels(ctx);
+        other = k && strncmp(k, "gpu", 3) == 0 ? VKA_KERNELS_CPU : VKA_KERNELS_GPU;
+    }
+    vka_context_destroy(ctx);
+    return other;
+}
+
+/* The body of main() for a program split into a quick and an exhaustive group (VKA_SPLIT_PROGRAMS
+ * in tests/CMakeLists.txt), chosen by argv[1]:
+ *   "quick"       the quick group, less its Vulkan tests with the kernel variant the device
+ *                 does not run by default (TU_VULKAN_TESTS' name_gpu_kernels on lavapipe,
+ *                 name_cpu_kernels on a GPU: on lavapipe each GPU-variant pipeline takes
+ *                 seconds to build, and the quick set is meant to take minutes);
+ *   "exhaustive"  those left-out tests of the quick group, then the exhaustive group;
+ *   none          both groups whole.
+ * Both groups get the same setup and teardown. Returns the number of failures. */
+#define TU_RETURN_GROUPS(argc, argv, quick, exhaustive, setup, teardown)                       \
+    TU_RETURN_SPLIT_(argc, argv, quick, setup, teardown,                                        \
+                     cmocka_run_group_tests_name("exhaustive", exhaustive, setup, teardown))
+/* TU_RETURN_GROUPS for a program whose exhaustive group is only the quick group's other kernel
+ * variant. */
+#define TU_RETURN_QUICK(argc, argv, quick, setup, teardown)                                     \
+    TU_RETURN_SPLIT_(argc, argv, quick, setup, teardown, 0)
+#define TU_RETURN_SPLIT_(argc, argv, quick, setup, teardown, run_exhaustive)                    \
+    do {                                                                                        \
+        const char *tu_group_ = (argc) > 1 ? (argv)[1] : "";                                    \
+        vka_kernels tu_other_ = *tu_group_ ? tu_other_kernels() : VKA_KERNELS_AUTO;            \
+        const char *tu_other_tests_ = tu_other_ == VKA_KERNELS_GPU   ? "*_gpu_kernels"          \
+                                      : tu_other_ == VKA_KERNELS_CPU ? "*_cpu_kernels"          \
+                                                                     : NULL;                    \
+        int tu_failed_ = 0;                                                                     \
+        if (strcmp(tu_group_, "exhaustive") != 0) {                                             \
+            if (tu_other_tests_) cmocka_set_skip_filter(tu_other_tests_);                       \
+            tu_failed_ += cmocka_run_group_tests_name("quick", quick, setup, teardown);        \
+            cmocka_set_skip_filter(NULL);                                                       \
+        }                                                                                       \
+        if (strcmp(tu_group_, "quick") != 0) {                                                  \
+            if (tu_other_tests_) {                                                              \
+                cmocka_set_test_filter(tu_other_tests_);                                        \
+                tu_failed_ += cmocka_run_group_tests_name("quick, other kernel variant", quick, \
+                                                          setup, teardown);                     \
+                cmocka_set_test_filter(NULL);                                                   \
+            }                                                                                   \
+            tu_failed_ += (run_exhaustive);                                                     \
+        }                                                                                       \
+        return tu_failed_;                                                                      \
+    } while (0)
 
 #ifdef VKA_SHARED_DATA_DIR
 /* The path of name in the shared data folder (VKA_SHARED_DATA_DIR, e.g. "tinyshakespeare.txt";

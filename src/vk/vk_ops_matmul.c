@@ -68,6 +68,21 @@ static mm_tile cpu_tile(const vkb_matmul *mm) {
     return t;
 }
 
+/* A 16-column tile whose B columns are read one float at a time (B not vec4) becomes 12 columns,
+ * and then 16 rows of A read one float at a time 12 rows: llvmpipe compiles each scalar load into
+ * a loop over the lanes, and 16 x 16 tiles of them took 17-20 s to build per pipeline (16 x 12:
+ * 10 s, 12 x 12: 7 s) for no speed: single-thread GFLOP/s at 515 x 513 x 511 (best of 5 runs,
+ * interleaved), both scalar 12 x 12 4.1-4.4 against 16 x 16 3.7-4.0; A vec4 and B scalar 16 x 12
+ * 8.2 against 6.2. With B vec4 the 16 x 16 tile stays (A scalar: 8.3 against 12 x 12's 6.9).
+ * Multiples of 4, so the vec4 flags chosen for the 16 x 16 tile hold. */
+static mm_tile cpu_tile_for_loads(mm_tile t, uint32_t vec) {
+    if (!(vec & VEC_B) && t.tn == 16) {
+        t.tn = 12;
+        if (!(vec & VEC_A) && t.tm == 16) t.tm = 12;
+    }
+    return t;
+}
+
 /* Which operands the CPU variant may read (and out it may write) as vec4: the contiguous
  * dimension it reads 4 at a time, the offsets (of call's views: out, A, B, bias), leading
  * dimensions and batch strides must be multiples of 4. mm holds the block's sizes. */
@@ -170,7 +185,12 @@ static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, siz
                      VKV_PC(&pc),
                      .groups = tile_count(t, &sub),
                      .label = "matmul"};
-    uint32_t vec = dev->is_cpu ? cpu_vec_flags(vb, &call, &sub, t, &pc) : 0;
+    uint32_t vec = 0;
+    if (dev->is_cpu) {
+        vec = cpu_vec_flags(vb, &call, &sub, t, &pc);
+        t = cpu_tile_for_loads(t, vec);
+        call.groups = tile_count(t, &sub);
+    }
     /* CPU-type devices with texel_operands read the vec4 operands through texel views
      * (matmul.comp's texel build; an application's buffers without texel usage through
      * storage). */
