@@ -382,8 +382,11 @@ vka_result vka_context_selected_device(const vka_context *ctx, vka_device_info *
  * Tensors, graphs and ops: the kernels themselves, for tests, benchmarks and applications that
  * use vkattn as a compute backend.
  *
- * A vka_tensor is n 4-byte elements (float32, or int32 token ids) on the context's device,
- * zero-filled when created. Ops are recorded into a graph between vka_graph_begin() and
+ * A vka_tensor is n elements on the context's device, zero-filled when created: 4-byte ones
+ * (float32, or int32 token ids; vka_tensor_create) or 16-bit ones (bf16, fp16;
+ * vka_tensor_create_desc). Of the ops only vka_matmul reads 16-bit tensors so far (bf16 a and
+ * b, CPU backend); the others fail with VKA_ERROR_INVALID_ARGUMENT naming the op and the
+ * tensor. Ops are recorded into a graph between vka_graph_begin() and
  * vka_graph_end(); nothing runs until vka_graph_run(), which submits the whole graph once and
  * waits once (Vulkan: one command buffer with the barriers it needs). A graph can be run any
  * number of times; write new inputs with vka_tensor_write() between runs. An op called outside
@@ -403,14 +406,59 @@ typedef struct vka_graph vka_graph;
  * split their work). Errors: VKA_ERROR_DEVICE_LIMIT (n*4 bytes beyond the device's largest
  * allocation, maxMemoryAllocationSize, or its memory: the message gives both), out of memory. */
 vka_result vka_tensor_create(vka_context *ctx, size_t n, vka_tensor **out);
+/** A tensor's element type. 0 is float32, so zero-filled descs keep today's tensors. bf16 is
+ * the top half of a float32 (1 sign, 8 exponent, 7 mantissa bits; Kalamkar et al. 2019, "A
+ * Study of BFLOAT16 for Deep Learning Training"), fp16 IEEE 754 binary16 (1, 5, 10). */
+typedef enum vka_dtype {
+    VKA_F32 = 0,
+    VKA_BF16 = 1,
+    VKA_F16 = 2,
+} vka_dtype;
+
+/** "f32", "bf16", "f16", or "unknown" for a value outside the enum. */
+const char *vka_dtype_string(vka_dtype dtype);
+/** Bytes per element: 4, 2, 2; 0 for a value outside the enum. */
+size_t vka_dtype_size(vka_dtype dtype);
+
+/** What vka_tensor_create_desc makes: n elements of dtype. */
+typedef struct vka_tensor_desc {
+    size_t n;        /* elements (> 0) */
+    vka_dtype dtype; /* 0 = VKA_F32 */
+} vka_tensor_desc;
+
+/** A zero-filled tensor of desc->n elements of desc->dtype: vka_tensor_create's for VKA_F32.
+ * 16-bit tensors take 2 bytes an element (a pair a 32-bit word, element 2i in its low half, as
+ * in a little-endian uint16_t array); vka_tensor_write and vka_tensor_read copy their raw
+ * 16-bit words (vka_convert converts float32 arrays to and from them). Errors:
+ * VKA_ERROR_INVALID_ARGUMENT (desc or out NULL, n = 0, a dtype outside the enum),
+ * VKA_ERROR_DEVICE_LIMIT and out of memory as vka_tensor_create. */
+vka_result vka_tensor_create_desc(vka_context *ctx, const vka_tensor_desc *desc,
+                                  vka_tensor **out);
+/** The tensor's element type (VKA_F32 for NULL). */
+vka_dtype vka_tensor_dtype(const vka_tensor *t);
+
+/** Convert n elements of host array src (src_dtype) into host array dst (dst_dtype): float32
+ * to and from bf16 or fp16, or a copy when the types are the same (16-bit arrays are uint16_t
+ * words). Narrowing rounds to nearest, ties to even; NaN stays NaN (quieted, sign kept); +-Inf
+ * stays +-Inf; fp16 overflow (|x| >= 65520) gives +-Inf, its subnormals are rounded correctly;
+ * bf16 narrowing flushes float32 subnormals (below 1.2e-38) to signed zero, as AVX512-BF16's
+ * VCVTNEPS2BF16 does. Widening is exact. Uses AVX-512 (AVX512-BF16) or AVX2 and F16C where the
+ * CPU has them, the same bits as the scalar reference. dst and src must not overlap. Errors:
+ * VKA_ERROR_INVALID_ARGUMENT (a NULL array with n > 0, a dtype outside the enum, bf16 <-> fp16:
+ * convert through float32). */
+vka_result vka_convert(vka_dtype dst_dtype, void *dst, vka_dtype src_dtype, const void *src,
+                       size_t n);
+
 /** Destroy a tensor. Graphs that use it can no longer run (vka_graph_run fails); destroy them
  * too, before or after. */
 void vka_tensor_destroy(vka_tensor *t);
-/** Number of elements. */
+/** Number of elements (of the tensor's dtype). */
 size_t vka_tensor_size(const vka_tensor *t);
-/** Copy n elements from host src into elements [off, off+n) (immediate, waits). */
+/** Copy n elements from host src into elements [off, off+n) (immediate, waits): 4 bytes each
+ * for a float32 tensor, 2 (the raw bf16 or fp16 word) for a 16-bit one, any off and n. */
 vka_result vka_tensor_write(vka_tensor *t, size_t off, const void *src, size_t n);
-/** Copy elements [off, off+n) into host dst (immediate, waits). */
+/** Copy elements [off, off+n) into host dst (immediate, waits; element sizes as
+ * vka_tensor_write). */
 vka_result vka_tensor_read(const vka_tensor *t, size_t off, void *dst, size_t n);
 
 /** Start recording ops on ctx. Errors: VKA_ERROR_INVALID_ARGUMENT (already recording). */
@@ -563,7 +611,12 @@ vka_result vka_copy(vka_context *ctx, vka_tensor *dst, const vka_tensor *src, si
  *    out[b] = alpha * op(a[b]) * op(b[b]) (+ bias) (+ out[b] if accumulate)
  * op(a) is (M, K): a stored (M, K), or (K, M) when trans_a; op(b) is (K, N): stored (K, N), or
  * (N, K) when trans_b; out is (M, N); matrices are packed, batches stride_* elements apart
- * (0 = packed). bias (N), optional, is added to every row. */
+ * (0 = packed). bias (N), optional, is added to every row. a and b are both float32, or
+ * both bf16 (VKA_BF16) on the CPU backend: then each product is exact in float32 and the sums
+ * are float32 as with float32 inputs (vdpbf16ps where the CPU has AVX512-BF16, taking k in
+ * pairs; llm.c's mixed precision), out and bias stay float32. Errors: VKA_ERROR_INVALID_ARGUMENT
+ * (sizes, a tensor of another type: the message names it), VKA_ERROR_UNSUPPORTED from
+ * vka_graph_end (bf16 on the Vulkan backend, not yet). */
 typedef struct vka_matmul_desc {
     vka_tensor *out;        /* (batch, M, N) */
     const vka_tensor *a;    /* (batch, M, K), or (batch, K, M) if trans_a */

@@ -1,40 +1,101 @@
 /* Public tensors and graphs (include/vkattn.h), on the context's backend. */
 #include "api.h"
+#include "cpu/convert.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-vka_result vka_tensor_create(vka_context *ctx, size_t n, vka_tensor **out) {
+const char *vka_dtype_string(vka_dtype dtype) {
+    switch (dtype) {
+    case VKA_F32: return "f32";
+    case VKA_BF16: return "bf16";
+    case VKA_F16: return "f16";
+    }
+    return "unknown";
+}
+
+size_t vka_dtype_size(vka_dtype dtype) {
+    switch (dtype) {
+    case VKA_F32: return 4;
+    case VKA_BF16: case VKA_F16: return 2;
+    }
+    return 0;
+}
+
+/* vka_tensor_create(_desc), named fn in messages. */
+static vka_result tensor_create(vka_context *ctx, const vka_tensor_desc *desc, vka_tensor **out,
+                                const char *fn) {
     if (out) *out = NULL;
-    vka_result r = vka_context_usable(ctx, "vka_tensor_create");
+    vka_result r = vka_context_usable(ctx, fn);
     if (r != VKA_SUCCESS) return r;
-    if (!out)
-        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_tensor_create: out is NULL");
+    if (!out || !desc)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
+                             out ? "desc" : "out");
+    size_t n = desc->n, esize = vka_dtype_size(desc->dtype);
+    if (esize == 0)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: dtype %d is not a vka_dtype (VKA_F32, VKA_BF16, "
+                             "VKA_F16)",
+                             fn, (int)desc->dtype);
     if (n == 0)
         return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
-                             "vka_tensor_create: a tensor needs at least one element (n = 0)");
+                             "%s: a tensor needs at least one element (n = 0)", fn);
     uint64_t limit = ctx->be->limits.max_tensor_bytes;
-    if (n > limit / sizeof(float))
+    if (n > limit / esize)
         return vka_set_error(ctx, VKA_ERROR_DEVICE_LIMIT,
-                             "vka_tensor_create: %zu elements (%.0f bytes) exceed the %s device's "
-                             "largest allocation (maxMemoryAllocationSize, or VKATTN_MAX_TENSOR_BYTES if lower) of %llu bytes (%llu "
-                             "elements)",
-                             n, (double)n * sizeof(float), ctx->be->name,
-                             (unsigned long long)limit,
-                             (unsigned long long)(limit / sizeof(float)));
+                             "%s: %zu %s elements (%.0f bytes) exceed the %s "
+                             "device's largest allocation (maxMemoryAllocationSize, or "
+                             "VKATTN_MAX_TENSOR_BYTES if lower) of %llu bytes (%llu elements)",
+                             fn, n, vka_dtype_string(desc->dtype), (double)n * (double)esize,
+                             ctx->be->name, (unsigned long long)limit,
+                             (unsigned long long)(limit / esize));
     vka_tensor *t = vka_calloc(ctx, 1, sizeof *t);
     if (!t)
-        return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "vka_tensor_create: out of memory");
+        return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", fn);
     t->ctx = ctx;
+    t->n = n;
+    t->dtype = desc->dtype;
+    size_t words = esize == 4 ? n : n / 2 + n % 2; /* 16-bit: two elements a word */
     const char *name = "tensor";
-    r = vkb_arena_create(ctx->be, "vka_tensor", VKB_ARENA_DEVICE, &n, &name, 1, &t->t,
-                                   &t->arena);
+    r = vkb_arena_create(ctx->be, "vka_tensor", VKB_ARENA_DEVICE, &words, &name, 1, &t->t,
+                         &t->arena);
     if (r != VKA_SUCCESS) {
         vka_free(ctx, t);
         return r;
     }
+    t->t.dtype = (uint8_t)desc->dtype;
     vka_context_retain(ctx, VKA_CHILD_TENSOR);
     *out = t;
+    return VKA_SUCCESS;
+}
+
+vka_result vka_tensor_create_desc(vka_context *ctx, const vka_tensor_desc *desc,
+                                  vka_tensor **out) {
+    return tensor_create(ctx, desc, out, "vka_tensor_create_desc");
+}
+
+vka_result vka_tensor_create(vka_context *ctx, size_t n, vka_tensor **out) {
+    vka_tensor_desc desc = {.n = n};
+    return tensor_create(ctx, &desc, out, "vka_tensor_create");
+}
+
+vka_dtype vka_tensor_dtype(const vka_tensor *t) { return t ? t->dtype : VKA_F32; }
+
+vka_result vka_convert(vka_dtype dst_dtype, void *dst, vka_dtype src_dtype, const void *src,
+                       size_t n) {
+    if (vka_dtype_size(dst_dtype) == 0 || vka_dtype_size(src_dtype) == 0) return VKA_ERROR_INVALID_ARGUMENT;
+    if (n == 0) return VKA_SUCCESS;
+    if (!dst || !src) return VKA_ERROR_INVALID_ARGUMENT;
+    if (dst_dtype == src_dtype) {
+        memcpy(dst, src, n * vka_dtype_size(dst_dtype));
+        return VKA_SUCCESS;
+    }
+    unsigned feat = vkc_cvt_features(vkc_cpu_isa());
+    if (src_dtype == VKA_F32 && dst_dtype == VKA_BF16) vkc_f32_to_bf16(dst, src, n, feat);
+    else if (src_dtype == VKA_F32 && dst_dtype == VKA_F16) vkc_f32_to_f16(dst, src, n, feat);
+    else if (src_dtype == VKA_BF16 && dst_dtype == VKA_F32) vkc_bf16_to_f32(dst, src, n, feat);
+    else if (src_dtype == VKA_F16 && dst_dtype == VKA_F32) vkc_f16_to_f32(dst, src, n, feat);
+    else return VKA_ERROR_INVALID_ARGUMENT; /* bf16 <-> fp16 */
     return VKA_SUCCESS;
 }
 
@@ -77,29 +138,79 @@ void vka_tensor_destroy(vka_tensor *t) {
     vka_context_release(ctx, VKA_CHILD_TENSOR);
 }
 
-size_t vka_tensor_size(const vka_tensor *t) { return t ? t->t.n : 0; }
+size_t vka_tensor_size(const vka_tensor *t) { return t ? t->n : 0; }
 
 static vka_result check_range(const vka_tensor *t, const char *fn, size_t off, size_t n,
                               const void *host) {
     if (!t) return VKA_ERROR_INVALID_ARGUMENT;
     if (!host && n)
         return vka_set_error(t->ctx, VKA_ERROR_INVALID_ARGUMENT, "%s: host pointer is NULL", fn);
-    if (off > t->t.n || n > t->t.n - off)
+    if (off > t->n || n > t->n - off)
         return vka_set_error(t->ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "%s: elements [%zu, %zu + %zu) are outside the tensor's %zu", fn, off,
-                             off, n, t->t.n);
+                             off, n, t->n);
     return VKA_SUCCESS;
+}
+
+/* The 32-bit word i of a 16-bit tensor (the backends read and write whole words). */
+static vka_result word_read(const vka_tensor *t, size_t i, uint32_t *w) {
+    return t->ctx->be->rt->read(t->ctx->be, t->t, i, w, 1);
+}
+
+/* 16-bit elements [off, off + n) from src: the whole words between, read-modify-write of a word
+ * at either end that holds an element outside the range. */
+static vka_result write16(vka_tensor *t, size_t off, const uint16_t *src, size_t n) {
+    vkb_backend *be = t->ctx->be;
+    vka_result r = VKA_SUCCESS;
+    if (off % 2) { /* the first element is a word's high half */
+        uint32_t w;
+        if ((r = word_read(t, off / 2, &w)) != VKA_SUCCESS) return r;
+        w = (w & 0xFFFFu) | (uint32_t)src[0] << 16;
+        if ((r = be->rt->write(be, t->t, off / 2, &w, 1)) != VKA_SUCCESS) return r;
+        off++, src++, n--;
+    }
+    size_t whole = n / 2; /* off is even now: whole words, uint16_t pairs in memory order */
+    if (whole && (r = be->rt->write(be, t->t, off / 2, src, whole)) != VKA_SUCCESS) return r;
+    if (n % 2) { /* the last element is a word's low half */
+        uint32_t w;
+        size_t i = off / 2 + whole;
+        if ((r = word_read(t, i, &w)) != VKA_SUCCESS) return r;
+        w = (w & 0xFFFF0000u) | src[n - 1];
+        r = be->rt->write(be, t->t, i, &w, 1);
+    }
+    return r;
+}
+
+static vka_result read16(const vka_tensor *t, size_t off, uint16_t *dst, size_t n) {
+    vka_result r = VKA_SUCCESS;
+    if (off % 2) {
+        uint32_t w;
+        if ((r = word_read(t, off / 2, &w)) != VKA_SUCCESS) return r;
+        dst[0] = (uint16_t)(w >> 16);
+        off++, dst++, n--;
+    }
+    size_t whole = n / 2;
+    if (whole && (r = t->ctx->be->rt->read(t->ctx->be, t->t, off / 2, dst, whole)) != VKA_SUCCESS)
+        return r;
+    if (n % 2) {
+        uint32_t w;
+        if ((r = word_read(t, off / 2 + whole, &w)) != VKA_SUCCESS) return r;
+        dst[n - 1] = (uint16_t)(w & 0xFFFFu);
+    }
+    return r;
 }
 
 vka_result vka_tensor_write(vka_tensor *t, size_t off, const void *src, size_t n) {
     vka_result r = check_range(t, "vka_tensor_write", off, n, src);
     if (r != VKA_SUCCESS || n == 0) return r;
+    if (t->dtype != VKA_F32) return write16(t, off, src, n);
     return t->ctx->be->rt->write(t->ctx->be, t->t, off, src, n);
 }
 
 vka_result vka_tensor_read(const vka_tensor *t, size_t off, void *dst, size_t n) {
     vka_result r = check_range(t, "vka_tensor_read", off, n, dst);
     if (r != VKA_SUCCESS || n == 0) return r;
+    if (t->dtype != VKA_F32) return read16(t, off, dst, n);
     return t->ctx->be->rt->read(t->ctx->be, t->t, off, dst, n);
 }
 
@@ -236,6 +347,7 @@ vka_result vka_tensor_wrap_vulkan_buffer(vka_context *ctx, const void *buffer, u
         vka_free(ctx, t);
         return r;
     }
+    t->n = t->t.n; /* float32 */
     vka_context_retain(ctx, VKA_CHILD_TENSOR);
     *out = t;
     return VKA_SUCCESS;

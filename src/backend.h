@@ -64,6 +64,9 @@ typedef struct vkb_tensor {
     uint32_t chunk; /* which buffer of the arena */
     size_t offset;  /* element offset within the chunk (64-bit: chunks may pass 2^32 elements) */
     size_t n;       /* elements */
+    uint8_t dtype;  /* vka_dtype: 0 (VKA_F32) 4-byte elements; VKA_BF16, VKA_F16: each element
+                     * of the view is a 32-bit word holding two 16-bit ones (element 2i in its
+                     * low half), and n counts the words. Ops check it (op_checks.c). */
 } vkb_tensor;
 
 /* Elements [off, off + n) of t (must lie inside t). */

@@ -110,14 +110,31 @@ static need need_batched(const char *mat, const char *stride_name, int batch, si
     return nd;
 }
 
-/* t (required) holds nd.n elements. */
-static void ck_holds(ck *c, const char *name, vkb_tensor t, need nd) {
+static const char *dtype_name(uint8_t dtype) {
+    return dtype == VKA_BF16 ? "bf16" : dtype == VKA_F16 ? "f16" : dtype ? "unknown" : "f32";
+}
+
+/* t (required) has element type dtype and holds nd.n elements (a 16-bit view: two a word). */
+static void ck_holds_typed(ck *c, const char *name, vkb_tensor t, need nd, uint8_t dtype) {
     if (c->stop) return;
+    uint64_t elems = t.dtype == VKA_F32 ? t.n : 2 * (uint64_t)t.n;
     if (!vkb_present(t)) ck_fail(c, "%s is NULL", name);
+    else if (t.dtype != dtype)
+        ck_fail(c, "%s holds %s elements; this op takes %s there%s", name, dtype_name(t.dtype),
+                dtype_name(dtype),
+                dtype == VKA_F32 ? " (of the ops only matmul reads 16-bit tensors: bf16 a and b "
+                                   "on the CPU backend)"
+                                 : "");
     else if (nd.overflow) ck_fail(c, "%s: %s overflows", name, nd.expr);
-    else if (t.n < nd.n)
-        ck_fail(c, "%s holds %zu elements but %s%s%llu are needed", name, t.n, nd.expr,
-                nd.expr[0] ? " = " : "", (unsigned long long)nd.n);
+    else if (elems < nd.n)
+        ck_fail(c, "%s holds %llu elements but %s%s%llu are needed", name,
+                (unsigned long long)elems, nd.expr, nd.expr[0] ? " = " : "",
+                (unsigned long long)nd.n);
+}
+
+/* t (required) is float32 (or int32 ids) and holds nd.n elements. */
+static void ck_holds(ck *c, const char *name, vkb_tensor t, need nd) {
+    ck_holds_typed(c, name, t, nd, VKA_F32);
 }
 
 /* t, if present, holds nd.n elements. */
@@ -154,12 +171,16 @@ static void ck_matmul(vkb_backend *be, const vkb_matmul *mm) {
     ck_positive(&c, "K", K);
     ck_positive(&c, "batch", batch);
     ck_holds(&c, "out", mm->out, need_batched("M*N", "stride_out", batch, mm->stride_out, M, N));
-    ck_holds(&c, "a", mm->a,
-             need_batched(mm->trans_a ? "K*M" : "M*K", "stride_a", batch, mm->stride_a,
-                          mm->trans_a ? K : M, mm->trans_a ? M : K));
-    ck_holds(&c, "b", mm->b,
-             need_batched(mm->trans_b ? "N*K" : "K*N", "stride_b", batch, mm->stride_b,
-                          mm->trans_b ? N : K, mm->trans_b ? K : N));
+    /* a and b: both f32, or both bf16 (out and bias stay f32: fp32 accumulation) */
+    uint8_t in = vkb_present(mm->a) && mm->a.dtype == VKA_BF16 ? VKA_BF16 : VKA_F32;
+    ck_holds_typed(&c, "a", mm->a,
+                   need_batched(mm->trans_a ? "K*M" : "M*K", "stride_a", batch, mm->stride_a,
+                                mm->trans_a ? K : M, mm->trans_a ? M : K),
+                   in);
+    ck_holds_typed(&c, "b", mm->b,
+                   need_batched(mm->trans_b ? "N*K" : "K*N", "stride_b", batch, mm->stride_b,
+                                mm->trans_b ? N : K, mm->trans_b ? K : N),
+                   in);
     ck_holds_opt(&c, "bias", mm->bias, need_n("N", (uint64_t)(N > 0 ? N : 0)));
     if (same(mm->out, mm->a) || same(mm->out, mm->b))
         ck_fail(&c, "out must be a different tensor from a and b");

@@ -83,7 +83,8 @@ vka_result cpu_arena_create(vkb_backend *be, const char *label, vkb_arena_kind k
     r = alloc_chunks(be, label, arena);
     if (r != VKA_SUCCESS) goto done;
     for (int i = 0; i < count; i++)
-        tensors[i] = (vkb_tensor){arena, chunk_of[i], offset_of[i], sizes[i]};
+        tensors[i] = (vkb_tensor){.arena = arena, .chunk = chunk_of[i], .offset = offset_of[i],
+                                  .n = sizes[i]};
     *out = arena;
     arena = NULL;
 done:

@@ -218,6 +218,12 @@ void vkv_matmul(vkb_backend *be, const vkb_matmul *mm) {
     size_t span_a = vkb_batch_span(mm->batch, sa, M * K);
     size_t span_b = vkb_batch_span(mm->batch, sb, K * N);
     bool bias = vkb_present(mm->bias);
+    if (mm->a.dtype != VKA_F32) {
+        vkb_fail(be, VKA_ERROR_UNSUPPORTED,
+                 "matmul: bf16 a and b run on the CPU backend only so far (the Vulkan kernels "
+                 "read f32 tensors)");
+        return;
+    }
     if (vkb_overlap(mm->out, span_out, mm->a, span_a) ||
         vkb_overlap(mm->out, span_out, mm->b, span_b) ||
         (bias && vkb_overlap(mm->out, span_out, mm->bias, N))) {
