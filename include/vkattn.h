@@ -385,7 +385,7 @@ vka_result vka_context_selected_device(const vka_context *ctx, vka_device_info *
  * A vka_tensor is n elements on the context's device, zero-filled when created: 4-byte ones
  * (float32, or int32 token ids; vka_tensor_create) or 16-bit ones (bf16, fp16;
  * vka_tensor_create_desc). Of the ops only vka_matmul reads 16-bit tensors so far (bf16 a and
- * b, CPU backend); the others fail with VKA_ERROR_INVALID_ARGUMENT naming the op and the
+ * b); the others fail with VKA_ERROR_INVALID_ARGUMENT naming the op and the
  * tensor. Ops are recorded into a graph between vka_graph_begin() and
  * vka_graph_end(); nothing runs until vka_graph_run(), which submits the whole graph once and
  * waits once (Vulkan: one command buffer with the barriers it needs). A graph can be run any
@@ -612,11 +612,12 @@ vka_result vka_copy(vka_context *ctx, vka_tensor *dst, const vka_tensor *src, si
  * op(a) is (M, K): a stored (M, K), or (K, M) when trans_a; op(b) is (K, N): stored (K, N), or
  * (N, K) when trans_b; out is (M, N); matrices are packed, batches stride_* elements apart
  * (0 = packed). bias (N), optional, is added to every row. a and b are both float32, or
- * both bf16 (VKA_BF16) on the CPU backend: then each product is exact in float32 and the sums
- * are float32 as with float32 inputs (vdpbf16ps where the CPU has AVX512-BF16, taking k in
- * pairs; llm.c's mixed precision), out and bias stay float32. Errors: VKA_ERROR_INVALID_ARGUMENT
- * (sizes, a tensor of another type: the message names it), VKA_ERROR_UNSUPPORTED from
- * vka_graph_end (bf16 on the Vulkan backend, not yet). */
+ * both bf16 (VKA_BF16): then each product is exact in float32 and the sums are float32 as with
+ * float32 inputs (llm.c's mixed precision; the CPU backend uses vdpbf16ps where the CPU has
+ * AVX512-BF16, taking k in pairs; Vulkan reads each bf16 from its 32-bit word, any device), out
+ * and bias stay float32. Errors: VKA_ERROR_INVALID_ARGUMENT (sizes, a tensor of another type:
+ * the message names it); from vka_graph_end, VKA_ERROR_DEVICE_LIMIT for bf16 operands past the
+ * Vulkan binding limit (float32 ones are split into blocks; bf16 ones not yet). */
 typedef struct vka_matmul_desc {
     vka_tensor *out;        /* (batch, M, N) */
     const vka_tensor *a;    /* (batch, M, K), or (batch, K, M) if trans_a */

@@ -22,7 +22,10 @@ layout(constant_id = 4) const uint TN = 4;      // columns of out per invocation
 layout(constant_id = 5) const uint LN = 16;     // invocations along N (WG / LN along M)
 layout(constant_id = 6) const uint BK = 16;     // GPU: k-depth of a shared-memory tile
 layout(constant_id = 7) const uint VEC = 0;     // CPU: vec4 access; bit 0: A, 1: B, 2: out, bias
+                                                // (bits 3, 4: texels); bit 5 (both variants): A
+                                                // and B are bf16, two a 32-bit word
 
+const bool AB_BF16 = (VEC & 32u) != 0u;
 const bool TRANS_A = (TRANS & 1u) != 0u;
 const bool TRANS_B = (TRANS & 2u) != 0u;
 const uint WG = gl_WorkGroupSize.x;
@@ -39,6 +42,9 @@ layout(set = 0, binding = 1) readonly buffer A4 { vec4 a4[]; };
 layout(set = 0, binding = 2) readonly buffer B4 { vec4 b4[]; };
 layout(set = 0, binding = 0) buffer Out4 { vec4 out4[]; };
 layout(set = 0, binding = 3) readonly buffer Bias4 { vec4 bias4[]; };
+// And as 32-bit words of two bf16 each (AB_BF16): element 2i in the low half.
+layout(set = 0, binding = 1) readonly buffer AU { uint a_u[]; };
+layout(set = 0, binding = 2) readonly buffer BU { uint b_u[]; };
 #ifdef VKA_TEXEL
 layout(set = 0, binding = 12) uniform samplerBuffer a_tex;
 layout(set = 0, binding = 13) uniform samplerBuffer b_tex;
@@ -46,6 +52,15 @@ layout(set = 0, binding = 13) uniform samplerBuffer b_tex;
 
 #include "pc/matmul.h"
 VKA_PC_BLOCK(VKA_PC_MATMUL_VIEWS, VKA_PC_MATMUL)
+
+// bf16 element idx of a word array: the word's half, widened exactly (the top half of a float).
+float bf16_at(uint w, uint idx) { return uintBitsToFloat((idx & 1u) != 0u ? (w & 0xFFFF0000u) : (w << 16)); }
+// A's (B's) element idx: float32, or bf16 (AB_BF16; the view's offset a_off counts words).
+float a_at(uint idx) { return AB_BF16 ? bf16_at(a_u[idx >> 1], idx) : a[idx]; }
+float b_at(uint idx) { return AB_BF16 ? bf16_at(b_u[idx >> 1], idx) : b[idx]; }
+// The first element of batch bi of A (B) in its view.
+uint a_base(uint bi) { return (AB_BF16 ? 2u * pc.a_off : pc.a_off) + bi * pc.stride_a; }
+uint b_base(uint bi) { return (AB_BF16 ? 2u * pc.b_off : pc.b_off) + bi * pc.stride_b; }
 
 // The tile a workgroup computes, or false past the end of the work (folded grids).
 bool tile_of_group(out uint bi, out uint row0, out uint col0) {

@@ -70,7 +70,7 @@ void load_a(uint abase, uint i0, uint k, inout float av[TM][4]) {
         } else {
             [[unroll]] for (uint r = 0u; r < TM; r++) {
                 uint i = min(i0 + r, pc.M - 1u);
-                float v = a[abase + (TRANS_A ? kc * pc.lda + i : i * pc.lda + kc)];
+                float v = a_at(abase + (TRANS_A ? kc * pc.lda + i : i * pc.lda + kc));
                 av[r][kk] = in_k ? v : 0.0;
             }
         }
@@ -108,7 +108,7 @@ void load_b(uint bbase, uint j0, uint k, inout float bv[TN][4]) {
         } else {
             [[unroll]] for (uint s = 0u; s < TN; s++) {
                 uint j = min(j0 + s, pc.N - 1u);
-                float v = b[bbase + (TRANS_B ? j * pc.ldb + kc : kc * pc.ldb + j)];
+                float v = b_at(bbase + (TRANS_B ? j * pc.ldb + kc : kc * pc.ldb + j));
                 bv[s][kk] = in_k ? v : 0.0;
             }
         }
@@ -121,8 +121,8 @@ void matmul_cpu() {
     uint lane = gl_LocalInvocationID.x;
     uint i0 = row0 + (lane / LN) * TM;
     uint j0 = col0 + (lane % LN) * TN;
-    uint abase = pc.a_off + bi * pc.stride_a;
-    uint bbase = pc.b_off + bi * pc.stride_b;
+    uint abase = a_base(bi);
+    uint bbase = b_base(bi);
 
     float acc[TM][TN];
     [[unroll]] for (uint r = 0u; r < TM; r++)

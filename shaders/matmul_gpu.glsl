@@ -33,14 +33,14 @@ uvec2 slice_b(uint e) { return TRANS_B ? uvec2(e / BK, e % BK) : uvec2(e % BN, e
 float fetch_a(uint abase, uint row0, uint k0, uvec2 mk) {
     uint i = row0 + mk.x, k = k0 + mk.y;
     if (i >= pc.M || k >= pc.K) return 0.0;
-    return a[abase + (TRANS_A ? k * pc.lda + i : i * pc.lda + k)];
+    return a_at(abase + (TRANS_A ? k * pc.lda + i : i * pc.lda + k));
 }
 
 // op(B)(k0 + kk, col0 + n), zero outside the matrix.
 float fetch_b(uint bbase, uint col0, uint k0, uvec2 nk) {
     uint j = col0 + nk.x, k = k0 + nk.y;
     if (j >= pc.N || k >= pc.K) return 0.0;
-    return b[bbase + (TRANS_B ? j * pc.ldb + k : k * pc.ldb + j)];
+    return b_at(bbase + (TRANS_B ? j * pc.ldb + k : k * pc.ldb + j));
 }
 
 void matmul_gpu() {
@@ -48,8 +48,8 @@ void matmul_gpu() {
     if (!tile_of_group(bi, row0, col0)) return; // whole workgroups only: barriers below
     uint tid = gl_LocalInvocationID.x;
     uint tm = tid / LN, tn = tid % LN;
-    uint abase = pc.a_off + bi * pc.stride_a;
-    uint bbase = pc.b_off + bi * pc.stride_b;
+    uint abase = a_base(bi);
+    uint bbase = b_base(bi);
 
     float acc[TM][TN];
     [[unroll]] for (uint r = 0u; r < TM; r++)

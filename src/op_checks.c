@@ -122,8 +122,7 @@ static void ck_holds_typed(ck *c, const char *name, vkb_tensor t, need nd, uint8
     else if (t.dtype != dtype)
         ck_fail(c, "%s holds %s elements; this op takes %s there%s", name, dtype_name(t.dtype),
                 dtype_name(dtype),
-                dtype == VKA_F32 ? " (of the ops only matmul reads 16-bit tensors: bf16 a and b "
-                                   "on the CPU backend)"
+                dtype == VKA_F32 ? " (of the ops only matmul reads 16-bit tensors: bf16 a and b)"
                                  : "");
     else if (nd.overflow) ck_fail(c, "%s: %s overflows", name, nd.expr);
     else if (elems < nd.n)

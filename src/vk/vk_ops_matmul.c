@@ -18,8 +18,9 @@ typedef struct mm_tile {
     uint32_t wg, ln, tm, tn, bk;
 } mm_tile;
 
-/* VEC bits: vec4 access to A, B, out (and bias); A, B read through their texel views. */
-enum { VEC_A = 1, VEC_B = 2, VEC_OUT = 4, TEXEL_A = 8, TEXEL_B = 16 };
+/* VEC bits: vec4 access to A, B, out (and bias); A, B read through their texel views; A and B
+ * bf16 (both variants; read a float at a time from their 32-bit words, no vec4 or texel). */
+enum { VEC_A = 1, VEC_B = 2, VEC_OUT = 4, TEXEL_A = 8, TEXEL_B = 16, AB_BF16 = 32 };
 
 static uint64_t tile_rows(mm_tile t) { return (uint64_t)(t.wg / t.ln) * t.tm; }
 static uint64_t tile_cols(mm_tile t) { return (uint64_t)t.ln * t.tn; }
@@ -164,10 +165,11 @@ static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, siz
     size_t span[3];
     block_spans(mm, so, sa, sb, blk, span);
     vkb_tensor o = vkb_slice(mm->out, blk->b0 * so + blk->m0 * N + blk->n0, span[0]);
-    vkb_tensor a = vkb_slice(mm->a, blk->b0 * sa + (mm->trans_a ? blk->k0 * M + blk->m0
-                                                                 : blk->m0 * K + blk->k0), span[1]);
-    vkb_tensor b = vkb_slice(mm->b, blk->b0 * sb + (mm->trans_b ? blk->n0 * K + blk->k0
-                                                                 : blk->k0 * N + blk->n0), span[2]);
+    size_t a0 = blk->b0 * sa + (mm->trans_a ? blk->k0 * M + blk->m0 : blk->m0 * K + blk->k0);
+    size_t b0 = blk->b0 * sb + (mm->trans_b ? blk->n0 * K + blk->k0 : blk->k0 * N + blk->n0);
+    bool bf16 = mm->a.dtype == VKA_BF16; /* the whole product (vkv_matmul): a0 = b0 = 0 */
+    vkb_tensor a = bf16 ? vkb_slice(mm->a, 0, (span[1] + 1) / 2) : vkb_slice(mm->a, a0, span[1]);
+    vkb_tensor b = bf16 ? vkb_slice(mm->b, 0, (span[2] + 1) / 2) : vkb_slice(mm->b, b0, span[2]);
     vkb_tensor bs = bias ? vkb_slice(mm->bias, blk->n0, blk->nn) : VKB_NONE;
     bool one = blk->bn == 1; /* strides unused: keep them in 32 bits */
     mm_tile t = dev->is_cpu ? cpu_tile(&sub) : gpu_tile(dev, &sub);
@@ -188,9 +190,11 @@ static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, siz
     uint32_t vec = 0;
     if (dev->is_cpu) {
         vec = cpu_vec_flags(vb, &call, &sub, t, &pc);
+        if (bf16) vec &= ~(uint32_t)(VEC_A | VEC_B);
         t = cpu_tile_for_loads(t, vec);
         call.groups = tile_count(t, &sub);
     }
+    if (bf16) vec |= AB_BF16;
     /* CPU-type devices with texel_operands read the vec4 operands through texel views
      * (matmul.comp's texel build; an application's buffers without texel usage through
      * storage). */
@@ -218,12 +222,6 @@ void vkv_matmul(vkb_backend *be, const vkb_matmul *mm) {
     size_t span_a = vkb_batch_span(mm->batch, sa, M * K);
     size_t span_b = vkb_batch_span(mm->batch, sb, K * N);
     bool bias = vkb_present(mm->bias);
-    if (mm->a.dtype != VKA_F32) {
-        vkb_fail(be, VKA_ERROR_UNSUPPORTED,
-                 "matmul: bf16 a and b run on the CPU backend only so far (the Vulkan kernels "
-                 "read f32 tensors)");
-        return;
-    }
     if (vkb_overlap(mm->out, span_out, mm->a, span_a) ||
         vkb_overlap(mm->out, span_out, mm->b, span_b) ||
         (bias && vkb_overlap(mm->out, span_out, mm->bias, N))) {
@@ -233,6 +231,14 @@ void vkv_matmul(vkb_backend *be, const vkb_matmul *mm) {
     mm_block blk;
     if (!choose_blocks(mm, so, sa, sb, vkv_bind_elems(vb), &blk)) {
         vkb_fail(be, VKA_ERROR_DEVICE_LIMIT, "matmul: no block fits the binding limit");
+        return;
+    }
+    if (mm->a.dtype == VKA_BF16 &&
+        (blk.bn != (size_t)mm->batch || blk.mn != M || blk.nn != N || blk.kn != K)) {
+        vkb_fail(be, VKA_ERROR_DEVICE_LIMIT,
+                 "matmul: bf16 a and b whose product passes the binding limit (%llu bytes) are "
+                 "not split into blocks yet: split the product, or use float32 tensors",
+                 (unsigned long long)vkv_bind_elems(vb) * 4);
         return;
     }
     size_t bn = blk.bn, mn = blk.mn, nn = blk.nn, kn = blk.kn;
