@@ -45,6 +45,8 @@ layout(set = 0, binding = 3) readonly buffer Bias4 { vec4 bias4[]; };
 // And as 32-bit words of two bf16 each (AB_BF16): element 2i in the low half.
 layout(set = 0, binding = 1) readonly buffer AU { uint a_u[]; };
 layout(set = 0, binding = 2) readonly buffer BU { uint b_u[]; };
+layout(set = 0, binding = 1) readonly buffer AU2 { uvec2 a_u2[]; }; // 4 bf16 (CPU variant, VEC)
+layout(set = 0, binding = 2) readonly buffer BU2 { uvec2 b_u2[]; };
 #ifdef VKA_TEXEL
 layout(set = 0, binding = 12) uniform samplerBuffer a_tex;
 layout(set = 0, binding = 13) uniform samplerBuffer b_tex;
@@ -56,6 +58,11 @@ VKA_PC_BLOCK(VKA_PC_MATMUL_VIEWS, VKA_PC_MATMUL)
 // bf16 element idx of a word array: the word's half, widened exactly (the top half of a float).
 float bf16_at(uint w, uint idx) { return uintBitsToFloat((idx & 1u) != 0u ? (w & 0xFFFF0000u) : (w << 16)); }
 // A's (B's) element idx: float32, or bf16 (AB_BF16; the view's offset a_off counts words).
+// Four bf16 (elements 4q .. 4q + 3) of a uvec2 array.
+vec4 bf16x4(uvec2 w) {
+    return vec4(uintBitsToFloat(w.x << 16), uintBitsToFloat(w.x & 0xFFFF0000u),
+                uintBitsToFloat(w.y << 16), uintBitsToFloat(w.y & 0xFFFF0000u));
+}
 float a_at(uint idx) { return AB_BF16 ? bf16_at(a_u[idx >> 1], idx) : a[idx]; }
 float b_at(uint idx) { return AB_BF16 ? bf16_at(b_u[idx >> 1], idx) : b[idx]; }
 // The first element of batch bi of A (B) in its view.

@@ -25,10 +25,12 @@
 
 // The vec4 at vec4 index q of A's (B's) binding: through the texel view where VEC bit 3 (4)
 // says so (matmul.comp's VKA_TEXEL build), else the storage buffer.
+// bf16 operands (AB_BF16): four elements from a pair of 32-bit words.
 vec4 a_vec4(uint q) {
 #ifdef VKA_TEXEL
     if ((VEC & 8u) != 0u) return texelFetch(a_tex, int(q));
 #endif
+    if (AB_BF16) return bf16x4(a_u2[q]);
     return a4[q];
 }
 
@@ -36,6 +38,7 @@ vec4 b_vec4(uint q) {
 #ifdef VKA_TEXEL
     if ((VEC & 16u) != 0u) return texelFetch(b_tex, int(q));
 #endif
+    if (AB_BF16) return bf16x4(b_u2[q]);
     return b4[q];
 }
 

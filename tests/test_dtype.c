@@ -332,6 +332,9 @@ static void bf16_vulkan_cases(vka_context *ctx) {
         {.M = 65, .N = 33, .K = 17, .tb = true},
         {.M = 37, .N = 41, .K = 67, .batch = 3, .pad = 5, .ta = true, .bias = true,
          .accumulate = true, .alpha = 0.75f},
+        /* multiples of 4: the CPU-type variant's four-at-a-time loads of A and B */
+        {.M = 100, .N = 92, .K = 300, .batch = 2, .ta = true, .bias = true},
+        {.M = 20, .N = 24, .K = 40, .tb = true, .pad = 4, .batch = 3},
     };
     for (size_t s = 0; s < TU_LEN(shapes); s++) bf16_matmul_case(ctx, shapes[s], 700 + s);
 }

@@ -19,7 +19,9 @@ typedef struct mm_tile {
 } mm_tile;
 
 /* VEC bits: vec4 access to A, B, out (and bias); A, B read through their texel views; A and B
- * bf16 (both variants; read a float at a time from their 32-bit words, no vec4 or texel). */
+ * bf16 (both variants; read from their 32-bit words: four at a time as a uvec2 where VEC_A /
+ * VEC_B, never through texels). The vec4 conditions (cpu_vec_flags: offsets, strides, lengths
+ * multiples of 4 elements, view offsets of 4 words) hold for bf16 elements too. */
 enum { VEC_A = 1, VEC_B = 2, VEC_OUT = 4, TEXEL_A = 8, TEXEL_B = 16, AB_BF16 = 32 };
 
 static uint64_t tile_rows(mm_tile t) { return (uint64_t)(t.wg / t.ln) * t.tm; }
@@ -190,7 +192,6 @@ static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, siz
     uint32_t vec = 0;
     if (dev->is_cpu) {
         vec = cpu_vec_flags(vb, &call, &sub, t, &pc);
-        if (bf16) vec &= ~(uint32_t)(VEC_A | VEC_B);
         t = cpu_tile_for_loads(t, vec);
         call.groups = tile_count(t, &sub);
     }
@@ -198,8 +199,8 @@ static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, siz
     /* CPU-type devices with texel_operands read the vec4 operands through texel views
      * (matmul.comp's texel build; an application's buffers without texel usage through
      * storage). */
-    if ((vec & VEC_A) && vkv_views_texel(vb, &call, 0x2)) vec |= TEXEL_A;
-    if ((vec & VEC_B) && vkv_views_texel(vb, &call, 0x4)) vec |= TEXEL_B;
+    if (!bf16 && (vec & VEC_A) && vkv_views_texel(vb, &call, 0x2)) vec |= TEXEL_A;
+    if (!bf16 && (vec & VEC_B) && vkv_views_texel(vb, &call, 0x4)) vec |= TEXEL_B;
     if (vec & (TEXEL_A | TEXEL_B)) {
         call.shader = VKA_SHADER_MATMUL_TEXEL;
         call.texel[0] = vec & TEXEL_A ? 1 : VKV_NO_TEXEL;
