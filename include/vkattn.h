@@ -29,7 +29,8 @@
  *
  * Tensor shapes follow llm.c: B batch, T time (sequence length), C channels (embedding size),
  * NH heads, HS = C/NH head size, V vocabulary size, Vp vocabulary padded to a multiple of 128,
- * L layers. All tensors are row-major float32; token ids are int32.
+ * L layers. Tensors are row-major float32 (token ids int32) unless made 16-bit
+ * (vka_tensor_create_desc: bf16, fp16).
  */
 #ifndef VKATTN_H
 #define VKATTN_H
@@ -234,7 +235,7 @@ typedef struct vka_context_desc {
                                VKA_ERROR_INVALID_ARGUMENT */
     uint64_t max_tensor_bytes; /* both backends: the largest single tensor and arena buffer, in
                                bytes, lowered from the device's (Vulkan: maxMemoryAllocationSize;
-                               CPU: unlimited), never raised, e.g. to test how the model splits
+                               CPU: 1 TiB), never raised, e.g. to test how the model splits
                                its logits into blocks; 0 = the environment variable
                                VKATTN_MAX_TENSOR_BYTES if set (a number of bytes >= 65536), else
                                the device's. A bad value fails with VKA_ERROR_INVALID_ARGUMENT */
@@ -428,7 +429,8 @@ typedef struct vka_tensor_desc {
 
 /** A zero-filled tensor of desc->n elements of desc->dtype: vka_tensor_create's for VKA_F32.
  * 16-bit tensors take 2 bytes an element (a pair a 32-bit word, element 2i in its low half, as
- * in a little-endian uint16_t array); vka_tensor_write and vka_tensor_read copy their raw
+ * in a little-endian uint16_t array; an odd n's last word has a zero high half that reads,
+ * writes and ops never count or touch); vka_tensor_write and vka_tensor_read copy their raw
  * 16-bit words (vka_convert converts float32 arrays to and from them). Errors:
  * VKA_ERROR_INVALID_ARGUMENT (desc or out NULL, n = 0, a dtype outside the enum),
  * VKA_ERROR_DEVICE_LIMIT and out of memory as vka_tensor_create. */
@@ -442,7 +444,8 @@ vka_dtype vka_tensor_dtype(const vka_tensor *t);
  * words). Narrowing rounds to nearest, ties to even; NaN stays NaN (quieted, sign kept); +-Inf
  * stays +-Inf; fp16 overflow (|x| >= 65520) gives +-Inf, its subnormals are rounded correctly;
  * bf16 narrowing flushes float32 subnormals (below 1.2e-38) to signed zero, as AVX512-BF16's
- * VCVTNEPS2BF16 does. Widening is exact. Uses AVX-512 (AVX512-BF16) or AVX2 and F16C where the
+ * VCVTNEPS2BF16 does. Widening is exact, except that an fp16 signalling NaN comes back quiet
+ * (as VCVTPH2PS does; a bf16 one keeps its bits). Uses AVX-512 (AVX512-BF16) or AVX2 and F16C where the
  * CPU has them, the same bits as the scalar reference. dst and src must not overlap. Errors:
  * VKA_ERROR_INVALID_ARGUMENT (a NULL array with n > 0, a dtype outside the enum, bf16 <-> fp16:
  * convert through float32). */
@@ -613,11 +616,14 @@ vka_result vka_copy(vka_context *ctx, vka_tensor *dst, const vka_tensor *src, si
  * (N, K) when trans_b; out is (M, N); matrices are packed, batches stride_* elements apart
  * (0 = packed). bias (N), optional, is added to every row. a and b are both float32, or
  * both bf16 (VKA_BF16): then each product is exact in float32 and the sums are float32 as with
- * float32 inputs (llm.c's mixed precision; the CPU backend uses vdpbf16ps where the CPU has
- * AVX512-BF16, taking k in pairs; Vulkan reads each bf16 from its 32-bit word, any device), out
- * and bias stay float32. Errors: VKA_ERROR_INVALID_ARGUMENT (sizes, a tensor of another type:
- * the message names it); from vka_graph_end, VKA_ERROR_DEVICE_LIMIT for bf16 operands past the
- * Vulkan binding limit (float32 ones are split into blocks; bf16 ones not yet). */
+ * float32 inputs (llm.c's mixed precision; Vulkan reads the bf16 from their 32-bit words, any
+ * device), out and bias stay float32. Except: the CPU backend's fast kernels on a CPU with
+ * AVX512-BF16 use vdpbf16ps, which adds k + 1 before k in each pair and flushes subnormal bf16
+ * inputs and subnormal partial sums to zero (below 1.2e-38; the reference kernels and Vulkan do
+ * not). Errors: VKA_ERROR_INVALID_ARGUMENT (sizes, a tensor of another type: the message names
+ * it); VKA_ERROR_DEVICE_LIMIT (from vka_matmul or vka_graph_end) for a bf16 product on Vulkan
+ * that would need splitting, i.e. out, a or b past the binding limit (float32 products are
+ * split into blocks; bf16 ones not yet). */
 typedef struct vka_matmul_desc {
     vka_tensor *out;        /* (batch, M, N) */
     const vka_tensor *a;    /* (batch, M, K), or (batch, K, M) if trans_a */

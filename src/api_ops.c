@@ -107,8 +107,9 @@ static void chk_copy_n(chk *c, const vka_tensor *t, const char *name, size_t n) 
     chk_tensor(c, t, name);
     if (c->r == VKA_SUCCESS && t->dtype != VKA_F32)
         chk_fail(c, VKA_ERROR_INVALID_ARGUMENT,
-                 "%s holds %s elements; this op takes f32 tensors (no op reads 16-bit "
-                 "tensors yet: they hold data for vka_tensor_write/read)", name, vka_dtype_string(t->dtype));
+                 "%s holds %s elements; this op takes 4-byte (f32, or int32 ids) there (of the "
+                 "ops only matmul reads 16-bit tensors: bf16 a and b)",
+                 name, vka_dtype_string(t->dtype));
     if (c->r == VKA_SUCCESS && t->t.n < n)
         chk_fail(c, VKA_ERROR_INVALID_ARGUMENT, "%s holds %zu elements but n = %zu are needed",
                  name, t->t.n, n);

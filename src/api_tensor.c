@@ -64,6 +64,7 @@ static vka_result tensor_create(vka_context *ctx, const vka_tensor_desc *desc, v
         return r;
     }
     t->t.dtype = (uint8_t)desc->dtype;
+    t->t.pad16 = esize == 2 && n % 2;
     vka_context_retain(ctx, VKA_CHILD_TENSOR);
     *out = t;
     return VKA_SUCCESS;

@@ -67,6 +67,7 @@ typedef struct vkb_tensor {
     uint8_t dtype;  /* vka_dtype: 0 (VKA_F32) 4-byte elements; VKA_BF16, VKA_F16: each element
                      * of the view is a 32-bit word holding two 16-bit ones (element 2i in its
                      * low half), and n counts the words. Ops check it (op_checks.c). */
+    uint8_t pad16;  /* 16-bit: 1 when the last word's high half is padding (an odd count) */
 } vkb_tensor;
 
 /* Elements [off, off + n) of t (must lie inside t). */

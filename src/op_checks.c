@@ -117,11 +117,11 @@ static const char *dtype_name(uint8_t dtype) {
 /* t (required) has element type dtype and holds nd.n elements (a 16-bit view: two a word). */
 static void ck_holds_typed(ck *c, const char *name, vkb_tensor t, need nd, uint8_t dtype) {
     if (c->stop) return;
-    uint64_t elems = t.dtype == VKA_F32 ? t.n : 2 * (uint64_t)t.n;
+    uint64_t elems = t.dtype == VKA_F32 ? t.n : 2 * (uint64_t)t.n - t.pad16;
     if (!vkb_present(t)) ck_fail(c, "%s is NULL", name);
     else if (t.dtype != dtype)
         ck_fail(c, "%s holds %s elements; this op takes %s there%s", name, dtype_name(t.dtype),
-                dtype_name(dtype),
+                dtype == VKA_F32 ? "4-byte (f32, or int32 ids)" : dtype_name(dtype),
                 dtype == VKA_F32 ? " (of the ops only matmul reads 16-bit tensors: bf16 a and b)"
                                  : "");
     else if (nd.overflow) ck_fail(c, "%s: %s overflows", name, nd.expr);

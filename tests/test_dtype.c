@@ -208,7 +208,7 @@ static void refusal_cases(vka_context *ctx) {
     vka_matmul_desc d = {.out = f, .a = f, .b = g, .M = 8, .N = 8, .K = 8};
     d.out = tu_tensor(ctx, 64, NULL);
     assert_int_equal(vka_matmul(ctx, &d), VKA_ERROR_INVALID_ARGUMENT);
-    assert_non_null(strstr(vka_last_error(ctx), "vka_matmul: b holds f16 elements; this op takes f32 there"));
+    assert_non_null(strstr(vka_last_error(ctx), "vka_matmul: b holds f16 elements; this op takes 4-byte (f32, or int32 ids) there"));
     assert_int_equal(vka_copy(ctx, f, h, 8), VKA_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(vka_last_error(ctx), "vka_copy: src holds bf16 elements"));
     vka_graph *graph = NULL;
@@ -348,21 +348,61 @@ static void test_dtype_bf16_matmul_beyond_binding_limit(void **state) {
     vka_context *ctx = tu_gpu();
     unsetenv("VKATTN_MAX_BINDING_BYTES");
     if (!ctx) return;
-    vka_tensor *a = make(ctx, 64 * 64, VKA_BF16), *b = make(ctx, 64 * 64, VKA_BF16);
-    vka_tensor *out = tu_tensor(ctx, 64 * 64, NULL);
+    vka_tensor *a = make(ctx, 4 * 4096, VKA_BF16), *b = make(ctx, 4096 * 4, VKA_BF16);
+    vka_tensor *out = tu_tensor(ctx, 16, NULL);
     tu_begin(ctx);
-    vka_matmul_desc d = {.out = out, .a = a, .b = b, .M = 64, .N = 64, .K = 64};
+    vka_matmul_desc d = {.out = out, .a = a, .b = b, .M = 4, .N = 4, .K = 4096};
     vka_result r = vka_matmul(ctx, &d);
     vka_graph *g = NULL;
     if (r == VKA_SUCCESS) r = vka_graph_end(ctx, &g);
     else vka_graph_end(ctx, &g);
     assert_int_equal(r, VKA_ERROR_DEVICE_LIMIT);
-    assert_non_null(strstr(vka_last_error(ctx), "passes the binding limit ("));
-    assert_non_null(strstr(vka_last_error(ctx), "not split into blocks yet"));
+    assert_non_null(strstr(vka_last_error(ctx), "matmul: a (32768 bytes) passes the binding limit"));
+    assert_non_null(strstr(vka_last_error(ctx), "bf16 ones not yet"));
+    vka_tensor_destroy(a);
+    vka_tensor_destroy(b);
+    vka_tensor_destroy(out);
+    /* within the limit: a and b of 4080 bytes (2040 bf16), out of 64 floats, runs (bf16 views
+     * count words, not elements) */
+    a = make(ctx, 8 * 255, VKA_BF16), b = make(ctx, 255 * 8, VKA_BF16);
+    out = tu_tensor(ctx, 64, NULL);
+    tu_begin(ctx);
+    d = (vka_matmul_desc){.out = out, .a = a, .b = b, .M = 8, .N = 8, .K = 255};
+    assert_int_equal(vka_matmul(ctx, &d), VKA_SUCCESS);
+    tu_run(ctx);
+    /* out past the limit (M N = 1024 + 1 floats): refused, naming out */
+    vka_tensor *big = tu_tensor(ctx, 1025, NULL), *a1 = make(ctx, 1025, VKA_BF16);
+    vka_tensor *b1 = make(ctx, 1, VKA_BF16);
+    tu_begin(ctx);
+    d = (vka_matmul_desc){.out = big, .a = a1, .b = b1, .M = 1025, .N = 1, .K = 1};
+    r = vka_matmul(ctx, &d);
+    if (r == VKA_SUCCESS) r = vka_graph_end(ctx, &g);
+    else vka_graph_end(ctx, &g);
+    assert_int_equal(r, VKA_ERROR_DEVICE_LIMIT);
+    assert_non_null(strstr(vka_last_error(ctx), "matmul: out (4100 bytes) passes"));
+    vka_tensor_destroy(big);
+    vka_tensor_destroy(a1);
+    vka_tensor_destroy(b1);
     vka_tensor_destroy(a);
     vka_tensor_destroy(b);
     vka_tensor_destroy(out);
     tu_done(ctx);
+}
+
+/* An odd count of 16-bit elements does not count its word's padding half: a product needing
+ * n + 1 elements of an n-element tensor is refused (both backends), naming the count. */
+static void odd_count_cases(vka_context *ctx) {
+    vka_tensor *a = make(ctx, 3, VKA_BF16), *b = make(ctx, 2, VKA_BF16);
+    vka_tensor *o = tu_tensor(ctx, 2, NULL);
+    tu_begin(ctx);
+    vka_matmul_desc d = {.out = o, .a = a, .b = b, .M = 2, .N = 1, .K = 2};
+    assert_int_equal(vka_matmul(ctx, &d), VKA_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(vka_last_error(ctx), "a holds 3 elements but M*K = 2*2 = 4"));
+    vka_graph *g = NULL;
+    vka_graph_end(ctx, &g);
+    vka_tensor_destroy(a);
+    vka_tensor_destroy(b);
+    vka_tensor_destroy(o);
 }
 
 /* Mixed pairs are refused naming the tensor; a bf16 pair runs. */
@@ -423,6 +463,7 @@ static void test_dtype_tensors_cpu(void **state) {
     refusal_cases(ctx);
     desc_cases(ctx);
     bf16_matmul_refusals(ctx, false);
+    odd_count_cases(ctx);
     tu_done(ctx);
 }
 
@@ -433,6 +474,7 @@ static void test_dtype_tensors_vulkan(void **state) {
     refusal_cases(ctx);
     desc_cases(ctx);
     bf16_matmul_refusals(ctx, true);
+    odd_count_cases(ctx);
     tu_done(ctx);
 }
 

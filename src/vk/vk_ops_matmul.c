@@ -229,17 +229,30 @@ void vkv_matmul(vkb_backend *be, const vkb_matmul *mm) {
         vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "matmul: out overlaps an input (not supported)");
         return;
     }
+    if (mm->a.dtype == VKA_BF16) {
+        /* One dispatch: bf16 views are whole words from the tensor's start (blocks of a bf16
+         * product would start mid-word; not split yet). */
+        mm_block whole = {.bn = (size_t)mm->batch, .mn = M, .nn = N, .kn = K};
+        size_t span[3], most = vkv_bind_elems(vb);
+        block_spans(mm, so, sa, sb, &whole, span);
+        size_t words[3] = {span[0], (span[1] + 1) / 2, (span[2] + 1) / 2};
+        static const char *const names[3] = {"out", "a", "b"};
+        for (int i = 0; i < 3; i++)
+            if (words[i] > most) {
+                vkb_fail(be, VKA_ERROR_DEVICE_LIMIT,
+                         "matmul: %s (%llu bytes) passes the binding limit of %llu bytes a view "
+                         "(maxStorageBufferRange or VKATTN_MAX_BINDING_BYTES, less alignment): "
+                         "float32 products are split into blocks, bf16 ones not yet",
+                         names[i], (unsigned long long)words[i] * 4,
+                         (unsigned long long)most * 4);
+                return;
+            }
+        dispatch_block(vb, mm, so, sa, sb, &whole);
+        return;
+    }
     mm_block blk;
     if (!choose_blocks(mm, so, sa, sb, vkv_bind_elems(vb), &blk)) {
         vkb_fail(be, VKA_ERROR_DEVICE_LIMIT, "matmul: no block fits the binding limit");
-        return;
-    }
-    if (mm->a.dtype == VKA_BF16 &&
-        (blk.bn != (size_t)mm->batch || blk.mn != M || blk.nn != N || blk.kn != K)) {
-        vkb_fail(be, VKA_ERROR_DEVICE_LIMIT,
-                 "matmul: bf16 a and b whose product passes the binding limit (%llu bytes) are "
-                 "not split into blocks yet: split the product, or use float32 tensors",
-                 (unsigned long long)vkv_bind_elems(vb) * 4);
         return;
     }
     size_t bn = blk.bn, mn = blk.mn, nn = blk.nn, kn = blk.kn;
