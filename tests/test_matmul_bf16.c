@@ -1,6 +1,6 @@
 /* The CPU backend's bf16 matmul (src/cpu/matmul_bf16.c, compiled into this test with the fp32
- * matmul files it shares: no tensor has a data type yet, so the library does not reach it
- * through vkattn.h). Every path this CPU runs (reference, widening AVX2 / AVX-512, AVX512-BF16
+ * matmul files it shares, so that each path can be called on its own; through vkattn.h,
+ * vka_matmul with bf16 tensors runs the path the backend chooses: test_dtype). Every path this CPU runs (reference, widening AVX2 / AVX-512, AVX512-BF16
  * vdpbf16ps) against a float64 reference, with the bound of a sum of K exact products in fp32
  * (Higham, "Accuracy and Stability of Numerical Algorithms", 3.1): |c - s| <= gamma_K sum |a b|,
  * gamma_K = K u / (1 - K u), u = 2^-24; vdpbf16ps (the SDM: products exact, each accumulation

@@ -32,7 +32,7 @@ struct kc_case {
     kc_tensor t[KC_MAX_TENSORS];
     double tol;      /* on max |diff|, relative to max(1, max |reference|) */
     /* a bf16 matmul (d = M, N, K): run on the CPU backend only, by calling its bf16 kernel
-     * directly (tensors have no data type yet); record is the fp32 product it is checked with,
+     * directly (its Vulkan row is still to come); record is the fp32 product it is checked with,
      * on the same (bf16-rounded) inputs */
     bool cpu_bf16;
 };

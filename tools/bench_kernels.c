@@ -247,7 +247,7 @@ static vka_result run_bf16(bench *b, const kc_case *c, bench_row *row, uint64_t 
         r = VKA_SUCCESS;
     }
     snprintf(row->r[BENCH_VK].note, sizeof row->r[BENCH_VK].note,
-             "bf16: the CPU backend's kernel only, until tensors have a data type");
+             "bf16: the CPU backend's kernel, called directly (Vulkan's bf16 matmul has no row yet)");
     free(out);
     for (int i = 0; i < 3; i++) free(h[i]), free(f[i]);
     inst_free(&k);

@@ -1,5 +1,5 @@
 /* fp32 <-> bf16 and fp32 <-> fp16 on the CPU (issue 19's number formats), on
- * plain arrays of 16-bit words; no tensor carries these types yet.
+ * plain arrays of 16-bit words (vka_convert, 16-bit tensors, the bf16 matmul).
  *
  * Rounding is to nearest, ties to even. NaN stays NaN (quiet, sign kept), +-Inf
  * stays +-Inf.

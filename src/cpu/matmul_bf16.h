@@ -1,7 +1,7 @@
 /* The CPU backend's bf16 matrix product (matmul_bf16.c): a and b in bf16 (the top 16 bits of an
- * IEEE fp32, stored as uint16_t), out in fp32, accumulated in fp32. Internal for now: no tensor
- * carries a data type yet (issue 19); tests/test_matmul_bf16.c and `vkattn bench` reach it
- * directly. */
+ * IEEE fp32, stored as uint16_t), out in fp32, accumulated in fp32: what vka_matmul runs for
+ * bf16 tensors on the CPU backend (cpu_commands.c); tests/test_matmul_bf16.c and `vkattn bench`
+ * also call it directly, each path on its own. */
 #ifndef VKA_CPU_MATMUL_BF16_H
 #define VKA_CPU_MATMUL_BF16_H
 
