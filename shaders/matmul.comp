@@ -57,12 +57,12 @@ VKA_PC_BLOCK(VKA_PC_MATMUL_VIEWS, VKA_PC_MATMUL)
 
 // bf16 element idx of a word array: the word's half, widened exactly (the top half of a float).
 float bf16_at(uint w, uint idx) { return uintBitsToFloat((idx & 1u) != 0u ? (w & 0xFFFF0000u) : (w << 16)); }
-// A's (B's) element idx: float32, or bf16 (AB_BF16; the view's offset a_off counts words).
 // Four bf16 (elements 4q .. 4q + 3) of a uvec2 array.
 vec4 bf16x4(uvec2 w) {
     return vec4(uintBitsToFloat(w.x << 16), uintBitsToFloat(w.x & 0xFFFF0000u),
                 uintBitsToFloat(w.y << 16), uintBitsToFloat(w.y & 0xFFFF0000u));
 }
+// A's (B's) element idx: float32, or bf16 (AB_BF16; the view's offset a_off counts words).
 float a_at(uint idx) { return AB_BF16 ? bf16_at(a_u[idx >> 1], idx) : a[idx]; }
 float b_at(uint idx) { return AB_BF16 ? bf16_at(b_u[idx >> 1], idx) : b[idx]; }
 // The first element of batch bi of A (B) in its view.

@@ -8,9 +8,7 @@
 struct vka_tensor {
     vka_context *ctx;
     vkb_arena *arena;
-    vkb_tensor t;    /* 16-bit tensors: t.n words hold n elements (backend.h) */
-    size_t n;        /* elements of dtype */
-    vka_dtype dtype;
+    vkb_tensor t; /* its dtype and element count (vkb_elems): backend.h */
     uint32_t graph_uses; /* live graphs whose uses list holds this tensor */
     uint64_t last_graph; /* serial of the last graph that listed it (0 = none) */
 };

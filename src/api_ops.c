@@ -105,11 +105,11 @@ static void chk_copy_n(chk *c, const vka_tensor *t, const char *name, size_t n) 
     if (c->r != VKA_SUCCESS) return;
     if (!t) chk_fail(c, VKA_ERROR_INVALID_ARGUMENT, "%s is NULL", name);
     chk_tensor(c, t, name);
-    if (c->r == VKA_SUCCESS && t->dtype != VKA_F32)
+    /* refused here, not by the op's check: the views made from n would not lie inside it */
+    if (c->r == VKA_SUCCESS && t->t.dtype != VKA_F32)
         chk_fail(c, VKA_ERROR_INVALID_ARGUMENT,
-                 "%s holds %s elements; this op takes 4-byte (f32, or int32 ids) there (of the "
-                 "ops only matmul reads 16-bit tensors: bf16 a and b)",
-                 name, vka_dtype_string(t->dtype));
+                 "%s holds %s elements; this op takes 4-byte (f32, or int32 ids) there "
+                 VKB_DTYPE_HINT, name, vka_dtype_string((vka_dtype)t->t.dtype));
     if (c->r == VKA_SUCCESS && t->t.n < n)
         chk_fail(c, VKA_ERROR_INVALID_ARGUMENT, "%s holds %zu elements but n = %zu are needed",
                  name, t->t.n, n);

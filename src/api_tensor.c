@@ -5,23 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *vka_dtype_string(vka_dtype dtype) {
-    switch (dtype) {
-    case VKA_F32: return "f32";
-    case VKA_BF16: return "bf16";
-    case VKA_F16: return "f16";
-    }
-    return "unknown";
-}
-
-size_t vka_dtype_size(vka_dtype dtype) {
-    switch (dtype) {
-    case VKA_F32: return 4;
-    case VKA_BF16: case VKA_F16: return 2;
-    }
-    return 0;
-}
-
 /* vka_tensor_create(_desc), named fn in messages. */
 static vka_result tensor_create(vka_context *ctx, const vka_tensor_desc *desc, vka_tensor **out,
                                 const char *fn) {
@@ -53,8 +36,6 @@ static vka_result tensor_create(vka_context *ctx, const vka_tensor_desc *desc, v
     if (!t)
         return vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", fn);
     t->ctx = ctx;
-    t->n = n;
-    t->dtype = desc->dtype;
     size_t words = esize == 4 ? n : n / 2 + n % 2; /* 16-bit: two elements a word */
     const char *name = "tensor";
     r = vkb_arena_create(ctx->be, "vka_tensor", VKB_ARENA_DEVICE, &words, &name, 1, &t->t,
@@ -80,7 +61,7 @@ vka_result vka_tensor_create(vka_context *ctx, size_t n, vka_tensor **out) {
     return tensor_create(ctx, &desc, out, "vka_tensor_create");
 }
 
-vka_dtype vka_tensor_dtype(const vka_tensor *t) { return t ? t->dtype : VKA_F32; }
+vka_dtype vka_tensor_dtype(const vka_tensor *t) { return t ? (vka_dtype)t->t.dtype : VKA_F32; }
 
 vka_result vka_convert(vka_dtype dst_dtype, void *dst, vka_dtype src_dtype, const void *src,
                        size_t n) {
@@ -139,17 +120,18 @@ void vka_tensor_destroy(vka_tensor *t) {
     vka_context_release(ctx, VKA_CHILD_TENSOR);
 }
 
-size_t vka_tensor_size(const vka_tensor *t) { return t ? t->n : 0; }
+size_t vka_tensor_size(const vka_tensor *t) { return t ? vkb_elems(t->t) : 0; }
 
 static vka_result check_range(const vka_tensor *t, const char *fn, size_t off, size_t n,
                               const void *host) {
     if (!t) return VKA_ERROR_INVALID_ARGUMENT;
     if (!host && n)
         return vka_set_error(t->ctx, VKA_ERROR_INVALID_ARGUMENT, "%s: host pointer is NULL", fn);
-    if (off > t->n || n > t->n - off)
+    size_t elems = vkb_elems(t->t);
+    if (off > elems || n > elems - off)
         return vka_set_error(t->ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "%s: elements [%zu, %zu + %zu) are outside the tensor's %zu", fn, off,
-                             off, n, t->n);
+                             off, n, elems);
     return VKA_SUCCESS;
 }
 
@@ -204,14 +186,14 @@ static vka_result read16(const vka_tensor *t, size_t off, uint16_t *dst, size_t 
 vka_result vka_tensor_write(vka_tensor *t, size_t off, const void *src, size_t n) {
     vka_result r = check_range(t, "vka_tensor_write", off, n, src);
     if (r != VKA_SUCCESS || n == 0) return r;
-    if (t->dtype != VKA_F32) return write16(t, off, src, n);
+    if (t->t.dtype != VKA_F32) return write16(t, off, src, n);
     return t->ctx->be->rt->write(t->ctx->be, t->t, off, src, n);
 }
 
 vka_result vka_tensor_read(const vka_tensor *t, size_t off, void *dst, size_t n) {
     vka_result r = check_range(t, "vka_tensor_read", off, n, dst);
     if (r != VKA_SUCCESS || n == 0) return r;
-    if (t->dtype != VKA_F32) return read16(t, off, dst, n);
+    if (t->t.dtype != VKA_F32) return read16(t, off, dst, n);
     return t->ctx->be->rt->read(t->ctx->be, t->t, off, dst, n);
 }
 
@@ -348,7 +330,6 @@ vka_result vka_tensor_wrap_vulkan_buffer(vka_context *ctx, const void *buffer, u
         vka_free(ctx, t);
         return r;
     }
-    t->n = t->t.n; /* float32 */
     vka_context_retain(ctx, VKA_CHILD_TENSOR);
     *out = t;
     return VKA_SUCCESS;

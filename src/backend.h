@@ -70,6 +70,12 @@ typedef struct vkb_tensor {
     uint8_t pad16;  /* 16-bit: 1 when the last word's high half is padding (an odd count) */
 } vkb_tensor;
 
+/* Elements of t's dtype it holds: n, or for 16-bit views two a word less the padding half. */
+static inline size_t vkb_elems(vkb_tensor t) { return t.dtype == 0 ? t.n : 2 * t.n - t.pad16; }
+
+/* The hint of every message refusing a tensor's type (op_checks.c, api_ops.c). */
+#define VKB_DTYPE_HINT "(of the ops only matmul reads 16-bit tensors: bf16 a and b)"
+
 /* Elements [off, off + n) of t (must lie inside t). */
 static inline vkb_tensor vkb_slice(vkb_tensor t, size_t off, size_t n) {
     vkb_tensor s = t;

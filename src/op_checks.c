@@ -110,25 +110,19 @@ static need need_batched(const char *mat, const char *stride_name, int batch, si
     return nd;
 }
 
-static const char *dtype_name(uint8_t dtype) {
-    return dtype == VKA_BF16 ? "bf16" : dtype == VKA_F16 ? "f16" : dtype ? "unknown" : "f32";
-}
-
 /* t (required) has element type dtype and holds nd.n elements (a 16-bit view: two a word). */
 static void ck_holds_typed(ck *c, const char *name, vkb_tensor t, need nd, uint8_t dtype) {
     if (c->stop) return;
-    uint64_t elems = t.dtype == VKA_F32 ? t.n : 2 * (uint64_t)t.n - t.pad16;
     if (!vkb_present(t)) ck_fail(c, "%s is NULL", name);
     else if (t.dtype != dtype)
-        ck_fail(c, "%s holds %s elements; this op takes %s there%s", name, dtype_name(t.dtype),
-                dtype == VKA_F32 ? "4-byte (f32, or int32 ids)" : dtype_name(dtype),
-                dtype == VKA_F32 ? " (of the ops only matmul reads 16-bit tensors: bf16 a and b)"
-                                 : "");
+        ck_fail(c, "%s holds %s elements; this op takes %s there%s", name,
+                vka_dtype_string((vka_dtype)t.dtype),
+                dtype == VKA_F32 ? "4-byte (f32, or int32 ids)" : vka_dtype_string((vka_dtype)dtype),
+                dtype == VKA_F32 ? " " VKB_DTYPE_HINT : "");
     else if (nd.overflow) ck_fail(c, "%s: %s overflows", name, nd.expr);
-    else if (elems < nd.n)
-        ck_fail(c, "%s holds %llu elements but %s%s%llu are needed", name,
-                (unsigned long long)elems, nd.expr, nd.expr[0] ? " = " : "",
-                (unsigned long long)nd.n);
+    else if (vkb_elems(t) < nd.n)
+        ck_fail(c, "%s holds %zu elements but %s%s%llu are needed", name, vkb_elems(t), nd.expr,
+                nd.expr[0] ? " = " : "", (unsigned long long)nd.n);
 }
 
 /* t (required) is float32 (or int32 ids) and holds nd.n elements. */

@@ -14,17 +14,6 @@
 #include <cpuid.h>
 #endif
 
-static uint32_t bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static float from_bits(uint32_t u) {
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
 
 /* The feature sets to compare with the reference: each subset of this CPU's
  * that picks a different path. */
@@ -73,7 +62,7 @@ static void test_convert_known_values(void **state) {
         {0x3F803000u, 0x3C02, 0x3F80}, /* fp16 tie, even above */
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        float x = from_bits(k[i].f32);
+        float x = tu_bits_f32(k[i].f32);
         uint16_t h = vkc_f32_to_f16_1(x), b = vkc_f32_to_bf16_1(x);
         if (h != k[i].f16 || b != k[i].bf16)
             fail_msg("0x%08X: fp16 0x%04X (want 0x%04X), bf16 0x%04X (want 0x%04X)", k[i].f32, h,
@@ -85,11 +74,11 @@ static void test_convert_known_values(void **state) {
     assert_true(vkc_bf16_to_f32_1(0x4049) == 3.140625f);
     assert_true(vkc_bf16_to_f32_1(0x3EAB) == 0.333984375f);
     /* NaN: quiet, sign and top payload kept */
-    assert_int_equal(vkc_f32_to_bf16_1(from_bits(0x7F800001u)), 0x7FC0);
-    assert_int_equal(vkc_f32_to_bf16_1(from_bits(0xFFA50000u)), 0xFFE5);
-    assert_int_equal(vkc_f32_to_f16_1(from_bits(0x7F800001u)), 0x7E00);
-    assert_int_equal(vkc_f32_to_f16_1(from_bits(0xFFC02000u)), 0xFE01);
-    assert_int_equal(bits(vkc_f16_to_f32_1(0x7C01)), 0x7FC02000u);
+    assert_int_equal(vkc_f32_to_bf16_1(tu_bits_f32(0x7F800001u)), 0x7FC0);
+    assert_int_equal(vkc_f32_to_bf16_1(tu_bits_f32(0xFFA50000u)), 0xFFE5);
+    assert_int_equal(vkc_f32_to_f16_1(tu_bits_f32(0x7F800001u)), 0x7E00);
+    assert_int_equal(vkc_f32_to_f16_1(tu_bits_f32(0xFFC02000u)), 0xFE01);
+    assert_int_equal(tu_f32_bits(vkc_f16_to_f32_1(0x7C01)), 0x7FC02000u);
 }
 
 /* 16 -> 32 -> 16 gives every pattern back, except (as convert.h says) bf16
@@ -158,7 +147,7 @@ static size_t boundary_patterns(uint32_t *u) {
      * between two neighbours and one ulp either side */
     for (uint32_t p = 0; p < 0x7C00; p++) {
         uint32_t mid =
-            (bits(vkc_f16_to_f32_1((uint16_t)p)) + bits(vkc_f16_to_f32_1((uint16_t)(p + 1)))) / 2;
+            (tu_f32_bits(vkc_f16_to_f32_1((uint16_t)p)) + tu_f32_bits(vkc_f16_to_f32_1((uint16_t)(p + 1)))) / 2;
         if (p >= 0x400) {
             u[n++] = mid;
             u[n++] = mid - 1;
@@ -167,7 +156,7 @@ static size_t boundary_patterns(uint32_t *u) {
     }
     /* fp16 subnormal ties: (2k + 1) 2^-25, exact in fp32 */
     for (uint32_t k = 0; k < 1024; k++) {
-        uint32_t mid = bits(ldexpf((float)(2 * k + 1), -25));
+        uint32_t mid = tu_f32_bits(ldexpf((float)(2 * k + 1), -25));
         u[n++] = mid;
         u[n++] = mid - 1;
         u[n++] = mid + 1;
@@ -253,9 +242,9 @@ static void test_convert_fast_matches_reference_random(void **state) {
         vkc_f16_to_f32(b, w, 65536, fs[f]);
         if (memcmp(a, b, 65536 * 4))
             for (uint32_t p = 0; p < 65536; p++)
-                if (bits(a[p]) != bits(b[p]))
+                if (tu_f32_bits(a[p]) != tu_f32_bits(b[p]))
                     fail_msg("fp16 0x%04X widened 0x%08X, reference 0x%08X (features 0x%x)", p,
-                             bits(b[p]), bits(a[p]), fs[f]);
+                             tu_f32_bits(b[p]), tu_f32_bits(a[p]), fs[f]);
     }
     print_message("  %zu random fp32 patterns\n", n);
     test_free(w);

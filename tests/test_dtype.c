@@ -6,18 +6,6 @@
 
 #include <float.h>
 
-static uint32_t f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float bits_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 static void test_dtype_names_and_sizes(void **state) {
     (void)state;
     assert_string_equal(vka_dtype_string(VKA_F32), "f32");
@@ -49,17 +37,17 @@ static void test_convert_known_values(void **state) {
     (void)state;
     assert_int_equal(narrow(VKA_BF16, 1.0f), 0x3F80);
     assert_int_equal(narrow(VKA_BF16, -2.0f), 0xC000);
-    assert_int_equal(narrow(VKA_BF16, bits_f32(0x3F808000u)), 0x3F80); /* tie -> even (down) */
-    assert_int_equal(narrow(VKA_BF16, bits_f32(0x3F818000u)), 0x3F82); /* tie -> even (up) */
-    assert_int_equal(narrow(VKA_BF16, bits_f32(0x3F808001u)), 0x3F81); /* past the tie: up */
+    assert_int_equal(narrow(VKA_BF16, tu_bits_f32(0x3F808000u)), 0x3F80); /* tie -> even (down) */
+    assert_int_equal(narrow(VKA_BF16, tu_bits_f32(0x3F818000u)), 0x3F82); /* tie -> even (up) */
+    assert_int_equal(narrow(VKA_BF16, tu_bits_f32(0x3F808001u)), 0x3F81); /* past the tie: up */
     assert_int_equal(narrow(VKA_BF16, INFINITY), 0x7F80);
     assert_int_equal(narrow(VKA_BF16, -INFINITY), 0xFF80);
     assert_int_equal(narrow(VKA_BF16, FLT_MAX), 0x7F80); /* rounds past the largest bf16 */
     assert_true((narrow(VKA_BF16, NAN) & 0x7FFF) > 0x7F80);
-    assert_int_equal(narrow(VKA_BF16, bits_f32(0x00000001u)), 0x0000); /* subnormal: zero */
-    assert_int_equal(narrow(VKA_BF16, bits_f32(0x80000001u)), 0x8000);
+    assert_int_equal(narrow(VKA_BF16, tu_bits_f32(0x00000001u)), 0x0000); /* subnormal: zero */
+    assert_int_equal(narrow(VKA_BF16, tu_bits_f32(0x80000001u)), 0x8000);
     assert_true(widen(VKA_BF16, 0x3F80) == 1.0f);
-    assert_true(widen(VKA_BF16, 0xC049) == bits_f32(0xC0490000u));
+    assert_true(widen(VKA_BF16, 0xC049) == tu_bits_f32(0xC0490000u));
 
     assert_int_equal(narrow(VKA_F16, 1.0f), 0x3C00);
     assert_int_equal(narrow(VKA_F16, -0.5f), 0xB800);
@@ -117,7 +105,7 @@ static void test_convert_every_word(void **state) {
         uint64_t s = 12345;
         for (int i = 0; i < 70; i++) {
             s = s * 6364136223846793005ull + 1442695040888963407ull;
-            in[i] = bits_f32((uint32_t)(s >> 32));
+            in[i] = tu_bits_f32((uint32_t)(s >> 32));
         }
         for (size_t len = 1; len <= 70; len++) {
             uint16_t out[70];
@@ -126,7 +114,7 @@ static void test_convert_every_word(void **state) {
                 uint16_t one = narrow(t, in[i]);
                 if (out[i] != one && !(isnan(in[i]) && isnan(widen(t, out[i]))))
                     fail_msg("%s length %zu element %zu (0x%08x): array 0x%04x, one 0x%04x",
-                             vka_dtype_string(t), len, i, f32_bits(in[i]), out[i], one);
+                             vka_dtype_string(t), len, i, tu_f32_bits(in[i]), out[i], one);
             }
         }
     }
@@ -141,6 +129,15 @@ static void test_convert_every_word(void **state) {
     free(w);
     free(back);
     free(f);
+}
+
+/* Record one matmul as a graph of its own: the first error of vka_matmul and vka_graph_end (a
+ * backend's own refusal comes at the end); *g the graph when both succeed. */
+static vka_result record_matmul(vka_context *ctx, const vka_matmul_desc *d, vka_graph **g) {
+    *g = NULL;
+    tu_begin(ctx);
+    vka_result r = vka_matmul(ctx, d), end = vka_graph_end(ctx, g);
+    return r != VKA_SUCCESS ? r : end;
 }
 
 static vka_tensor *make(vka_context *ctx, size_t n, vka_dtype dtype) {
@@ -350,13 +347,9 @@ static void test_dtype_bf16_matmul_beyond_binding_limit(void **state) {
     if (!ctx) return;
     vka_tensor *a = make(ctx, 4 * 4096, VKA_BF16), *b = make(ctx, 4096 * 4, VKA_BF16);
     vka_tensor *out = tu_tensor(ctx, 16, NULL);
-    tu_begin(ctx);
     vka_matmul_desc d = {.out = out, .a = a, .b = b, .M = 4, .N = 4, .K = 4096};
-    vka_result r = vka_matmul(ctx, &d);
     vka_graph *g = NULL;
-    if (r == VKA_SUCCESS) r = vka_graph_end(ctx, &g);
-    else vka_graph_end(ctx, &g);
-    assert_int_equal(r, VKA_ERROR_DEVICE_LIMIT);
+    assert_int_equal(record_matmul(ctx, &d, &g), VKA_ERROR_DEVICE_LIMIT);
     assert_non_null(strstr(vka_last_error(ctx), "matmul: a (32768 bytes) passes the binding limit"));
     assert_non_null(strstr(vka_last_error(ctx), "bf16 ones not yet"));
     vka_tensor_destroy(a);
@@ -366,19 +359,15 @@ static void test_dtype_bf16_matmul_beyond_binding_limit(void **state) {
      * count words, not elements) */
     a = make(ctx, 8 * 255, VKA_BF16), b = make(ctx, 255 * 8, VKA_BF16);
     out = tu_tensor(ctx, 64, NULL);
-    tu_begin(ctx);
     d = (vka_matmul_desc){.out = out, .a = a, .b = b, .M = 8, .N = 8, .K = 255};
-    assert_int_equal(vka_matmul(ctx, &d), VKA_SUCCESS);
-    tu_run(ctx);
+    assert_int_equal(record_matmul(ctx, &d, &g), VKA_SUCCESS);
+    assert_int_equal(vka_graph_run(g), VKA_SUCCESS);
+    vka_graph_destroy(g);
     /* out past the limit (M N = 1024 + 1 floats): refused, naming out */
     vka_tensor *big = tu_tensor(ctx, 1025, NULL), *a1 = make(ctx, 1025, VKA_BF16);
     vka_tensor *b1 = make(ctx, 1, VKA_BF16);
-    tu_begin(ctx);
     d = (vka_matmul_desc){.out = big, .a = a1, .b = b1, .M = 1025, .N = 1, .K = 1};
-    r = vka_matmul(ctx, &d);
-    if (r == VKA_SUCCESS) r = vka_graph_end(ctx, &g);
-    else vka_graph_end(ctx, &g);
-    assert_int_equal(r, VKA_ERROR_DEVICE_LIMIT);
+    assert_int_equal(record_matmul(ctx, &d, &g), VKA_ERROR_DEVICE_LIMIT);
     assert_non_null(strstr(vka_last_error(ctx), "matmul: out (4100 bytes) passes"));
     vka_tensor_destroy(big);
     vka_tensor_destroy(a1);
@@ -406,7 +395,7 @@ static void odd_count_cases(vka_context *ctx) {
 }
 
 /* Mixed pairs are refused naming the tensor; a bf16 pair runs. */
-static void bf16_matmul_refusals(vka_context *ctx, bool vulkan) {
+static void bf16_matmul_refusals(vka_context *ctx) {
     vka_tensor *h = make(ctx, 64, VKA_BF16), *f = tu_tensor(ctx, 64, NULL);
     vka_tensor *out = tu_tensor(ctx, 64, NULL), *h2 = make(ctx, 64, VKA_BF16);
     tu_begin(ctx);
@@ -419,12 +408,7 @@ static void bf16_matmul_refusals(vka_context *ctx, bool vulkan) {
     vka_graph *g = NULL;
     assert_int_equal(vka_graph_end(ctx, &g), VKA_ERROR_INVALID_ARGUMENT);
     d.out = out;
-    tu_begin(ctx);
-    vka_result r = vka_matmul(ctx, &d);
-    if (r == VKA_SUCCESS) r = vka_graph_end(ctx, &g); /* the backend's error comes at the end */
-    else assert_int_equal(vka_graph_end(ctx, &g), r);
-    (void)vulkan;
-    assert_int_equal(r, VKA_SUCCESS);
+    assert_int_equal(record_matmul(ctx, &d, &g), VKA_SUCCESS);
     assert_int_equal(vka_graph_run(g), VKA_SUCCESS);
     vka_graph_destroy(g);
     vka_tensor_destroy(h);
@@ -462,7 +446,7 @@ static void test_dtype_tensors_cpu(void **state) {
     tensor_cases(ctx);
     refusal_cases(ctx);
     desc_cases(ctx);
-    bf16_matmul_refusals(ctx, false);
+    bf16_matmul_refusals(ctx);
     odd_count_cases(ctx);
     tu_done(ctx);
 }
@@ -473,7 +457,7 @@ static void test_dtype_tensors_vulkan(void **state) {
     tensor_cases(ctx);
     refusal_cases(ctx);
     desc_cases(ctx);
-    bf16_matmul_refusals(ctx, true);
+    bf16_matmul_refusals(ctx);
     odd_count_cases(ctx);
     tu_done(ctx);
 }

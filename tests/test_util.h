@@ -15,6 +15,18 @@
 
 #include "vkattn.h"
 
+/* A float's bits, and the float of given bits. */
+static inline uint32_t tu_f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+static inline float tu_bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
 static inline void tu_log(void *user, vka_log_level level, const char *msg) {
     (void)user;
     if (level <= VKA_LOG_WARN) fprintf(stderr, "vkattn: %s\n", msg);
