@@ -8,18 +8,19 @@
 // k = 0..K-1 in order, so results do not depend on the dispatch.
 //
 // vka:texel-variant: also built with VKA_TEXEL defined (VKA_SHADER_MATMUL_TEXEL): the CPU-type
-// variant only, with op(A) and op(B) also bound as uniform texel buffers of vec4s (bindings 12
-// and 13, over the same bytes as bindings 1 and 2; VEC bits 3 and 4 say which it reads that
-// way), for devices with texel_operands (src/vk/vk_internal.h). On llvmpipe a texel fetch with
+// variant only, with op(A) and op(B) also bound as uniform texel buffers (bindings 12 and 13,
+// over the same bytes as bindings 1 and 2; VEC bits 3 and 4 say which it reads that way: of
+// vec4s where it reads that operand as vec4s, bits 0 and 1, else of one float per texel), for
+// devices with texel_operands (src/vk/vk_internal.h). On llvmpipe a texel fetch with
 // lane-varying addresses is one gather, a storage buffer load a loop over the 8 lanes with a
-// bounds check per component: the product runs about twice as fast.
+// bounds check per component: the product runs about twice as fast, and builds faster.
 #include "common.glsl"
 
 layout(constant_id = 1) const uint TRANS = 0;   // bit 0: A stored (K, M); bit 1: B stored (N, K)
 layout(constant_id = 2) const uint VARIANT = 0; // 0: GPU (shared-memory tiles), 1: CPU-type
 layout(constant_id = 3) const uint TM = 4;      // rows of out per invocation
 layout(constant_id = 4) const uint TN = 4;      // columns of out per invocation
-layout(constant_id = 5) const uint LN = 16;     // invocations along N (WG / LN along M)
+layout(constant_id = 5) const uint LN = 16;     // GPU: invocations along N (WG / LN along M)
 layout(constant_id = 6) const uint BK = 16;     // GPU: k-depth of a shared-memory tile
 layout(constant_id = 7) const uint VEC = 0;     // CPU: vec4 access; bit 0: A, 1: B, 2: out, bias
                                                 // (bits 3, 4: texels); bit 5 (both variants): A
@@ -29,9 +30,9 @@ const bool AB_BF16 = (VEC & 32u) != 0u;
 const bool TRANS_A = (TRANS & 1u) != 0u;
 const bool TRANS_B = (TRANS & 2u) != 0u;
 const uint WG = gl_WorkGroupSize.x;
-const uint LM = WG / LN;  // invocations along M
-const uint BM = LM * TM;  // rows of out per workgroup
-const uint BN = LN * TN;  // columns of out per workgroup
+const uint LM = WG / LN;  // GPU: invocations along M
+const uint BM = LM * TM;  // GPU: rows of out per workgroup
+const uint BN = LN * TN;  // GPU: columns of out per workgroup
 
 layout(set = 0, binding = 0) buffer Out { float out_[]; };
 layout(set = 0, binding = 1) readonly buffer A { float a[]; };
@@ -55,6 +56,14 @@ layout(set = 0, binding = 13) uniform samplerBuffer b_tex;
 #include "pc/matmul.h"
 VKA_PC_BLOCK(VKA_PC_MATMUL_VIEWS, VKA_PC_MATMUL)
 
+// Invocations along N and the tile of out a workgroup computes. The CPU-type variant takes
+// its ln as a push constant (pc.ln): it only places invocations, so one pipeline serves every
+// width, where each value of a specialization constant would be another pipeline for llvmpipe
+// to compile (seconds each); the GPU variant unrolls its shared-memory reads over LN.
+uint ln_() { return VARIANT == 1u ? pc.ln : LN; }
+uint bm_() { return (WG / ln_()) * TM; }
+uint bn_() { return ln_() * TN; }
+
 // bf16 element idx of a word array: the word's half, widened exactly (the top half of a float).
 float bf16_at(uint w, uint idx) { return uintBitsToFloat((idx & 1u) != 0u ? (w & 0xFFFF0000u) : (w << 16)); }
 // Four bf16 (elements 4q .. 4q + 3) of a uvec2 array.
@@ -63,22 +72,35 @@ vec4 bf16x4(uvec2 w) {
                 uintBitsToFloat(w.y << 16), uintBitsToFloat(w.y & 0xFFFF0000u));
 }
 // A's (B's) element idx: float32, or bf16 (AB_BF16; the view's offset a_off counts words).
-float a_at(uint idx) { return AB_BF16 ? bf16_at(a_u[idx >> 1], idx) : a[idx]; }
-float b_at(uint idx) { return AB_BF16 ? bf16_at(b_u[idx >> 1], idx) : b[idx]; }
+// Read one float at a time, A (B) comes through its texel view of one float per texel where
+// VEC bit 3 (4) is set without bit 0 (1) (the VKA_TEXEL build).
+float a_at(uint idx) {
+#ifdef VKA_TEXEL
+    if ((VEC & 9u) == 8u) return texelFetch(a_tex, int(idx)).x;
+#endif
+    return AB_BF16 ? bf16_at(a_u[idx >> 1], idx) : a[idx];
+}
+float b_at(uint idx) {
+#ifdef VKA_TEXEL
+    if ((VEC & 18u) == 16u) return texelFetch(b_tex, int(idx)).x;
+#endif
+    return AB_BF16 ? bf16_at(b_u[idx >> 1], idx) : b[idx];
+}
 // The first element of batch bi of A (B) in its view.
 uint a_base(uint bi) { return (AB_BF16 ? 2u * pc.a_off : pc.a_off) + bi * pc.stride_a; }
 uint b_base(uint bi) { return (AB_BF16 ? 2u * pc.b_off : pc.b_off) + bi * pc.stride_b; }
 
 // The tile a workgroup computes, or false past the end of the work (folded grids).
 bool tile_of_group(out uint bi, out uint row0, out uint col0) {
-    uint tiles_m = (pc.M + BM - 1u) / BM;
-    uint tiles_n = (pc.N + BN - 1u) / BN;
+    uint bm = bm_(), bn = bn_();
+    uint tiles_m = (pc.M + bm - 1u) / bm;
+    uint tiles_n = (pc.N + bn - 1u) / bn;
     uint g = vka_group_id();
     uint per_batch = tiles_m * tiles_n;
     bi = g / per_batch;
     uint t = g - bi * per_batch;
-    row0 = (t / tiles_n) * BM;
-    col0 = (t % tiles_n) * BN;
+    row0 = (t / tiles_n) * bm;
+    col0 = (t % tiles_n) * bn;
     return bi < pc.batch;
 }
 

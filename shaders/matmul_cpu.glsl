@@ -122,8 +122,8 @@ void matmul_cpu() {
     uint bi, row0, col0;
     if (!tile_of_group(bi, row0, col0)) return;
     uint lane = gl_LocalInvocationID.x;
-    uint i0 = row0 + (lane / LN) * TM;
-    uint j0 = col0 + (lane % LN) * TN;
+    uint i0 = row0 + (lane / pc.ln) * TM;
+    uint j0 = col0 + (lane % pc.ln) * TN;
     uint abase = a_base(bi);
     uint bbase = b_base(bi);
 

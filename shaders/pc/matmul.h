@@ -9,7 +9,9 @@
     U(stride_out) U(stride_a) U(stride_b) /* elements between batches */                    \
     U(has_bias) U(accumulate) F(alpha)                                                      \
     U(lda) U(ldb) U(ldo) /* row strides of A, B (as stored) and out: a block of a larger    \
-                          * matrix */
+                          * matrix */                                                      \
+    U(ln) /* CPU variant: invocations along N (the GPU variant's is specialization constant \
+           * LN) */
 VKA_PC_STRUCT(pc_matmul, VKA_PC_MATMUL_VIEWS, VKA_PC_MATMUL)
 
 #endif

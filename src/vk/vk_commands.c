@@ -474,22 +474,44 @@ static VkDeviceSize bind_start(const vkv_backend *vb, vkb_tensor t) {
     return (VkDeviceSize)t.offset * 4 / vb->dev->bind_align * vb->dev->bind_align;
 }
 
-/* The bytes a texel view of view t covers: its bound range rounded up to whole vec4s. */
-static VkDeviceSize texel_range(const vkv_backend *vb, vkb_tensor t) {
-    VkDeviceSize lo = bind_start(vb, t), hi = ((VkDeviceSize)t.offset + t.n) * 4;
-    return (hi - lo + 15) / 16 * 16;
+/* The bytes of t's chunk a texel view may cover: its buffer, in whole vec4s. */
+static VkDeviceSize texel_chunk_bytes(vkb_tensor t) {
+    const vkv_arena *a = vkv_arena_of(t);
+    return (VKA_MAX((VkDeviceSize)a->chunk_elems[t.chunk] * 4, 16) + 15) / 16 * 16 +
+           (a->texel_slack ? VKV_TEXEL_SLACK : 0);
 }
 
-bool vkv_texel_ok(const vkv_backend *vb, vkb_tensor t) {
+/* The bytes a texel view of view t covers: its bound range rounded up to whole vec4s, and
+ * then, where the buffer has room, to a count of vec4s that is not a power of two. llvmpipe
+ * keys the code it compiles for a pipeline on whether each texel view's width is a power of
+ * two, so views of both kinds cost a pipeline two to four compiles (seconds each); a view a
+ * few vec4s longer than its tensor reads nothing more (shaders index within their tensors)
+ * and is tracked to its end like the storage range. */
+static VkDeviceSize texel_range(const vkv_backend *vb, vkb_tensor t, VkDeviceSize unit) {
+    VkDeviceSize lo = bind_start(vb, t), hi = ((VkDeviceSize)t.offset + t.n) * 4;
+    VkDeviceSize n = (hi - lo + unit - 1) / unit;
+    if ((n & (n - 1)) == 0) {
+        VkDeviceSize m = n == 1 ? 3 : n + 1;
+        if (lo + m * unit <= texel_chunk_bytes(t) &&
+            m <= vb->dev->props.limits.maxTexelBufferElements)
+            n = m;
+    }
+    return n * unit;
+}
+
+/* Whether t may be read through a texel view of unit-byte texels (16: RGBA32F, 4: R32F). */
+static bool texel_fits(const vkv_backend *vb, vkb_tensor t, VkDeviceSize unit) {
     const vkr_device *dev = vb->dev;
     if (!dev->texel_operands || !t.arena || t.n == 0) return false;
     const vkv_arena *a = vkv_arena_of(t);
     if (!a->texel) return false;
-    VkDeviceSize lo = bind_start(vb, t), range = texel_range(vb, t);
-    VkDeviceSize size = (VKA_MAX((VkDeviceSize)a->chunk_elems[t.chunk] * 4, 16) + 15) / 16 * 16;
-    return lo % dev->props.limits.minTexelBufferOffsetAlignment == 0 && lo + range <= size &&
-           range / 16 <= dev->props.limits.maxTexelBufferElements;
+    VkDeviceSize lo = bind_start(vb, t), range = texel_range(vb, t, unit);
+    return lo % dev->props.limits.minTexelBufferOffsetAlignment == 0 &&
+           lo + range <= texel_chunk_bytes(t) &&
+           range / unit <= dev->props.limits.maxTexelBufferElements;
 }
+
+bool vkv_texel_ok(const vkv_backend *vb, vkb_tensor t) { return texel_fits(vb, t, 16); }
 
 uint32_t vkv_off(const vkv_backend *vb, vkb_tensor t) {
     if (!t.arena) return 0;
@@ -506,6 +528,13 @@ bool vkv_views_texel(const vkv_backend *vb, const vkv_call *call, uint32_t views
     if (!vb->dev->texel_operands) return false;
     for (int i = 0; i < call->n_bind; i++)
         if ((views >> i & 1) && !vkv_texel_ok(vb, call->bind[i])) return false;
+    return true;
+}
+
+bool vkv_views_texel_scalar(const vkv_backend *vb, const vkv_call *call, uint32_t views) {
+    if (!vb->dev->texel_operands) return false;
+    for (int i = 0; i < call->n_bind; i++)
+        if ((views >> i & 1) && !texel_fits(vb, call->bind[i], 4)) return false;
     return true;
 }
 
@@ -598,17 +627,24 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
         if (j < call->n_texel && call->texel[j] != VKV_NO_TEXEL) {
             int i = call->texel[j];
             vkb_tensor t = i < call->n_bind ? call->bind[i] : (vkb_tensor){0};
-            if (!vkv_texel_ok(vb, t)) {
+            bool scalar = (call->texel_scalar >> j & 1) != 0;
+            VkDeviceSize unit = scalar ? 4 : 16;
+            if (!texel_fits(vb, t, unit)) {
                 vkb_fail(&vb->base, VKA_ERROR_INVALID_ARGUMENT,
                          "%s: binding %d cannot be read as a texel buffer (internal error: the "
-                         "op did not check vkv_texel_ok)", label, i);
+                         "op did not check vkv_views_texel%s)", label, i, scalar ? "_scalar" : "");
                 return;
             }
             *k = (vkv_binding){.id = key[i].id, .offset = key[i].offset,
-                               .range = texel_range(vb, t)};
-            views[j] = vkv_get_view(vb, buffers[i], k->id, k->offset, k->range);
+                               .range = texel_range(vb, t, unit),
+                               .format = scalar ? VK_FORMAT_R32_SFLOAT
+                                                : VK_FORMAT_R32G32B32A32_SFLOAT};
+            for (int q = 0; q < n_acc; q++)
+                if (acc[q].id == k->id && acc[q].lo == k->offset)
+                    acc[q].hi = VKA_MAX(acc[q].hi, k->offset + k->range);
+            views[j] = vkv_get_view(vb, buffers[i], k->id, k->offset, k->range, k->format);
         } else {
-            views[j] = vkv_get_view(vb, VK_NULL_HANDLE, 0, 0, 0);
+            views[j] = vkv_get_view(vb, VK_NULL_HANDLE, 0, 0, 0, VK_FORMAT_R32G32B32A32_SFLOAT);
         }
         if (!views[j]) return;
     }

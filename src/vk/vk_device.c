@@ -511,11 +511,13 @@ static void finish_selection(vkr_device *dev, const vka_settings *s) {
      * texel buffers are mandatory, but check; VKATTN_TEXEL_LOADS=0 turns them off (tests,
      * benchmarks of the storage-buffer path). Texel views start where the storage range does,
      * so bind_align grows to the texel alignment (CPU-type variants only: GPUs keep theirs). */
-    VkFormatProperties fp = {0};
+    VkFormatProperties fp = {0}, fp1 = {0};
     dev->vki.GetPhysicalDeviceFormatProperties(dev->phys, VK_FORMAT_R32G32B32A32_SFLOAT, &fp);
+    dev->vki.GetPhysicalDeviceFormatProperties(dev->phys, VK_FORMAT_R32_SFLOAT, &fp1);
     VkDeviceSize texel_align = dev->props.limits.minTexelBufferOffsetAlignment;
     dev->texel_operands = dev->is_cpu && s->texel_loads &&
                           (fp.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) &&
+                          (fp1.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) &&
                           texel_align <= 256;
     while (dev->texel_operands && align < texel_align) align *= 2;
     dev->bind_align = align;

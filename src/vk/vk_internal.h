@@ -154,6 +154,8 @@ typedef struct vkv_call {
      * hold for that tensor), or VKV_NO_TEXEL; the other texel bindings hold a dummy view. */
     uint8_t texel[VKV_MAX_TEXELS];
     int n_texel;
+    uint8_t texel_scalar; /* bit j: texel view j has one float per texel (R32F; the shader
+                           * reads texelFetch(t, int(i)).x, element i), not a vec4 */
     const void *pc;                    /* push constants (VKV_PC) */
     uint32_t pc_size;                  /* bytes, <= VKV_PUSH_CONSTANT_BYTES */
     int pc_views;                      /* its first pc_views words are the views' element
@@ -198,6 +200,10 @@ bool vkv_views_vec4(const vkv_backend *vb, const vkv_call *call, uint32_t views)
  * (vkv_texel_ok; false without texel_operands): the op may then take its texel build, with
  * call->texel naming those views. */
 bool vkv_views_texel(const vkv_backend *vb, const vkv_call *call, uint32_t views);
+/* The same for texel views of one float per texel (vkv_call.texel_scalar): llvmpipe gathers
+ * such loads as it does vec4 ones, where an unaligned storage buffer load is a loop over the
+ * lanes (and seconds more to compile per pipeline). */
+bool vkv_views_texel_scalar(const vkv_backend *vb, const vkv_call *call, uint32_t views);
 
 /* The most elements one bound view may hold: the binding limit less the alignment slack, a
  * multiple of bind_align / 4 (so element blocks of this size start aligned). */

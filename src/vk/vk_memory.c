@@ -165,6 +165,10 @@ vka_result vkv_arena_create(vkb_backend *be, const char *label, vkb_arena_kind k
     }
     a->n_chunks = n_chunks;
     a->texel = vb->dev->texel_operands;
+    size_t most = 0;
+    for (int c = 0; c < n_chunks; c++) most = VKA_MAX(most, chunk_elems[c]);
+    a->texel_slack = a->texel && (VkDeviceSize)most * 4 + 16 + VKV_TEXEL_SLACK <=
+                                     be->limits.max_chunk_bytes;
     a->buffers = vka_calloc(vb->base.ctx, (size_t)n_chunks, sizeof *a->buffers);
     a->memory = vka_calloc(vb->base.ctx, (size_t)n_chunks, sizeof *a->memory);
     a->mapped = vka_calloc(vb->base.ctx, (size_t)n_chunks, sizeof *a->mapped);
@@ -185,6 +189,7 @@ vka_result vkv_arena_create(vkb_backend *be, const char *label, vkb_arena_kind k
         a->ids[c] = ++vb->next_buffer_id;
         VkDeviceSize bytes = VKA_MAX((VkDeviceSize)chunk_elems[c] * 4, 16);
         if (vb->dev->texel_operands) bytes = (bytes + 15) / 16 * 16; /* whole vec4 texels */
+        if (a->texel_slack) bytes += VKV_TEXEL_SLACK;
         char what[200];
         snprintf(what, sizeof what, "%s (chunk %d of %d; %.1f MiB in all)", label, c + 1,
                  n_chunks, (double)total / (1 << 20));

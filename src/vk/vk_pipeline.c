@@ -247,15 +247,16 @@ static void free_set(vkv_backend *vb, const vkv_set *s) {
 static uint64_t key_hash(const vkv_binding *key) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a over the key's words */
     for (int i = 0; i < VKV_SET_KEYS; i++) {
-        uint64_t w[3] = {key[i].id, key[i].offset, key[i].range};
-        for (int j = 0; j < 3; j++) h = (h ^ w[j]) * 1099511628211ull;
+        uint64_t w[4] = {key[i].id, key[i].offset, key[i].range, (uint64_t)key[i].format};
+        for (int j = 0; j < 4; j++) h = (h ^ w[j]) * 1099511628211ull;
     }
     return h ^ (h >> 29);
 }
 
 static bool same_key(const vkv_binding *a, const vkv_binding *b) {
     for (int i = 0; i < VKV_SET_KEYS; i++)
-        if (a[i].id != b[i].id || a[i].offset != b[i].offset || a[i].range != b[i].range)
+        if (a[i].id != b[i].id || a[i].offset != b[i].offset || a[i].range != b[i].range ||
+            a[i].format != b[i].format)
             return false;
     return true;
 }
@@ -278,10 +279,11 @@ static bool reindex(vkv_backend *vb, int want) {
 }
 
 VkBufferView vkv_get_view(vkv_backend *vb, VkBuffer buf, uint64_t id, VkDeviceSize offset,
-                          VkDeviceSize range) {
+                          VkDeviceSize range, VkFormat format) {
     if (id == 0 && vb->dummy_view) return vb->dummy_view;
     for (int i = 0; i < vb->n_views && id; i++)
-        if (vb->views[i].id == id && vb->views[i].offset == offset && vb->views[i].range == range)
+        if (vb->views[i].id == id && vb->views[i].offset == offset &&
+            vb->views[i].range == range && vb->views[i].format == format)
             return vb->views[i].view;
     if (id && vb->n_views == vb->cap_views) {
         int cap = vb->cap_views ? 2 * vb->cap_views : 64;
@@ -295,7 +297,7 @@ VkBufferView vkv_get_view(vkv_backend *vb, VkBuffer buf, uint64_t id, VkDeviceSi
     }
     VkBufferViewCreateInfo info = {.sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
                                    .buffer = id ? buf : vb->dummy->buffers[0],
-                                   .format = VK_FORMAT_R32G32B32A32_SFLOAT,
+                                   .format = id ? format : VK_FORMAT_R32G32B32A32_SFLOAT,
                                    .offset = id ? offset : 0,
                                    .range = id ? range : 16};
     VkBufferView view = VK_NULL_HANDLE;
@@ -305,7 +307,8 @@ VkBufferView vkv_get_view(vkv_backend *vb, VkBuffer buf, uint64_t id, VkDeviceSi
         return VK_NULL_HANDLE;
     }
     if (!id) return vb->dummy_view = view;
-    vb->views[vb->n_views++] = (vkv_view){.id = id, .offset = offset, .range = range, .view = view};
+    vb->views[vb->n_views++] =
+        (vkv_view){.id = id, .offset = offset, .range = range, .format = format, .view = view};
     return view;
 }
 

@@ -10,6 +10,7 @@
 typedef struct vkv_arena {
     bool foreign;         /* one chunk over the application's VkBuffer: not ours to destroy */
     bool texel;           /* its buffers have uniform texel buffer usage (vkv_texel_ok) */
+    bool texel_slack;     /* and VKV_TEXEL_SLACK bytes past each chunk's whole vec4s */
     uint64_t bytes;       /* device memory allocated for it */
     int n_chunks;
     VkBuffer *buffers;
@@ -18,6 +19,10 @@ typedef struct vkv_arena {
     size_t *chunk_elems;
     uint64_t *ids;        /* unique buffer ids (descriptor-set cache keys) */
 } vkv_arena;
+
+/* Bytes a texel arena's buffers hold past their last vec4 where the allocation limit allows:
+ * room for texel views of a width that is not a power of two (vk_commands.c, texel_range). */
+#define VKV_TEXEL_SLACK 32
 
 static inline vkv_arena *vkv_arena_of(vkb_tensor t) { return (vkv_arena *)(void *)t.arena; }
 
@@ -115,16 +120,18 @@ typedef struct vkv_pipeline {
 typedef struct vkv_binding {
     uint64_t id; /* the buffer's unique id */
     VkDeviceSize offset, range;
+    VkFormat format; /* texel views: RGBA32F or R32F; storage bindings: VK_FORMAT_UNDEFINED */
 } vkv_binding;
 
 /* The descriptor-set key: the storage buffer bindings, then the texel buffer views (id 0: the
  * dummy view, or no texel bindings in the layout). */
 #define VKV_SET_KEYS (VKV_MAX_BINDINGS + VKV_MAX_TEXELS)
 
-/* A cached RGBA32F buffer view over bytes [offset, offset + range) of buffer id. */
+/* A cached buffer view (RGBA32F or R32F) over bytes [offset, offset + range) of buffer id. */
 typedef struct vkv_view {
     uint64_t id;
     VkDeviceSize offset, range;
+    VkFormat format;
     VkBufferView view;
 } vkv_view;
 
@@ -231,10 +238,11 @@ VkPipeline vkv_get_pipeline(vkv_backend *vb, vka_shader_id shader, const uint32_
  * views[j] as key[VKV_MAX_BINDINGS + j]. */
 VkDescriptorSet vkv_get_set(vkv_backend *vb, const VkBuffer *buffers, const VkBufferView *views,
                             const vkv_binding *key);
-/* The RGBA32F view of bytes [offset, offset + range) of buffer buf (id), made on first use;
- * the dummy arena's view for id 0. NULL after a failure (vkb_fail). */
+/* The view in format (RGBA32F or R32F) of bytes [offset, offset + range) of buffer buf (id),
+ * made on first use; the dummy arena's RGBA32F view for id 0. NULL after a failure
+ * (vkb_fail). */
 VkBufferView vkv_get_view(vkv_backend *vb, VkBuffer buf, uint64_t id, VkDeviceSize offset,
-                          VkDeviceSize range);
+                          VkDeviceSize range, VkFormat format);
 void vkv_forget_buffers(vkv_backend *vb, const uint64_t *ids, int n);
 
 /* vk_commands.c */
