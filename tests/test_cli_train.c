@@ -322,8 +322,8 @@ static bool vulkan_available(void) {
  * reference kernels, its losses from step 6 on bit for bit those of the run never stopped, and
  * says nothing. Told otherwise (VKATTN_CPU_KERNELS=fast, --backend vulkan) it continues and
  * says so, naming what the state recorded, what runs now and why; a state saved before the
- * record (version 3) says that it does not know. On Vulkan, a run with storage loads only
- * (VKATTN_TEXEL_LOADS=0) resumed without the variable keeps them, bit for bit. */
+ * record (version 3) says that it does not know. (On Vulkan the kernels' loads too:
+ * test_cli_resume_keeps_storage_loads, exhaustive.) */
 static void test_cli_resume_takes_the_recorded_backend(void **state) {
     (void)state;
     unsetenv("VKATTN_CPU_KERNELS"); /* the resumed runs must not be told by the test's own */
@@ -369,27 +369,6 @@ static void test_cli_resume_takes_the_recorded_backend(void **state) {
         assert_non_null(strstr(v.err, "and continues on vulkan"));
         assert_non_null(strstr(v.err, "because --backend vulkan was given"));
         cu_free(&v);
-        /* On Vulkan the kernels too: storage-buffer loads only (VKATTN_TEXEL_LOADS=0, which
-         * sums layernorm's rows in another order on lavapipe) come back without the variable. */
-        unsetenv("VKATTN_TEXEL_LOADS");
-        cu_spec storage = {.dir = &d, .env = {"VKATTN_TEXEL_LOADS=0"}};
-        cu_result va = cu_run_spec(&storage, CU_ARGS(VULKAN_RUN, "--out", "va.bin", "--json"));
-        cu_expect(&va, 0, NULL, "10 steps on Vulkan, storage loads");
-        cu_result vb = cu_run_spec(&storage, CU_ARGS(VULKAN_RUN, "--out", "vb.bin", "--stop-at",
-                                                     "5", "--json"));
-        cu_expect(&vb, 0, NULL, "5 steps on Vulkan, storage loads");
-        cu_result vc = cu_run(&d, "train", "--resume", "vb.state.bin", "--json");
-        cu_expect(&vc, 0, NULL, "resume on Vulkan without VKATTN_TEXEL_LOADS");
-        assert_int_equal(step_losses(va.out, la, 16), 10);
-        assert_int_equal(step_losses(vc.out, lc, 16), 5);
-        for (int i = 0; i < 5; i++)
-            if (la[5 + i] != lc[i])
-                fail_msg("Vulkan step %d: loss %.9g in one run, %.9g resumed without "
-                         "VKATTN_TEXEL_LOADS=0", 6 + i, la[5 + i], lc[i]);
-        assert_null(strstr(vc.err, "notice"));
-        cu_free(&va);
-        cu_free(&vb);
-        cu_free(&vc);
     }
     /* A state from before the record: as the command line says, and it says so. */
     size_t n;
@@ -437,6 +416,38 @@ static void test_cli_resume_needs_out_for_other_names(void **state) {
     assert_true(st.step == 4);
     assert_true(cu_exists(tf_path(&d, "next.bin")));
     cu_free(&r);
+    tf_rmdir(&d);
+}
+
+
+/* On Vulkan the kernels are recorded too: a run with storage-buffer loads only
+ * (VKATTN_TEXEL_LOADS=0, which sums layernorm's rows in another order on lavapipe) stopped at
+ * step 5 and resumed without the variable keeps them, its losses bit for bit those of the run
+ * never stopped, and says nothing. (Exhaustive: the storage pipelines are built for it alone.) */
+static void test_cli_resume_keeps_storage_loads(void **state) {
+    (void)state;
+    if (!vulkan_available()) return;
+    unsetenv("VKATTN_TEXEL_LOADS");
+    tf_dir d = tf_mkdir();
+    cu_spec storage = {.dir = &d, .env = {"VKATTN_TEXEL_LOADS=0"}};
+    double la[16], lc[16];
+    cu_result va = cu_run_spec(&storage, CU_ARGS(VULKAN_RUN, "--out", "va.bin", "--json"));
+    cu_expect(&va, 0, NULL, "10 steps on Vulkan, storage loads");
+    cu_result vb = cu_run_spec(&storage, CU_ARGS(VULKAN_RUN, "--out", "vb.bin", "--stop-at",
+                                                 "5", "--json"));
+    cu_expect(&vb, 0, NULL, "5 steps on Vulkan, storage loads");
+    cu_result vc = cu_run(&d, "train", "--resume", "vb.state.bin", "--json");
+    cu_expect(&vc, 0, NULL, "resume on Vulkan without VKATTN_TEXEL_LOADS");
+    assert_int_equal(step_losses(va.out, la, 16), 10);
+    assert_int_equal(step_losses(vc.out, lc, 16), 5);
+    for (int i = 0; i < 5; i++)
+        if (la[5 + i] != lc[i])
+            fail_msg("Vulkan step %d: loss %.9g in one run, %.9g resumed without "
+                     "VKATTN_TEXEL_LOADS=0", 6 + i, la[5 + i], lc[i]);
+    assert_null(strstr(vc.err, "notice"));
+    cu_free(&va);
+    cu_free(&vb);
+    cu_free(&vc);
     tf_rmdir(&d);
 }
 
@@ -925,8 +936,8 @@ static void test_cli_killed_during_save_keeps_a_complete_set(void **state) {
     tf_rmdir(&d);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
+int main(int argc, char **argv) {
+    const struct CMUnitTest quick[] = {
         cmocka_unit_test(test_cli_resume_refuses_another_text),
         cmocka_unit_test(test_cli_resume_of_a_builtin_run_hints),
         cmocka_unit_test(test_cli_stop_at_and_finished_runs),
@@ -943,5 +954,9 @@ int main(void) {
         cmocka_unit_test(test_cli_foreign_tokenizer_is_refused),
         cmocka_unit_test(test_cli_killed_during_save_keeps_a_complete_set),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    /* Builds every pipeline of a training run a second time, with storage loads. */
+    const struct CMUnitTest exhaustive[] = {
+        cmocka_unit_test(test_cli_resume_keeps_storage_loads),
+    };
+    TU_RETURN_GROUPS(argc, argv, quick, exhaustive, NULL, NULL);
 }

@@ -321,21 +321,29 @@ static void test_dtype_bf16_matmul_cpu(void **state) {
     }
 }
 
-/* The same on Vulkan, each kernel variant (bf16 read a float at a time from 32-bit words): a
- * few shapes in the quick set (each is a pipeline to build on lavapipe). */
+/* The same on Vulkan, each kernel variant (bf16 read a float at a time from 32-bit words, or
+ * four from two): two shapes in the quick set, three more in the exhaustive one (each
+ * transpose and load width is a pipeline to build on lavapipe). */
 static void bf16_vulkan_cases(vka_context *ctx) {
     const bf_case shapes[] = {
-        {.M = 1, .N = 301, .K = 77, .bias = true},
-        {.M = 65, .N = 33, .K = 17, .tb = true},
         {.M = 37, .N = 41, .K = 67, .batch = 3, .pad = 5, .ta = true, .bias = true,
          .accumulate = true, .alpha = 0.75f},
         /* multiples of 4: the CPU-type variant's four-at-a-time loads of A and B */
-        {.M = 100, .N = 92, .K = 300, .batch = 2, .ta = true, .bias = true},
         {.M = 20, .N = 24, .K = 40, .tb = true, .pad = 4, .batch = 3},
     };
     for (size_t s = 0; s < TU_LEN(shapes); s++) bf16_matmul_case(ctx, shapes[s], 700 + s);
 }
 TU_VULKAN_TESTS(test_dtype_bf16_matmul_vulkan, bf16_vulkan_cases)
+
+static void bf16_vulkan_more_cases(vka_context *ctx) {
+    const bf_case shapes[] = {
+        {.M = 1, .N = 301, .K = 77, .bias = true},
+        {.M = 65, .N = 33, .K = 17, .tb = true},
+        {.M = 100, .N = 92, .K = 300, .batch = 2, .ta = true, .bias = true},
+    };
+    for (size_t s = 0; s < TU_LEN(shapes); s++) bf16_matmul_case(ctx, shapes[s], 710 + s);
+}
+TU_VULKAN_TESTS(test_dtype_bf16_matmul_vulkan_more, bf16_vulkan_more_cases)
 
 /* A bf16 product whose operands pass the binding limit is refused (not split yet), naming the
  * limit; float32 ones of the same shape are split. */
@@ -490,5 +498,8 @@ int main(int argc, char **argv) {
         TU_VULKAN_TEST_ENTRIES(test_dtype_bf16_matmul_vulkan),
         cmocka_unit_test(test_dtype_bf16_matmul_beyond_binding_limit),
     };
-    TU_RETURN_QUICK(argc, argv, tests, NULL, NULL);
+    const struct CMUnitTest exhaustive[] = {
+        TU_VULKAN_TEST_ENTRIES(test_dtype_bf16_matmul_vulkan_more),
+    };
+    TU_RETURN_GROUPS(argc, argv, tests, exhaustive, NULL, NULL);
 }

@@ -519,7 +519,7 @@ static void test_gpt_ignored_targets_count_for_nothing(void **state) {
     tu_done(ctx);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         TM_BOTH(test_gpt_initial_loss_is_ln_v),
         TM_BOTH(test_gpt_forward_logits_give_the_loss),
@@ -530,9 +530,13 @@ int main(void) {
         TM_BOTH(test_gpt_overfits_one_batch),
         TM_BOTH(test_gpt_resume_is_exact),
         cmocka_unit_test(test_gpt_rejects_bad_config),
-        cmocka_unit_test(test_gpt_tensor_beyond_binding_limit),
         cmocka_unit_test(test_gpt_rejects_bad_inputs),
         TM_BOTH(test_gpt_ignored_targets_count_for_nothing),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    /* A model of its own, C 4096 (a wte past lavapipe's 128 MiB binding limit: pipelines
+     * nothing else builds). */
+    const struct CMUnitTest exhaustive[] = {
+        cmocka_unit_test(test_gpt_tensor_beyond_binding_limit),
+    };
+    TU_RETURN_GROUPS(argc, argv, tests, exhaustive, NULL, NULL);
 }

@@ -72,16 +72,20 @@ static mm_tile cpu_tile(const vkb_matmul *mm) {
 }
 
 /* A 16-column tile whose B columns are read one float at a time (B not vec4) becomes 12 columns,
- * and then 16 rows of A read one float at a time 12 rows: llvmpipe compiles each scalar load into
- * a loop over the lanes, and 16 x 16 tiles of them took 17-20 s to build per pipeline (16 x 12:
- * 10 s, 12 x 12: 7 s) for no speed: single-thread GFLOP/s at 515 x 513 x 511 (best of 5 runs,
- * interleaved), both scalar 12 x 12 4.1-4.4 against 16 x 16 3.7-4.0; A vec4 and B scalar 16 x 12
- * 8.2 against 6.2. With B vec4 the 16 x 16 tile stays (A scalar: 8.3 against 12 x 12's 6.9).
- * Multiples of 4, so the vec4 flags chosen for the 16 x 16 tile hold. */
+ * and then, with A read one float at a time too, 8 x 8. Through storage buffers llvmpipe
+ * compiled each scalar load into a loop over the lanes, and 16 x 16 tiles of them took 17-20 s
+ * to build per pipeline (16 x 12: 10 s, 12 x 12: 7 s) for no speed: single-thread GFLOP/s at
+ * 515 x 513 x 511 (best of 5 runs, interleaved), both scalar 12 x 12 4.1-4.4 against 16 x 16
+ * 3.7-4.0; A vec4 and B scalar 16 x 12 8.2 against 6.2. With B vec4 the 16 x 16 tile stays
+ * (A scalar: 8.3 against 12 x 12's 6.9). Through one-float texel views (texel_operands) both
+ * scalar: 8 x 8 builds in 1.9 s against 12 x 12's 5.6 s and 16 x 16's 14-19 s, and runs at
+ * 5.4 GFLOP/s against 6.6 and 6.2 (same run, a loaded machine): a rare shape's first use
+ * costs more than its speed. Multiples of 4, so the vec4 flags chosen for the 16 x 16 tile
+ * hold. */
 static mm_tile cpu_tile_for_loads(mm_tile t, uint32_t vec) {
     if (!(vec & VEC_B) && t.tn == 16) {
         t.tn = 12;
-        if (!(vec & VEC_A) && t.tm == 16) t.tm = 12;
+        if (!(vec & VEC_A) && t.tm == 16) t.tm = t.tn = 8;
     }
     return t;
 }
