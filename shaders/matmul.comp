@@ -51,6 +51,10 @@ layout(set = 0, binding = 2) readonly buffer BU2 { uvec2 b_u2[]; };
 #ifdef VKA_TEXEL
 layout(set = 0, binding = 12) uniform samplerBuffer a_tex;
 layout(set = 0, binding = 13) uniform samplerBuffer b_tex;
+// bf16 A and B (AB_BF16): their 16-bit elements as texels, one (R16_UINT) or four
+// (R16G16B16A16_UINT, VEC bit 0 / 1) each.
+layout(set = 0, binding = 14) uniform usamplerBuffer a_htex;
+layout(set = 0, binding = 15) uniform usamplerBuffer b_htex;
 #endif
 
 #include "pc/matmul.h"
@@ -72,17 +76,21 @@ vec4 bf16x4(uvec2 w) {
                 uintBitsToFloat(w.y << 16), uintBitsToFloat(w.y & 0xFFFF0000u));
 }
 // A's (B's) element idx: float32, or bf16 (AB_BF16; the view's offset a_off counts words).
-// Read one float at a time, A (B) comes through its texel view of one float per texel where
-// VEC bit 3 (4) is set without bit 0 (1) (the VKA_TEXEL build).
+// Read one element at a time, A (B) comes through its texel view of one element per texel
+// where VEC bit 3 (4) is set without bit 0 (1) (the VKA_TEXEL build).
 float a_at(uint idx) {
 #ifdef VKA_TEXEL
-    if ((VEC & 9u) == 8u) return texelFetch(a_tex, int(idx)).x;
+    if ((VEC & 9u) == 8u)
+        return AB_BF16 ? uintBitsToFloat(texelFetch(a_htex, int(idx)).x << 16)
+                       : texelFetch(a_tex, int(idx)).x;
 #endif
     return AB_BF16 ? bf16_at(a_u[idx >> 1], idx) : a[idx];
 }
 float b_at(uint idx) {
 #ifdef VKA_TEXEL
-    if ((VEC & 18u) == 16u) return texelFetch(b_tex, int(idx)).x;
+    if ((VEC & 18u) == 16u)
+        return AB_BF16 ? uintBitsToFloat(texelFetch(b_htex, int(idx)).x << 16)
+                       : texelFetch(b_tex, int(idx)).x;
 #endif
     return AB_BF16 ? bf16_at(b_u[idx >> 1], idx) : b[idx];
 }

@@ -28,7 +28,9 @@
 // bf16 operands (AB_BF16): four elements from a pair of 32-bit words.
 vec4 a_vec4(uint q) {
 #ifdef VKA_TEXEL
-    if ((VEC & 8u) != 0u) return texelFetch(a_tex, int(q));
+    if ((VEC & 8u) != 0u)
+        return AB_BF16 ? uintBitsToFloat(texelFetch(a_htex, int(q)) << 16)
+                       : texelFetch(a_tex, int(q));
 #endif
     if (AB_BF16) return bf16x4(a_u2[q]);
     return a4[q];
@@ -36,7 +38,9 @@ vec4 a_vec4(uint q) {
 
 vec4 b_vec4(uint q) {
 #ifdef VKA_TEXEL
-    if ((VEC & 16u) != 0u) return texelFetch(b_tex, int(q));
+    if ((VEC & 16u) != 0u)
+        return AB_BF16 ? uintBitsToFloat(texelFetch(b_htex, int(q)) << 16)
+                       : texelFetch(b_tex, int(q));
 #endif
     if (AB_BF16) return bf16x4(b_u2[q]);
     return b4[q];

@@ -531,10 +531,24 @@ bool vkv_views_texel(const vkv_backend *vb, const vkv_call *call, uint32_t views
     return true;
 }
 
-bool vkv_views_texel_scalar(const vkv_backend *vb, const vkv_call *call, uint32_t views) {
+/* Bytes per texel and the view's format. */
+static VkDeviceSize texel_unit(vkv_texel_format f) {
+    return f == VKV_TEXEL_F32 ? 4 : f == VKV_TEXEL_U16 ? 2 : f == VKV_TEXEL_U16X4 ? 8 : 16;
+}
+static VkFormat texel_vk_format(vkv_texel_format f) {
+    return f == VKV_TEXEL_F32     ? VK_FORMAT_R32_SFLOAT
+           : f == VKV_TEXEL_U16   ? VK_FORMAT_R16_UINT
+           : f == VKV_TEXEL_U16X4 ? VK_FORMAT_R16G16B16A16_UINT
+                                  : VK_FORMAT_R32G32B32A32_SFLOAT;
+}
+
+bool vkv_views_texel_as(const vkv_backend *vb, const vkv_call *call, uint32_t views,
+                        vkv_texel_format format) {
     if (!vb->dev->texel_operands) return false;
+    if ((format == VKV_TEXEL_U16 || format == VKV_TEXEL_U16X4) && !vb->dev->texel_16bit)
+        return false;
     for (int i = 0; i < call->n_bind; i++)
-        if ((views >> i & 1) && !texel_fits(vb, call->bind[i], 4)) return false;
+        if ((views >> i & 1) && !texel_fits(vb, call->bind[i], texel_unit(format))) return false;
     return true;
 }
 
@@ -627,24 +641,27 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
         if (j < call->n_texel && call->texel[j] != VKV_NO_TEXEL) {
             int i = call->texel[j];
             vkb_tensor t = i < call->n_bind ? call->bind[i] : (vkb_tensor){0};
-            bool scalar = (call->texel_scalar >> j & 1) != 0;
-            VkDeviceSize unit = scalar ? 4 : 16;
+            vkv_texel_format f = (vkv_texel_format)call->texel_format[j];
+            VkDeviceSize unit = texel_unit(f);
             if (!texel_fits(vb, t, unit)) {
                 vkb_fail(&vb->base, VKA_ERROR_INVALID_ARGUMENT,
                          "%s: binding %d cannot be read as a texel buffer (internal error: the "
-                         "op did not check vkv_views_texel%s)", label, i, scalar ? "_scalar" : "");
+                         "op did not check vkv_views_texel)", label, i);
                 return;
             }
             *k = (vkv_binding){.id = key[i].id, .offset = key[i].offset,
-                               .range = texel_range(vb, t, unit),
-                               .format = scalar ? VK_FORMAT_R32_SFLOAT
-                                                : VK_FORMAT_R32G32B32A32_SFLOAT};
+                               .range = texel_range(vb, t, unit), .format = texel_vk_format(f)};
             for (int q = 0; q < n_acc; q++)
                 if (acc[q].id == k->id && acc[q].lo == k->offset)
                     acc[q].hi = VKA_MAX(acc[q].hi, k->offset + k->range);
             views[j] = vkv_get_view(vb, buffers[i], k->id, k->offset, k->range, k->format);
         } else {
-            views[j] = vkv_get_view(vb, VK_NULL_HANDLE, 0, 0, 0, VK_FORMAT_R32G32B32A32_SFLOAT);
+            /* the dummy: of the float or the integer kind the shader declares there */
+            bool u = call->texel_format[j] == VKV_TEXEL_U16 ||
+                     call->texel_format[j] == VKV_TEXEL_U16X4;
+            k->format = u ? VK_FORMAT_R32_UINT : VK_FORMAT_UNDEFINED;
+            views[j] = vkv_get_view(vb, VK_NULL_HANDLE, 0, 0, 0,
+                                    u ? VK_FORMAT_R32_UINT : VK_FORMAT_R32G32B32A32_SFLOAT);
         }
         if (!views[j]) return;
     }

@@ -113,6 +113,7 @@ typedef struct vkr_device {
                           * buffers (RGBA32F views at bindings VKV_MAX_BINDINGS + j): llvmpipe
                           * loads those with one gather instead of a loop over the lanes. Off
                           * on GPUs, and with VKATTN_TEXEL_LOADS=0 */
+    bool texel_16bit;    /* and 16-bit elements as R16_UINT / R16G16B16A16_UINT texels */
     uint64_t max_binding_bytes; /* bytes one descriptor may bind: maxStorageBufferRange, or less
                                  * (vka_context_desc.max_binding_bytes) */
     VkDeviceSize bind_align;    /* binding offsets are multiples of this (a power of two >=
@@ -154,8 +155,8 @@ typedef struct vkv_call {
      * hold for that tensor), or VKV_NO_TEXEL; the other texel bindings hold a dummy view. */
     uint8_t texel[VKV_MAX_TEXELS];
     int n_texel;
-    uint8_t texel_scalar; /* bit j: texel view j has one float per texel (R32F; the shader
-                           * reads texelFetch(t, int(i)).x, element i), not a vec4 */
+    uint8_t texel_format[VKV_MAX_TEXELS]; /* view j's texels (vkv_texel_format; 0: vec4s), also
+                                           * for a dummy view (the shader's declared type) */
     const void *pc;                    /* push constants (VKV_PC) */
     uint32_t pc_size;                  /* bytes, <= VKV_PUSH_CONSTANT_BYTES */
     int pc_views;                      /* its first pc_views words are the views' element
@@ -200,10 +201,20 @@ bool vkv_views_vec4(const vkv_backend *vb, const vkv_call *call, uint32_t views)
  * (vkv_texel_ok; false without texel_operands): the op may then take its texel build, with
  * call->texel naming those views. */
 bool vkv_views_texel(const vkv_backend *vb, const vkv_call *call, uint32_t views);
-/* The same for texel views of one float per texel (vkv_call.texel_scalar): llvmpipe gathers
- * such loads as it does vec4 ones, where an unaligned storage buffer load is a loop over the
- * lanes (and seconds more to compile per pipeline). */
-bool vkv_views_texel_scalar(const vkv_backend *vb, const vkv_call *call, uint32_t views);
+/* The texels a view of vkv_call.texel may have: four floats (RGBA32F), one float (R32F), one
+ * 16-bit element (R16_UINT: bf16 or fp16 bits, usamplerBuffer) or four (R16G16B16A16_UINT).
+ * llvmpipe gathers each as it does vec4s, where a storage buffer load that is not a whole
+ * aligned vec4 is a loop over the lanes (and seconds more to compile per pipeline). The 16-bit
+ * ones need dev->texel_16bit. */
+typedef enum vkv_texel_format {
+    VKV_TEXEL_VEC4 = 0,
+    VKV_TEXEL_F32,
+    VKV_TEXEL_U16,
+    VKV_TEXEL_U16X4,
+} vkv_texel_format;
+/* vkv_views_texel for views of the given texels. */
+bool vkv_views_texel_as(const vkv_backend *vb, const vkv_call *call, uint32_t views,
+                        vkv_texel_format format);
 
 /* The most elements one bound view may hold: the binding limit less the alignment slack, a
  * multiple of bind_align / 4 (so element blocks of this size start aligned). */

@@ -19,9 +19,10 @@ typedef struct mm_tile {
 } mm_tile;
 
 /* VEC bits: vec4 access to A, B, out (and bias); A, B read through their texel views; A and B
- * bf16 (both variants; read from their 32-bit words: four at a time as a uvec2 where VEC_A /
- * VEC_B, never through texels). The vec4 conditions (cpu_vec_flags: offsets, strides, lengths
- * multiples of 4 elements, view offsets of 4 words) hold for bf16 elements too. */
+ * bf16 (both variants; read from their 32-bit words, four at a time as a uvec2 where VEC_A /
+ * VEC_B, or in the CPU variant through R16_UINT / R16G16B16A16_UINT texel views where TEXEL_A
+ * / TEXEL_B). The vec4 conditions (cpu_vec_flags: offsets, strides, lengths multiples of 4
+ * elements, view offsets of 4 words) hold for bf16 elements too. */
 enum { VEC_A = 1, VEC_B = 2, VEC_OUT = 4, TEXEL_A = 8, TEXEL_B = 16, AB_BF16 = 32 };
 
 static uint64_t tile_rows(mm_tile t) { return (uint64_t)(t.wg / t.ln) * t.tm; }
@@ -203,22 +204,26 @@ static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, siz
     /* CPU-type devices with texel_operands read the vec4 operands through texel views
      * (matmul.comp's texel build; an application's buffers without texel usage through
      * storage). */
-    /* Operands read one float at a time go through views of one float per texel
-     * (vkv_views_texel_scalar): gathered too, and a 12 x 12 scalar pipeline builds in about a
-     * fifth of the time. */
-    if (!bf16 && ((vec & VEC_A) ? vkv_views_texel(vb, &call, 0x2)
-                                : vkv_views_texel_scalar(vb, &call, 0x2)))
-        vec |= TEXEL_A;
-    if (!bf16 && ((vec & VEC_B) ? vkv_views_texel(vb, &call, 0x4)
-                                : vkv_views_texel_scalar(vb, &call, 0x4)))
-        vec |= TEXEL_B;
+    /* Operands read one element at a time go through views of one element per texel (R32F,
+     * or R16_UINT for bf16): gathered too, and the pipeline builds in a fraction of the time.
+     * float32 A and B at texel bindings 0 and 1 (float samplerBuffer), bf16 at 2 and 3
+     * (usamplerBuffer). */
+    vkv_texel_format fa = bf16 ? (vec & VEC_A ? VKV_TEXEL_U16X4 : VKV_TEXEL_U16)
+                               : (vec & VEC_A ? VKV_TEXEL_VEC4 : VKV_TEXEL_F32);
+    vkv_texel_format fb = bf16 ? (vec & VEC_B ? VKV_TEXEL_U16X4 : VKV_TEXEL_U16)
+                               : (vec & VEC_B ? VKV_TEXEL_VEC4 : VKV_TEXEL_F32);
+    if (vkv_views_texel_as(vb, &call, 0x2, fa)) vec |= TEXEL_A;
+    if (vkv_views_texel_as(vb, &call, 0x4, fb)) vec |= TEXEL_B;
     if (vec & (TEXEL_A | TEXEL_B)) {
+        int s = bf16 ? 2 : 0;
         call.shader = VKA_SHADER_MATMUL_TEXEL;
-        call.texel[0] = vec & TEXEL_A ? 1 : VKV_NO_TEXEL;
-        call.texel[1] = vec & TEXEL_B ? 2 : VKV_NO_TEXEL;
-        call.texel_scalar = (uint8_t)(((vec & TEXEL_A) && !(vec & VEC_A) ? 1u : 0u) |
-                                      ((vec & TEXEL_B) && !(vec & VEC_B) ? 2u : 0u));
-        call.n_texel = 2;
+        for (int j = 0; j < 4; j++) call.texel[j] = VKV_NO_TEXEL;
+        call.texel[s] = vec & TEXEL_A ? 1 : VKV_NO_TEXEL;
+        call.texel[s + 1] = vec & TEXEL_B ? 2 : VKV_NO_TEXEL;
+        call.texel_format[2] = call.texel_format[3] = VKV_TEXEL_U16; /* declared uint */
+        call.texel_format[s] = (uint8_t)fa;
+        call.texel_format[s + 1] = (uint8_t)fb;
+        call.n_texel = 4;
     }
     /* The CPU variant's ln is pc.ln: its LN constant stays 1, so widths share a pipeline. */
     pc.ln = t.ln;

@@ -173,7 +173,9 @@ struct vkv_backend {
     int cap_index;            /* a power of two > 2 * n_sets, or 0 */
     vkv_view *views;          /* texel buffer views (dev->texel_operands), made while recording */
     int n_views, cap_views;
-    VkBufferView dummy_view;  /* over the dummy arena, for unused texel bindings */
+    VkBufferView dummy_view[2]; /* over the dummy arena, for unused texel bindings: RGBA32F
+                                 * (float samplerBuffer), R32_UINT (usamplerBuffer; both
+                                 * formats every device has) */
 
     /* memory (vk_memory.c) */
     uint64_t next_buffer_id;
