@@ -91,7 +91,8 @@ static inline vka_kernels tu_other_kernels(void) {
  *                 seconds to build, and the quick set is meant to take minutes);
  *   "exhaustive"  those left-out tests of the quick group, then the exhaustive group;
  *   none          both groups whole.
- * Both groups get the same setup and teardown. Returns the number of failures. */
+ * Both groups get the same setup and teardown. Returns the number of failures; anything else
+ * as the argument is a usage error (exit 2). */
 #define TU_RETURN_GROUPS(argc, argv, quick, exhaustive, setup, teardown)                       \
     TU_RETURN_SPLIT_(argc, argv, quick, setup, teardown,                                        \
                      cmocka_run_group_tests_name("exhaustive", exhaustive, setup, teardown))
@@ -102,6 +103,11 @@ static inline vka_kernels tu_other_kernels(void) {
 #define TU_RETURN_SPLIT_(argc, argv, quick, setup, teardown, run_exhaustive)                    \
     do {                                                                                        \
         const char *tu_group_ = (argc) > 1 ? (argv)[1] : "";                                    \
+        if ((argc) > 2 || (*tu_group_ && strcmp(tu_group_, "quick") != 0 &&                    \
+                           strcmp(tu_group_, "exhaustive") != 0)) {                             \
+            fprintf(stderr, "usage: %s [quick|exhaustive] (none: both groups)\n", (argv)[0]);  \
+            return 2;                                                                           \
+        }                                                                                       \
         vka_kernels tu_other_ = *tu_group_ ? tu_other_kernels() : VKA_KERNELS_AUTO;            \
         const char *tu_other_tests_ = tu_other_ == VKA_KERNELS_GPU   ? "*_gpu_kernels"          \
                                       : tu_other_ == VKA_KERNELS_CPU ? "*_cpu_kernels"          \
