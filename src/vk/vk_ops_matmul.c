@@ -78,15 +78,18 @@ static mm_tile cpu_tile(const vkb_matmul *mm) {
  * to build per pipeline (16 x 12: 10 s, 12 x 12: 7 s) for no speed: single-thread GFLOP/s at
  * 515 x 513 x 511 (best of 5 runs, interleaved), both scalar 12 x 12 4.1-4.4 against 16 x 16
  * 3.7-4.0; A vec4 and B scalar 16 x 12 8.2 against 6.2. With B vec4 the 16 x 16 tile stays
- * (A scalar: 8.3 against 12 x 12's 6.9). Through one-float texel views (texel_operands) both
+ * (A scalar: 8.3 against 12 x 12's 6.9). Through one-float texel views (both TEXEL bits) both
  * scalar: 8 x 8 builds in 1.9 s against 12 x 12's 5.6 s and 16 x 16's 14-19 s, and runs at
  * 5.4 GFLOP/s against 6.6 and 6.2 (same run, a loaded machine): a rare shape's first use
- * costs more than its speed. Multiples of 4, so the vec4 flags chosen for the 16 x 16 tile
- * hold. */
+ * costs more than its speed; through storage 12 x 12 stays. Multiples of 4, so the vec4 flags
+ * chosen for the 16 x 16 tile hold. */
 static mm_tile cpu_tile_for_loads(mm_tile t, uint32_t vec) {
     if (!(vec & VEC_B) && t.tn == 16) {
         t.tn = 12;
-        if (!(vec & VEC_A) && t.tm == 16) t.tm = t.tn = 8;
+        if (!(vec & VEC_A) && t.tm == 16) {
+            bool texels = (vec & TEXEL_A) && (vec & TEXEL_B);
+            t.tm = t.tn = texels ? 8 : 12;
+        }
     }
     return t;
 }
@@ -195,19 +198,13 @@ static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, siz
                      .groups = tile_count(t, &sub),
                      .label = "matmul"};
     uint32_t vec = 0;
-    if (dev->is_cpu) {
-        vec = cpu_vec_flags(vb, &call, &sub, t, &pc);
-        t = cpu_tile_for_loads(t, vec);
-        call.groups = tile_count(t, &sub);
-    }
+    if (dev->is_cpu) vec = cpu_vec_flags(vb, &call, &sub, t, &pc);
     if (bf16) vec |= AB_BF16;
-    /* CPU-type devices with texel_operands read the vec4 operands through texel views
-     * (matmul.comp's texel build; an application's buffers without texel usage through
-     * storage). */
-    /* Operands read one element at a time go through views of one element per texel (R32F,
-     * or R16_UINT for bf16): gathered too, and the pipeline builds in a fraction of the time.
-     * float32 A and B at texel bindings 0 and 1 (float samplerBuffer), bf16 at 2 and 3
-     * (usamplerBuffer). */
+    /* CPU-type devices with texel_operands read A and B through texel views (matmul.comp's
+     * texel build; an application's buffers without texel usage through storage): vec4s
+     * where they are read as vec4s, else one element per texel (R32F, or R16_UINT for bf16),
+     * gathered too. float32 A and B at texel bindings 0 and 1 (float samplerBuffer), bf16 at
+     * 2 and 3 (usamplerBuffer). */
     vkv_texel_format fa = bf16 ? (vec & VEC_A ? VKV_TEXEL_U16X4 : VKV_TEXEL_U16)
                                : (vec & VEC_A ? VKV_TEXEL_VEC4 : VKV_TEXEL_F32);
     vkv_texel_format fb = bf16 ? (vec & VEC_B ? VKV_TEXEL_U16X4 : VKV_TEXEL_U16)
@@ -224,6 +221,10 @@ static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, siz
         call.texel_format[s] = (uint8_t)fa;
         call.texel_format[s + 1] = (uint8_t)fb;
         call.n_texel = 4;
+    }
+    if (dev->is_cpu) {
+        t = cpu_tile_for_loads(t, vec);
+        call.groups = tile_count(t, &sub);
     }
     /* The CPU variant's ln is pc.ln: its LN constant stays 1, so widths share a pipeline. */
     pc.ln = t.ln;
