@@ -474,11 +474,24 @@ static VkDeviceSize bind_start(const vkv_backend *vb, vkb_tensor t) {
     return (VkDeviceSize)t.offset * 4 / vb->dev->bind_align * vb->dev->bind_align;
 }
 
-/* The bytes of t's chunk a texel view may cover: its buffer, in whole vec4s. */
+/* Each vkv_texel_format's view format, bytes per texel, and the format of the dummy view an
+ * unused binding of that declared kind gets (float or unsigned integer; both formats every
+ * device supports as uniform texel buffers). */
+static const struct {
+    VkFormat format;
+    VkDeviceSize unit;
+    VkFormat dummy;
+} texel_formats[] = {
+    [VKV_TEXEL_VEC4] = {VK_FORMAT_R32G32B32A32_SFLOAT, 16, VK_FORMAT_R32G32B32A32_SFLOAT},
+    [VKV_TEXEL_F32] = {VK_FORMAT_R32_SFLOAT, 4, VK_FORMAT_R32G32B32A32_SFLOAT},
+    [VKV_TEXEL_U16] = {VK_FORMAT_R16_UINT, 2, VK_FORMAT_R32_UINT},
+    [VKV_TEXEL_U16X4] = {VK_FORMAT_R16G16B16A16_UINT, 8, VK_FORMAT_R32_UINT},
+};
+static VkDeviceSize texel_unit(vkv_texel_format f) { return texel_formats[f].unit; }
+
+/* The bytes of t's chunk a texel view may cover: its buffer. */
 static VkDeviceSize texel_chunk_bytes(vkb_tensor t) {
-    const vkv_arena *a = vkv_arena_of(t);
-    return (VKA_MAX((VkDeviceSize)a->chunk_elems[t.chunk] * 4, 16) + 15) / 16 * 16 +
-           (a->texel_slack ? VKV_TEXEL_SLACK : 0);
+    return vkv_chunk_bytes(vkv_arena_of(t), (int)t.chunk);
 }
 
 /* The bytes a texel view of view t covers: its bound range rounded up to whole vec4s, and
@@ -499,7 +512,7 @@ static VkDeviceSize texel_range(const vkv_backend *vb, vkb_tensor t, VkDeviceSiz
     return n * unit;
 }
 
-/* Whether t may be read through a texel view of unit-byte texels (16: RGBA32F, 4: R32F). */
+/* Whether t may be read through a texel view of unit-byte texels (texel_unit). */
 static bool texel_fits(const vkv_backend *vb, vkb_tensor t, VkDeviceSize unit) {
     const vkr_device *dev = vb->dev;
     if (!dev->texel_operands || !t.arena || t.n == 0) return false;
@@ -525,21 +538,7 @@ bool vkv_views_vec4(const vkv_backend *vb, const vkv_call *call, uint32_t views)
 }
 
 bool vkv_views_texel(const vkv_backend *vb, const vkv_call *call, uint32_t views) {
-    if (!vb->dev->texel_operands) return false;
-    for (int i = 0; i < call->n_bind; i++)
-        if ((views >> i & 1) && !vkv_texel_ok(vb, call->bind[i])) return false;
-    return true;
-}
-
-/* Bytes per texel and the view's format. */
-static VkDeviceSize texel_unit(vkv_texel_format f) {
-    return f == VKV_TEXEL_F32 ? 4 : f == VKV_TEXEL_U16 ? 2 : f == VKV_TEXEL_U16X4 ? 8 : 16;
-}
-static VkFormat texel_vk_format(vkv_texel_format f) {
-    return f == VKV_TEXEL_F32     ? VK_FORMAT_R32_SFLOAT
-           : f == VKV_TEXEL_U16   ? VK_FORMAT_R16_UINT
-           : f == VKV_TEXEL_U16X4 ? VK_FORMAT_R16G16B16A16_UINT
-                                  : VK_FORMAT_R32G32B32A32_SFLOAT;
+    return vkv_views_texel_as(vb, call, views, VKV_TEXEL_VEC4);
 }
 
 bool vkv_views_texel_as(const vkv_backend *vb, const vkv_call *call, uint32_t views,
@@ -610,7 +609,7 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
     VkBuffer buffers[VKV_MAX_BINDINGS];
     vkv_binding key[VKV_SET_KEYS];
     vkv_access acc[VKV_MAX_BINDINGS];
-    int n_acc = 0;
+    int n_acc = 0, acc_of[VKV_MAX_BINDINGS] = {0}; /* binding i's entry of acc */
     for (int i = 0; i < VKV_MAX_BINDINGS; i++) {
         vkb_tensor t = i < call->n_bind ? call->bind[i] : (vkb_tensor){0};
         if (!t.arena || t.n == 0) {
@@ -630,6 +629,7 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
         }
         buffers[i] = a->buffers[t.chunk];
         key[i] = (vkv_binding){.id = a->ids[t.chunk], .offset = lo, .range = hi - lo};
+        acc_of[i] = n_acc;
         acc[n_acc++] = (vkv_access){.id = key[i].id, .lo = lo, .hi = hi, .write = call->writes[i]};
     }
     /* Texel views (texel_operands): over the same bytes as their storage binding. */
@@ -650,18 +650,16 @@ void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
                 return;
             }
             *k = (vkv_binding){.id = key[i].id, .offset = key[i].offset,
-                               .range = texel_range(vb, t, unit), .format = texel_vk_format(f)};
-            for (int q = 0; q < n_acc; q++)
-                if (acc[q].id == k->id && acc[q].lo == k->offset)
-                    acc[q].hi = VKA_MAX(acc[q].hi, k->offset + k->range);
+                               .range = texel_range(vb, t, unit),
+                               .format = texel_formats[f].format};
+            vkv_access *ac = &acc[acc_of[i]];
+            ac->hi = VKA_MAX(ac->hi, k->offset + k->range);
             views[j] = vkv_get_view(vb, buffers[i], k->id, k->offset, k->range, k->format);
         } else {
-            /* the dummy: of the float or the integer kind the shader declares there */
-            bool u = call->texel_format[j] == VKV_TEXEL_U16 ||
-                     call->texel_format[j] == VKV_TEXEL_U16X4;
-            k->format = u ? VK_FORMAT_R32_UINT : VK_FORMAT_UNDEFINED;
-            views[j] = vkv_get_view(vb, VK_NULL_HANDLE, 0, 0, 0,
-                                    u ? VK_FORMAT_R32_UINT : VK_FORMAT_R32G32B32A32_SFLOAT);
+            /* a view of the dummy arena, of the kind the shader declares there */
+            *k = (vkv_binding){.id = vb->dummy->ids[0], .offset = 0, .range = 16,
+                               .format = texel_formats[call->texel_format[j]].dummy};
+            views[j] = vkv_get_view(vb, vb->dummy->buffers[0], k->id, 0, 16, k->format);
         }
         if (!views[j]) return;
     }

@@ -150,9 +150,10 @@ typedef struct vkv_call {
     vkb_tensor bind[VKV_MAX_BINDINGS]; /* tensor i -> binding i */
     bool writes[VKV_MAX_BINDINGS];     /* the dispatch writes (or read-modify-writes) tensor i */
     int n_bind;
-    /* With dev->texel_operands: binding VKV_MAX_BINDINGS + j is a uniform texel buffer (vec4
-     * texels, RGBA32F) over the same bytes as binding texel[j] (< n_texel; vkv_texel_ok must
-     * hold for that tensor), or VKV_NO_TEXEL; the other texel bindings hold a dummy view. */
+    /* With dev->texel_operands: binding VKV_MAX_BINDINGS + j is a uniform texel buffer (texels
+     * of texel_format[j]) over the same bytes as binding texel[j] (< n_texel;
+     * vkv_views_texel_as must hold for that tensor), or VKV_NO_TEXEL; the other texel bindings
+     * hold a dummy view. */
     uint8_t texel[VKV_MAX_TEXELS];
     int n_texel;
     uint8_t texel_format[VKV_MAX_TEXELS]; /* view j's texels (vkv_texel_format; 0: vec4s), also

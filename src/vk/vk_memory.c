@@ -187,9 +187,7 @@ vka_result vkv_arena_create(vkb_backend *be, const char *label, vkb_arena_kind k
     for (int c = 0; c < n_chunks && r == VKA_SUCCESS; c++) {
         a->chunk_elems[c] = chunk_elems[c];
         a->ids[c] = ++vb->next_buffer_id;
-        VkDeviceSize bytes = VKA_MAX((VkDeviceSize)chunk_elems[c] * 4, 16);
-        if (vb->dev->texel_operands) bytes = (bytes + 15) / 16 * 16; /* whole vec4 texels */
-        if (a->texel_slack) bytes += VKV_TEXEL_SLACK;
+        VkDeviceSize bytes = vkv_chunk_bytes(a, c);
         char what[200];
         snprintf(what, sizeof what, "%s (chunk %d of %d; %.1f MiB in all)", label, c + 1,
                  n_chunks, (double)total / (1 << 20));

@@ -75,10 +75,6 @@ void vkv_pipelines_destroy(vkv_backend *vb) {
     vka_free(vb->base.ctx, vb->views);
     vb->views = NULL;
     vb->n_views = vb->cap_views = 0;
-    for (int i = 0; i < 2; i++) {
-        if (vb->dummy_view[i]) vb->vk->vkDestroyBufferView(d, vb->dummy_view[i], vb->dev->alloc);
-        vb->dummy_view[i] = VK_NULL_HANDLE;
-    }
     vka_free(vb->base.ctx, vb->set_index);
     vb->set_index = NULL;
     vb->cap_index = 0;
@@ -282,13 +278,11 @@ static bool reindex(vkv_backend *vb, int want) {
 
 VkBufferView vkv_get_view(vkv_backend *vb, VkBuffer buf, uint64_t id, VkDeviceSize offset,
                           VkDeviceSize range, VkFormat format) {
-    int dummy = format == VK_FORMAT_R32_UINT ? 1 : 0; /* id 0: which dummy */
-    if (id == 0 && vb->dummy_view[dummy]) return vb->dummy_view[dummy];
-    for (int i = 0; i < vb->n_views && id; i++)
+    for (int i = 0; i < vb->n_views; i++)
         if (vb->views[i].id == id && vb->views[i].offset == offset &&
             vb->views[i].range == range && vb->views[i].format == format)
             return vb->views[i].view;
-    if (id && vb->n_views == vb->cap_views) {
+    if (vb->n_views == vb->cap_views) {
         int cap = vb->cap_views ? 2 * vb->cap_views : 64;
         vkv_view *grown = vka_realloc(vb->base.ctx, vb->views, (size_t)cap * sizeof *grown);
         if (!grown) {
@@ -299,19 +293,16 @@ VkBufferView vkv_get_view(vkv_backend *vb, VkBuffer buf, uint64_t id, VkDeviceSi
         vb->cap_views = cap;
     }
     VkBufferViewCreateInfo info = {.sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
-                                   .buffer = id ? buf : vb->dummy->buffers[0],
-                                   .format = id ? format
-                                            : dummy ? VK_FORMAT_R32_UINT
-                                                    : VK_FORMAT_R32G32B32A32_SFLOAT,
-                                   .offset = id ? offset : 0,
-                                   .range = id ? range : 16};
+                                   .buffer = buf,
+                                   .format = format,
+                                   .offset = offset,
+                                   .range = range};
     VkBufferView view = VK_NULL_HANDLE;
     VkResult vr = vb->vk->vkCreateBufferView(vb->dev->device, &info, vb->dev->alloc, &view);
     if (vr != VK_SUCCESS) {
         vkv_fail_vk(vb, vr, "vkCreateBufferView");
         return VK_NULL_HANDLE;
     }
-    if (!id) return vb->dummy_view[dummy] = view;
     vb->views[vb->n_views++] =
         (vkv_view){.id = id, .offset = offset, .range = range, .format = format, .view = view};
     return view;
@@ -381,15 +372,6 @@ void vkv_forget_buffers(vkv_backend *vb, const uint64_t *ids, int n) {
             vb->views[kept++] = vb->views[i];
     }
     vb->n_views = kept;
-    for (int v = 0; v < 2; v++)
-        if (vb->dummy_view[v] && vb->dummy)
-            for (int j = 0; j < n; j++)
-                if (ids[j] == vb->dummy->ids[0]) {
-                    vb->vk->vkDestroyBufferView(vb->dev->device, vb->dummy_view[v],
-                                                vb->dev->alloc);
-                    vb->dummy_view[v] = VK_NULL_HANDLE;
-                    break;
-                }
     kept = 0;
     for (int i = 0; i < vb->n_sets; i++) {
         bool stale = false;

@@ -26,6 +26,14 @@ typedef struct vkv_arena {
 
 static inline vkv_arena *vkv_arena_of(vkb_tensor t) { return (vkv_arena *)(void *)t.arena; }
 
+/* The bytes of chunk c's buffer: its elements (16 bytes at least), for texel arenas in whole
+ * vec4 texels and the slack after them. */
+static inline VkDeviceSize vkv_chunk_bytes(const vkv_arena *a, int c) {
+    VkDeviceSize bytes = VKA_MAX((VkDeviceSize)a->chunk_elems[c] * 4, 16);
+    if (a->texel) bytes = (bytes + 15) / 16 * 16 + (a->texel_slack ? VKV_TEXEL_SLACK : 0);
+    return bytes;
+}
+
 /* A byte range of one buffer touched since the last barrier. */
 typedef struct vkv_access {
     uint64_t id;
@@ -120,14 +128,14 @@ typedef struct vkv_pipeline {
 typedef struct vkv_binding {
     uint64_t id; /* the buffer's unique id */
     VkDeviceSize offset, range;
-    VkFormat format; /* texel views: RGBA32F or R32F; storage bindings: VK_FORMAT_UNDEFINED */
+    VkFormat format; /* texel views: theirs (vkv_texel_format); storage bindings: UNDEFINED */
 } vkv_binding;
 
-/* The descriptor-set key: the storage buffer bindings, then the texel buffer views (id 0: the
- * dummy view, or no texel bindings in the layout). */
+/* The descriptor-set key: the storage buffer bindings, then the texel buffer views (unused
+ * ones: a view of the dummy arena; id 0: no texel bindings in the layout). */
 #define VKV_SET_KEYS (VKV_MAX_BINDINGS + VKV_MAX_TEXELS)
 
-/* A cached buffer view (RGBA32F or R32F) over bytes [offset, offset + range) of buffer id. */
+/* A cached buffer view in format over bytes [offset, offset + range) of buffer id. */
 typedef struct vkv_view {
     uint64_t id;
     VkDeviceSize offset, range;
@@ -173,9 +181,6 @@ struct vkv_backend {
     int cap_index;            /* a power of two > 2 * n_sets, or 0 */
     vkv_view *views;          /* texel buffer views (dev->texel_operands), made while recording */
     int n_views, cap_views;
-    VkBufferView dummy_view[2]; /* over the dummy arena, for unused texel bindings: RGBA32F
-                                 * (float samplerBuffer), R32_UINT (usamplerBuffer; both
-                                 * formats every device has) */
 
     /* memory (vk_memory.c) */
     uint64_t next_buffer_id;
@@ -240,9 +245,8 @@ VkPipeline vkv_get_pipeline(vkv_backend *vb, vka_shader_id shader, const uint32_
  * views[j] as key[VKV_MAX_BINDINGS + j]. */
 VkDescriptorSet vkv_get_set(vkv_backend *vb, const VkBuffer *buffers, const VkBufferView *views,
                             const vkv_binding *key);
-/* The view in format (RGBA32F or R32F) of bytes [offset, offset + range) of buffer buf (id),
- * made on first use; the dummy arena's RGBA32F view for id 0. NULL after a failure
- * (vkb_fail). */
+/* The view in format of bytes [offset, offset + range) of buffer buf (id), made on first use
+ * and destroyed with the buffer (vkv_forget_buffers). NULL after a failure (vkb_fail). */
 VkBufferView vkv_get_view(vkv_backend *vb, VkBuffer buf, uint64_t id, VkDeviceSize offset,
                           VkDeviceSize range, VkFormat format);
 void vkv_forget_buffers(vkv_backend *vb, const uint64_t *ids, int n);
