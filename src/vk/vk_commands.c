@@ -494,22 +494,22 @@ static VkDeviceSize texel_chunk_bytes(vkb_tensor t) {
     return vkv_chunk_bytes(vkv_arena_of(t), (int)t.chunk);
 }
 
-/* The bytes a texel view of view t covers: its bound range rounded up to whole vec4s, and
- * then, where the buffer has room, to a count of vec4s that is not a power of two. llvmpipe
- * keys the code it compiles for a pipeline on whether each texel view's width is a power of
- * two, so views of both kinds cost a pipeline two to four compiles (seconds each); a view a
- * few vec4s longer than its tensor reads nothing more (shaders index within their tensors)
- * and is tracked to its end like the storage range. */
+/* The bytes a texel view of view t covers: its bound range rounded up to whole texels, and
+ * then, where the buffer has room, 256 bytes more if bits 8..15 of that size are all zero.
+ * llvmpipe (Mesa 22.3) keys the code it compiles for a pipeline on those bits of each texel
+ * view's size (its sampler key reads a buffer view's size as a texture's last mip level, a
+ * union's other member): without this, a pipeline's first dispatch with views of both kinds
+ * costs another compile, seconds each, whenever a tensor's byte size crosses such a value
+ * (a K = 32 and a K = 128 product of 256 rows). A view a little longer than its tensor reads
+ * nothing more (shaders index within their tensors) and is tracked to its end like the
+ * storage range. */
 static VkDeviceSize texel_range(const vkv_backend *vb, vkb_tensor t, VkDeviceSize unit) {
     VkDeviceSize lo = bind_start(vb, t), hi = ((VkDeviceSize)t.offset + t.n) * 4;
-    VkDeviceSize n = (hi - lo + unit - 1) / unit;
-    if ((n & (n - 1)) == 0) {
-        VkDeviceSize m = n == 1 ? 3 : n + 1;
-        if (lo + m * unit <= texel_chunk_bytes(t) &&
-            m <= vb->dev->props.limits.maxTexelBufferElements)
-            n = m;
-    }
-    return n * unit;
+    VkDeviceSize bytes = (hi - lo + unit - 1) / unit * unit;
+    if ((bytes >> 8 & 0xff) == 0 && lo + bytes + 256 <= texel_chunk_bytes(t) &&
+        (bytes + 256) / unit <= vb->dev->props.limits.maxTexelBufferElements)
+        bytes += 256;
+    return bytes;
 }
 
 /* Whether t may be read through a texel view of unit-byte texels (texel_unit). */

@@ -21,16 +21,20 @@ typedef struct vkv_arena {
 } vkv_arena;
 
 /* Bytes a texel arena's buffers hold past their last vec4 where the allocation limit allows:
- * room for texel views of a width that is not a power of two (vk_commands.c, texel_range). */
-#define VKV_TEXEL_SLACK 32
+ * room to widen a texel view by 256 bytes (vk_commands.c, texel_range). */
+#define VKV_TEXEL_SLACK 256
 
 static inline vkv_arena *vkv_arena_of(vkb_tensor t) { return (vkv_arena *)(void *)t.arena; }
 
 /* The bytes of chunk c's buffer: its elements (16 bytes at least), for texel arenas in whole
- * vec4 texels and the slack after them. */
+ * vec4 texels and the slack after them, and 16 more where that would be a power of two
+ * (llvmpipe compiles a pipeline's code again for texel views of buffers of both kinds). */
 static inline VkDeviceSize vkv_chunk_bytes(const vkv_arena *a, int c) {
     VkDeviceSize bytes = VKA_MAX((VkDeviceSize)a->chunk_elems[c] * 4, 16);
-    if (a->texel) bytes = (bytes + 15) / 16 * 16 + (a->texel_slack ? VKV_TEXEL_SLACK : 0);
+    if (a->texel) {
+        bytes = (bytes + 15) / 16 * 16 + (a->texel_slack ? VKV_TEXEL_SLACK : 0);
+        if (a->texel_slack && (bytes & (bytes - 1)) == 0) bytes += 16;
+    }
     return bytes;
 }
 
