@@ -495,7 +495,8 @@ static VkDeviceSize texel_chunk_bytes(vkb_tensor t) {
 }
 
 /* The bytes a texel view of view t covers: its bound range rounded up to whole texels, and
- * then, where the buffer has room, 256 bytes more if bits 8..15 of that size are all zero.
+ * then, where the buffer has room, VKV_TEXEL_SLACK (256) bytes more if bits 8..15 of that
+ * size are all zero.
  * llvmpipe (Mesa 22.3) keys the code it compiles for a pipeline on those bits of each texel
  * view's size (its sampler key reads a buffer view's size as a texture's last mip level, a
  * union's other member): without this, a pipeline's first dispatch with views of both kinds
@@ -506,9 +507,9 @@ static VkDeviceSize texel_chunk_bytes(vkb_tensor t) {
 static VkDeviceSize texel_range(const vkv_backend *vb, vkb_tensor t, VkDeviceSize unit) {
     VkDeviceSize lo = bind_start(vb, t), hi = ((VkDeviceSize)t.offset + t.n) * 4;
     VkDeviceSize bytes = (hi - lo + unit - 1) / unit * unit;
-    if ((bytes >> 8 & 0xff) == 0 && lo + bytes + 256 <= texel_chunk_bytes(t) &&
-        (bytes + 256) / unit <= vb->dev->props.limits.maxTexelBufferElements)
-        bytes += 256;
+    if ((bytes >> 8 & 0xff) == 0 && lo + bytes + VKV_TEXEL_SLACK <= texel_chunk_bytes(t) &&
+        (bytes + VKV_TEXEL_SLACK) / unit <= vb->dev->props.limits.maxTexelBufferElements)
+        bytes += VKV_TEXEL_SLACK;
     return bytes;
 }
 

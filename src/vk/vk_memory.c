@@ -167,6 +167,7 @@ vka_result vkv_arena_create(vkb_backend *be, const char *label, vkb_arena_kind k
     a->texel = vb->dev->texel_operands;
     size_t most = 0;
     for (int c = 0; c < n_chunks; c++) most = VKA_MAX(most, chunk_elems[c]);
+    /* the largest chunk as vkv_chunk_bytes makes it: vec4 rounding, slack, never a power of 2 */
     a->texel_slack = a->texel && (VkDeviceSize)most * 4 + 32 + VKV_TEXEL_SLACK <=
                                      be->limits.max_chunk_bytes;
     a->buffers = vka_calloc(vb->base.ctx, (size_t)n_chunks, sizeof *a->buffers);

@@ -20,8 +20,8 @@ typedef struct vkv_arena {
     uint64_t *ids;        /* unique buffer ids (descriptor-set cache keys) */
 } vkv_arena;
 
-/* Bytes a texel arena's buffers hold past their last vec4 where the allocation limit allows:
- * room to widen a texel view by 256 bytes (vk_commands.c, texel_range). */
+/* Bytes a texel arena's buffers hold past their last vec4 where the allocation limit allows,
+ * and what texel_range (vk_commands.c) widens a view by: 256, a value of bits 8..15. */
 #define VKV_TEXEL_SLACK 256
 
 static inline vkv_arena *vkv_arena_of(vkb_tensor t) { return (vkv_arena *)(void *)t.arena; }
