@@ -306,7 +306,6 @@ typedef enum vka_device_type {
     VKA_DEVICE_TYPE_CPU = 4, /* software drivers such as lavapipe, and the CPU backend */
 } vka_device_type;
 
-/** What a device is and what it allows. Limits are Vulkan's VkPhysicalDeviceLimits names. */
 /** How a device holds bf16 and fp16 data (vka_device_info.path_16bit). Whatever the path,
  * arithmetic that needs it (sums, statistics) stays fp32. */
 typedef enum vka_16bit_path {
@@ -322,6 +321,7 @@ typedef enum vka_16bit_path {
     VKA_16BIT_HOST = 3,
 } vka_16bit_path;
 
+/** What a device is and what it allows. Limits are Vulkan's VkPhysicalDeviceLimits names. */
 typedef struct vka_device_info {
     uint32_t index;                 /* position in the Vulkan device list */
     char name[256];                 /* deviceName, or the CPU model for the CPU backend */

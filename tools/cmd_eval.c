@@ -2,6 +2,7 @@
  * llm.c token files). */
 #include "cli.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@ typedef struct eval_opts {
     const char *model, *data, *tokenizer;
     int ctx;
     bool json;
+    size_t chunk; /* tokens read and scored at a time */
     cli_backend_opts b;
 } eval_opts;
 
@@ -36,15 +38,17 @@ typedef struct eval_opts {
  * file is never held whole as int32. */
 #define EVAL_CHUNK_TOKENS ((size_t)1 << 20)
 
+/* 0 (after the message) where $VKATTN_EVAL_CHUNK is set but not a positive number of tokens. */
 static size_t chunk_tokens(void) {
     const char *env = getenv("VKATTN_EVAL_CHUNK");
     if (!env || !*env) return EVAL_CHUNK_TOKENS;
     char *end = NULL;
+    errno = 0;
     long long v = strtoll(env, &end, 10);
-    if (*end != '\0' || v <= 0) {
-        fprintf(stderr, "vkattn eval: VKATTN_EVAL_CHUNK=%s is not a positive number of tokens; "
-                "using the default, %zu\n", env, EVAL_CHUNK_TOKENS);
-        return EVAL_CHUNK_TOKENS;
+    if (*end != '\0' || v <= 0 || errno == ERANGE) {
+        fprintf(stderr, "vkattn eval: VKATTN_EVAL_CHUNK=%s is not a positive number of tokens\n",
+                env);
+        return 0;
     }
     return (size_t)v;
 }
@@ -52,8 +56,8 @@ static size_t chunk_tokens(void) {
 /* The mean loss over all windows of T+1 tokens at 0, T, 2T, ... of the data, scored a chunk
  * of windows at a time and combined by window count; *bytes: what their targets decode to. */
 static vka_result score(vka_gpt *gpt, const vka_data *data, const vka_tokenizer *tok, int T,
-                        size_t n, double *loss, size_t *windows, uint64_t *bytes) {
-    size_t total = (n - 1) / (size_t)T, per = chunk_tokens() / (size_t)T;
+                        size_t n, size_t chunk, double *loss, size_t *windows, uint64_t *bytes) {
+    size_t total = (n - 1) / (size_t)T, per = chunk / (size_t)T;
     if (per == 0) per = 1;
     if (per > total) per = total;
     int32_t *buf = malloc((per * (size_t)T + 1) * sizeof *buf);
@@ -114,7 +118,7 @@ static int evaluate(vka_context *ctx, const eval_opts *o) {
     double loss = 0.0;
     size_t windows = 0;
     uint64_t bytes = 0;
-    r = score(gpt, data, tok, T, n, &loss, &windows, &bytes);
+    r = score(gpt, data, tok, T, n, o->chunk, &loss, &windows, &bytes);
     if (r != VKA_SUCCESS) {
         if (r == VKA_ERROR_OUT_OF_HOST_MEMORY) fprintf(stderr, "vkattn eval: out of memory\n");
         rc = r == VKA_ERROR_OUT_OF_HOST_MEMORY ? CLI_ERROR : cli_fail("eval", ctx, r, o->data);
@@ -167,6 +171,8 @@ int cmd_eval(int argc, char **argv) {
     if (rc != CLI_OK) return rc < 0 ? CLI_OK : rc;
     if (!o.model) return cli_usage_error("eval", "--model MODEL is required");
     if (!o.data) return cli_usage_error("eval", "--data FILE is required");
+    o.chunk = chunk_tokens();
+    if (o.chunk == 0) return CLI_USAGE;
     rc = cli_check_backend_opts("eval", &o.b, CLI_USES_CHOSEN(&o.b));
     if (rc != CLI_OK) return rc;
     vka_context *ctx = NULL;

@@ -33,7 +33,6 @@ static const vkb_runtime cpu_runtime = {
 
 vka_result vkb_cpu_create(vka_context *ctx, const vka_settings *s, vkb_backend **out) {
     *out = NULL;
-    int threads = s->cpu_threads;
     vka_cpu_kernels kernels = s->cpu_kernels;
     bool reference = kernels == VKA_CPU_KERNELS_REFERENCE;
     cpu_backend *cb = vka_calloc(ctx, 1, sizeof *cb);
@@ -54,7 +53,7 @@ vka_result vkb_cpu_create(vka_context *ctx, const vka_settings *s, vkb_backend *
     cb->base.limits.memory_bytes = vkb_host_memory_bytes();
     vka_settings_lower_limits(s, &cb->base.limits);
 #ifdef VKA_HAVE_OPENMP
-    cb->nt = threads > 0 ? threads : omp_get_max_threads();
+    cb->nt = s->cpu_threads > 0 ? s->cpu_threads : omp_get_max_threads();
 #else
     cb->nt = 1;
 #endif
