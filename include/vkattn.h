@@ -1089,7 +1089,10 @@ vka_result vka_gpt_create(vka_context *ctx, const vka_gpt_config *config, uint64
  * Read an llm.c GPT-2 checkpoint: int32 header[256] {20240326, 3, maxT, V, L, NH, C, Vp}, then
  * fp32 wte (Vp,C), wpe (maxT,C), ln1w (L,C), ln1b (L,C), qkvw (L,3C,C), qkvb (L,3C),
  * attprojw (L,C,C), attprojb (L,C), ln2w (L,C), ln2b (L,C), fcw (L,4C,C), fcb (L,4C),
- * fcprojw (L,C,4C), fcprojb (L,C), lnfw (C), lnfb (C).
+ * fcprojw (L,C,4C), fcprojb (L,C), lnfw (C), lnfb (C); or version 5 (header word 1 = 5, llm.c's
+ * bf16 checkpoint, as its train_gpt2.cu and train_gpt2.py write_model(..., "bfloat16") write
+ * it): the same tensors as bf16, 2 bytes each, widened to float32 exactly on loading (the model
+ * then runs in float32).
  * Errors: VKA_ERROR_IO, VKA_ERROR_FORMAT (magic, version, sizes, truncation, a NaN or infinite
  * parameter: the message says which, e.g. "model.bin: wte[1234] is NaN"; a header checksum or
  * parameter hash that does not match, or a nonzero unused header word: see vka_gpt_save),
@@ -1101,6 +1104,14 @@ vka_result vka_gpt_load(vka_context *ctx, const char *path, vka_gpt **out);
  * of the parameters and a header checksum. vka_gpt_load checks them when the trailer is there;
  * llm.c's files have none and load as before. Errors: VKA_ERROR_IO. */
 vka_result vka_gpt_save(vka_gpt *gpt, const char *path);
+/** vka_gpt_save with the parameters as dtype: VKA_F32 (llm.c's version 3, what vka_gpt_save
+ * writes) or VKA_BF16 (llm.c's version 5: each parameter rounded to the nearest bf16, ties to
+ * even, 2 bytes; half the size, and what llm.c's bf16 build loads). The trailer's parameter hash
+ * is of the float32 values vka_gpt_load gives back. The model in memory is unchanged (a training
+ * state, vka_gpt_save_state, always keeps float32). Errors: VKA_ERROR_INVALID_ARGUMENT (dtype
+ * VKA_F16 or outside the enum: llm.c has no fp16 file; a parameter beyond bf16's range, named),
+ * VKA_ERROR_IO. */
+vka_result vka_gpt_save_dtype(vka_gpt *gpt, const char *path, vka_dtype dtype);
 /** Record tok as the tokenizer gpt belongs to (its vka_tokenizer_id goes into the model and
  * state files saved from now on); NULL forgets it. Errors: VKA_ERROR_INVALID_ARGUMENT (tok's
  * vocabulary size is not the model's V). */

@@ -112,12 +112,153 @@ static void test_checkpoint_loads_hand_written_llmc_file(void **state) {
     tu_done(ctx);
 }
 
+/* float32 -> bf16 by hand, as docs/files.md states it (independent of vka_convert): round to
+ * nearest, ties to even; float32 subnormals flush to signed zero (test values have none). */
+static uint16_t ref_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7F800000u) == 0) return (uint16_t)((u >> 16) & 0x8000u);
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+static float widen_bf16(uint16_t w) {
+    uint32_t u = (uint32_t)w << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 static void expect_load_error(vka_context *ctx, const char *path, vka_result want,
                               const char *part1, const char *part2) {
     vka_gpt *gpt = (vka_gpt *)1;
     vka_result r = vka_gpt_load(ctx, path, &gpt);
     tf_expect_error(ctx, r, want, part1, part2, NULL);
     assert_null(gpt);
+}
+
+/* llm.c's bf16 checkpoint (version 5): vka_gpt_save_dtype writes each parameter rounded to
+ * nearest even, 2 bytes; loading widens exactly; the model then computes what a float32 model
+ * of those values computes, bit for bit; a file llm.c writes (no trailer) loads too. */
+static void test_checkpoint_bf16_version_5(void **state) {
+    vka_context *ctx = tu_cpu();
+    tf_dir d = tf_mkdir();
+    vka_gpt *gpt = new_model(ctx, &TINY, 5);
+    size_t n = vka_gpt_num_params(gpt);
+    float *p = params_of(gpt);
+    const char *path = tf_path(&d, "bf16.bin");
+    assert_int_equal(vka_gpt_save_dtype(gpt, path, VKA_BF16), VKA_SUCCESS);
+    assert_int_equal(tf_count(&d, ""), 1);
+    size_t size;
+    unsigned char *file = tf_read(path, &size);
+    assert_int_equal(size, 1024 + 2 * n);
+    int32_t h[8];
+    memcpy(h, file, sizeof h);
+    const int32_t want_h[8] = {20240326, 5, 8, 11, 2, 2, 8, 16};
+    assert_memory_equal(h, want_h, sizeof h);
+    uint32_t mark;
+    memcpy(&mark, file + 4 * 252, 4);
+    assert_int_equal(mark, 0x58414B56u); /* vkattn's trailer, as in a float32 file */
+    float *widened = malloc(n * sizeof *widened);
+    size_t rounded = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t w;
+        memcpy(&w, file + 1024 + 2 * i, 2);
+        if (w != ref_bf16(p[i])) fail_msg("parameter %zu: %04x, want %04x", i, w, ref_bf16(p[i]));
+        widened[i] = widen_bf16(w);
+        rounded += widened[i] != p[i];
+    }
+    assert_true(rounded > n / 2); /* N(0, 0.02) weights: most lose bits */
+    /* the model in memory is unchanged */
+    float *p_after = params_of(gpt);
+    assert_memory_equal(p, p_after, 4 * n);
+
+    vka_gpt *back = NULL;
+    assert_int_equal(vka_gpt_load(ctx, path, &back), VKA_SUCCESS);
+    float *q = params_of(back);
+    assert_memory_equal(q, widened, 4 * n);
+    /* the same loss as a float32 model holding the widened values */
+    vka_gpt *ref = new_model(ctx, &TINY, 9);
+    assert_int_equal(vka_gpt_set_params(ref, widened, n), VKA_SUCCESS);
+    int32_t in[6] = {1, 2, 3, 4, 5, 6}, tg[6] = {2, 3, 4, 5, 6, 7};
+    float l_back, l_ref, l_orig;
+    assert_int_equal(vka_gpt_forward(back, in, tg, 2, 3, &l_back, NULL), VKA_SUCCESS);
+    assert_int_equal(vka_gpt_forward(ref, in, tg, 2, 3, &l_ref, NULL), VKA_SUCCESS);
+    assert_int_equal(vka_gpt_forward(gpt, in, tg, 2, 3, &l_orig, NULL), VKA_SUCCESS);
+    assert_memory_equal(&l_back, &l_ref, sizeof l_back);
+    print_message("loss fp32 %.9g, from the bf16 file %.9g\n", l_orig, l_back);
+    assert_true(fabsf(l_back - l_orig) < 1e-2f * l_orig);
+    /* saving the loaded model in bf16 again gives the same bytes (bf16 values are exact) */
+    const char *again = tf_path(&d, "again.bin");
+    assert_int_equal(vka_gpt_save_dtype(back, again, VKA_BF16), VKA_SUCCESS);
+    size_t size2;
+    unsigned char *file2 = tf_read(again, &size2);
+    assert_int_equal(size2, size);
+    assert_memory_equal(file2, file, size);
+    free(file2);
+    /* ... and in float32, the widened values */
+    assert_int_equal(vka_gpt_save_dtype(back, again, VKA_F32), VKA_SUCCESS);
+    file2 = tf_read(again, &size2);
+    assert_int_equal(size2, 1024 + 4 * n);
+    assert_int_equal(((int32_t *)file2)[1], 3);
+    assert_memory_equal(file2 + 1024, widened, 4 * n);
+    free(file2);
+
+    /* llm.c's own file: header words 0..7, zeros after, no trailer */
+    unsigned char *hand = calloc(1, 1024 + 2 * n);
+    memcpy(hand, want_h, sizeof want_h);
+    for (size_t i = 0; i < n; i++) {
+        uint16_t w = ref_bf16((float)i * 1e-3f - 0.5f);
+        memcpy(hand + 1024 + 2 * i, &w, 2);
+    }
+    const char *llmc = tf_path(&d, "llmc.bin");
+    tf_write(llmc, hand, 1024 + 2 * n);
+    vka_gpt *from_llmc = NULL;
+    assert_int_equal(vka_gpt_load(ctx, llmc, &from_llmc), VKA_SUCCESS);
+    float *r = params_of(from_llmc);
+    for (size_t i = 0; i < n; i++) {
+        uint16_t w;
+        memcpy(&w, hand + 1024 + 2 * i, 2);
+        if (memcmp(&r[i], &(float){widen_bf16(w)}, 4) != 0) fail_msg("llm.c file: parameter %zu", i);
+    }
+    free(r);
+    vka_gpt_destroy(from_llmc);
+    /* damaged bf16 files: truncated, a NaN (0x7FC1) in fcw of layer 1, +Inf in wte */
+    tf_write(llmc, hand, 1024 + 2 * n - 2);
+    expect_load_error(ctx, llmc, VKA_ERROR_FORMAT, "bf16 values (version 5)", "truncated");
+    size_t fcw1 = (size_t)TINY.Vp * 8 + (size_t)TINY.max_T * 8 +
+                  2 * (8 + 8 + 3 * 64 + 24 + 64 + 8 + 8 + 8) + 4 * 64 + 3; /* fcw[3] of layer 1 */
+    memcpy(hand + 1024 + 2 * fcw1, &(uint16_t){0x7FC1}, 2);
+    tf_write(llmc, hand, 1024 + 2 * n);
+    expect_load_error(ctx, llmc, VKA_ERROR_FORMAT, "fcw[3] of layer 1 is NaN", NULL);
+    memcpy(hand + 1024 + 2 * fcw1, &(uint16_t){0}, 2);
+    memcpy(hand + 1024 + 2 * 5, &(uint16_t){0x7F80}, 2);
+    tf_write(llmc, hand, 1024 + 2 * n);
+    expect_load_error(ctx, llmc, VKA_ERROR_FORMAT, "wte[5] is +Inf", NULL);
+    free(hand);
+
+    /* what cannot be saved: fp16 (llm.c has no such file), a dtype outside the enum, a
+     * parameter that rounds past bf16's largest value; nothing is written */
+    const char *none = tf_path(&d, "none.bin");
+    tf_expect_error(ctx, vka_gpt_save_dtype(gpt, none, VKA_F16), VKA_ERROR_INVALID_ARGUMENT,
+                    "not f16", "version 5", NULL);
+    tf_expect_error(ctx, vka_gpt_save_dtype(gpt, none, (vka_dtype)7), VKA_ERROR_INVALID_ARGUMENT,
+                    "dtype 7 is not a vka_dtype", NULL);
+    p[(size_t)TINY.Vp * 8 + 2] = 3.4e38f; /* wpe[2]: rounds to +Inf in bf16 */
+    assert_int_equal(vka_gpt_set_params(gpt, p, n), VKA_SUCCESS);
+    tf_expect_error(ctx, vka_gpt_save_dtype(gpt, none, VKA_BF16), VKA_ERROR_INVALID_ARGUMENT,
+                    "wpe[2] is beyond bf16's range", "Inf", NULL);
+    assert_int_equal(vka_gpt_save_dtype(gpt, none, VKA_F32), VKA_SUCCESS); /* float32 holds it */
+    remove(none);
+    assert_int_equal(tf_count(&d, ""), 3); /* bf16.bin, again.bin, llmc.bin */
+    free(q);
+    free(p_after);
+    free(widened);
+    free(file);
+    free(p);
+    vka_gpt_destroy(ref);
+    vka_gpt_destroy(back);
+    vka_gpt_destroy(gpt);
+    tf_rmdir(&d);
+    tu_done(ctx);
 }
 
 /* Write the saved file with header word i set to value (and its size changed by extra). */
@@ -160,8 +301,11 @@ static void test_checkpoint_malformed_files(void **state) {
                       "wrong magic 12345", "expected 20240326");
     expect_load_error(ctx, variant(&d, file, size, 0, 20240328, 0), VKA_ERROR_FORMAT,
                       "magic 20240328", "tokenizer");
-    expect_load_error(ctx, variant(&d, file, size, 1, 5, 0), VKA_ERROR_FORMAT, "version 5",
-                      "bfloat16");
+    /* version 5 (bf16) takes 2 bytes a parameter: this float32 payload is twice too long */
+    expect_load_error(ctx, variant(&d, file, size, 1, 5, 0), VKA_ERROR_FORMAT,
+                      "bf16 values (version 5)", "trailing data");
+    expect_load_error(ctx, variant(&d, file, size, 1, 4, 0), VKA_ERROR_FORMAT,
+                      "version 4 is not supported", "3, float32, or 5, bfloat16");
     /* nonsense sizes: negative, zero, C % NH, V > Vp, absurdly large (no allocation) */
     expect_load_error(ctx, variant(&d, file, size, 4, -3, 0), VKA_ERROR_FORMAT, "L = -3", NULL);
     expect_load_error(ctx, variant(&d, file, size, 6, 0, 0), VKA_ERROR_FORMAT, "C = 0", NULL);
@@ -663,6 +807,7 @@ int main(void) {
         cmocka_unit_test(test_checkpoint_round_trip_is_bit_exact),
         cmocka_unit_test(test_checkpoint_loads_hand_written_llmc_file),
         cmocka_unit_test(test_checkpoint_malformed_files),
+        cmocka_unit_test(test_checkpoint_bf16_version_5),
         cmocka_unit_test(test_checkpoint_rejects_non_finite_parameters),
         cmocka_unit_test(test_checkpoint_save_to_bad_path),
         cmocka_unit_test(test_state_round_trip),

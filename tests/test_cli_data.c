@@ -295,18 +295,6 @@ static void test_cli_init_errors(void **state) {
                "--data", "a.txt");
     cu_expect(&r, CLI_USAGE_STATUS, "exclude each other", "--resume");
     cu_free(&r);
-    /* llm.c's bfloat16 checkpoint: version 5 */
-    size_t n = 0;
-    unsigned char *m = tf_read(tf_path(&d, "m.bin"), &n);
-    m[4] = 5;
-    tf_write(tf_path(&d, "bf16.bin"), m, n);
-    free(m);
-    r = cu_run(&d, "train", "--backend", "cpu", "--init", "bf16.bin", "--data", "a.txt", "--out",
-               "f.bin");
-    cu_expect(&r, 1, "version 5", "bf16");
-    assert_non_null(strstr(r.err, "bf16.bin"));
-    assert_non_null(strstr(r.err, "bfloat16"));
-    cu_free(&r);
     /* a tokenizer of 3 tokens for a model of V = 65 (or whatever the text has) */
     vka_context *ctx = tu_cpu();
     vka_tokenizer *tok = NULL;
@@ -331,6 +319,81 @@ static void test_cli_init_errors(void **state) {
     tf_rmdir(&d);
 }
 
+/* train --save-precision bf16 writes llm.c's bf16 model file (version 5) beside a float32
+ * state; eval, generate and train --init take it; the resume command keeps the option. */
+static void test_cli_bf16_model_file(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    write_text_and_tokenizer(&d);
+    cu_result r = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "20", "--stop-at",
+                         "10", "--eval-windows", "2", "--data", "a.txt", "--out", "m.bin",
+                         "--save-precision", "bf16");
+    cu_expect(&r, 0, NULL, "train --save-precision bf16");
+    assert_non_null(strstr(r.out, "--save-precision bf16")); /* in the --resume command */
+    cu_free(&r);
+    vka_context *ctx = tu_cpu();
+    vka_gpt *master = NULL, *m16 = NULL;
+    vka_train_state st;
+    assert_int_equal(vka_gpt_load_state(ctx, tf_path(&d, "m.state.bin"), &master, &st),
+                     VKA_SUCCESS);
+    assert_int_equal(vka_gpt_load(ctx, tf_path(&d, "m.bin"), &m16), VKA_SUCCESS);
+    size_t n = vka_gpt_num_params(master), size = 0;
+    unsigned char *file = tf_read(tf_path(&d, "m.bin"), &size);
+    assert_int_equal(size, 1024 + 2 * n);
+    assert_int_equal(((int32_t *)file)[1], 5);
+    free(file);
+    free(tf_read(tf_path(&d, "m.state.bin"), &size));
+    assert_int_equal(size, 1024 + 3 * 4 * n); /* the state keeps float32 master weights */
+    float *p = malloc(n * 4), *q = malloc(n * 4), *want = malloc(n * 4);
+    uint16_t *w = malloc(n * 2);
+    assert_int_equal(vka_gpt_get_params(master, p, n), VKA_SUCCESS);
+    assert_int_equal(vka_gpt_get_params(m16, q, n), VKA_SUCCESS);
+    assert_int_equal(vka_convert(VKA_BF16, w, VKA_F32, p, n), VKA_SUCCESS);
+    assert_int_equal(vka_convert(VKA_F32, want, VKA_BF16, w, n), VKA_SUCCESS);
+    assert_memory_equal(q, want, n * 4);
+    assert_int_equal(vka_gpt_save(master, tf_path(&d, "m32.bin")), VKA_SUCCESS);
+    free(p);
+    free(q);
+    free(want);
+    free(w);
+    vka_gpt_destroy(master);
+    vka_gpt_destroy(m16);
+    tu_done(ctx);
+    /* eval: the bf16 file scores within 1% of its float32 master weights */
+    cu_result e16 = cu_run(&d, "eval", "--backend", "cpu", "--model", "m.bin", "--data", "a.txt",
+                           "--tokenizer", "m.tokenizer.bin", "--json");
+    cu_expect(&e16, 0, NULL, "eval of the bf16 file");
+    cu_result e32 = cu_run(&d, "eval", "--backend", "cpu", "--model", "m32.bin", "--data",
+                           "a.txt", "--tokenizer", "m.tokenizer.bin", "--json");
+    cu_expect(&e32, 0, NULL, "eval of the float32 weights");
+    double l16 = cu_json_num(e16.out, "loss"), l32 = cu_json_num(e32.out, "loss");
+    print_message("eval loss: bf16 file %.6f, float32 %.6f\n", l16, l32);
+    assert_true(l16 != l32 && fabs(l16 - l32) < 1e-2 * l32);
+    cu_free(&e16);
+    cu_free(&e32);
+    r = cu_run(&d, "generate", "--backend", "cpu", "--model", "m.bin", "--tokens", "20",
+               "--prompt", "ROMEO:");
+    cu_expect(&r, 0, NULL, "generate from the bf16 file");
+    assert_true(strncmp(r.out, "ROMEO:", 6) == 0 && strlen(r.out) > 6);
+    cu_free(&r);
+    r = cu_run(&d, "train", "--backend", "cpu", "--init", "m.bin", "--steps", "2", "--batch",
+               "4", "--data", "a.txt", "--out", "f.bin", "--eval-windows", "2", "--quiet");
+    cu_expect(&r, 0, NULL, "train --init from the bf16 file");
+    cu_free(&r);
+    free(tf_read(tf_path(&d, "f.bin"), &size));
+    assert_int_equal(size, 1024 + 4 * n); /* float32 unless asked */
+    r = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "2", "--data", "a.txt", "--out",
+               "g.bin", "--save-precision", "fp16");
+    cu_expect(&r, CLI_USAGE_STATUS, "--save-precision fp16", "use bf16");
+    cu_free(&r);
+    r = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "2", "--data", "a.txt", "--out",
+               "g.bin", "--save-precision", "int8");
+    cu_expect(&r, CLI_USAGE_STATUS, "int8", "--save-precision");
+    cu_free(&r);
+    assert_int_equal(tf_count(&d, "g."), 0);
+    tf_rmdir(&d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cli_tokenize_file_and_stdin),
@@ -339,6 +402,7 @@ int main(void) {
         cmocka_unit_test(test_cli_init_cpu),
         cmocka_unit_test(test_cli_init_vulkan),
         cmocka_unit_test(test_cli_init_errors),
+        cmocka_unit_test(test_cli_bf16_model_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

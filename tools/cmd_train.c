@@ -42,18 +42,20 @@ static const cli_command train_cmd = {
         "ids below the tokenizer's size); several files (a glob) are concatenated in order.\n"
         "Files are memory-mapped; - (standard input) is read into memory.\n"
         "\n"
-        "--init MODEL starts a new run from MODEL's weights (llm.c float32 checkpoint, version\n"
-        "3; a bfloat16 one, version 5, is refused) with fresh AdamW moments at step 0. The\n"
-        "model's shape is MODEL's (--layers, --heads, --embd with other values are an error;\n"
-        "--ctx may be shorter than its context, default min(64, its context)). The tokenizer is\n"
+        "--init MODEL starts a new run from MODEL's weights (an llm.c checkpoint: float32, version\n"
+        "3, or bfloat16, version 5, widened to float32) with fresh AdamW moments at step 0. The\n"
+        "model's shape is MODEL's (--layers, --heads, --embd with other values are an error; --ctx\n"
+        "may be shorter than its context, default min(64, its context)). The tokenizer is\n"
         "--tokenizer, else MODEL's sibling .tokenizer.bin if there is one, else character-level\n"
         "from the text; its size must be MODEL's V.\n"
         "\n"
-        "Files: MODEL (--out, default model.bin) is an llm.c GPT-2 checkpoint (float32, version\n"
-        "3); its tokenizer is MODEL with .bin replaced by .tokenizer.bin (llm.c format); the\n"
-        "training state (model, AdamW moments, step, batch generator, settings, the text's length\n"
-        "and hash) is MODEL with .bin replaced by .state.bin (a MODEL without .bin keeps its name\n"
-        "and gets the two suffixes appended). They are saved at the end, every --save-every steps, at --stop-at\n"
+        "Files: MODEL (--out, default model.bin) is an llm.c GPT-2 checkpoint (float32, version 3;\n"
+        "with --save-precision bf16, bfloat16, version 5: half the size, each weight rounded to\n"
+        "the nearest bf16, what llm.c's bf16 build loads); its tokenizer is MODEL with .bin\n"
+        "replaced by .tokenizer.bin (llm.c format); the training state (always float32: model,\n"
+        "AdamW moments, step, batch generator, settings, the text's length and hash) is MODEL with\n"
+        ".bin replaced by .state.bin (a MODEL without .bin keeps its name and gets the two\n"
+        "suffixes appended). They are saved at the end, every --save-every steps, at --stop-at\n"
         "and on interrupt, all or nothing: each is written to NAME.new, and only when all three\n"
         "are complete renamed over NAME, so a failed save leaves the previous set as it was (a\n"
         "run killed while renaming: the next train on the files finishes the renames). No\n"
@@ -70,7 +72,8 @@ static const cli_command train_cmd = {
         "error. STATE also records where its steps ran: without --backend the run continues on\n"
         "that backend with the same kernels; another --backend, --kernels or device is taken,\n"
         "with a notice that the losses are then no longer bit for bit those of an uninterrupted\n"
-        "run. Give again what STATE does not hold: --data, --device, --threads and --save-every\n"
+        "run. Give again what STATE does not hold: --data, --device, --threads, --save-every and\n"
+        "--save-precision "
         "(the command printed at a stop or an interrupt has them all).\n"
         "STATE also records the length and hash of the text trained on: --data must give the\n"
         "same text. MODEL defaults to STATE with .state.bin replaced by .bin; a STATE whose name\n"
@@ -223,7 +226,12 @@ static void say_resumed_backend(const train_run *r, cli_opt *opts, int n) {
 }
 
 /* Usage checks that involve more than one option. */
+const char *const train_save_precision_names[] = {"fp32", "bf16", "fp16", NULL};
+
 static int check_options(train_opts *o) {
+    if (o->save_precision == TRAIN_SAVE_FP16)
+        return cli_usage_error("train", "--save-precision fp16: llm.c's model files hold fp32 "
+                               "(version 3) or bf16 (version 5) parameters; use bf16");
     /* A resumed run's backend may come from its state: checked once it is known (cmd_train). */
     int rc = o->resume ? CLI_OK : cli_check_backend_opts("train", &o->b, CLI_USES_CHOSEN(&o->b));
     if (rc != CLI_OK) return rc;
@@ -582,8 +590,9 @@ int cmd_train(int argc, char **argv) {
         CLI_STRING("tokenizer", &o.tokenizer, "FILE", "tokenizer to encode the text with (needed "
                    "for token files) (default: beside --init's model, else character-level "
                    "from the text)"),
-        CLI_STRING("init", &o.init, "MODEL", "start from this model's weights (llm.c float32 "
-                   "checkpoint) with a fresh optimizer; its shape is the run's"),
+        CLI_STRING("init", &o.init, "MODEL", "start from this model's weights (llm.c "
+                   "checkpoint, float32 or bfloat16) with a fresh optimizer; its shape is the "
+                   "run's"),
         CLI_STRING("out", &o.out, "MODEL", "model file to write (default: model.bin)"),
         CLI_STRING("resume", &o.resume, "STATE", "continue the run saved in STATE exactly"),
         CLI_INT("vocab-size", &o.vocab_size, "N", "learn a byte-level BPE vocabulary of N tokens "
@@ -613,6 +622,9 @@ int cmd_train(int argc, char **argv) {
                 "(default: 0)", 0, 1e9),
         CLI_INT("save-every", &o.save_every, "N", "save every N steps; 0 = only at the end "
                 "(default: 500)", 0, 1e9),
+        CLI_CHOICE("save-precision", &o.save_precision, "P", "parameters in the model file: fp32 "
+                   "(llm.c version 3) or bf16 (version 5); the training state stays fp32 "
+                   "(default: fp32)", train_save_precision_names),
         CLI_INT("stop-at", &o.stop_at, "STEP", "save and stop after step STEP, to --resume later "
                 "(default: 0 = run to the end)", 0, 1e9),
         CLI_INT("log-every", &o.log_every, "N", "progress line every N steps when stdout is not "

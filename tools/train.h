@@ -24,7 +24,12 @@ typedef struct train_opts {
     uint64_t seed;
     int eval_every, eval_windows, save_every, stop_at, log_every;
     bool json, quiet, profile;
+    int save_precision;   /* index into train_save_precision_names: 0 fp32, 1 bf16, 2 fp16 */
 } train_opts;
+
+/* --save-precision's names; fp16 is listed to be refused with the reason. */
+extern const char *const train_save_precision_names[];
+enum { TRAIN_SAVE_FP32 = 0, TRAIN_SAVE_BF16 = 1, TRAIN_SAVE_FP16 = 2 };
 
 #define TRAIN_MAX_PROFILED_OPS 64
 #define TRAIN_SAVE_EVERY_DEFAULT 500

@@ -379,7 +379,9 @@ int train_save(train_run *r) {
     vka_result res = VKA_ERROR_OUT_OF_HOST_MEMORY;
     if (staged[0] && staged[1] && staged[2]) {
         res = vka_tokenizer_save(vka_data_tokenizer(r->data), staged[0]);
-        if (res == VKA_SUCCESS) res = vka_gpt_save(r->gpt, staged[1]);
+        if (res == VKA_SUCCESS)
+            res = vka_gpt_save_dtype(r->gpt, staged[1], r->o->save_precision == TRAIN_SAVE_BF16
+                                                            ? VKA_BF16 : VKA_F32);
         if (res == VKA_SUCCESS) res = vka_gpt_save_state(r->gpt, &r->st, staged[2]);
     }
     if (res != VKA_SUCCESS) {

@@ -201,6 +201,8 @@ static void continue_command(FILE *f, const train_run *r, const char *state) {
     if (o->b.kernels) fprintf(f, " --kernels %s", cli_kernel_names[o->b.kernels]);
     if (o->b.threads) fprintf(f, " --threads %d", o->b.threads);
     if (o->save_every != TRAIN_SAVE_EVERY_DEFAULT) fprintf(f, " --save-every %d", o->save_every);
+    if (o->save_precision) fprintf(f, " --save-precision %s",
+                                   train_save_precision_names[o->save_precision]);
 }
 
 void report_end(train_run *r, const char *event, double val_loss) {

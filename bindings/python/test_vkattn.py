@@ -7,6 +7,7 @@ A missing Vulkan device skips the Vulkan cases, unless VKATTN_REQUIRE_GPU=1 (the
 import array
 import math
 import os
+import struct
 import sys
 import tempfile
 import unittest
@@ -76,6 +77,18 @@ class Backend:
         loaded = vkattn.GPT.load(self.ctx, self.path("model.bin"))
         self.assertEqual(loaded.config, gpt.config)
         self.assertEqual(loaded.get_params(), gpt.get_params())
+        # bf16 (llm.c's version 5): half the bytes, each parameter rounded to nearest even
+        gpt.save(self.path("model16.bin"), precision="bf16")
+        n = len(gpt.get_params())
+        self.assertEqual(os.path.getsize(self.path("model16.bin")), 1024 + 2 * n)
+        p16 = vkattn.GPT.load(self.ctx, self.path("model16.bin")).get_params()
+        for x, y in zip(list(gpt.get_params())[:2000], list(p16)[:2000]):
+            u = struct.unpack("<I", struct.pack("<f", x))[0]
+            r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+            self.assertEqual(struct.unpack("<f", struct.pack("<I", r))[0], y)
+        with self.assertRaises(vkattn.Error) as e:
+            gpt.save(self.path("x.bin"), precision="fp16")
+        self.assertIn("'fp32' or 'bf16'", str(e.exception))
 
         prompt = tok.encode("\n")
         ids = loaded.generate(prompt, 20, temperature=1.0, seed=3)

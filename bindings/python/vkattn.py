@@ -132,6 +132,7 @@ _SIGNATURES = {  # name: (restype, argtypes)
     "vka_gpt_create": (_c.c_int, [_P, _c.POINTER(vka_gpt_config), _c.c_uint64, _c.POINTER(_P)]),
     "vka_gpt_load": (_c.c_int, [_P, _c.c_char_p, _c.POINTER(_P)]),
     "vka_gpt_save": (_c.c_int, [_P, _c.c_char_p]),
+    "vka_gpt_save_dtype": (_c.c_int, [_P, _c.c_char_p, _c.c_int]),
     "vka_gpt_destroy": (None, [_P]),
     "vka_gpt_set_tokenizer": (_c.c_int, [_P, _P]),
     "vka_gpt_get_config": (vka_gpt_config, [_P]),
@@ -638,8 +639,16 @@ class GPT(_Child):
         _check(ch, load_library().vka_gpt_load(ch, _path(path), _c.byref(h)))
         return cls(ctx, h)
 
-    def save(self, path):
-        self._check(load_library().vka_gpt_save(self._handle(), _path(path)))
+    def save(self, path, precision="fp32"):
+        """Write the model as llm.c's checkpoint (vka_gpt_save_dtype): precision "fp32"
+        (version 3) or "bf16" (version 5: each parameter rounded to the nearest bf16, half the
+        size; vka_gpt_load and GPT.load widen it back to float32)."""
+        codes = {"fp32": 0, "bf16": 1}
+        if precision not in codes:
+            raise _bad(f"precision must be 'fp32' or 'bf16' (llm.c's model files), not "
+                       f"{precision!r}")
+        self._check(load_library().vka_gpt_save_dtype(self._handle(), _path(path),
+                                                      codes[precision]))
 
     def set_tokenizer(self, tok):
         """Record tok (vka_gpt_set_tokenizer: its id goes into files saved from now on; its

@@ -3,7 +3,10 @@
  *
  * Model checkpoint: llm.c's GPT-2 format (train_gpt2.c gpt2_build_from_checkpoint), version 3:
  *   int32 header[256] = {20240326, 3, maxT, V, L, NH, C, Vp, 0...}
- *   then float32 parameters in llm.c order (vka_gpt_load's docstring), num_params of them.
+ *   then float32 parameters in llm.c order (vka_gpt_load's docstring), num_params of them;
+ * or version 5 (llm.c's train_gpt2.cu and train_gpt2.py write_model "bfloat16"): the same
+ *   header with 5 in word 1, then the parameters as bf16, 2 bytes each (the top half of the
+ *   float32, rounded to nearest even), num_params of them. They load widened to float32, exactly.
  * vkattn also fills the last 8 header words, which llm.c leaves 0 and never reads ("the
  * trailer", below); a file without its mark must have 0 in every word from 8 on, as llm.c
  * writes it.
@@ -62,7 +65,8 @@
 #define HEADER_WORDS 256
 #define HEADER_BYTES (HEADER_WORDS * 4)
 #define MODEL_MAGIC 20240326
-#define MODEL_VERSION 3
+#define MODEL_VERSION 3      /* float32 parameters */
+#define MODEL_VERSION_BF16 5 /* bf16 parameters (llm.c's); 4 was never a model version */
 #define STATE_MAGIC 0x53414B56u
 #define STATE_VERSION 5
 #define STATE_OLDEST_VERSION 1 /* 1: without eval_windows; 1 and 2: without the text's identity
@@ -348,11 +352,17 @@ static vka_result open_checked(vka_context *ctx, const char *path, uint32_t magi
                           path, (int32_t)h[0], h[0], magic, kind, magic_hint(h[0]));
         goto fail;
     }
-    if (h[1] < oldest || h[1] > version) {
-        r = vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: version %" PRId32 " is not supported "
-                          "(expected %s%" PRIu32 "%s)", path, (int32_t)h[1],
-                          oldest < version ? "at most " : "", version,
-                          magic == MODEL_MAGIC ? ", float32; llm.c's version 5 is bfloat16" : "");
+    bool model_bf16 = magic == MODEL_MAGIC && h[1] == MODEL_VERSION_BF16;
+    if (magic == MODEL_MAGIC ? h[1] != MODEL_VERSION && !model_bf16
+                             : h[1] < oldest || h[1] > version) {
+        if (magic == MODEL_MAGIC)
+            r = vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: version %" PRId32 " is not supported "
+                              "(expected %d, float32, or %d, bfloat16)", path, (int32_t)h[1],
+                              MODEL_VERSION, MODEL_VERSION_BF16);
+        else
+            r = vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: version %" PRId32 " is not supported "
+                              "(expected %s%" PRIu32 ")", path, (int32_t)h[1],
+                              oldest < version ? "at most " : "", version);
         goto fail;
     }
     bool state = magic == STATE_MAGIC;
@@ -362,15 +372,15 @@ static vka_result open_checked(vka_context *ctx, const char *path, uint32_t magi
     if (r == VKA_SUCCESS && state) r = check_state_header(ctx, path, h, cfg);
     if (r != VKA_SUCCESS) goto fail;
     uint64_t n = vkm_gpt_config_num_params(cfg);
-    uint64_t want = HEADER_BYTES + (uint64_t)sets * n * 4;
+    uint64_t want = HEADER_BYTES + (uint64_t)sets * n * (model_bf16 ? 2 : 4);
     if (size != want) {
         r = vka_set_error(ctx, VKA_ERROR_FORMAT,
                           "%s is %" PRIu64 " bytes but its header (maxT=%d V=%d L=%d NH=%d C=%d "
                           "Vp=%d) implies %" PRIu64 " bytes (%d-byte header + %d x %" PRIu64
-                          " floats): %s",
+                          " %s): %s",
                           path, size, cfg->max_T, cfg->V, cfg->L, cfg->NH, cfg->C, cfg->Vp, want,
-                          HEADER_BYTES, sets, n, size < want ? "the file is truncated"
-                                                             : "it has trailing data");
+                          HEADER_BYTES, sets, n, model_bf16 ? "bf16 values (version 5)" : "floats",
+                          size < want ? "the file is truncated" : "it has trailing data");
         goto fail;
     }
     return VKA_SUCCESS;
@@ -398,20 +408,30 @@ static vka_result check_finite(vka_gpt *gpt, const char *path, const char *what,
                          of_layer, isnan(x[j]) ? "NaN" : x[j] > 0 ? "+Inf" : "-Inf");
 }
 
-/* Stream count tensor sets (each num_params floats) from f into the model, hashing them:
- * *hash over all, *params_hash over the first set alone. */
+/* Stream count tensor sets (each num_params floats, or bf16 values widened to float32 where
+ * bf16) from f into the model, hashing them (as float32): *hash over all, *params_hash over the
+ * first set alone. */
 static vka_result read_sets(vka_gpt *gpt, FILE *f, const char *path, vkb_tensor *const *sets,
-                            const char *const *what, int count, uint64_t *hash,
+                            const char *const *what, int count, bool bf16, uint64_t *hash,
                             uint64_t *params_hash) {
     size_t max = 0;
     for (int i = 0; i < gpt->n_tensors; i++) max = VKA_MAX(max, gpt->tensor_sizes[i]);
     float *buf = vka_malloc(gpt->ctx, max * sizeof *buf);
-    if (!buf) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", path);
+    uint16_t *words = bf16 ? vka_malloc(gpt->ctx, max * sizeof *words) : NULL;
+    if (!buf || (bf16 && !words)) {
+        vka_free(gpt->ctx, buf);
+        return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of memory", path);
+    }
     vka_result r = VKA_SUCCESS;
     for (int s = 0; s < count && r == VKA_SUCCESS; s++) {
         for (int i = 0; i < gpt->n_tensors && r == VKA_SUCCESS; i++) {
             size_t n = gpt->tensor_sizes[i];
-            r = vkm_read_exact(gpt->ctx, f, path, buf, n * sizeof *buf, what[s]);
+            if (bf16) {
+                r = vkm_read_exact(gpt->ctx, f, path, words, n * sizeof *words, what[s]);
+                if (r == VKA_SUCCESS) r = vka_convert(VKA_F32, buf, VKA_BF16, words, n);
+            } else {
+                r = vkm_read_exact(gpt->ctx, f, path, buf, n * sizeof *buf, what[s]);
+            }
             if (r == VKA_SUCCESS)
                 r = check_finite(gpt, path, count > 1 ? what[s] : NULL, i, buf, n);
             if (r == VKA_SUCCESS) r = gpt->be->rt->write(gpt->be, sets[s][i], 0, buf, n);
@@ -419,6 +439,7 @@ static vka_result read_sets(vka_gpt *gpt, FILE *f, const char *path, vkb_tensor 
         }
         if (s == 0) *params_hash = *hash;
     }
+    vka_free(gpt->ctx, words);
     vka_free(gpt->ctx, buf);
     return r;
 }
@@ -450,7 +471,9 @@ vka_result vka_gpt_load(vka_context *ctx, const char *path, vka_gpt **out) {
     uint64_t hash = HASH_SEED, params_hash = HASH_SEED;
     vkb_tensor *sets[1] = {gpt ? gpt->params : NULL};
     const char *what[1] = {"the parameters"};
-    if (r == VKA_SUCCESS) r = read_sets(gpt, f, path, sets, what, 1, &hash, &params_hash);
+    if (r == VKA_SUCCESS)
+        r = read_sets(gpt, f, path, sets, what, 1, h[1] == MODEL_VERSION_BF16, &hash,
+                      &params_hash);
     fclose(f);
     if (r == VKA_SUCCESS) r = check_params_hash(ctx, path, h, trailer, params_hash);
     if (r != VKA_SUCCESS) {
@@ -475,23 +498,62 @@ static void header_put_config(uint32_t *h, uint32_t magic, uint32_t version,
     h[7] = (uint32_t)c->Vp;
 }
 
-vka_result vka_gpt_save(vka_gpt *gpt, const char *path) {
+vka_result vka_gpt_save_dtype(vka_gpt *gpt, const char *path, vka_dtype dtype) {
     if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
-    if (!path) return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_gpt_save: path is NULL");
+    if (!path)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_gpt_save: path is NULL");
+    if (vka_dtype_size(dtype) == 0)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "saving %s: dtype %d is not "
+                             "a vka_dtype", path, (int)dtype);
+    if (dtype != VKA_F32 && dtype != VKA_BF16)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "saving %s: a model file "
+                             "holds f32 (llm.c's version 3) or bf16 (version 5) parameters, not "
+                             "%s", path, vka_dtype_string(dtype));
+    bool bf16 = dtype == VKA_BF16;
     uint32_t h[HEADER_WORDS];
-    header_put_config(h, MODEL_MAGIC, MODEL_VERSION, &gpt->cfg);
-    float *params = vka_malloc(gpt->ctx, gpt->num_params * sizeof *params);
-    if (!params)
-        return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "saving %s: out of memory", path);
-    vka_result r = vkm_gpt_read_set(gpt, gpt->params, params);
+    header_put_config(h, MODEL_MAGIC, bf16 ? MODEL_VERSION_BF16 : MODEL_VERSION, &gpt->cfg);
+    size_t n = gpt->num_params;
+    float *params = vka_malloc(gpt->ctx, n * sizeof *params);
+    uint16_t *words = bf16 ? vka_malloc(gpt->ctx, n * sizeof *words) : NULL;
+    vka_result r = VKA_ERROR_OUT_OF_HOST_MEMORY;
+    if (!params || (bf16 && !words)) {
+        r = vka_set_error(gpt->ctx, r, "saving %s: out of memory", path);
+        goto done;
+    }
+    r = vkm_gpt_read_set(gpt, gpt->params, params);
+    if (r == VKA_SUCCESS && bf16) {
+        /* Rounded to nearest even; the hash is of what loading gives back, the widened words. */
+        r = vka_convert(VKA_BF16, words, VKA_F32, params, n);
+        if (r == VKA_SUCCESS) r = vka_convert(VKA_F32, params, VKA_BF16, words, n);
+        size_t j = 0;
+        while (r == VKA_SUCCESS && j < n && isfinite(params[j])) j++;
+        if (r == VKA_SUCCESS && j < n) {
+            int layer, i = 0;
+            size_t at = j;
+            while (i + 1 < gpt->n_tensors && at >= gpt->tensor_sizes[i]) at -= gpt->tensor_sizes[i++];
+            gpt_param_kind kind = vkm_gpt_tensor_kind(gpt->cfg.L, i, &layer);
+            char of_layer[32] = "";
+            if (gpt_kind_per_layer(kind)) snprintf(of_layer, sizeof of_layer, " of layer %d", layer);
+            r = vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "saving %s in bf16: %s[%zu]%s "
+                              "is beyond bf16's range (it rounds to %s)", path,
+                              vkm_gpt_kind_name(kind), at, of_layer,
+                              isnan(params[j]) ? "NaN" : "Inf");
+        }
+    }
     if (r == VKA_SUCCESS) {
-        put_trailer(h, gpt->tokenizer_id, hash_words(HASH_SEED, params, gpt->num_params));
-        const void *parts[2] = {h, params};
-        size_t sizes[2] = {HEADER_BYTES, gpt->num_params * sizeof *params};
+        put_trailer(h, gpt->tokenizer_id, hash_words(HASH_SEED, params, n));
+        const void *parts[2] = {h, bf16 ? (const void *)words : (const void *)params};
+        size_t sizes[2] = {HEADER_BYTES, n * (bf16 ? sizeof *words : sizeof *params)};
         r = vka_write_file_atomic(gpt->ctx, path, parts, sizes, 2);
     }
+done:
+    vka_free(gpt->ctx, words);
     vka_free(gpt->ctx, params);
     return r;
+}
+
+vka_result vka_gpt_save(vka_gpt *gpt, const char *path) {
+    return vka_gpt_save_dtype(gpt, path, VKA_F32);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -553,7 +615,7 @@ vka_result vka_gpt_load_state(vka_context *ctx, const char *path, vka_gpt **out,
     if (r == VKA_SUCCESS) {
         vkb_tensor *sets[3] = {gpt->params, gpt->m, gpt->v};
         const char *what[3] = {"the parameters", "AdamW m", "AdamW v"};
-        r = read_sets(gpt, f, path, sets, what, 3, &hash, &params_hash);
+        r = read_sets(gpt, f, path, sets, what, 3, false, &hash, &params_hash);
     }
     fclose(f);
     if (r == VKA_SUCCESS && hash != get_u64(h, 32))
