@@ -607,7 +607,13 @@ vka_result vka_measure_peak(vka_context *ctx, double min_ms, int repeats, vka_pe
 
 /** t[i] = value for all i. */
 vka_result vka_fill(vka_context *ctx, vka_tensor *t, float value);
-/** dst[i] = src[i] for i < n. */
+/** dst[i] = src[i] for i < n (elements of each tensor's dtype), converted to dst's dtype when
+ * the types differ, on the device, with vka_convert's bits: float32 -> bf16 / fp16 rounds to
+ * nearest, ties to even (NaN stays NaN, fp16 past 65520 gives Inf, bf16 flushes float32
+ * subnormals to zero), bf16 / fp16 -> float32 is exact. Elements of dst past n keep their
+ * values. The model's mixed precision makes its 16-bit copies of weights and activations this
+ * way. Errors: VKA_ERROR_INVALID_ARGUMENT (n = 0, a tensor NULL, of another context or holding
+ * fewer than n elements; bf16 <-> fp16, which vka_convert refuses too; dst overlapping src). */
 vka_result vka_copy(vka_context *ctx, vka_tensor *dst, const vka_tensor *src, size_t n);
 
 /** Batched row-major matrix product (the tiled matmul kernel):

@@ -105,14 +105,9 @@ static void chk_copy_n(chk *c, const vka_tensor *t, const char *name, size_t n) 
     if (c->r != VKA_SUCCESS) return;
     if (!t) chk_fail(c, VKA_ERROR_INVALID_ARGUMENT, "%s is NULL", name);
     chk_tensor(c, t, name);
-    /* refused here, not by the op's check: the views made from n would not lie inside it */
-    if (c->r == VKA_SUCCESS && t->t.dtype != VKA_F32)
-        chk_fail(c, VKA_ERROR_INVALID_ARGUMENT,
-                 "%s holds %s elements; this op takes 4-byte (f32, or int32 ids) there "
-                 VKB_DTYPE_HINT, name, vka_dtype_string((vka_dtype)t->t.dtype));
-    if (c->r == VKA_SUCCESS && t->t.n < n)
+    if (c->r == VKA_SUCCESS && vkb_elems(t->t) < n)
         chk_fail(c, VKA_ERROR_INVALID_ARGUMENT, "%s holds %zu elements but n = %zu are needed",
-                 name, t->t.n, n);
+                 name, vkb_elems(t->t), n);
 }
 
 vka_result vka_copy(vka_context *ctx, vka_tensor *dst, const vka_tensor *src, size_t n) {
@@ -122,7 +117,10 @@ vka_result vka_copy(vka_context *ctx, vka_tensor *dst, const vka_tensor *src, si
     chk_copy_n(&c, dst, "dst", n);
     chk_copy_n(&c, src, "src", n);
     if (!chk_ok(&c)) return c.r;
-    RUN(c, BE(c)->ops->copy(BE(c), vkb_slice(dst->t, 0, n), vkb_slice(src->t, 0, n)));
+    if (dst->t.dtype == VKA_F32 && src->t.dtype == VKA_F32)
+        RUN(c, BE(c)->ops->copy(BE(c), vkb_slice(dst->t, 0, n), vkb_slice(src->t, 0, n)));
+    /* a conversion, or 16-bit elements: the op's check names a pair it does not make */
+    RUN(c, BE(c)->ops->convert(BE(c), dst->t, src->t, n));
 }
 
 vka_result vka_residual_forward(vka_context *ctx, vka_tensor *out, const vka_tensor *a,

@@ -74,7 +74,7 @@ typedef struct vkb_tensor {
 static inline size_t vkb_elems(vkb_tensor t) { return t.dtype == 0 ? t.n : 2 * t.n - t.pad16; }
 
 /* The hint of every message refusing a tensor's type (op_checks.c, api_ops.c). */
-#define VKB_DTYPE_HINT "(of the ops only matmul reads 16-bit tensors: bf16 a and b)"
+#define VKB_DTYPE_HINT "(of the ops only matmul (bf16 a and b) and copy read 16-bit tensors)"
 
 /* Elements [off, off + n) of t (must lie inside t). */
 static inline vkb_tensor vkb_slice(vkb_tensor t, size_t off, size_t n) {
@@ -282,6 +282,12 @@ typedef struct vkb_ops {
     void (*fill)(vkb_backend *be, vkb_tensor t, float value);
     /* dst[i] = src[i] for i < src.n */
     void (*copy)(vkb_backend *be, vkb_tensor dst, vkb_tensor src);
+    /* dst[i] = src[i] for the first n elements of each view (of its dtype), converted to dst's
+     * type: f32 -> bf16 / fp16 rounds to nearest even (src/cpu/convert.h: NaN stays NaN, fp16
+     * past 65520 gives Inf, bf16 flushes f32 subnormals), bf16 / fp16 -> f32 is exact, the
+     * same 16-bit type copies; bf16 <-> fp16 is refused. An odd n leaves the high half of dst's
+     * last word as it was. */
+    void (*convert)(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size_t n);
     void (*matmul)(vkb_backend *be, const vkb_matmul *mm);
     /* dbias (OC) += column sums of dout (N, OC) */
     void (*bias_backward)(vkb_backend *be, vkb_tensor dbias, vkb_tensor dout, int N, int OC);

@@ -156,6 +156,30 @@ static void ck_copy(vkb_backend *be, vkb_tensor dst, vkb_tensor src) {
     if (ck_ok(&c)) be->impl->copy(be, dst, src);
 }
 
+/* A pair convert takes: f32 to or from bf16 or fp16, or one 16-bit type to itself. */
+static bool convert_pair(uint8_t dst, uint8_t src) {
+    if (dst == src) return dst != VKA_F32;
+    return dst == VKA_F32 || src == VKA_F32;
+}
+
+static void ck_convert(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size_t n) {
+    ck c = ck_start(be, "convert");
+    ck_nonzero(&c, "n", n);
+    if (!c.stop && !vkb_present(src)) ck_fail(&c, "src is NULL");
+    if (!c.stop && !vkb_present(dst)) ck_fail(&c, "dst is NULL");
+    if (!c.stop && src.dtype > VKA_F16) ck_fail(&c, "src has dtype %d, not a vka_dtype", src.dtype);
+    if (!c.stop && dst.dtype > VKA_F16) ck_fail(&c, "dst has dtype %d, not a vka_dtype", dst.dtype);
+    if (!c.stop && !convert_pair(dst.dtype, src.dtype))
+        ck_fail(&c, "%s src to %s dst is not a conversion this op makes (f32 to or from bf16 or "
+                "fp16, or a 16-bit type to itself)", vka_dtype_string((vka_dtype)src.dtype),
+                vka_dtype_string((vka_dtype)dst.dtype));
+    ck_holds_typed(&c, "src", src, need_n("n", n), src.dtype);
+    ck_holds_typed(&c, "dst", dst, need_n("n", n), dst.dtype);
+    size_t sw = src.dtype ? (n + 1) / 2 : n, dw = dst.dtype ? (n + 1) / 2 : n; /* words */
+    if (!c.stop && vkb_overlap(dst, dw, src, sw)) ck_fail(&c, "dst overlaps src (not supported)");
+    if (ck_ok(&c)) be->impl->convert(be, dst, src, n);
+}
+
 static void ck_matmul(vkb_backend *be, const vkb_matmul *mm) {
     ck c = ck_start(be, "matmul");
     int M = mm->M, N = mm->N, K = mm->K, batch = mm->batch;
@@ -596,6 +620,7 @@ static void ck_attention_backward(vkb_backend *be, const vkb_attention *at) {
 const vkb_ops vkb_checked_ops = {
     .fill = ck_fill,
     .copy = ck_copy,
+    .convert = ck_convert,
     .matmul = ck_matmul,
     .bias_backward = ck_bias_backward,
     .encoder_forward = ck_encoder_forward,

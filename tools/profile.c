@@ -13,7 +13,8 @@ static const struct {
 } kind_table[] = {
     {"encoder", {"encoder_forward", "encoder_backward"}},
     {"layernorm", {"layernorm_forward", "layernorm_backward"}},
-    {"matmul", {"matmul"}},
+    {"matmul", {"matmul", "matmul_bf16"}},
+    {"convert", {"convert"}}, /* 16-bit copies of mixed precision */
     {"bias_backward", {"bias_backward"}},
     {"permute", {"permute_forward", "permute_backward", "unpermute_forward", "unpermute_backward"}},
     {"attention", {"attention_forward", "attention_backward", "kv_write"}},

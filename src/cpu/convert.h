@@ -66,4 +66,10 @@ void vkc_bf16_to_f32(float *out, const uint16_t *in, size_t n, unsigned feat);
 void vkc_f32_to_f16(uint16_t *out, const float *in, size_t n, unsigned feat);
 void vkc_f16_to_f32(float *out, const uint16_t *in, size_t n, unsigned feat);
 
+/* The backend's convert op: n elements of src (src_dtype, a vka_dtype) into dst (dst_dtype): one
+ * of the four conversions above, or a copy of 16-bit elements (same type), in blocks over nt
+ * threads. Writes exactly n elements (an odd 16-bit count leaves the half after it alone). */
+void vkc_convert(void *dst, int dst_dtype, const void *src, int src_dtype, size_t n,
+                 unsigned feat, int nt);
+
 #endif

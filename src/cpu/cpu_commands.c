@@ -3,6 +3,7 @@
  * (vkb_checked_ops, op_checks.c); token and target ids are checked here, when the command runs,
  * as they are written between runs. */
 #include "cpu/cpu_backend.h"
+#include "cpu/convert.h"
 #include "cpu/cpu_ops.h"
 #include "cpu/matmul_bf16.h"
 
@@ -42,6 +43,19 @@ static vka_result run_copy(cpu_backend *cb, const void *p) {
 static void op_copy(vkb_backend *be, vkb_tensor dst, vkb_tensor src) {
     ew_args a = {.dst = cpu_ptr(dst), .a = cpu_ptr(src), .n = src.n};
     vkc_record((cpu_backend *)be, "copy", run_copy, &a, sizeof a, 0);
+}
+
+typedef struct { void *dst; const void *src; int dst_dtype, src_dtype; size_t n; } convert_args;
+
+static vka_result run_convert(cpu_backend *cb, const void *p) {
+    const convert_args *a = p;
+    vkc_convert(a->dst, a->dst_dtype, a->src, a->src_dtype, a->n, cb->cvt, cb->nt);
+    return VKA_SUCCESS;
+}
+static void op_convert(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size_t n) {
+    convert_args a = {.dst = cpu_ptr(dst), .src = cpu_ptr(src), .dst_dtype = dst.dtype,
+                      .src_dtype = src.dtype, .n = n};
+    vkc_record((cpu_backend *)be, "convert", run_convert, &a, sizeof a, 0);
 }
 
 static vka_result run_residual(cpu_backend *cb, const void *p) {
@@ -495,6 +509,7 @@ static void op_attention_backward(vkb_backend *be, const vkb_attention *at) {
 void vkc_fill_op_table(vkb_ops *ops) {
     ops->fill = op_fill;
     ops->copy = op_copy;
+    ops->convert = op_convert;
     ops->matmul = op_matmul;
     ops->bias_backward = op_bias_backward;
     ops->encoder_forward = op_encoder_forward;

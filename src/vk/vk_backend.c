@@ -54,6 +54,7 @@ static const vkb_runtime vkv_runtime = {
 static const vkb_ops vkv_ops = {
     .fill = op_fill,
     .copy = op_copy,
+    .convert = vkv_convert,
     .matmul = vkv_matmul,
     .bias_backward = vkv_bias_backward,
     .encoder_forward = vkv_encoder_forward,

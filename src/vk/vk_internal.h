@@ -279,6 +279,7 @@ void vkv_softmax_forward(vkb_backend *be, const vkb_softmax *sm);
 void vkv_softmax_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dout, vkb_tensor out,
                           int R, int Tk, float scale);
 void vkv_gelu_forward(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N);
+void vkv_convert(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size_t n);
 void vkv_gelu_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor inp, vkb_tensor dout,
                        size_t N);
 void vkv_residual_forward(vkb_backend *be, vkb_tensor out, vkb_tensor a, vkb_tensor b, size_t N);

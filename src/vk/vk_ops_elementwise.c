@@ -3,6 +3,7 @@
  * element on GPUs; on CPU-type devices several vec4s per invocation, read through texel views
  * (shaders/elementwise.glsl, vkv_call_vec4). */
 #include "vk/vk_internal.h"
+#include "pc/convert.h"
 #include "pc/elementwise.h"
 
 #define WG 256     /* wanted workgroup size, one element per invocation */
@@ -75,4 +76,35 @@ void vkv_gelu_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor inp, vkb_ten
                        size_t N) {
     dispatch3(be, VKA_SHADER_GELU_BACKWARD, VKA_SHADER_GELU_BACKWARD_TEXEL, 0x7, "gelu_backward",
               dinp, inp, dout, N);
+}
+
+/* convert.comp's MODE for (dst, src) types (op_checks.c allows these pairs only). */
+static uint32_t convert_mode(uint8_t dst, uint8_t src) {
+    if (src == VKA_F32) return dst == VKA_BF16 ? 0u : 1u;
+    if (dst == VKA_F32) return src == VKA_BF16 ? 2u : 3u;
+    return 4u;
+}
+
+/* In blocks of an even number of elements, so each block's 16-bit views start at whole words,
+ * and the float32 side (two elements per 16-bit word) within the binding limit. */
+void vkv_convert(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size_t n) {
+    vkv_backend *vb = (vkv_backend *)be;
+    size_t block = vkv_bind_elems(vb) & ~(size_t)1;
+    uint32_t mode = convert_mode(dst.dtype, src.dtype);
+    for (size_t e0 = 0; e0 < n; e0 += block) {
+        size_t m = VKA_MIN(block, n - e0), words = (m + 1) / 2;
+        vkb_tensor d = dst.dtype ? vkb_slice(dst, e0 / 2, words) : vkb_slice(dst, e0, m);
+        vkb_tensor s = src.dtype ? vkb_slice(src, e0 / 2, words) : vkb_slice(src, e0, m);
+        pc_convert pc = {.N = (uint32_t)m};
+        vkv_call call = {.shader = VKA_SHADER_CONVERT,
+                         .bind = {d, s},
+                         .writes = {true, false},
+                         .n_bind = 2,
+                         VKV_PC(&pc),
+                         .label = "convert"};
+        vkv_call_elems(vb, &call, words, WG);
+        call.spec[1] = mode;
+        call.n_spec = 2;
+        vkv_dispatch(vb, &call);
+    }
 }
