@@ -1143,6 +1143,26 @@ typedef enum vka_attention_impl {
  * Errors: VKA_ERROR_INVALID_ARGUMENT (not a vka_attention_impl). */
 vka_result vka_gpt_set_attention(vka_gpt *gpt, vka_attention_impl impl);
 vka_attention_impl vka_gpt_get_attention(const vka_gpt *gpt);
+
+/** The number format of gpt's matrix products from now on: mixed precision as PyTorch's
+ * autocast (Micikevicius et al. 2018, "Mixed Precision Training") and llm.c run it.
+ *  - VKA_F32 (the default): everything float32.
+ *  - VKA_BF16: every linear layer's product (qkv, attention projection, fc, fc projection, and
+ *    the LM head on wte) reads bf16 copies of its weight and of its input activation, and in
+ *    backward of its output gradient, accumulates in float32 and writes float32 (vka_matmul's
+ *    bf16 products). The master weights, the gradients, AdamW's m and v, layernorm, attention,
+ *    GELU, the residual stream, softmax and cross-entropy stay float32. The weights' copies
+ *    (2 bytes a matrix weight, device memory counted by vka_gpt_memory_bytes) are remade from
+ *    the float32 weights after every AdamW step inside the step's graph, and before the next
+ *    pass when the parameters were written from the host (load, vka_gpt_set_params, a state).
+ * Recorded graphs and activations are dropped and remade; parameters, gradients and AdamW
+ * state stay; saved files are as in float32 (vka_gpt_save_dtype chooses the file's format).
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (not a vka_dtype; a pass of vka_gpt_*_prepare not
+ * finished; sessions of gpt alive, which keep the precision they were recorded with: destroy
+ * them first), VKA_ERROR_UNSUPPORTED (VKA_F16: not yet, it needs loss scaling). */
+vka_result vka_gpt_set_precision(vka_gpt *gpt, vka_dtype precision);
+/** The precision of gpt's passes (VKA_F32 for NULL). */
+vka_dtype vka_gpt_get_precision(const vka_gpt *gpt);
 /** Bytes of device memory gpt holds now (Vulkan: device-local; CPU: host): its parameters, and
  * the gradients, AdamW m and v and activations once a pass has needed them (activations are
  * sized for the largest B and T run so far). Not counted: host-visible staging, sessions. */
@@ -1381,6 +1401,10 @@ typedef struct vka_train_state {
     char run_kernels[VKA_TRAIN_RUN_KERNELS_BYTES];
     /* vka_device_info.name of the selected device (the CPU's model for the CPU backend) */
     char run_device[VKA_TRAIN_RUN_DEVICE_BYTES];
+    /* The model's precision at the save (vka_gpt_set_precision: VKA_F32 or VKA_BF16); VKA_F32
+     * from a file of version 1 to 5. vka_gpt_save_state records the model's, vka_gpt_load_state
+     * sets the loaded model's to it, so a resumed run continues as it ran. */
+    vka_dtype run_precision;
 } vka_train_state;
 /* A training state's limits (checked when it is saved and loaded): B*T tokens per step, and
  * total_steps. */
@@ -1388,8 +1412,9 @@ typedef struct vka_train_state {
 #define VKA_TRAIN_MAX_STEPS 1000000000000ull
 
 /**
- * Write a training-state file (version 5): the model (llm.c header and parameters), AdamW m and
- * v, and *state (but its run_ fields: the backend, kernels and device of the model's context),
+ * Write a training-state file (version 6): the model (llm.c header and parameters), AdamW m and
+ * v, and *state (but its run_ fields: the backend, kernels and device of the model's context
+ * and the model's precision),
  * with the trailer vka_gpt_save writes; temporary name, then rename.
  * Errors: VKA_ERROR_INVALID_ARGUMENT (a field of *state out of the range vka_gpt_load_state
  * accepts), VKA_ERROR_IO.

@@ -523,11 +523,11 @@ static void test_state_damaged_files(void **state) {
     tf_write(bad, file, size - 1);
     r = vka_gpt_load_state(ctx, bad, &back, &got);
     tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "truncated", NULL);
-    uint32_t v = 6;
+    uint32_t v = 7;
     memcpy(file + 4, &v, 4);
     tf_write(bad, file, size);
     r = vka_gpt_load_state(ctx, bad, &back, &got);
-    tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "version 6", NULL);
+    tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "version 7", NULL);
     assert_int_equal(vka_train_state_read(ctx, bad, &got), VKA_ERROR_FORMAT);
     assert_int_equal(vka_train_state_read(NULL, bad, &got), VKA_ERROR_FORMAT);
     assert_int_equal(vka_train_state_read(NULL, tf_path(&d, "nope.bin"), &got), VKA_ERROR_IO);

@@ -95,6 +95,7 @@ typedef struct cli_backend_opts {
     bool verbose;         /* library info messages on stderr */
     bool vulkan_only;     /* the command has no --backend (info, check): hints must not suggest it */
     int attention;        /* index into cli_attention_names: a vka_attention_impl */
+    int precision;        /* index into cli_precision_names: a vka_dtype (--precision) */
     vka_cpu_kernels cpu_kernels; /* CPU backend kernels (no option: train --resume takes the
                                     recorded ones); 0 = $VKATTN_CPU_KERNELS, else fast */
 } cli_backend_opts;
@@ -102,12 +103,23 @@ typedef struct cli_backend_opts {
 extern const char *const cli_backend_names[];
 extern const char *const cli_kernel_names[];
 extern const char *const cli_attention_names[];
+extern const char *const cli_precision_names[]; /* fp32, bf16, fp16: vka_dtype's order */
 
 /* --attention, for the commands that run a model (train, eval, generate). */
 #define CLI_ATTENTION_OPT(b)                                                                    \
     CLI_CHOICE("attention", &(b)->attention, "KIND",                                            \
                "fused (one op, no T x T matrices; default) or composed (matmul, softmax, "      \
                "matmul: the reference)", cli_attention_names)
+
+/* --precision, for the commands that run a model (train, eval, generate). */
+#define CLI_PRECISION_OPT(b)                                                                    \
+    CLI_CHOICE("precision", &(b)->precision, "P",                                               \
+               "number format of the matrix products: fp32, or bf16 (mixed precision: bf16 "    \
+               "copies of the weights and inputs, float32 sums and everything else) (default: " \
+               "fp32)", cli_precision_names)
+/* Set gpt's precision to precision (an index into cli_precision_names; vka_gpt_set_precision):
+ * CLI_OK, a usage error for fp16 (not built yet), or CLI_ERROR with the library's message. */
+int cli_set_precision(const char *cmd, vka_context *ctx, vka_gpt *gpt, int precision);
 
 /* The table entries for cli_backend_opts, for a command's option array. */
 #define CLI_BACKEND_OPTS(b)                                                                     \

@@ -10,6 +10,7 @@
 const char *const cli_backend_names[] = {"vulkan", "cpu", NULL};
 const char *const cli_kernel_names[] = {"auto", "gpu", "cpu", NULL};
 const char *const cli_attention_names[] = {"fused", "composed", NULL}; /* vka_attention_impl */
+const char *const cli_precision_names[] = {"fp32", "bf16", "fp16", NULL}; /* vka_dtype */
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
     char msg[2048];

@@ -92,6 +92,8 @@ static int evaluate(vka_context *ctx, const eval_opts *o) {
     int rc = cli_load_model("eval", ctx, o->model, o->tokenizer, &gpt, &tok);
     if (rc != CLI_OK) return rc;
     vka_gpt_set_attention(gpt, (vka_attention_impl)o->b.attention);
+    rc = cli_set_precision("eval", ctx, gpt, o->b.precision);
+    if (rc != CLI_OK) goto done;
     vka_gpt_config cfg = vka_gpt_get_config(gpt);
     vka_result r;
     if (o->ctx > cfg.max_T) {
@@ -165,6 +167,7 @@ int cmd_eval(int argc, char **argv) {
         CLI_FLAG("json", &o.json, "print one JSON object"),
         CLI_BACKEND_OPTS(&o.b),
         CLI_ATTENTION_OPT(&o.b),
+        CLI_PRECISION_OPT(&o.b),
     };
     int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int rc = cli_parse(&eval_cmd, argc, argv, opts, n_opts);

@@ -101,6 +101,8 @@ static int generate(vka_context *ctx, const generate_opts *o) {
     int rc = cli_load_model("generate", ctx, o->model, o->tokenizer, &gpt, &tok);
     if (rc != CLI_OK) return rc;
     vka_gpt_set_attention(gpt, (vka_attention_impl)o->b.attention);
+    rc = cli_set_precision("generate", ctx, gpt, o->b.precision);
+    if (rc != CLI_OK) goto done;
     vka_result r = encode_prompt(tok, o->prompt, &prompt, &n_prompt);
     if (r != VKA_SUCCESS) {
         rc = cli_fail("generate", ctx, r, "--prompt");
@@ -149,6 +151,7 @@ int cmd_generate(int argc, char **argv) {
                  "recompute the whole context for every token (no KV cache)"),
         CLI_BACKEND_OPTS(&o.b),
         CLI_ATTENTION_OPT(&o.b),
+        CLI_PRECISION_OPT(&o.b),
     };
     int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int rc = cli_parse(&generate_cmd, argc, argv, opts, n_opts);

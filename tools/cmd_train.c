@@ -225,6 +225,23 @@ static void say_resumed_backend(const train_run *r, cli_opt *opts, int n) {
             r->device, kernels, why);
 }
 
+/* The precision of the steps: --precision; a resumed run's is its state's (the model loaded
+ * with it) unless --precision says otherwise, which is allowed with a notice. */
+static int train_precision(train_run *r, cli_opt *opts, int n) {
+    const cli_opt *p = cli_find(opts, n, "precision");
+    int want = r->o->b.precision;
+    if (r->o->resume && !p->set) want = (int)vka_gpt_get_precision(r->gpt); /* the state's */
+    int rc = cli_set_precision("train", r->ctx, r->gpt, want);
+    if (rc != CLI_OK) return rc;
+    if (r->o->resume && (int)r->st.run_precision != want)
+        fprintf(stderr, "vkattn train: notice: the run in %s was trained in %s and continues in "
+                "%s (--precision): it goes on, but its losses are no longer bit for bit those "
+                "of an uninterrupted run\n", r->o->resume, cli_precision_names[r->st.run_precision],
+                cli_precision_names[want]);
+    r->precision = cli_precision_names[want];
+    return CLI_OK;
+}
+
 /* Usage checks that involve more than one option. */
 const char *const train_save_precision_names[] = {"fp32", "bf16", "fp16", NULL};
 
@@ -560,6 +577,7 @@ static int setup(train_run *r, cli_opt *opts, int n_opts) {
     rc = o->resume ? check_vocabulary(r) : new_model(r);
     if (rc == CLI_OK) rc = check_tokenizer_id(r);
     if (rc == CLI_OK) vka_gpt_set_attention(r->gpt, (vka_attention_impl)o->b.attention);
+    if (rc == CLI_OK) rc = train_precision(r, opts, n_opts);
     if (rc == CLI_OK) rc = train_check_space(r);
     if (rc != CLI_OK) return rc;
     size_t n_val = vka_data_num_tokens(r->data, VKA_SPLIT_VAL);
@@ -599,6 +617,7 @@ int cmd_train(int argc, char **argv) {
                 "from the text (default: character level)", 257, VKA_TOKENIZER_MAX_VOCAB),
         CLI_BACKEND_OPTS(&o.b),
         CLI_ATTENTION_OPT(&o.b),
+        CLI_PRECISION_OPT(&o.b),
         /* The library's limits (VKA_GPT_MAX_*), so that a size past them is a usage error. */
         CLI_INT("layers", &o.layers, "L", "transformer blocks (default: 4)", 1, VKA_GPT_MAX_L),
         CLI_INT("heads", &o.heads, "NH", "attention heads; must divide --embd (default: 4)", 1,

@@ -42,6 +42,7 @@ void report_start(train_run *r) {
         printf("{\"event\":\"start\"");
         cli_json_str(stdout, "backend", r->backend);
         cli_json_str(stdout, "device", r->device);
+        cli_json_str(stdout, "precision", r->precision);
         printf(",\"params\":%zu,\"L\":%d,\"NH\":%d,\"C\":%d,\"T\":%d,\"V\":%d,\"B\":%d"
                ",\"first_step\":%llu,\"total_steps\":%llu,\"train_tokens\":%zu,\"val_tokens\":%zu"
                ",\"val_windows\":%zu}\n",
@@ -55,7 +56,8 @@ void report_start(train_run *r) {
             r->o->data ? r->o->data : "the built-in corpus", n_train, n_val, c.V);
     fprintf(f, "model: L=%d NH=%d C=%d T=%d V=%d (Vp=%d): %zu parameters (%.2f M)\n", c.L, c.NH,
             c.C, c.max_T, c.V, c.Vp, params, (double)params / 1e6);
-    fprintf(f, "backend: %s on %s\n", r->backend, r->device);
+    fprintf(f, "backend: %s on %s, %s\n", r->backend, r->device,
+            strcmp(r->precision, "fp32") == 0 ? "fp32" : "bf16 mixed precision (fp32 master weights)");
     fprintf(f, "training: steps %llu..%llu of %llu, batch %d x %d = %d tokens/step, lr %g -> %g, "
             "warm-up %d, weight decay %g, grad clip %g\n",
             (unsigned long long)st->step + 1, (unsigned long long)st->total_steps,

@@ -11,10 +11,11 @@
  * trailer", below); a file without its mark must have 0 in every word from 8 on, as llm.c
  * writes it.
  *
- * Training state (vka_gpt_save_state), our format, version 5. Little-endian as the host writes
+ * Training state (vka_gpt_save_state), our format, version 6. Little-endian as the host writes
  * it. A 1024-byte header of 256 uint32 words:
  *   [0]      magic 0x53414B56 (the bytes "VKAS")
- *   [1]      version 5 (still read: version 4, the same without words 39..111; version 3, also
+ *   [1]      version 6 (still read: version 5, the same without word 112; version 4, also
+ *            without words 39..111; version 3, also
  *            without the trailer; version 2, also without words 34..38; version 1, also without
  *            word 31)
  *   [2..7]   maxT, V, L, NH, C, Vp
@@ -35,6 +36,8 @@
  *            bytes, NUL-padded)  [48..111] state.run_device (256 bytes, NUL-padded): where the
  *            steps ran, from the model's context at the save (version 5; earlier versions wrote
  *            0 there and read back as run_recorded = 0, "not recorded")
+ *   [112] state.run_precision (vka_dtype: 0 fp32, 1 bf16; the model's at the save; version 6,
+ *            earlier versions wrote 0 and read back as fp32)
  *   [248..255] the trailer (versions 4 and 5, where it is required)
  *   others 0
  * then the payload: parameters, AdamW m, AdamW v, each num_params float32 in llm.c order.
@@ -68,7 +71,7 @@
 #define MODEL_VERSION 3      /* float32 parameters */
 #define MODEL_VERSION_BF16 5 /* bf16 parameters (llm.c's); 4 was never a model version */
 #define STATE_MAGIC 0x53414B56u
-#define STATE_VERSION 5
+#define STATE_VERSION 6
 #define STATE_OLDEST_VERSION 1 /* 1: without eval_windows; 1 and 2: without the text's identity
                                   and eval_pending; 1 to 3: without the trailer; 1 to 4: without
                                   the backend the steps ran on */
@@ -83,12 +86,15 @@
  * 4 used fewer, but what their later words hold is ignored, so only the words no version used
  * must be 0). */
 #define MODEL_USED_WORDS 8
-#define STATE_USED_WORDS 112
+#define STATE_USED_WORDS 113
 /* Where a state records the backend its steps ran on (version 5). */
 #define STATE_RUN_BACKEND 39
 #define STATE_RUN_KERNELS 40
 #define STATE_RUN_DEVICE 48
 #define STATE_RUN_VERSION 5
+/* The model's precision at the save (vka_gpt_set_precision; version 6). */
+#define STATE_RUN_PRECISION 112
+#define STATE_PRECISION_VERSION 6
 #define HASH_SEED 0xCBF29CE484222325ull
 #define HASH_PRIME 0x100000001B3ull
 
@@ -227,6 +233,11 @@ static void put_run(uint32_t *h, const vka_context *ctx) {
     memcpy(h + STATE_RUN_DEVICE, d, sizeof d);
 }
 
+/* The precision the steps ran in (word 112). */
+static void put_precision(uint32_t *h, const vka_gpt *gpt) {
+    h[STATE_RUN_PRECISION] = (uint32_t)gpt->precision;
+}
+
 static void get_state(const uint32_t *h, vka_train_state *s) {
     *s = (vka_train_state){0};
     s->step = get_u64(h, 10);
@@ -256,6 +267,8 @@ static void get_state(const uint32_t *h, vka_train_state *s) {
         s->run_kernels[sizeof s->run_kernels - 1] = '\0';
         s->run_device[sizeof s->run_device - 1] = '\0';
     }
+    s->run_precision = h[1] >= STATE_PRECISION_VERSION ? (vka_dtype)h[STATE_RUN_PRECISION]
+                                                       : VKA_F32;
 }
 
 /* What is wrong with a training state for a model of configuration c, if anything: every field
@@ -326,6 +339,12 @@ static vka_result check_state_header(vka_context *ctx, const char *path, const u
                              "%" PRIu32 ", 0 or 1) with its kernels' and device's names", path,
                              STATE_RUN_BACKEND, STATE_USED_WORDS - 1, STATE_RUN_BACKEND,
                              h[STATE_RUN_BACKEND]);
+    if (h[STATE_RUN_PRECISION] > (h[1] >= STATE_PRECISION_VERSION ? (uint32_t)VKA_BF16 : 0u))
+        return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: bad training-state header: the "
+                             "precision the run was in (word %d) is %" PRIu32 ", not 0 (fp32) "
+                             "or 1 (bf16)%s", path, STATE_RUN_PRECISION, h[STATE_RUN_PRECISION],
+                             h[1] >= STATE_PRECISION_VERSION ? "" : ", and must be 0 before "
+                             "version 6");
     return VKA_SUCCESS;
 }
 
@@ -439,6 +458,7 @@ static vka_result read_sets(vka_gpt *gpt, FILE *f, const char *path, vkb_tensor 
         }
         if (s == 0) *params_hash = *hash;
     }
+    vkm_gpt_params_changed(gpt); /* sets[0] is the parameters */
     vka_free(gpt->ctx, words);
     vka_free(gpt->ctx, buf);
     return r;
@@ -582,6 +602,7 @@ vka_result vka_gpt_save_state(vka_gpt *gpt, const vka_train_state *state, const 
         header_put_config(h, STATE_MAGIC, STATE_VERSION, &gpt->cfg);
         put_state(h, gpt->step, state);
         put_run(h, gpt->ctx);
+        put_precision(h, gpt);
         uint64_t params_hash = hash_words(HASH_SEED, buf, n);
         put_u64(h, 32, hash_words(params_hash, buf + n, 2 * n));
         put_trailer(h, gpt->tokenizer_id, params_hash);
@@ -630,6 +651,7 @@ vka_result vka_gpt_load_state(vka_context *ctx, const char *path, vka_gpt **out,
     gpt->step = get_u64(h, 8);
     if (trailer) gpt->tokenizer_id = get_u64(h, TRAILER_TOKENIZER);
     get_state(h, state);
+    gpt->precision = state->run_precision; /* a new model: nothing recorded yet */
     *out = gpt;
     return VKA_SUCCESS;
 }

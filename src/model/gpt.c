@@ -189,6 +189,7 @@ static vka_result init_params(vka_gpt *gpt, uint64_t seed) {
         r = gpt->be->rt->write(gpt->be, gpt->params[i], 0, buf, n);
     }
     vka_free(gpt->ctx, buf);
+    vkm_gpt_params_changed(gpt);
     return r;
 }
 
@@ -299,6 +300,7 @@ vka_result vkm_gpt_read_set(vka_gpt *gpt, const vkb_tensor *set, float *out) {
 }
 
 vka_result vkm_gpt_write_set(vka_gpt *gpt, const vkb_tensor *set, const float *in) {
+    if (set == gpt->params) vkm_gpt_params_changed(gpt);
     size_t off = 0;
     for (int i = 0; i < gpt->n_tensors; i++) {
         vka_result r = gpt->be->rt->write(gpt->be, set[i], 0, in + off, gpt->tensor_sizes[i]);
@@ -393,6 +395,7 @@ static void gpt_free(vka_gpt *gpt) {
         vkm_gpt_destroy_arena(gpt, &gpt->grads_arena, 0);
         vkm_gpt_destroy_arena(gpt, &gpt->m_arena, set_bytes);
         vkm_gpt_destroy_arena(gpt, &gpt->v_arena, set_bytes);
+        vkm_gpt_free_w16(gpt);
     }
     vka_graph_handle_destroy(gpt->handle);
     vka_free(gpt->ctx, gpt->tensor_sizes);

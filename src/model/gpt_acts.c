@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum act_size { S_ONE, S_BT, S_BTC, S_BT3C, S_BT4C, S_ATT, S_BNHT } act_size;
+typedef enum act_size { S_ONE, S_BT, S_BTC, S_BT3C, S_BT4C, S_ATT, S_BNHT, S_X16, S_D16 } act_size;
 
 /* Which attention a tensor serves (1 element for the other). */
 typedef enum act_use { U_BOTH, U_COMPOSED, U_FUSED } act_use;
@@ -32,6 +32,7 @@ static const act_desc GLOBAL_ACTS[GPT_GLOBAL_ACTS] = {
     GA(dln, S_BTC, true),        GA(datty, S_BTC, true),     GC(dvaccum, S_BTC, true),
     GC(datt, S_ATT, true),       GC(dpreatt, S_ATT, true),   GC(dqkvr, S_BT3C, true),
     GA(dqkv, S_BT3C, true),      GA(dfch_gelu, S_BT4C, true), GA(dfch, S_BT4C, true),
+    GA(x16, S_X16, false),       GA(d16, S_D16, true),
 };
 #undef GA
 #undef GC
@@ -50,9 +51,16 @@ static bool act_used(const vka_gpt *gpt, const act_desc *d, const gpt_shape *s) 
     return d->use == U_BOTH || (d->use == U_FUSED) == vkm_gpt_fused(gpt, s->T);
 }
 
-static size_t act_elems(const vka_gpt_config *cfg, const gpt_shape *s, act_size size) {
+static size_t act_elems(const vka_gpt *gpt, const gpt_shape *s, act_size size) {
+    const vka_gpt_config *cfg = &gpt->cfg;
     size_t BT = (size_t)s->B * (size_t)s->T, C = (size_t)cfg->C;
+    if ((size == S_X16 || size == S_D16) && gpt->precision == VKA_F32) return 1;
     switch (size) {
+    case S_X16: return (BT * 4 * C + 1) / 2; /* words of 16-bit elements */
+    case S_D16: {
+        size_t head = (size_t)vkm_gpt_head_plan(gpt, BT, false).rows * (size_t)cfg->Vp;
+        return (VKA_MAX(BT * 4 * C, head) + 1) / 2;
+    }
     case S_BT: return BT;
     case S_BTC: return BT * C;
     case S_BT3C: return BT * 3 * C;
@@ -73,7 +81,7 @@ static int act_list(vka_gpt *gpt, const gpt_shape *s, size_t *sizes, const char 
         if (sizes)
             sizes[n] = ((d->backward && !s->train) || !act_used(gpt, d, s))
                            ? 1
-                           : act_elems(&gpt->cfg, s, d->size);
+                           : act_elems(gpt, s, d->size);
         if (names) names[n] = d->name;
         if (slots) slots[n] = (vkb_tensor *)((char *)&gpt->acts + d->offset);
     }
@@ -83,7 +91,7 @@ static int act_list(vka_gpt *gpt, const gpt_shape *s, size_t *sizes, const char 
             if (sizes)
                 sizes[n] = ((l > 0 && !s->train) || !act_used(gpt, d, s))
                                ? 1
-                               : act_elems(&gpt->cfg, s, d->size);
+                               : act_elems(gpt, s, d->size);
             if (names) {
                 snprintf(name_buf[n], sizeof name_buf[n], "%s (layer %d)", d->name, l);
                 names[n] = name_buf[n];

@@ -78,6 +78,7 @@ vka_result vka_gpt_attention_weights(vka_gpt *gpt, const int32_t *tokens, int T,
     size_t TC = (size_t)T * gpt->cfg.C, att = (size_t)gpt->cfg.NH * T * T;
     gpt_shape shape = {.B = 1, .T = T, .train = true};
     r = vkm_gpt_reserve(gpt, &shape);
+    if (r == VKA_SUCCESS) r = vkm_gpt_refresh16(gpt);
     if (r == VKA_SUCCESS) r = be->rt->write(be, gpt->host.inputs, 0, tokens, (size_t)T);
     if (r != VKA_SUCCESS) return r;
 

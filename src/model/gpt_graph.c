@@ -20,24 +20,44 @@ static vkb_tensor param(const vka_gpt *gpt, const vkb_tensor *set, gpt_param_kin
     return set[gpt_tensor_index(gpt->cfg.L, k, l)];
 }
 
-/* out (BT, OC) = inp (BT, IC) . weight (OC, IC)^T + bias (OC) */
-static void linear_forward(vkb_backend *be, vkb_tensor out, vkb_tensor inp, vkb_tensor weight,
+/* In mixed precision (gpt_mixed.c) a product reads 16-bit copies: of its weight (w16) and of
+ * n elements of activation src, rounded into the scratch words (x16 or d16) here. */
+static bool mixed(const vka_gpt *gpt) { return gpt->precision != VKA_F32; }
+
+static vkb_tensor round16(vka_gpt *gpt, vkb_tensor scratch, vkb_tensor src, size_t n) {
+    vkb_tensor h = vkm_gpt_view16(scratch, (uint8_t)gpt->precision, n);
+    gpt->be->ops->convert(gpt->be, h, src, n);
+    return h;
+}
+
+/* out (BT, OC) = inp (BT, IC) . weight (OC, IC)^T + bias (OC); weight: parameter k of layer l */
+static void linear_forward(vka_gpt *gpt, vkb_tensor out, vkb_tensor inp, gpt_param_kind k, int l,
                            vkb_tensor bias, int BT, int IC, int OC) {
-    vkb_matmul mm = {.out = out, .a = inp, .b = weight, .bias = bias, .M = BT, .N = OC, .K = IC,
-                     .batch = 1, .trans_b = true, .alpha = 1.0f};
-    be->ops->matmul(be, &mm);
+    vkb_matmul mm = {.out = out, .a = inp, .b = param(gpt, gpt->params, k, l), .bias = bias,
+                     .M = BT, .N = OC, .K = IC, .batch = 1, .trans_b = true, .alpha = 1.0f};
+    if (mixed(gpt)) {
+        mm.a = round16(gpt, gpt->acts.x16, inp, (size_t)BT * IC);
+        mm.b = gpt->w16[vkm_gpt_w16_index(k, l)];
+    }
+    gpt->be->ops->matmul(gpt->be, &mm);
 }
 
 /* dinp (BT, IC) = dout . weight (written); dweight (OC, IC) += dout^T . inp;
- * dbias (OC) += column sums of dout (BT, OC). */
-static void linear_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dweight,
-                            vkb_tensor dbias, vkb_tensor dout, vkb_tensor inp, vkb_tensor weight,
-                            int BT, int IC, int OC) {
-    vkb_matmul dx = {.out = dinp, .a = dout, .b = weight, .M = BT, .N = IC, .K = OC,
-                     .batch = 1, .alpha = 1.0f};
-    be->ops->matmul(be, &dx);
+ * dbias (OC) += column sums of dout (BT, OC). weight: parameter k of layer l. */
+static void linear_backward(vka_gpt *gpt, vkb_tensor dinp, vkb_tensor dweight, vkb_tensor dbias,
+                            vkb_tensor dout, vkb_tensor inp, gpt_param_kind k, int l, int BT,
+                            int IC, int OC) {
+    vkb_backend *be = gpt->be;
+    vkb_matmul dx = {.out = dinp, .a = dout, .b = param(gpt, gpt->params, k, l), .M = BT,
+                     .N = IC, .K = OC, .batch = 1, .alpha = 1.0f};
     vkb_matmul dw = {.out = dweight, .a = dout, .b = inp, .M = OC, .N = IC, .K = BT,
                      .batch = 1, .trans_a = true, .alpha = 1.0f, .accumulate = true};
+    if (mixed(gpt)) {
+        dx.a = dw.a = round16(gpt, gpt->acts.d16, dout, (size_t)BT * OC);
+        dx.b = gpt->w16[vkm_gpt_w16_index(k, l)];
+        dw.b = round16(gpt, gpt->acts.x16, inp, (size_t)BT * IC);
+    }
+    be->ops->matmul(be, &dx);
     be->ops->matmul(be, &dw);
     if (vkb_present(dbias)) be->ops->bias_backward(be, dbias, dout, BT, OC);
 }
@@ -113,19 +133,17 @@ void vkm_gpt_record_forward(vka_gpt *gpt, int B, int T, bool train) {
         be->ops->layernorm_forward(be, la->ln1, la->ln1_mean, la->ln1_rstd, residual,
                                    param(gpt, p, P_LN1W, l), param(gpt, p, P_LN1B, l), BT, C);
         vkb_tensor qkv = vkm_gpt_fused(gpt, T) ? la->qkvr : a->qkv;
-        linear_forward(be, qkv, la->ln1, param(gpt, p, P_QKVW, l), param(gpt, p, P_QKVB, l),
-                       BT, C, 3 * C);
+        linear_forward(gpt, qkv, la->ln1, P_QKVW, l, param(gpt, p, P_QKVB, l), BT, C, 3 * C);
         attention_forward(gpt, la, B, T);
-        linear_forward(be, a->proj, la->atty, param(gpt, p, P_ATTPROJW, l),
-                       param(gpt, p, P_ATTPROJB, l), BT, C, C);
+        linear_forward(gpt, a->proj, la->atty, P_ATTPROJW, l, param(gpt, p, P_ATTPROJB, l), BT,
+                       C, C);
         be->ops->residual_forward(be, la->residual2, residual, a->proj, BTC);
         be->ops->layernorm_forward(be, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual2,
                                    param(gpt, p, P_LN2W, l), param(gpt, p, P_LN2B, l), BT, C);
-        linear_forward(be, la->fch, la->ln2, param(gpt, p, P_FCW, l), param(gpt, p, P_FCB, l),
-                       BT, C, 4 * C);
+        linear_forward(gpt, la->fch, la->ln2, P_FCW, l, param(gpt, p, P_FCB, l), BT, C, 4 * C);
         be->ops->gelu_forward(be, la->fch_gelu, la->fch, 4 * BTC);
-        linear_forward(be, a->proj, la->fch_gelu, param(gpt, p, P_FCPROJW, l),
-                       param(gpt, p, P_FCPROJB, l), BT, 4 * C, C);
+        linear_forward(gpt, a->proj, la->fch_gelu, P_FCPROJW, l, param(gpt, p, P_FCPROJB, l), BT,
+                       4 * C, C);
         be->ops->residual_forward(be, la->residual3, la->residual2, a->proj, BTC);
         residual = la->residual3;
     }
@@ -136,6 +154,12 @@ void vkm_gpt_record_forward(vka_gpt *gpt, int B, int T, bool train) {
 gpt_head vkm_gpt_head_plan(const vka_gpt *gpt, size_t BT, bool keep) {
     uint64_t row = (uint64_t)gpt->cfg.Vp * sizeof(float), cap = gpt->be->limits.max_tensor_bytes;
     if (!keep && cap > GPT_HEAD_BYTES) cap = GPT_HEAD_BYTES;
+    /* 16-bit products are not split into blocks by the Vulkan backend: a block's logits and
+     * the 16-bit dlogits fit one binding */
+    uint64_t bind = gpt->be->limits.max_binding_bytes;
+    if (gpt->precision != VKA_F32 && bind > 2 * VKB_TENSOR_ALIGN * 4 &&
+        cap > bind - 2 * VKB_TENSOR_ALIGN * 4)
+        cap = bind - 2 * VKB_TENSOR_ALIGN * 4;
     uint64_t rows = VKA_MAX(cap / row, 1);
     if (rows > BT) rows = VKA_MAX(BT, 1);
     return (gpt_head){(int)rows, (int)((BT + rows - 1) / rows)};
@@ -152,7 +176,7 @@ void vkm_gpt_record_head(vka_gpt *gpt, int B, int T, bool keep, bool loss, bool 
         vkb_tensor lnf = vkb_slice(a->lnf, (size_t)r0 * C, (size_t)n * C);  /* (n, C) */
         vkb_tensor targets = vkb_slice(gpt->host.targets, (size_t)r0, (size_t)n);
         /* The LM head is tied to wte (GPT-2): logits (n, Vp) = lnf . wte^T, no bias. */
-        linear_forward(be, logits, lnf, gpt->params[0], VKB_NONE, n, C, Vp);
+        linear_forward(gpt, logits, lnf, P_WTE, 0, VKB_NONE, n, C, Vp);
         if (loss)
             be->ops->crossentropy_forward(be, vkb_slice(a->losses, (size_t)r0, (size_t)n),
                                           logits, targets, n, V, Vp);
@@ -162,8 +186,8 @@ void vkm_gpt_record_head(vka_gpt *gpt, int B, int T, bool keep, bool loss, bool 
          * dwte += dlogits^T . lnf. */
         be->ops->crossentropy_backward(be, logits, logits, targets, 0.0f, gpt->host.dloss, n, V,
                                        Vp);
-        linear_backward(be, vkb_slice(a->dln, (size_t)r0 * C, (size_t)n * C), gpt->grads[0],
-                        VKB_NONE, logits, lnf, gpt->params[0], n, C, Vp);
+        linear_backward(gpt, vkb_slice(a->dln, (size_t)r0 * C, (size_t)n * C), gpt->grads[0],
+                        VKB_NONE, logits, lnf, P_WTE, 0, n, C, Vp);
     }
 }
 
@@ -217,21 +241,21 @@ static void layer_backward(vka_gpt *gpt, int l, int B, int T) {
     size_t BTC = (size_t)BT * C;
 
     /* MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))) */
-    linear_backward(be, a->dfch_gelu, param(gpt, g, P_FCPROJW, l), param(gpt, g, P_FCPROJB, l),
-                    a->dresidual, la->fch_gelu, param(gpt, p, P_FCPROJW, l), BT, 4 * C, C);
+    linear_backward(gpt, a->dfch_gelu, param(gpt, g, P_FCPROJW, l), param(gpt, g, P_FCPROJB, l),
+                    a->dresidual, la->fch_gelu, P_FCPROJW, l, BT, 4 * C, C);
     be->ops->fill(be, cut(a->dfch, 4 * BTC), 0.0f);
     be->ops->gelu_backward(be, a->dfch, la->fch, a->dfch_gelu, 4 * BTC);
-    linear_backward(be, a->dln, param(gpt, g, P_FCW, l), param(gpt, g, P_FCB, l), a->dfch,
-                    la->ln2, param(gpt, p, P_FCW, l), BT, C, 4 * C);
+    linear_backward(gpt, a->dln, param(gpt, g, P_FCW, l), param(gpt, g, P_FCB, l), a->dfch,
+                    la->ln2, P_FCW, l, BT, C, 4 * C);
     be->ops->layernorm_backward(be, a->dresidual, param(gpt, g, P_LN2W, l),
                                 param(gpt, g, P_LN2B, l), a->dln, la->residual2,
                                 param(gpt, p, P_LN2W, l), la->ln2_mean, la->ln2_rstd, BT, C);
     /* Attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual)))) */
-    linear_backward(be, a->datty, param(gpt, g, P_ATTPROJW, l), param(gpt, g, P_ATTPROJB, l),
-                    a->dresidual, la->atty, param(gpt, p, P_ATTPROJW, l), BT, C, C);
+    linear_backward(gpt, a->datty, param(gpt, g, P_ATTPROJW, l), param(gpt, g, P_ATTPROJB, l),
+                    a->dresidual, la->atty, P_ATTPROJW, l, BT, C, C);
     attention_backward(gpt, la, B, T);
-    linear_backward(be, a->dln, param(gpt, g, P_QKVW, l), param(gpt, g, P_QKVB, l), a->dqkv,
-                    la->ln1, param(gpt, p, P_QKVW, l), BT, C, 3 * C);
+    linear_backward(gpt, a->dln, param(gpt, g, P_QKVW, l), param(gpt, g, P_QKVB, l), a->dqkv,
+                    la->ln1, P_QKVW, l, BT, C, 3 * C);
     be->ops->layernorm_backward(be, a->dresidual, param(gpt, g, P_LN1W, l),
                                 param(gpt, g, P_LN1B, l), a->dln, residual,
                                 param(gpt, p, P_LN1W, l), la->ln1_mean, la->ln1_rstd, BT, C);
@@ -294,6 +318,7 @@ void vkm_gpt_record_update(vka_gpt *gpt, float grad_clip, float weight_decay) {
         for (int s = 0; s < 4; s++) run[s].n = n;
         be->ops->adamw(be, run[0], run[1], run[2], run[3], gpt->host.hyper, gpt->norm, n, wd);
     }
+    if (mixed(gpt)) vkm_gpt_record_refresh16(gpt); /* the next pass's 16-bit weights */
     be->ops->copy(be, gpt->host.norm, gpt->norm);
 }
 

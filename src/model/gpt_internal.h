@@ -74,6 +74,11 @@ typedef struct gpt_acts {
     vkb_tensor dqkv;      /* (B, T, 3C) */
     vkb_tensor dfch_gelu; /* (B, T, 4C) */
     vkb_tensor dfch;      /* (B, T, 4C) */
+    /* mixed precision (gpt_mixed.c; 1 element in float32): 32-bit words viewed as 16-bit by
+     * vkm_gpt_view16, a product's input (up to (B, T, 4C)) and, in backward, its output
+     * gradient (up to (B, T, 4C), or a block of the head's dlogits (rows, Vp)) */
+    vkb_tensor x16;
+    vkb_tensor d16;
 } gpt_acts;
 
 #define GPT_GLOBAL_ACTS (sizeof(gpt_acts) / sizeof(vkb_tensor))
@@ -152,6 +157,10 @@ struct vka_gpt {
     vkb_backend *be;
     vka_gpt_config cfg;
     vka_attention_impl attention; /* of the passes recorded from now on */
+    vka_dtype precision;          /* of the passes recorded from now on (gpt_mixed.c) */
+    vkb_tensor *w16;              /* (vkm_gpt_w16_count) 16-bit copies of the matmul weights */
+    vkb_arena *w16_arena;         /* made on first use by a 16-bit precision */
+    bool w16_fresh;               /* w16 holds the current parameters */
     size_t num_params;
     uint64_t step; /* AdamW steps taken */
     uint64_t tokenizer_id; /* vka_tokenizer_id of its tokenizer (vka_gpt_set_tokenizer, or the
@@ -285,6 +294,21 @@ void vkm_gpt_record_backward(vka_gpt *gpt, int B, int T);
 void vkm_gpt_record_update(vka_gpt *gpt, float grad_clip, float weight_decay);
 /* Forward of one sequence of T tokens, its logits (T, Vp) copied to host.logits. */
 void vkm_gpt_record_sample(vka_gpt *gpt, int T);
+
+/* Mixed precision (gpt_mixed.c). The 16-bit copies: wte's at index 0, then each layer's qkvw,
+ * attprojw, fcw, fcprojw; vkm_gpt_w16_index: the copy of a parameter (-1: none). */
+int vkm_gpt_w16_count(const vka_gpt *gpt);
+int vkm_gpt_w16_index(gpt_param_kind kind, int l);
+/* n 16-bit elements of dtype over the 32-bit words of t (from its start). */
+vkb_tensor vkm_gpt_view16(vkb_tensor words, uint8_t dtype, size_t n);
+/* The parameters were written from the host: the 16-bit copies are refreshed before the next
+ * pass. */
+static inline void vkm_gpt_params_changed(vka_gpt *gpt) { gpt->w16_fresh = false; }
+/* Make the copies (first use) and refresh them if stale: one small graph, run at once. */
+vka_result vkm_gpt_refresh16(vka_gpt *gpt);
+/* Record the copies' refresh from the parameters (a training step's graph, after AdamW). */
+void vkm_gpt_record_refresh16(vka_gpt *gpt);
+void vkm_gpt_free_w16(vka_gpt *gpt);
 
 /* A session of gpt was destroyed: count it down, and free a model whose destroy waited for it. */
 void vkm_gpt_session_released(vka_gpt *gpt);

@@ -58,6 +58,7 @@ typedef struct session_scratch {
     vkb_tensor last;     /* (C) the last real row of x */
     vkb_tensor lnf;      /* (C) */
     vkb_tensor logits;   /* (Vp) */
+    vkb_tensor x16;      /* mixed precision: (Tq, 4C) 16-bit elements (words; 1 in float32) */
 } session_scratch;
 #define SCRATCH_TENSORS (sizeof(session_scratch) / sizeof(vkb_tensor))
 
@@ -103,11 +104,20 @@ static vkb_tensor param(const vka_gpt *gpt, gpt_param_kind k, int l) {
     return gpt->params[gpt_tensor_index(gpt->cfg.L, k, l)];
 }
 
-static void linear(vkb_backend *be, vkb_tensor out, vkb_tensor inp, vkb_tensor weight,
+/* out (BT, OC) = inp (BT, IC) . weight^T + bias, weight parameter k of layer l; in mixed
+ * precision from the 16-bit copies (gpt_mixed.c), inp rounded into the scratch x16. */
+static void linear(vka_gpt_session *ss, vkb_tensor out, vkb_tensor inp, gpt_param_kind k, int l,
                    vkb_tensor bias, int BT, int IC, int OC) {
-    vkb_matmul mm = {.out = out, .a = inp, .b = weight, .bias = bias, .M = BT, .N = OC, .K = IC,
-                     .batch = 1, .trans_b = true, .alpha = 1.0f};
-    be->ops->matmul(be, &mm);
+    vka_gpt *gpt = ss->gpt;
+    vkb_matmul mm = {.out = out, .a = inp, .b = param(gpt, k, l), .bias = bias, .M = BT,
+                     .N = OC, .K = IC, .batch = 1, .trans_b = true, .alpha = 1.0f};
+    if (gpt->precision != VKA_F32) {
+        size_t n = (size_t)BT * IC;
+        mm.a = vkm_gpt_view16(ss->s.x16, (uint8_t)gpt->precision, n);
+        gpt->be->ops->convert(gpt->be, mm.a, inp, n);
+        mm.b = gpt->w16[vkm_gpt_w16_index(k, l)];
+    }
+    gpt->be->ops->matmul(gpt->be, &mm);
 }
 
 /* Attention of one layer's chunk of Tq rows against the first Tk cache rows. */
@@ -158,24 +168,22 @@ static void record_step(vka_gpt_session *ss, int Tq, int Tk) {
     for (int l = 0; l < gpt->cfg.L; l++) {
         be->ops->layernorm_forward(be, s->ln, s->mean, s->rstd, s->x, param(gpt, P_LN1W, l),
                                    param(gpt, P_LN1B, l), Tq, C);
-        linear(be, s->qkv, s->ln, param(gpt, P_QKVW, l), param(gpt, P_QKVB, l), Tq, C, 3 * C);
+        linear(ss, s->qkv, s->ln, P_QKVW, l, param(gpt, P_QKVB, l), Tq, C, 3 * C);
         attention(ss, l, Tq, Tk);
-        linear(be, s->proj, s->atty, param(gpt, P_ATTPROJW, l), param(gpt, P_ATTPROJB, l), Tq,
-               C, C);
+        linear(ss, s->proj, s->atty, P_ATTPROJW, l, param(gpt, P_ATTPROJB, l), Tq, C, C);
         be->ops->residual_forward(be, s->x2, s->x, s->proj, TC);
         be->ops->layernorm_forward(be, s->ln, s->mean, s->rstd, s->x2, param(gpt, P_LN2W, l),
                                    param(gpt, P_LN2B, l), Tq, C);
-        linear(be, s->fch, s->ln, param(gpt, P_FCW, l), param(gpt, P_FCB, l), Tq, C, 4 * C);
+        linear(ss, s->fch, s->ln, P_FCW, l, param(gpt, P_FCB, l), Tq, C, 4 * C);
         be->ops->gelu_forward(be, s->fch_gelu, s->fch, 4 * TC);
-        linear(be, s->proj, s->fch_gelu, param(gpt, P_FCPROJW, l), param(gpt, P_FCPROJB, l),
-               Tq, 4 * C, C);
+        linear(ss, s->proj, s->fch_gelu, P_FCPROJW, l, param(gpt, P_FCPROJB, l), Tq, 4 * C, C);
         be->ops->residual_forward(be, s->x, s->x2, s->proj, TC);
     }
     /* Only the last real row goes on: lnf and the LM head (tied to wte) for one position. */
     be->ops->encoder_forward(be, s->last, ss->h.last, cut(s->x, TC), cut(s->zeros, C), 1, 1, C);
     be->ops->layernorm_forward(be, s->lnf, s->mean, s->rstd, s->last, param(gpt, P_LNFW, 0),
                                param(gpt, P_LNFB, 0), 1, C);
-    linear(be, s->logits, s->lnf, gpt->params[0], VKB_NONE, 1, C, gpt->cfg.Vp);
+    linear(ss, s->logits, s->lnf, P_WTE, 0, VKB_NONE, 1, C, gpt->cfg.Vp);
     be->ops->copy(be, ss->h.logits, s->logits);
 }
 
@@ -212,6 +220,8 @@ static vka_result prepare_chunk(vka_gpt_session *ss, const int32_t *tok, int m, 
     if (r == VKA_SUCCESS)
         r = be->rt->write(be, ss->h.mask, 0, ss->mask_buf,
                            (size_t)(ss->attention == VKA_ATTENTION_FUSED ? 1 : NH) * Tq * Tk);
+    if (r != VKA_SUCCESS) return r;
+    r = vkm_gpt_refresh16(gpt); /* mixed precision: the weights' 16-bit copies are current */
     if (r != VKA_SUCCESS) return r;
     vkb_graph **g = &ss->graphs[Tq == 1 ? 0 : 1][b];
     if (be->rt->graph_begin(be, g)) {
@@ -420,10 +430,12 @@ static vka_result make_arenas(vka_gpt_session *ss) {
     if (r != VKA_SUCCESS) return r;
     size_t ss_sizes[SCRATCH_TENSORS] = {TC, TC, TC, TC, TC, TC, (size_t)Tq, (size_t)Tq, 3 * TC,
                                         TC, TC, TC, att, att, TC, TC, TC, 4 * TC, 4 * TC,
-                                        (size_t)C, (size_t)C, (size_t)gpt->cfg.Vp};
+                                        (size_t)C, (size_t)C, (size_t)gpt->cfg.Vp,
+                                        gpt->precision != VKA_F32 ? (4 * TC + 1) / 2 : 1};
     static const char *const ss_names[SCRATCH_TENSORS] = {
         "zeros", "tok_emb", "pos_emb", "x", "x2", "ln", "mean", "rstd", "qkv", "q", "k", "v",
-        "preatt", "att", "vaccum", "atty", "proj", "fch", "fch_gelu", "last", "lnf", "logits"};
+        "preatt", "att", "vaccum", "atty", "proj", "fch", "fch_gelu", "last", "lnf", "logits",
+        "16-bit inputs of the products"};
     _Static_assert(sizeof ss_sizes / sizeof ss_sizes[0] == SCRATCH_TENSORS, "scratch list");
     r = vkm_gpt_make_arena(gpt, "session activations", VKB_ARENA_DEVICE, ss_sizes, ss_names,
                            (int)SCRATCH_TENSORS, (vkb_tensor *)&ss->s, &ss->scratch_arena, hint);

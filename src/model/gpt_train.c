@@ -74,6 +74,8 @@ vka_result vkm_gpt_graph(vka_gpt *gpt, gpt_graph_kind kind, int B, int T, float 
     vkb_backend *be = gpt->be;
     gpt_graph key = {.kind = kind, .B = B, .T = T, .grad_clip = grad_clip,
                      .weight_decay = weight_decay, .profiled = gpt->ctx->profiling};
+    vka_result r16 = vkm_gpt_refresh16(gpt); /* mixed precision: 16-bit weights made, fresh */
+    if (r16 != VKA_SUCCESS) return r16;
     gpt_graph *g = graph_slot(gpt, &key);
     if (be->rt->graph_begin(be, &g->graph)) {
         record(gpt, g);
