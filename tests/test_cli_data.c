@@ -394,8 +394,67 @@ static void test_cli_bf16_model_file(void **state) {
     tf_rmdir(&d);
 }
 
+/* train --precision bf16 (mixed precision): the start line says so, a run stopped and resumed
+ * without --precision continues in bf16 bit for bit; --precision fp32 on resume is allowed with
+ * a notice; eval and generate take it; fp16 and junk are usage errors. */
+static void test_cli_precision_bf16(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    write_text_and_tokenizer(&d);
+#define RUN16(...) cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "8", "--eval-every", \
+                          "4", "--eval-windows", "2", "--data", "a.txt", "--json", __VA_ARGS__)
+    cu_result full = RUN16("--out", "a.bin", "--precision", "bf16");
+    cu_expect(&full, 0, NULL, "train --precision bf16");
+    assert_non_null(strstr(full.out, "\"precision\":\"bf16\""));
+    cu_result f32 = RUN16("--out", "c.bin");
+    cu_expect(&f32, 0, NULL, "train in fp32");
+    assert_non_null(strstr(f32.out, "\"precision\":\"fp32\""));
+    char a[256], b[256], c[256];
+    assert_true(cu_line(full.out, "\"step\":8,", 0, a, sizeof a));
+    assert_true(cu_line(f32.out, "\"step\":8,", 0, c, sizeof c));
+    assert_true(cu_json_num(a, "loss") != cu_json_num(c, "loss")); /* bf16 and fp32 differ */
+    cu_result half = RUN16("--out", "b.bin", "--precision", "bf16", "--stop-at", "4");
+    cu_expect(&half, 0, NULL, "train --precision bf16 --stop-at 4");
+    cu_result rest = cu_run(&d, "train", "--resume", "b.state.bin", "--data", "a.txt", "--json");
+    cu_expect(&rest, 0, NULL, "resume in bf16");
+    assert_non_null(strstr(rest.out, "\"precision\":\"bf16\""));
+    assert_true(cu_line(rest.out, "\"step\":8,", 0, b, sizeof b));
+    static const char *const keys[] = {"loss", "grad_norm", "val_loss"};
+    for (int k = 0; k < 3; k++) /* bit for bit: the printed digits round-trip float32 */
+        assert_true(cu_json_num(a, keys[k]) == cu_json_num(b, keys[k]));
+    cu_free(&half);
+    cu_free(&rest);
+    cu_free(&f32);
+    cu_free(&full);
+    half = RUN16("--out", "e.bin", "--precision", "bf16", "--stop-at", "4");
+    cu_expect(&half, 0, NULL, "train --precision bf16 --stop-at 4");
+    rest = cu_run(&d, "train", "--resume", "e.state.bin", "--data", "a.txt", "--precision", "fp32");
+    cu_expect(&rest, 0, "trained in bf16 and continues in fp32", "resume in another precision");
+    cu_free(&half);
+    cu_free(&rest);
+    cu_result r = cu_run(&d, "eval", "--backend", "cpu", "--model", "a.bin", "--data", "a.txt",
+                         "--precision", "bf16", "--json");
+    cu_expect(&r, 0, NULL, "eval --precision bf16");
+    assert_true(cu_json_num(r.out, "loss") > 0);
+    cu_free(&r);
+    r = cu_run(&d, "generate", "--backend", "cpu", "--model", "a.bin", "--tokens", "10",
+               "--precision", "bf16", "--prompt", "RO");
+    cu_expect(&r, 0, NULL, "generate --precision bf16");
+    cu_free(&r);
+    r = RUN16("--out", "g.bin", "--precision", "fp16");
+    cu_expect(&r, CLI_USAGE_STATUS, "--precision fp16 is not built yet", "fp16");
+    cu_free(&r);
+    r = RUN16("--out", "g.bin", "--precision", "int4");
+    cu_expect(&r, CLI_USAGE_STATUS, "int4", "--precision");
+    cu_free(&r);
+    assert_int_equal(tf_count(&d, "g."), 0);
+#undef RUN16
+    tf_rmdir(&d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cli_precision_bf16),
         cmocka_unit_test(test_cli_tokenize_file_and_stdin),
         cmocka_unit_test(test_cli_train_on_text_and_token_file_agree),
         cmocka_unit_test(test_cli_eval_in_chunks_and_bits_per_byte),
