@@ -104,6 +104,7 @@ typedef struct bench_row {
     int B, T;
     size_t params;
     int max_T;            /* the model's context when it is not T (generation rows); 0 = T */
+    vka_dtype precision;  /* the model's (vka_gpt_set_precision): VKA_F32, or VKA_BF16 rows */
     double ref_loss, ref_grad_norm; /* the reference's check run */
     bench_result r[BENCH_NB];
 } bench_row;

@@ -18,9 +18,14 @@
 static const struct {
     int model, P;
     bool quick;
+    vka_dtype precision; /* VKA_BF16: mixed precision (name suffix ".bf16") */
 } gen_cases[] = {
-    {BM_DEFAULT, 64, true},       {BM_DEFAULT, 512, true},       {BM_DEFAULT, 1000, true},
-    {BM_GPT2S_V50257, 64, false}, {BM_GPT2S_V50257, 512, false}, {BM_GPT2S_V50257, 1000, false},
+    {BM_DEFAULT, 64, true, VKA_F32},       {BM_DEFAULT, 512, true, VKA_F32},
+    {BM_DEFAULT, 1000, true, VKA_F32},     {BM_GPT2S_V50257, 64, false, VKA_F32},
+    {BM_GPT2S_V50257, 512, false, VKA_F32}, {BM_GPT2S_V50257, 1000, false, VKA_F32},
+    /* decoding reads every weight per token: bf16 copies halve the bytes */
+    {BM_DEFAULT, 512, false, VKA_BF16},    {BM_GPT2S_V50257, 64, false, VKA_BF16},
+    {BM_GPT2S_V50257, 512, false, VKA_BF16},
 };
 #define N_GEN_CASES (int)(sizeof gen_cases / sizeof gen_cases[0])
 
@@ -38,7 +43,9 @@ static void fill_row(bench_row *row, int i, bool kv) {
     memset(row, 0, sizeof *row);
     row->kind = "model";
     row->pass = kv ? "generate_kv" : "generate_recompute";
-    snprintf(row->name, sizeof row->name, "%s.P%d", m->name, P);
+    row->precision = gen_cases[i].precision;
+    snprintf(row->name, sizeof row->name, "%s.P%d%s", m->name, P,
+             row->precision == VKA_BF16 ? ".bf16" : "");
     snprintf(row->id, sizeof row->id, "generate/%s/%s", row->name, kv ? "kv_cache" : "recompute");
     snprintf(row->shape, sizeof row->shape, "L=%d NH=%d C=%d V=%d max_T=%d prompt=%d", m->L,
              m->NH, m->C, m->V, GEN_MAX_T, P);
@@ -85,6 +92,7 @@ static vka_result run_case(bench *b, int dev, int i, bench_row *rows, int n_rows
     vka_gpt *gpt = NULL;
     bench_progress(b, rows[0].id, "creating the model");
     vka_result r = vka_gpt_create(ctx, &cfg, b->o->seed, &gpt);
+    if (r == VKA_SUCCESS) r = vka_gpt_set_precision(gpt, gen_cases[i].precision);
     int32_t *prompt = malloc((size_t)P * sizeof *prompt);
     if (r == VKA_SUCCESS && !prompt) r = VKA_ERROR_OUT_OF_HOST_MEMORY;
     uint64_t s = b->o->seed;

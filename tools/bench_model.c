@@ -37,18 +37,24 @@ static double forward_flop(const bench_model *m, int B, int T) {
 static const struct {
     int model, B, T;
     bool quick_forward, quick_train;
+    vka_dtype precision; /* VKA_BF16: mixed precision (name suffix ".bf16") */
 } model_cases[] = {
-    {BM_DEFAULT, 12, 64, true, true},
-    {BM_DEFAULT, 48, 64, false, false},
-    {BM_DEFAULT, 12, 256, false, false},
-    {BM_GPT2S, 1, 64, true, false},
-    {BM_GPT2S, 4, 256, false, false},
-    {BM_GPT2S, 8, 1024, false, false},
-    {BM_DEFAULT, 1, 1024, false, false}, /* long context: fused attention keeps no T x T */
-    {BM_GPT2S, 1, 1024, false, false},
-    {BM_GPT2S, 4, 64, false, false},        /* GPT-2 small's shape at a CPU-sized batch */
-    {BM_GPT2S_V50257, 4, 64, false, false},
-    {BM_GPT2S_V50257, 4, 256, false, false},
+    {BM_DEFAULT, 12, 64, true, true, VKA_F32},
+    {BM_DEFAULT, 48, 64, false, false, VKA_F32},
+    {BM_DEFAULT, 12, 256, false, false, VKA_F32},
+    {BM_GPT2S, 1, 64, true, false, VKA_F32},
+    {BM_GPT2S, 4, 256, false, false, VKA_F32},
+    {BM_GPT2S, 8, 1024, false, false, VKA_F32},
+    {BM_DEFAULT, 1, 1024, false, false, VKA_F32}, /* long context: fused attention keeps no T x T */
+    {BM_GPT2S, 1, 1024, false, false, VKA_F32},
+    {BM_GPT2S, 4, 64, false, false, VKA_F32},        /* GPT-2 small's shape at a CPU-sized batch */
+    {BM_GPT2S_V50257, 4, 64, false, false, VKA_F32},
+    {BM_GPT2S_V50257, 4, 256, false, false, VKA_F32},
+    /* bf16 mixed precision beside float32 (the cases above of the same model, B and T) */
+    {BM_DEFAULT, 12, 64, false, true, VKA_BF16},
+    {BM_GPT2S, 1, 64, false, false, VKA_BF16},
+    {BM_GPT2S, 4, 64, false, false, VKA_BF16},
+    {BM_GPT2S, 1, 1024, false, false, VKA_BF16},
 };
 #define N_MODEL_CASES (int)(sizeof model_cases / sizeof model_cases[0])
 
@@ -61,7 +67,9 @@ static void fill_row(bench_row *row, int i, bool train) {
     memset(row, 0, sizeof *row);
     row->kind = "model";
     row->pass = train ? "train_step" : "forward";
-    snprintf(row->name, sizeof row->name, "%s.B%d.T%d", m->name, B, T);
+    row->precision = model_cases[i].precision;
+    snprintf(row->name, sizeof row->name, "%s.B%d.T%d%s", m->name, B, T,
+             row->precision == VKA_BF16 ? ".bf16" : "");
     snprintf(row->id, sizeof row->id, "model/%s/%s", row->name, row->pass);
     snprintf(row->shape, sizeof row->shape, "L=%d NH=%d C=%d V=%d B=%d T=%d", m->L, m->NH, m->C,
              m->V, B, T);
@@ -177,6 +185,7 @@ static vka_result new_model(vka_context *ctx, const bench_row *rows, int n_rows,
     const bench_model *m = rows[0].model;
     vka_gpt_config cfg = {.max_T = rows[0].T, .V = m->V, .L = m->L, .NH = m->NH, .C = m->C};
     vka_result r = vka_gpt_create(ctx, &cfg, seed, &ms->gpt);
+    if (r == VKA_SUCCESS) r = vka_gpt_set_precision(ms->gpt, rows[0].precision);
     int first_train = n_rows;
     for (int i = n_rows - 1; i >= 0; i--)
         if (strcmp(rows[i].pass, "train_step") == 0) first_train = i;
@@ -265,12 +274,13 @@ int bench_run_models(bench *b) {
         fprintf(stderr, "vkattn bench: out of memory\n");
         rc = CLI_ERROR;
     }
-    /* cases of one model and T share a model: forward rows first (they leave the parameters
+    /* cases of one model, T and precision share a model: forward rows first (they leave the parameters
      * alone), then the training steps */
     for (int i = 0; i < N_MODEL_CASES && rc == CLI_OK;) {
         int j = i, n = 0;
         while (j < N_MODEL_CASES && model_cases[j].model == model_cases[i].model &&
-               model_cases[j].T == model_cases[i].T)
+               model_cases[j].T == model_cases[i].T &&
+               model_cases[j].precision == model_cases[i].precision)
             j++;
         for (int train = 0; train < 2; train++)
             for (int k = i; k < j; k++) {

@@ -89,6 +89,18 @@ class Backend:
         with self.assertRaises(vkattn.Error) as e:
             gpt.save(self.path("x.bin"), precision="fp16")
         self.assertIn("'fp32' or 'bf16'", str(e.exception))
+        # mixed precision: bf16 products, float32 master weights; the precision is the model's
+        self.assertEqual(gpt.precision, "fp32")
+        gpt.precision = "bf16"
+        self.assertEqual(gpt.precision, "bf16")
+        with self.assertRaises(vkattn.Error) as e:
+            gpt.precision = "fp16"
+        self.assertIn("not built yet", str(e.exception))
+        with self.assertRaises(vkattn.Error) as e:
+            gpt.precision = "int8"
+        self.assertIn("'fp32' or 'bf16'", str(e.exception))
+        self.assertEqual(gpt.precision, "bf16")
+        gpt.precision = "fp32"
 
         prompt = tok.encode("\n")
         ids = loaded.generate(prompt, 20, temperature=1.0, seed=3)

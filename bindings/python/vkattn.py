@@ -133,6 +133,8 @@ _SIGNATURES = {  # name: (restype, argtypes)
     "vka_gpt_load": (_c.c_int, [_P, _c.c_char_p, _c.POINTER(_P)]),
     "vka_gpt_save": (_c.c_int, [_P, _c.c_char_p]),
     "vka_gpt_save_dtype": (_c.c_int, [_P, _c.c_char_p, _c.c_int]),
+    "vka_gpt_set_precision": (_c.c_int, [_P, _c.c_int]),
+    "vka_gpt_get_precision": (_c.c_int, [_P]),
     "vka_gpt_destroy": (None, [_P]),
     "vka_gpt_set_tokenizer": (_c.c_int, [_P, _P]),
     "vka_gpt_get_config": (vka_gpt_config, [_P]),
@@ -649,6 +651,23 @@ class GPT(_Child):
                        f"{precision!r}")
         self._check(load_library().vka_gpt_save_dtype(self._handle(), _path(path),
                                                       codes[precision]))
+
+    _PRECISIONS = ("fp32", "bf16", "fp16")  # vka_dtype's order
+
+    @property
+    def precision(self):
+        """The number format of the model's matrix products (vka_gpt_set_precision): "fp32"
+        (the default) or "bf16" (mixed precision: bf16 copies of each linear layer's weight and
+        input, float32 sums, master weights, gradients and AdamW state). Set it to change the
+        passes from now on; "fp16" raises (not built yet)."""
+        return self._PRECISIONS[load_library().vka_gpt_get_precision(self._handle())]
+
+    @precision.setter
+    def precision(self, value):
+        if value not in self._PRECISIONS:
+            raise _bad(f"precision must be 'fp32' or 'bf16', not {value!r}")
+        self._check(load_library().vka_gpt_set_precision(self._handle(),
+                                                         self._PRECISIONS.index(value)))
 
     def set_tokenizer(self, tok):
         """Record tok (vka_gpt_set_tokenizer: its id goes into files saved from now on; its
