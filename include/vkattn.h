@@ -1163,6 +1163,30 @@ vka_attention_impl vka_gpt_get_attention(const vka_gpt *gpt);
 vka_result vka_gpt_set_precision(vka_gpt *gpt, vka_dtype precision);
 /** The precision of gpt's passes (VKA_F32 for NULL). */
 vka_dtype vka_gpt_get_precision(const vka_gpt *gpt);
+
+/** Dynamic loss scaling of gpt's training steps (Micikevicius et al. 2018, "Mixed Precision
+ * Training"; PyTorch's torch.amp.GradScaler): each vka_gpt_train_step multiplies the loss's
+ * gradient by S, so that small gradients keep their digits in 16-bit copies, and divides the
+ * gradients by S again (exactly: S is a power of two) before clipping and AdamW, inside the
+ * step's graph. A step whose gradients overflow (an inf or NaN gradient norm) changes no
+ * parameter and no AdamW moment, does not advance vka_gpt_step, returns the non-finite norm
+ * and halves S; after 2000 steps in a row without overflow S doubles (GradScaler's defaults;
+ * S stays in [2^-24, 2^24]).
+ * initial: 0 = the precision's default (the initial state): off for VKA_F32 and VKA_BF16,
+ * whose range is float32's, and 2^16 for VKA_F16, following vka_gpt_set_precision; < 0: off;
+ * else the first S, a power of two in [1, 2^24], whatever the precision. With float32 or bf16
+ * a power-of-two S gives every step bit for bit as without it, absent overflow (test_gpt_mixed).
+ * The scale, its count of clean steps and the skipped steps are saved in training states
+ * (vka_train_state.loss_scale...), so a resumed run continues bit for bit. vka_gpt_get_grads
+ * after a scaled step returns S times the gradients; vka_gpt_forward_backward is unscaled.
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (not a power of two in range; a pass of
+ * vka_gpt_*_prepare not finished). */
+vka_result vka_gpt_set_loss_scale(vka_gpt *gpt, float initial);
+/** S of the next training step (1 when scaling is off, and for NULL). */
+float vka_gpt_loss_scale(const vka_gpt *gpt);
+/** Training steps skipped by loss scaling (overflowed gradients), counted since the model was
+ * created (a loaded state's count included). */
+uint64_t vka_gpt_skipped_steps(const vka_gpt *gpt);
 /** Bytes of device memory gpt holds now (Vulkan: device-local; CPU: host): its parameters, and
  * the gradients, AdamW m and v and activations once a pass has needed them (activations are
  * sized for the largest B and T run so far). Not counted: host-visible staging, sessions. */
@@ -1405,6 +1429,13 @@ typedef struct vka_train_state {
      * from a file of version 1 to 5. vka_gpt_save_state records the model's, vka_gpt_load_state
      * sets the loaded model's to it, so a resumed run continues as it ran. */
     vka_dtype run_precision;
+    /* Loss scaling (vka_gpt_set_loss_scale), the model's at the save, restored by
+     * vka_gpt_load_state (version 6; from earlier files: the default, off for fp32): */
+    int32_t loss_scaling;     /* 1 on, 0 off */
+    int32_t loss_scale_default; /* 1: the precision's default, 0: set explicitly */
+    float loss_scale;         /* S of the next step, a power of two; 1 when off */
+    uint32_t loss_scale_good; /* steps in a row without overflow since S last changed */
+    uint64_t skipped_steps;   /* steps skipped for overflowed gradients */
 } vka_train_state;
 /* A training state's limits (checked when it is saved and loaded): B*T tokens per step, and
  * total_steps. */

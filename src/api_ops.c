@@ -367,7 +367,8 @@ vka_result vka_grad_norm(vka_context *ctx, vka_tensor *out, vka_tensor *partials
     vka_result before = BE(c)->status;
     BE(c)->caller = c.op;
     BE(c)->call_status = VKA_SUCCESS;
-    BE(c)->ops->grad_norm(BE(c), bt(out), bt(partials), list, count, max_norm); /* copies list */
+    BE(c)->ops->grad_norm(BE(c), bt(out), bt(partials), list, count, max_norm,
+                          VKB_NONE); /* copies list */
     vka_free(ctx, list);
     return chk_done(&c, before);
 }

@@ -108,7 +108,9 @@ typedef enum vkb_arena_kind {
 
 /* AdamW step scalars are VKA_HYPER_* (vkattn.h), written by the host into a VKB_ARENA_HOST
  * tensor before each run. grad_norm() reduces each gradient tensor into VKA_NORM_PARTIALS
- * partial sums. */
+ * partial sums. Slot VKB_HYPER_GRAD_SCALE, unused by the public ops, holds the model's
+ * loss-scaling factor 1/S for grad_norm (gpt_train.c). */
+#define VKB_HYPER_GRAD_SCALE 6
 
 /* Batched row-major matrix product
  *   out[b] = alpha * op(A[b]) * op(B[b]) (+ bias) (+ out[b] if accumulate)
@@ -352,9 +354,14 @@ typedef struct vkb_ops {
     /* WRITES out[0] = global L2 norm of all count tensors, out[1] = clip scale =
      * min(1, max_norm / (norm + 1e-6)) (1 if max_norm <= 0), 0 if the norm is NaN (a NaN
      * gradient) or inf (an inf one); no overflow for finite inputs (Blue's scaled sums);
-     * partials: scratch of count * VKA_NORM_PARTIALS elements (partial norms). Deterministic. */
+     * partials: scratch of count * VKA_NORM_PARTIALS elements (partial norms). Deterministic.
+     * Loss scaling: hyper (optional; VKB_NONE = 1) holds at VKB_HYPER_GRAD_SCALE the factor u
+     * (1/S, a power of two) that unscales gradients holding S times their value: out[0] = u *
+     * their norm (the unscaled one, from which the clip scale is computed), out[1] = u * the
+     * clip scale, so adamw's g = grad * out[1] is the unscaled, clipped gradient, bit for bit
+     * (absent overflow and subnormals). 0 reads as 1. */
     void (*grad_norm)(vkb_backend *be, vkb_tensor out, vkb_tensor partials,
-                      const vkb_tensor *grads, int count, float max_norm);
+                      const vkb_tensor *grads, int count, float max_norm, vkb_tensor hyper);
     /* AdamW on N elements (PyTorch semantics), hyper = VKA_HYPER_* scalars, gscale[1] = clip
      * scale from grad_norm (VKB_NONE = 1; 0 = no step: nothing changes):
      *   g = grad * gscale[1]; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;

@@ -443,7 +443,7 @@ static void ck_mean(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
 }
 
 static void ck_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials,
-                         const vkb_tensor *grads, int count, float max_norm) {
+                         const vkb_tensor *grads, int count, float max_norm, vkb_tensor hyper) {
     ck c = ck_start(be, "grad_norm");
     ck_positive(&c, "count", count);
     if (!grads) ck_fail(&c, "grads is NULL");
@@ -454,7 +454,8 @@ static void ck_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials,
         snprintf(name, sizeof name, "grads[%d]", i);
         ck_holds(&c, name, grads[i], need_n(NULL, 0));
     }
-    if (ck_ok(&c)) be->impl->grad_norm(be, out, partials, grads, count, max_norm);
+    ck_holds_opt(&c, "hyper", hyper, need_n("VKA_HYPER_COUNT", VKA_HYPER_COUNT));
+    if (ck_ok(&c)) be->impl->grad_norm(be, out, partials, grads, count, max_norm, hyper);
 }
 
 static void ck_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m,

@@ -235,6 +235,109 @@ static void test_gpt_bf16_session_matches_forward(void **state) {
     tu_done(ctx);
 }
 
+/* n training steps of a fresh model (seed 9) in precision with loss scale `scale` (0: the
+ * default); losses and gradient norms into loss[n], norm[n]; the parameters returned. */
+static float *scaled_run(vka_context *ctx, vka_dtype precision, float scale, int n, float *loss,
+                         float *norm) {
+    int32_t in[BT], tg[BT];
+    batch(in, tg);
+    vka_gpt *gpt = tm_model(ctx, CFG, 9);
+    assert_int_equal(vka_gpt_set_precision(gpt, precision), VKA_SUCCESS);
+    assert_int_equal(vka_gpt_set_loss_scale(gpt, scale), VKA_SUCCESS);
+    assert_true(vka_gpt_loss_scale(gpt) == (scale > 0 ? scale : 1.0f));
+    /* clipping at 0.5 is active in every step here: the clip scale comes from the unscaled norm */
+    vka_adamw_desc opt = {.lr = 3e-3f, .grad_clip = 0.5f, .weight_decay = 0.1f};
+    for (int s = 0; s < n; s++)
+        if (vka_gpt_train_step(gpt, in, tg, B, T, &opt, &loss[s], &norm[s]) != VKA_SUCCESS)
+            fail_msg("step %d: %s", s, vka_last_error(ctx));
+    assert_int_equal(vka_gpt_step(gpt), n);
+    assert_int_equal(vka_gpt_skipped_steps(gpt), 0);
+    float *p = tm_params(gpt);
+    vka_gpt_destroy(gpt);
+    return p;
+}
+
+/* Loss scaling by a power of two changes nothing, bit for bit, absent overflow: the loss's
+ * gradient times S, every backward op linear in it (exact scaling), the norm and clip scale
+ * computed from the unscaled norm, the gradients unscaled before AdamW: losses, reported
+ * gradient norms and parameters after 8 steps equal the unscaled run's, in fp32 and bf16. */
+static void test_gpt_loss_scale_is_exact(void **state) {
+    vka_context *ctx = tm_ctx(state);
+    const vka_dtype types[2] = {VKA_F32, VKA_BF16};
+    enum { N = 8 };
+    for (int k = 0; k < 2; k++) {
+        float l0[N], n0[N], l1[N], n1[N];
+        float *p0 = scaled_run(ctx, types[k], -1.0f, N, l0, n0);
+        float *p1 = scaled_run(ctx, types[k], 4096.0f, N, l1, n1);
+        for (int s = 0; s < N; s++) {
+            if (l0[s] != l1[s] || n0[s] != n1[s])
+                fail_msg("%s step %d: loss %.9g / %.9g, grad norm %.9g / %.9g (unscaled / x4096)",
+                         vka_dtype_string(types[k]), s + 1, l0[s], l1[s], n0[s], n1[s]);
+            assert_true(n0[s] > 0.5f); /* clipped */
+        }
+        size_t n;
+        {
+            vka_gpt *g = tm_model(ctx, CFG, 9);
+            n = vka_gpt_num_params(g);
+            vka_gpt_destroy(g);
+        }
+        for (size_t i = 0; i < n; i++)
+            if (memcmp(&p0[i], &p1[i], 4) != 0)
+                fail_msg("%s parameter %zu: %.9g unscaled, %.9g scaled", vka_dtype_string(types[k]),
+                         i, p0[i], p1[i]);
+        free(p0);
+        free(p1);
+    }
+    tu_done(ctx);
+}
+
+/* The scale's settings, errors, and its record in a training state. */
+static void test_gpt_loss_scale_settings_and_state(void **state) {
+    (void)state;
+    vka_context *ctx = tu_cpu();
+    tf_dir d = tf_mkdir();
+    vka_gpt *gpt = tm_model(ctx, CFG, 1);
+    assert_true(vka_gpt_loss_scale(gpt) == 1.0f); /* fp32's default: off */
+    const float bad[] = {3.0f, 0.5f, 0x1p25f, NAN, INFINITY};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(vka_gpt_set_loss_scale(gpt, bad[i]), VKA_ERROR_INVALID_ARGUMENT);
+        assert_non_null(strstr(vka_last_error(ctx), "not a power of two in [1, 2^24]"));
+    }
+    assert_true(vka_gpt_loss_scale(gpt) == 1.0f);
+    assert_int_equal(vka_gpt_set_loss_scale(gpt, 1024.0f), VKA_SUCCESS);
+    assert_true(vka_gpt_loss_scale(gpt) == 1024.0f);
+    assert_int_equal(vka_gpt_set_loss_scale(NULL, 2.0f), VKA_ERROR_INVALID_ARGUMENT);
+    assert_true(vka_gpt_loss_scale(NULL) == 1.0f);
+    assert_int_equal(vka_gpt_skipped_steps(NULL), 0);
+    int32_t in[BT], tg[BT];
+    batch(in, tg);
+    vka_adamw_desc opt = {.lr = 1e-3f};
+    float loss;
+    assert_int_equal(vka_gpt_train_step(gpt, in, tg, B, T, &opt, &loss, NULL), VKA_SUCCESS);
+    vka_train_state st = {.step = 1, .seed = 1, .total_steps = 6, .B = B, .T = T, .lr = 1e-3f,
+                          .adamw = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 0.0f},
+                          .best_val_loss = NAN, .eval_every = 1};
+    const char *path = tf_path(&d, "s.state.bin");
+    assert_int_equal(vka_gpt_save_state(gpt, &st, path), VKA_SUCCESS);
+    vka_gpt *back = NULL;
+    vka_train_state got;
+    assert_int_equal(vka_gpt_load_state(ctx, path, &back, &got), VKA_SUCCESS);
+    assert_true(got.loss_scaling == 1 && got.loss_scale_default == 0 && got.loss_scale == 1024.0f &&
+                got.loss_scale_good == 1 && got.skipped_steps == 0);
+    assert_true(vka_gpt_loss_scale(back) == 1024.0f);
+    vka_gpt_destroy(back);
+    /* back to the default: off in fp32, and so recorded */
+    assert_int_equal(vka_gpt_set_loss_scale(gpt, 0.0f), VKA_SUCCESS);
+    assert_true(vka_gpt_loss_scale(gpt) == 1.0f);
+    assert_int_equal(vka_gpt_save_state(gpt, &st, path), VKA_SUCCESS);
+    assert_int_equal(vka_gpt_load_state(ctx, path, &back, &got), VKA_SUCCESS);
+    assert_true(got.loss_scaling == 0 && got.loss_scale_default == 1 && got.loss_scale == 1.0f);
+    vka_gpt_destroy(back);
+    vka_gpt_destroy(gpt);
+    tf_rmdir(&d);
+    tu_done(ctx);
+}
+
 /* Bad values, fp16 (not built), and the copies' memory: 2 bytes a matrix weight, freed again
  * in float32. */
 static void test_gpt_set_precision_errors_and_memory(void **state) {
@@ -276,6 +379,8 @@ int main(void) {
         TM_BOTH(test_gpt_bf16_resume_is_exact),
         TM_BOTH(test_gpt_bf16_session_matches_forward),
         cmocka_unit_test(test_gpt_set_precision_errors_and_memory),
+        TM_BOTH(test_gpt_loss_scale_is_exact),
+        cmocka_unit_test(test_gpt_loss_scale_settings_and_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

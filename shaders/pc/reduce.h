@@ -19,12 +19,13 @@ VKA_PC_STRUCT(pc_mean, VKA_PC_MEAN_VIEWS, VKA_PC_MEAN)
                    * limit: add to its partials instead of writing them */
 VKA_PC_STRUCT(pc_norm_partials, VKA_PC_NORM_PARTIALS_VIEWS, VKA_PC_NORM_PARTIALS)
 
-#define VKA_PC_NORM_FINALIZE_VIEWS(V, VA) V(out) V(partials)
+#define VKA_PC_NORM_FINALIZE_VIEWS(V, VA) V(out) V(partials) V(hyper)
 #define VKA_PC_NORM_FINALIZE(U, F, UA)                                                       \
     U(n_partials) F(max_norm)                                                               \
     U(accumulate) /* a later block of partials split at the binding limit: out[0] holds the \
                    * norm of the earlier ones */                                            \
-    U(last)       /* the last block: write the clip scale too */
+    U(last)       /* the last block: write the clip scale too */                           \
+    U(has_hyper)  /* hyper bound: unscale by its VKB_HYPER_GRAD_SCALE (loss scaling) */
 VKA_PC_STRUCT(pc_norm_finalize, VKA_PC_NORM_FINALIZE_VIEWS, VKA_PC_NORM_FINALIZE)
 
 #define VKA_PC_BIAS_BACKWARD_VIEWS(V, VA) V(dbias) V(dout)

@@ -385,18 +385,26 @@ static void op_mean(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
 }
 
 /* Followed in the same allocation by grads[count] pointers and sizes[count]. */
-typedef struct { float *out, *partials; float max_norm; int count; } norm_args;
+typedef struct {
+    float *out, *partials;
+    float max_norm;
+    int count;
+    const float *hyper; /* NULL: no loss scaling */
+} norm_args;
 
 static vka_result run_grad_norm(cpu_backend *cb, const void *p) {
     const norm_args *a = p;
     const float *const *grads = (const float *const *)(const void *)(a + 1);
     const size_t *sizes = (const size_t *)(const void *)(grads + a->count);
-    vkc_grad_norm(a->out, a->partials, grads, sizes, a->count, a->max_norm, cb->nt);
+    float u = a->hyper ? a->hyper[VKB_HYPER_GRAD_SCALE] : 1.0f;
+    vkc_grad_norm(a->out, a->partials, grads, sizes, a->count, a->max_norm, u != 0.0f ? u : 1.0f,
+                  cb->nt);
     return VKA_SUCCESS;
 }
 static void op_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials,
-                         const vkb_tensor *grads, int count, float max_norm) {
-    norm_args a = {cpu_ptr(out), cpu_ptr(partials), max_norm, count};
+                         const vkb_tensor *grads, int count, float max_norm, vkb_tensor hyper) {
+    norm_args a = {cpu_ptr(out), cpu_ptr(partials), max_norm, count,
+                   vkb_present(hyper) ? cpu_ptr(hyper) : NULL};
     size_t extra = (size_t)count * (sizeof(float *) + sizeof(size_t));
     norm_args *copy =
         vkc_record((cpu_backend *)be, "grad_norm", run_grad_norm, &a, sizeof a, extra);

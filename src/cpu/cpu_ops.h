@@ -81,9 +81,11 @@ void vkc_bias_backward_fast(float *dbias, const float *dout, int N, int OC, vkc_
 void vkc_mean(float *out, const float *inp, size_t N, int nt);
 /* WRITES out[0] = L2 norm of the count tensors grads[i] (sizes[i] elements), out[1] = clip
  * scale min(1, max_norm / (norm + 1e-6)) (1 if max_norm <= 0); partials (count * 64) receives
- * each tensor's 64 slice sums of squares. */
+ * each tensor's 64 slice sums of squares. unscale (a power of two; 1 = none): the gradients
+ * hold 1/unscale times their value (loss scaling): out[0] = unscale * norm, the clip scale is
+ * computed from it, and out[1] = unscale * clip scale (backend.h's grad_norm). */
 void vkc_grad_norm(float *out, float *partials, const float *const *grads, const size_t *sizes,
-                   int count, float max_norm, int nt);
+                   int count, float max_norm, float unscale, int nt);
 
 /* --- encoder.c ------------------------------------------------------------------------------ */
 /* out (B,T,C) = wte[tokens[b,t]] + wpe[t]; tokens (B,T) must be valid rows of wte */

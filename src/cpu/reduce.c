@@ -102,7 +102,7 @@ void vkc_mean(float *out, const float *inp, size_t N, int nt) {
 }
 
 void vkc_grad_norm(float *out, float *partials, const float *const *grads, const size_t *sizes,
-                   int count, float max_norm, int nt) {
+                   int count, float max_norm, float unscale, int nt) {
     long items = (long)count * VKA_NORM_PARTIALS;
     VKA_OMP_FOR(nt, items > VKA_NORM_PARTIALS)
     for (long it = 0; it < items; it++) {
@@ -116,7 +116,7 @@ void vkc_grad_norm(float *out, float *partials, const float *const *grads, const
     }
     double total = 0.0;
     for (long it = 0; it < items; it++) total += (double)partials[it] * partials[it];
-    double norm = sqrt(total);
+    double norm = sqrt(total) * (double)unscale; /* exact: unscale is a power of two */
     double clip = 1.0;
     if (!isfinite((float)norm))
         clip = 0.0; /* NaN or inf gradients, or a norm past FLT_MAX: adamw leaves all alone */
@@ -125,5 +125,5 @@ void vkc_grad_norm(float *out, float *partials, const float *const *grads, const
         if (clip > 1.0) clip = 1.0;
     }
     out[0] = (float)norm;
-    out[1] = (float)clip;
+    out[1] = (float)clip * unscale;
 }

@@ -36,8 +36,11 @@
  *            bytes, NUL-padded)  [48..111] state.run_device (256 bytes, NUL-padded): where the
  *            steps ran, from the model's context at the save (version 5; earlier versions wrote
  *            0 there and read back as run_recorded = 0, "not recorded")
- *   [112] state.run_precision (vka_dtype: 0 fp32, 1 bf16; the model's at the save; version 6,
- *            earlier versions wrote 0 and read back as fp32)
+ *   [112] state.run_precision (vka_dtype: 0 fp32, 1 bf16, 2 fp16; the model's at the save)
+ *   [113] loss scaling flags (bit 0 on, bit 1 the precision's default)  [114] S (float32 bits,
+ *            a power of two in [2^-24, 2^24])  [115] clean steps since S changed
+ *   [116..117] skipped steps (words 112..117: version 6; earlier versions wrote 0 there and
+ *            read back as fp32 with the default scaling)
  *   [248..255] the trailer (versions 4 and 5, where it is required)
  *   others 0
  * then the payload: parameters, AdamW m, AdamW v, each num_params float32 in llm.c order.
@@ -86,14 +89,20 @@
  * 4 used fewer, but what their later words hold is ignored, so only the words no version used
  * must be 0). */
 #define MODEL_USED_WORDS 8
-#define STATE_USED_WORDS 113
+#define STATE_USED_WORDS 118
 /* Where a state records the backend its steps ran on (version 5). */
 #define STATE_RUN_BACKEND 39
 #define STATE_RUN_KERNELS 40
 #define STATE_RUN_DEVICE 48
 #define STATE_RUN_VERSION 5
-/* The model's precision at the save (vka_gpt_set_precision; version 6). */
+/* The model's precision at the save (vka_gpt_set_precision; version 6), and its loss scaling:
+ * [113] flags (bit 0: on, bit 1: the precision's default), [114] S (float32 bits), [115] clean
+ * steps since S changed, [116..117] skipped steps. */
 #define STATE_RUN_PRECISION 112
+#define STATE_SCALE_FLAGS 113
+#define STATE_SCALE 114
+#define STATE_SCALE_GOOD 115
+#define STATE_SKIPPED 116
 #define STATE_PRECISION_VERSION 6
 #define HASH_SEED 0xCBF29CE484222325ull
 #define HASH_PRIME 0x100000001B3ull
@@ -236,6 +245,10 @@ static void put_run(uint32_t *h, const vka_context *ctx) {
 /* The precision the steps ran in (word 112). */
 static void put_precision(uint32_t *h, const vka_gpt *gpt) {
     h[STATE_RUN_PRECISION] = (uint32_t)gpt->precision;
+    h[STATE_SCALE_FLAGS] = (gpt->scaling ? 1u : 0u) | (gpt->scale_default ? 2u : 0u);
+    h[STATE_SCALE] = f32_bits(gpt->loss_scale);
+    h[STATE_SCALE_GOOD] = gpt->scale_good;
+    put_u64(h, STATE_SKIPPED, gpt->skipped);
 }
 
 static void get_state(const uint32_t *h, vka_train_state *s) {
@@ -267,8 +280,13 @@ static void get_state(const uint32_t *h, vka_train_state *s) {
         s->run_kernels[sizeof s->run_kernels - 1] = '\0';
         s->run_device[sizeof s->run_device - 1] = '\0';
     }
-    s->run_precision = h[1] >= STATE_PRECISION_VERSION ? (vka_dtype)h[STATE_RUN_PRECISION]
-                                                       : VKA_F32;
+    bool v6 = h[1] >= STATE_PRECISION_VERSION;
+    s->run_precision = v6 ? (vka_dtype)h[STATE_RUN_PRECISION] : VKA_F32;
+    s->loss_scaling = v6 ? (int32_t)(h[STATE_SCALE_FLAGS] & 1u) : 0;
+    s->loss_scale_default = v6 ? (int32_t)(h[STATE_SCALE_FLAGS] >> 1 & 1u) : 1;
+    s->loss_scale = v6 ? bits_f32(h[STATE_SCALE]) : 1.0f;
+    s->loss_scale_good = v6 ? h[STATE_SCALE_GOOD] : 0;
+    s->skipped_steps = v6 ? get_u64(h, STATE_SKIPPED) : 0;
 }
 
 /* What is wrong with a training state for a model of configuration c, if anything: every field
@@ -339,10 +357,18 @@ static vka_result check_state_header(vka_context *ctx, const char *path, const u
                              "%" PRIu32 ", 0 or 1) with its kernels' and device's names", path,
                              STATE_RUN_BACKEND, STATE_USED_WORDS - 1, STATE_RUN_BACKEND,
                              h[STATE_RUN_BACKEND]);
-    if (h[STATE_RUN_PRECISION] > (h[1] >= STATE_PRECISION_VERSION ? (uint32_t)VKA_BF16 : 0u))
+    float S = bits_f32(h[STATE_SCALE]);
+    int e;
+    if (h[1] >= STATE_PRECISION_VERSION &&
+        (h[STATE_SCALE_FLAGS] > 3u || !(S >= 0x1p-24f && S <= 0x1p24f) || frexpf(S, &e) != 0.5f))
+        return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: bad training-state header: the loss "
+                             "scaling (words %d..%d: flags %" PRIu32 ", S %g) is not a power of "
+                             "two in [2^-24, 2^24] with flags 0..3", path, STATE_SCALE_FLAGS,
+                             STATE_SKIPPED + 1, h[STATE_SCALE_FLAGS], (double)S);
+    if (h[STATE_RUN_PRECISION] > (h[1] >= STATE_PRECISION_VERSION ? (uint32_t)VKA_F16 : 0u))
         return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: bad training-state header: the "
-                             "precision the run was in (word %d) is %" PRIu32 ", not 0 (fp32) "
-                             "or 1 (bf16)%s", path, STATE_RUN_PRECISION, h[STATE_RUN_PRECISION],
+                             "precision the run was in (word %d) is %" PRIu32 ", not 0 (fp32), "
+                             "1 (bf16) or 2 (fp16)%s", path, STATE_RUN_PRECISION, h[STATE_RUN_PRECISION],
                              h[1] >= STATE_PRECISION_VERSION ? "" : ", and must be 0 before "
                              "version 6");
     return VKA_SUCCESS;
@@ -652,6 +678,11 @@ vka_result vka_gpt_load_state(vka_context *ctx, const char *path, vka_gpt **out,
     if (trailer) gpt->tokenizer_id = get_u64(h, TRAILER_TOKENIZER);
     get_state(h, state);
     gpt->precision = state->run_precision; /* a new model: nothing recorded yet */
+    gpt->scaling = state->loss_scaling != 0;
+    gpt->scale_default = state->loss_scale_default != 0;
+    gpt->loss_scale = state->loss_scale;
+    gpt->scale_good = state->loss_scale_good;
+    gpt->skipped = state->skipped_steps;
     *out = gpt;
     return VKA_SUCCESS;
 }

@@ -205,6 +205,7 @@ vka_result vkm_gpt_new(vka_context *ctx, const vka_gpt_config *config, bool init
     vka_context_retain(ctx, VKA_CHILD_GPT);
     gpt->be = ctx->be;
     gpt->cfg = cfg;
+    vkm_gpt_scale_default(gpt);
     gpt->n_tensors = 4 + 12 * cfg.L;
     int n = gpt->n_tensors;
     gpt->tensor_sizes = vka_calloc(gpt->ctx, (size_t)n, sizeof *gpt->tensor_sizes);

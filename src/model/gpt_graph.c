@@ -301,7 +301,8 @@ static bool follows(const vka_gpt *gpt, int j) {
 
 void vkm_gpt_record_update(vka_gpt *gpt, float grad_clip, float weight_decay) {
     vkb_backend *be = gpt->be;
-    be->ops->grad_norm(be, gpt->norm, gpt->norm_partials, gpt->grads, gpt->n_tensors, grad_clip);
+    be->ops->grad_norm(be, gpt->norm, gpt->norm_partials, gpt->grads, gpt->n_tensors, grad_clip,
+                       gpt->host.hyper); /* loss scaling: hyper's VKB_HYPER_GRAD_SCALE */
     /* One AdamW op per run of adjacent tensors with the same decay (10 for any L instead of
      * 12 L + 4: [wte wpe] [ln1] [qkvw] [qkvb] [attprojw] [attprojb ln2] [fcw] [fcb] [fcprojw]
      * [fcprojb lnf]; each dispatch has a fixed cost, on lavapipe about that of updating 2 M

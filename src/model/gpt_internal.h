@@ -161,6 +161,12 @@ struct vka_gpt {
     vkb_tensor *w16;              /* (vkm_gpt_w16_count) 16-bit copies of the matmul weights */
     vkb_arena *w16_arena;         /* made on first use by a 16-bit precision */
     bool w16_fresh;               /* w16 holds the current parameters */
+    /* Dynamic loss scaling of training steps (vka_gpt_set_loss_scale, gpt_mixed.c) */
+    bool scale_default;           /* the precision's default (off, or 2^16 for fp16) */
+    bool scaling;                 /* on: the next step's loss gradient is times loss_scale */
+    float loss_scale;             /* S, a power of two (1 when off) */
+    uint32_t scale_good;          /* steps in a row without overflow since S last changed */
+    uint64_t skipped;             /* steps skipped for overflowed gradients */
     size_t num_params;
     uint64_t step; /* AdamW steps taken */
     uint64_t tokenizer_id; /* vka_tokenizer_id of its tokenizer (vka_gpt_set_tokenizer, or the
@@ -309,6 +315,14 @@ vka_result vkm_gpt_refresh16(vka_gpt *gpt);
 /* Record the copies' refresh from the parameters (a training step's graph, after AdamW). */
 void vkm_gpt_record_refresh16(vka_gpt *gpt);
 void vkm_gpt_free_w16(vka_gpt *gpt);
+/* Loss scaling: the precision's default (on for fp16); after a step's run, its outcome (norm:
+ * the unscaled gradient norm it read back): false = skipped (overflow), S halved. */
+#define GPT_LOSS_SCALE_FP16 65536.0f   /* PyTorch's GradScaler's init_scale */
+#define GPT_LOSS_SCALE_INTERVAL 2000   /* its growth_interval */
+#define GPT_LOSS_SCALE_MIN 0x1p-24f
+#define GPT_LOSS_SCALE_MAX 0x1p24f
+void vkm_gpt_scale_default(vka_gpt *gpt);
+bool vkm_gpt_scale_step(vka_gpt *gpt, float norm);
 
 /* A session of gpt was destroyed: count it down, and free a model whose destroy waited for it. */
 void vkm_gpt_session_released(vka_gpt *gpt);

@@ -14,6 +14,7 @@
  */
 #include "model/gpt_internal.h"
 
+#include <math.h>
 #include <string.h>
 
 /* The weight kinds that have 16-bit copies, in the order of each layer's four. */
@@ -135,7 +136,67 @@ vka_result vka_gpt_set_precision(vka_gpt *gpt, vka_dtype precision) {
     memset(gpt->host_cap, 0, sizeof gpt->host_cap);
     vkm_gpt_free_w16(gpt);
     gpt->precision = precision;
+    if (gpt->scale_default) vkm_gpt_scale_default(gpt);
     return VKA_SUCCESS;
 }
 
 vka_dtype vka_gpt_get_precision(const vka_gpt *gpt) { return gpt ? gpt->precision : VKA_F32; }
+
+/* --- dynamic loss scaling -------------------------------------------------------------------- */
+
+void vkm_gpt_scale_default(vka_gpt *gpt) {
+    gpt->scale_default = true;
+    gpt->scaling = gpt->precision == VKA_F16;
+    gpt->loss_scale = gpt->scaling ? GPT_LOSS_SCALE_FP16 : 1.0f;
+    gpt->scale_good = 0;
+}
+
+bool vkm_gpt_scale_step(vka_gpt *gpt, float norm) {
+    if (!gpt->scaling) return true;
+    if (!isfinite(norm)) { /* GradScaler's backoff: the step changed nothing */
+        gpt->skipped++;
+        gpt->scale_good = 0;
+        if (gpt->loss_scale > GPT_LOSS_SCALE_MIN) gpt->loss_scale *= 0.5f;
+        return false;
+    }
+    if (++gpt->scale_good >= GPT_LOSS_SCALE_INTERVAL) { /* and its growth */
+        gpt->scale_good = 0;
+        if (gpt->loss_scale < GPT_LOSS_SCALE_MAX) gpt->loss_scale *= 2.0f;
+    }
+    return true;
+}
+
+/* x is a power of two in [lo, hi]. */
+static bool power_of_two_in(float x, float lo, float hi) {
+    int e;
+    return x >= lo && x <= hi && frexpf(x, &e) == 0.5f;
+}
+
+vka_result vka_gpt_set_loss_scale(vka_gpt *gpt, float initial) {
+    if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    vka_result r = vkm_gpt_busy(gpt, "vka_gpt_set_loss_scale");
+    if (r != VKA_SUCCESS) return r;
+    if (initial == 0.0f) {
+        vkm_gpt_scale_default(gpt);
+        return VKA_SUCCESS;
+    }
+    if (initial < 0.0f) {
+        gpt->scale_default = gpt->scaling = false;
+        gpt->loss_scale = 1.0f;
+        gpt->scale_good = 0;
+        return VKA_SUCCESS;
+    }
+    if (!power_of_two_in(initial, 1.0f, GPT_LOSS_SCALE_MAX))
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_gpt_set_loss_scale: %g is not a power of two in [1, 2^24] (0: "
+                             "the precision's default; negative: off)", (double)initial);
+    gpt->scale_default = false;
+    gpt->scaling = true;
+    gpt->loss_scale = initial;
+    gpt->scale_good = 0;
+    return VKA_SUCCESS;
+}
+
+float vka_gpt_loss_scale(const vka_gpt *gpt) { return gpt ? gpt->loss_scale : 1.0f; }
+
+uint64_t vka_gpt_skipped_steps(const vka_gpt *gpt) { return gpt ? gpt->skipped : 0; }

@@ -187,14 +187,15 @@ static vka_result check_batch(vka_gpt *gpt, const char *fn, const int32_t *input
 /* Write inputs, targets (optional, with 1 / their count) and, for backward, the encoder
  * buckets. */
 static vka_result write_batch(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets,
-                              int B, int T, bool buckets) {
+                              int B, int T, bool buckets, float loss_scale) {
     vkb_backend *be = gpt->be;
     size_t BT = (size_t)B * T;
     vka_result r = be->rt->write(be, gpt->host.inputs, 0, inputs, BT);
     if (r == VKA_SUCCESS && targets) r = be->rt->write(be, gpt->host.targets, 0, targets, BT);
     if (r == VKA_SUCCESS && targets) {
         gpt->counted = counted_targets(targets, BT);
-        float dloss = (float)(1.0 / (double)gpt->counted);
+        /* loss scaling: S times, exactly (S is a power of two) */
+        float dloss = (float)(1.0 / (double)gpt->counted) * loss_scale;
         r = be->rt->write(be, gpt->host.dloss, 0, &dloss, 1);
     }
     if (r == VKA_SUCCESS && buckets) {
@@ -305,7 +306,7 @@ vka_result vka_gpt_forward_prepare(vka_gpt *gpt, const int32_t *inputs, const in
     logits = logits || !targets;
     gpt_shape shape = {.B = B, .T = T, .logits = logits};
     r = vkm_gpt_reserve(gpt, &shape);
-    if (r == VKA_SUCCESS) r = write_batch(gpt, inputs, targets, B, T, false);
+    if (r == VKA_SUCCESS) r = write_batch(gpt, inputs, targets, B, T, false, 1.0f);
     gpt_graph_kind kind = !targets ? G_FORWARD : logits ? G_FORWARD_LOSS_LOGITS : G_FORWARD_LOSS;
     if (r == VKA_SUCCESS) r = hand_out(gpt, kind, B, T, 0, 0, graph);
     gpt->pending_logits = logits;
@@ -353,7 +354,7 @@ vka_result vka_gpt_forward_backward(vka_gpt *gpt, const int32_t *inputs, const i
     if (r != VKA_SUCCESS) return r;
     gpt_shape shape = {.B = B, .T = T, .train = true};
     r = vkm_gpt_reserve(gpt, &shape);
-    if (r == VKA_SUCCESS) r = write_batch(gpt, inputs, targets, B, T, true);
+    if (r == VKA_SUCCESS) r = write_batch(gpt, inputs, targets, B, T, true, 1.0f);
     if (r == VKA_SUCCESS) r = vkm_gpt_run(gpt, G_FORWARD_BACKWARD, B, T, 0, 0);
     if (r == VKA_SUCCESS) {
         gpt->have_grads = true;
@@ -417,9 +418,11 @@ vka_result vka_gpt_train_step_prepare(vka_gpt *gpt, const int32_t *inputs,
     if (r != VKA_SUCCESS) return r;
     gpt_shape shape = {.B = B, .T = T, .train = true};
     r = vkm_gpt_reserve(gpt, &shape);
-    if (r == VKA_SUCCESS) r = write_batch(gpt, inputs, targets, B, T, true);
+    float S = gpt->scaling ? gpt->loss_scale : 1.0f; /* dynamic loss scaling (gpt_mixed.c) */
+    if (r == VKA_SUCCESS) r = write_batch(gpt, inputs, targets, B, T, true, S);
     float hyper[VKA_HYPER_COUNT];
     adamw_hyper(&d, gpt->step, hyper);
+    hyper[VKB_HYPER_GRAD_SCALE] = 1.0f / S; /* exact: S is a power of two */
     if (r == VKA_SUCCESS) r = gpt->be->rt->write(gpt->be, gpt->host.hyper, 0, hyper, VKA_HYPER_COUNT);
     if (r == VKA_SUCCESS) r = hand_out(gpt, G_TRAIN, B, T, d.grad_clip, d.weight_decay, graph);
     return r;
@@ -429,9 +432,13 @@ vka_result vka_gpt_train_step_finish(vka_gpt *gpt, float *loss, float *grad_norm
     if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
     vka_result r = take_pending(gpt, "vka_gpt_train_step_finish", true);
     if (r != VKA_SUCCESS) return r;
-    gpt->step++;
-    gpt->have_grads = true;
-    r = read_loss(gpt, loss, (size_t)gpt->pending_B * gpt->pending_T);
+    float norm = 0.0f;
+    if (gpt->scaling) r = gpt->be->rt->read(gpt->be, gpt->host.norm, 0, &norm, 1);
+    /* a step skipped by loss scaling (overflowed gradients: AdamW changed nothing) is no AdamW
+     * step: its bias correction's t does not advance */
+    if (r == VKA_SUCCESS && vkm_gpt_scale_step(gpt, norm)) gpt->step++;
+    gpt->have_grads = true; /* scaled by the step's S when loss scaling is on */
+    if (r == VKA_SUCCESS) r = read_loss(gpt, loss, (size_t)gpt->pending_B * gpt->pending_T);
     if (r == VKA_SUCCESS && grad_norm) r = gpt->be->rt->read(gpt->be, gpt->host.norm, 0, grad_norm, 1);
     return r;
 }
@@ -486,7 +493,7 @@ vka_result vka_gpt_eval(vka_gpt *gpt, const int32_t *tokens, size_t n, int T, do
             memcpy(inputs + (size_t)b * T, win, (size_t)T * sizeof *inputs);
             memcpy(targets + (size_t)b * T, win + 1, (size_t)T * sizeof *targets);
         }
-        r = write_batch(gpt, inputs, targets, B, T, false);
+        r = write_batch(gpt, inputs, targets, B, T, false, 1.0f);
         if (r == VKA_SUCCESS) r = vkm_gpt_run(gpt, G_FORWARD_LOSS, B, T, 0, 0);
         if (r == VKA_SUCCESS) r = gpt->be->rt->read(gpt->be, gpt->host.losses, 0, losses, (size_t)B * T);
         for (size_t i = 0; r == VKA_SUCCESS && i < (size_t)B * T; i++) sum += losses[i];

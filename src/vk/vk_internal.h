@@ -299,7 +299,7 @@ void vkv_crossentropy_backward(vkb_backend *be, vkb_tensor dlogits, vkb_tensor l
                                int Vp);
 void vkv_mean(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N);
 void vkv_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials, const vkb_tensor *grads,
-                   int count, float max_norm);
+                   int count, float max_norm, vkb_tensor hyper);
 void vkv_adamw(vkb_backend *be, vkb_tensor param, vkb_tensor grad, vkb_tensor m, vkb_tensor v,
                vkb_tensor hyper, vkb_tensor gscale, size_t N, float weight_decay);
 void vkv_kv_write(vkb_backend *be, vkb_tensor kcache, vkb_tensor vcache, vkb_tensor qkv,

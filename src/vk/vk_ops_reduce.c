@@ -236,7 +236,7 @@ static void norm_partials(vkv_backend *vb, vkb_tensor partials, const vkb_tensor
 /* Gradients past the binding limit are reduced in pieces, a later piece adding to the partials
  * of the earlier ones; the partials are summed in blocks that fit, in order. */
 void vkv_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials, const vkb_tensor *grads,
-                   int count, float max_norm) {
+                   int count, float max_norm, vkb_tensor hyper) {
     const char *op = "grad_norm";
     if (!vkv_check_dim(be, op, "count", count, INT_MAX / VKA_NORM_PARTIALS)) return;
     vkv_backend *vb = (vkv_backend *)be;
@@ -268,12 +268,16 @@ void vkv_grad_norm(vkb_backend *be, vkb_tensor out, vkb_tensor partials, const v
         size_t n = VKA_MIN(block, n_partials - i0);
         vkb_tensor ps = vkb_slice(partials, i0, n);
         lay = vkv_vector_layout(vb, n);
+        bool has_hyper = vkb_present(hyper);
         pc_norm_finalize pc = {.n_partials = (uint32_t)n, .max_norm = max_norm,
-                               .accumulate = i0 > 0, .last = i0 + n == n_partials};
+                               .accumulate = i0 > 0, .last = i0 + n == n_partials,
+                               .has_hyper = has_hyper};
+        /* without hyper, the partials bound again in its place (never read) */
+        vkb_tensor hs = has_hyper ? vkb_slice(hyper, 0, VKA_HYPER_COUNT) : ps;
         vkv_call call = {.shader = VKA_SHADER_GRAD_NORM_FINALIZE,
-                         .bind = {os, ps},
-                         .writes = {true, false},
-                         .n_bind = 2,
+                         .bind = {os, ps, hs},
+                         .writes = {true, false, false},
+                         .n_bind = 3,
                          VKV_PC(&pc),
                          .label = op};
         vkv_call_layout(&call, &lay);
