@@ -119,6 +119,8 @@ typedef struct train_progress {
     float loss, lr, grad_norm;
     double val_loss;        /* NaN if not evaluated at this step */
     double ms;              /* this step's wall time */
+    bool skipped;           /* loss scaling skipped it: its gradients overflowed */
+    float loss_scale;       /* the scale the step ran with (1 when loss scaling is off) */
 } train_progress;
 
 void report_start(train_run *r);

@@ -120,13 +120,16 @@ static vka_result step_once(train_run *r, batch_buf *bb, train_progress *p) {
                                     bb->inputs, bb->targets);
     vka_adamw_desc opt = st->adamw;
     opt.lr = train_lr_at(st, st->step);
-    float loss = NAN, norm = NAN;
+    float loss = NAN, norm = NAN, scale = vka_gpt_loss_scale(r->gpt);
+    uint64_t skipped = vka_gpt_skipped_steps(r->gpt);
     if (res == VKA_SUCCESS)
         res = vka_gpt_train_step(r->gpt, bb->inputs, bb->targets, st->B, st->T, &opt, &loss, &norm);
     if (res != VKA_SUCCESS) return res;
-    st->step++;
+    st->step++; /* a skipped step still took its batch and its place in the lr schedule */
     *p = (train_progress){.step = st->step, .loss = loss, .lr = opt.lr, .grad_norm = norm,
-                          .val_loss = NAN, .ms = 1e3 * (cli_now() - t0)};
+                          .val_loss = NAN, .ms = 1e3 * (cli_now() - t0),
+                          .skipped = vka_gpt_skipped_steps(r->gpt) > skipped,
+                          .loss_scale = scale};
     return VKA_SUCCESS;
 }
 
@@ -242,7 +245,13 @@ int train_loop(train_run *r) {
             }
             r->prof_count = n < TRAIN_MAX_PROFILED_OPS ? n : TRAIN_MAX_PROFILED_OPS;
         }
-        if (!isfinite(p.loss) || !isfinite(p.grad_norm)) {
+        /* Overflowed gradients under loss scaling are skipped and the scale halved (the
+         * library's): the run goes on, unless the scale cannot go lower. */
+        if (p.skipped && isfinite(p.loss) && p.loss_scale > 0x1p-24f) {
+            report_note(r, "step %llu: the gradients overflowed at loss scale %g: step skipped, "
+                        "the scale is now %g", (unsigned long long)p.step, (double)p.loss_scale,
+                        (double)vka_gpt_loss_scale(r->gpt));
+        } else if (!isfinite(p.loss) || !isfinite(p.grad_norm)) {
             report_diverged(r, &p);
             rc = CLI_ERROR;
             break;

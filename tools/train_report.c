@@ -76,6 +76,8 @@ static void json_step(const train_run *r, const train_progress *p, double tokens
     cli_json_num(stdout, "grad_norm", p->grad_norm);
     cli_json_num(stdout, "ms", p->ms);
     cli_json_num(stdout, "tokens_per_s", tokens_per_s);
+    if (p->loss_scale != 1.0f) cli_json_num(stdout, "loss_scale", p->loss_scale);
+    if (p->skipped) printf(",\"skipped\":true");
     if (!isnan(p->val_loss)) {
         cli_json_num(stdout, "val_loss", p->val_loss);
         cli_json_num(stdout, "bits_per_byte", r->last_val_bpb);
