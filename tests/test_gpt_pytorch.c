@@ -25,7 +25,10 @@
  *    noise that AdamW normalises into steps of about lr, so its values differ between any two
  *    float32 implementations (PyTorch float32 vs float64: 2.7e-3).
  */
+#define _POSIX_C_SOURCE 200809L /* mkstemp */
 #include "test_util.h"
+
+#include <unistd.h>
 
 #define REF_CHECKPOINT VKA_TEST_DATA_DIR "/gpt_tiny.bin"
 #define REF_STATE VKA_TEST_DATA_DIR "/gpt_tiny_debug_state.bin"
@@ -524,8 +527,62 @@ static void test_gpt_pytorch_broken_reference_fails(void **state) {
     tu_done(ctx);
 }
 
+/* llm.c's bf16 file (version 5) as PyTorch writes it (tools/make_bf16_reference.py: the
+ * float32 reference's parameters through tensor.to(torch.bfloat16)): vka_gpt_save_dtype(VKA_BF16)
+ * of the float32 model writes the same header and the same words (our rounding is PyTorch's),
+ * and loading the file widens every word as PyTorch's .float() does (the word's 16 bits on top);
+ * the bf16 model's loss is within 1e-2 of the float32 one's. */
+static void test_gpt_bf16_file_matches_pytorch(void **state) {
+    (void)state;
+    vka_context *ctx = tu_cpu();
+    size_t n16, n32;
+    unsigned char *golden = slurp(VKA_TEST_DATA_DIR "/gpt_tiny_bf16.bin", &n16);
+    vka_gpt *m32 = NULL, *m16 = NULL;
+    assert_int_equal(vka_gpt_load(ctx, REF_CHECKPOINT, &m32), VKA_SUCCESS);
+    size_t n = vka_gpt_num_params(m32);
+    assert_int_equal(n16, 1024 + 2 * n);
+    char path[] = "/tmp/vkattn_bf16_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(vka_gpt_save_dtype(m32, path, VKA_BF16), VKA_SUCCESS);
+    unsigned char *ours = slurp(path, &n32);
+    remove(path);
+    assert_int_equal(n32, n16);
+    assert_memory_equal(ours, golden, 8 * 4); /* magic, 5, maxT, V, L, NH, C, Vp */
+    size_t differ = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(ours + 1024 + 2 * i, golden + 1024 + 2 * i, 2) != 0 && differ++ == 0) first = i;
+    if (differ)
+        fail_msg("%zu of %zu bf16 words differ from PyTorch's, the first at parameter %zu",
+                 differ, n, first);
+    assert_int_equal(vka_gpt_load(ctx, VKA_TEST_DATA_DIR "/gpt_tiny_bf16.bin", &m16), VKA_SUCCESS);
+    float *p = malloc(n * sizeof *p);
+    assert_int_equal(vka_gpt_get_params(m16, p, n), VKA_SUCCESS);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)(golden[1024 + 2 * i] | golden[1024 + 2 * i + 1] << 8) << 16, got;
+        memcpy(&got, &p[i], 4);
+        if (got != u) fail_msg("parameter %zu widened to 0x%08x, PyTorch's 0x%08x", i, got, u);
+    }
+    vka_gpt_config cfg = vka_gpt_get_config(m32);
+    int32_t in[16], tg[16];
+    for (int i = 0; i < 16; i++) in[i] = (i * 7) % cfg.V, tg[i] = (i * 5 + 1) % cfg.V;
+    float l32, l16;
+    assert_int_equal(vka_gpt_forward(m32, in, tg, 2, 8, &l32, NULL), VKA_SUCCESS);
+    assert_int_equal(vka_gpt_forward(m16, in, tg, 2, 8, &l16, NULL), VKA_SUCCESS);
+    print_message("loss: float32 %.6f, its bf16 file %.6f\n", l32, l16);
+    assert_true(l32 != l16 && fabsf(l32 - l16) <= 1e-2f * l32);
+    free(p);
+    free(ours);
+    free(golden);
+    vka_gpt_destroy(m16);
+    vka_gpt_destroy(m32);
+    tu_done(ctx);
+}
+
 int main(int argc, char **argv) {
     const struct CMUnitTest quick[] = {
+        cmocka_unit_test(test_gpt_bf16_file_matches_pytorch),
         cmocka_unit_test(test_gpt_pytorch_broken_reference_fails),
         cmocka_unit_test(test_gpt_forward_matches_pytorch_cpu),
         cmocka_unit_test(test_gpt_backward_matches_pytorch_cpu),

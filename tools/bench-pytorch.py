@@ -54,6 +54,10 @@ MODEL_CASES = [  # (model, B, T, quick forward, quick train step)
     ("gpt2-small", 4, 64, False, False), ("gpt2-small-V50257", 4, 64, False, False),
     ("gpt2-small-V50257", 4, 256, False, False),
 ]
+# bf16 mixed precision (vkattn's ".bf16" rows): torch.autocast("cpu", dtype=torch.bfloat16)
+# around the forward pass, as its users write it (no GradScaler: bf16 has float32's range)
+BF16_CASES = [("default", 12, 64, False, True), ("gpt2-small", 1, 64, False, False),
+              ("gpt2-small", 4, 64, False, False), ("gpt2-small", 1, 1024, False, False)]
 
 
 # vkattn bench's plans (tools/cmd_bench.c set_mode): warm-up runs (vkattn's check run
@@ -265,7 +269,7 @@ def forward_flop(L, C, V, B, T):
     return bt * (24.0 * L * C * C + 2.0 * C * padded(V)) + 4.0 * B * L * float(T) * T * C
 
 
-def model_case(torch, F, model, B, T, train):
+def model_case(torch, F, model, B, T, train, bf16=False):
     cfg = MODELS[model]
     L, NH, C, V = cfg["L"], cfg["NH"], cfg["C"], cfg["V"]
 
@@ -275,10 +279,16 @@ def model_case(torch, F, model, B, T, train):
         x = torch.randint(0, V, (B, T), generator=gen)
         y = torch.randint(0, V, (B, T), generator=gen)
         state = {}
+
+        def forward():
+            if not bf16:
+                return model(x, y)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return model(x, y)
         if not train:
             def run():
                 with torch.no_grad():
-                    state["loss"] = model(x, y).item()
+                    state["loss"] = forward().item()
             return run, state
         # weight decay on the 2-D weights (wte, wpe and the blocks' matrices), as vkattn train
         params = list(model.parameters())
@@ -289,7 +299,7 @@ def model_case(torch, F, model, B, T, train):
 
         def run():
             opt.zero_grad(set_to_none=True)
-            loss = model(x, y)
+            loss = forward()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
@@ -297,7 +307,7 @@ def model_case(torch, F, model, B, T, train):
         return run, state
     vp = padded(V)
     params = vp * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
-    name = f"{model}.B{B}.T{T}"
+    name = f"{model}.B{B}.T{T}" + (".bf16" if bf16 else "")
     return case("model", name, "train_step" if train else "forward",
                 f"L={L} NH={NH} C={C} V={V} B={B} T={T}", "compute",
                 forward_flop(L, C, V, B, T) * (3 if train else 1), 0, setup,
@@ -324,10 +334,11 @@ def all_cases(torch, F, quick):
     for t, q in ATTENTION_T:
         if q or not quick:
             cases += attention_cases(torch, F, t)
-    for model, B, T, qf, qt in MODEL_CASES:
-        for train, q in ((False, qf), (True, qt)):
-            if q or not quick:
-                cases.append(model_case(torch, F, model, B, T, train))
+    for bf16, table in ((False, MODEL_CASES), (True, BF16_CASES)):
+        for model, B, T, qf, qt in table:
+            for train, q in ((False, qf), (True, qt)):
+                if q or not quick:
+                    cases.append(model_case(torch, F, model, B, T, train, bf16))
     return cases
 
 
