@@ -620,10 +620,10 @@ vka_result vka_copy(vka_context *ctx, vka_tensor *dst, const vka_tensor *src, si
  * device), out and bias stay float32. Except: the CPU backend's fast kernels on a CPU with
  * AVX512-BF16 use vdpbf16ps, which adds k + 1 before k in each pair and flushes subnormal bf16
  * inputs and subnormal partial sums to zero (below 1.2e-38; the reference kernels and Vulkan do
- * not). Errors: VKA_ERROR_INVALID_ARGUMENT (sizes, a tensor of another type: the message names
- * it); VKA_ERROR_DEVICE_LIMIT (from vka_matmul or vka_graph_end) for a bf16 product on Vulkan
- * that would need splitting, i.e. out, a or b past the binding limit (float32 products are
- * split into blocks; bf16 ones not yet). */
+ * not). On Vulkan a product whose out, a or b passes the binding limit is split into blocks
+ * (of batches, rows, columns and K, whatever the type; the K blocks add to out in order), so
+ * its sums may round differently from the unsplit product's. Errors: VKA_ERROR_INVALID_ARGUMENT
+ * (sizes, a tensor of another type: the message names it). */
 typedef struct vka_matmul_desc {
     vka_tensor *out;        /* (batch, M, N) */
     const vka_tensor *a;    /* (batch, M, K), or (batch, K, M) if trans_a */

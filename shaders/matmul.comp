@@ -75,7 +75,8 @@ vec4 bf16x4(uvec2 w) {
     return vec4(uintBitsToFloat(w.x << 16), uintBitsToFloat(w.x & 0xFFFF0000u),
                 uintBitsToFloat(w.y << 16), uintBitsToFloat(w.y & 0xFFFF0000u));
 }
-// A's (B's) element idx: float32, or bf16 (AB_BF16; the view's offset a_off counts words).
+// A's (B's) element idx: float32, or bf16 (AB_BF16; the view's offset a_off counts words, and
+// a block may start at the high half of the view's first word: a_half).
 // Read one element at a time, A (B) comes through its texel view of one element per texel
 // where VEC bit 3 (4) is set without bit 0 (1) (the VKA_TEXEL build).
 float a_at(uint idx) {
@@ -95,8 +96,8 @@ float b_at(uint idx) {
     return AB_BF16 ? bf16_at(b_u[idx >> 1], idx) : b[idx];
 }
 // The first element of batch bi of A (B) in its view.
-uint a_base(uint bi) { return (AB_BF16 ? 2u * pc.a_off : pc.a_off) + bi * pc.stride_a; }
-uint b_base(uint bi) { return (AB_BF16 ? 2u * pc.b_off : pc.b_off) + bi * pc.stride_b; }
+uint a_base(uint bi) { return (AB_BF16 ? 2u * pc.a_off + pc.a_half : pc.a_off) + bi * pc.stride_a; }
+uint b_base(uint bi) { return (AB_BF16 ? 2u * pc.b_off + pc.b_half : pc.b_off) + bi * pc.stride_b; }
 
 // The tile a workgroup computes, or false past the end of the work (folded grids).
 bool tile_of_group(out uint bi, out uint row0, out uint col0) {
