@@ -5,7 +5,7 @@
  */
 #include "bench_cases.h"
 
-#include "cpu/matmul_bf16.h" /* the CPU backend's bf16 kernel, compiled in (CMakeLists.txt) */
+#include "cpu/matmul16.h" /* the CPU backend's 16-bit kernel, compiled in (CMakeLists.txt) */
 
 #include <math.h>
 #include <stdlib.h>
@@ -165,26 +165,26 @@ static vka_result run_on(bench *b, vka_context *ctx, int dev, bool timed, const 
 
 /* The bf16 path the CPU backend's kernel setting stands for: its reference, or its ISA's fast
  * path (vdpbf16ps where the processor has AVX512-BF16). */
-static vkc_bf16_path bf16_path(const char *cpu_kernels) {
-    if (!cpu_kernels || strncmp(cpu_kernels, "fast", 4) != 0) return VKC_BF16_REFERENCE;
-    if (strstr(cpu_kernels, "avx512")) return vkc_bf16_best_path();
-    if (strstr(cpu_kernels, "avx2") && vkc_bf16_path_supported(VKC_BF16_WIDEN_AVX2))
-        return VKC_BF16_WIDEN_AVX2;
-    return VKC_BF16_REFERENCE;
+static vkc_mm16_path bf16_path(const char *cpu_kernels) {
+    if (!cpu_kernels || strncmp(cpu_kernels, "fast", 4) != 0) return VKC_MM16_REFERENCE;
+    if (strstr(cpu_kernels, "avx512")) return vkc_mm16_best_path(VKA_BF16);
+    if (strstr(cpu_kernels, "avx2") && vkc_mm16_path_supported(VKA_BF16, VKC_MM16_WIDEN_AVX2))
+        return VKC_MM16_WIDEN_AVX2;
+    return VKC_MM16_REFERENCE;
 }
 
 typedef struct bf16_run {
     const uint16_t *a, *b;
     float *out;
     int M, N, K, nt;
-    vkc_bf16_path path;
+    vkc_mm16_path path;
 } bf16_run;
 
 static vka_result bf16_once(void *user, double *ms) {
     const bf16_run *u = user;
     double t0 = cli_now();
-    vkc_matmul_bf16(u->out, u->a, u->b, NULL, u->M, u->N, u->K, 1, false, false, 0, 0, 0, 1.0f,
-                    false, u->path, u->nt);
+    vkc_matmul16(u->out, u->a, u->b, NULL, u->M, u->N, u->K, 1, false, false, 0, 0, 0, 1.0f,
+                 false, VKA_BF16, u->path, u->nt);
     *ms = (cli_now() - t0) * 1e3;
     return VKA_SUCCESS;
 }
@@ -233,8 +233,8 @@ static vka_result run_bf16(bench *b, const kc_case *c, bench_row *row, uint64_t 
         res->diff = diff, res->tol = tol;
         row->has_ref = true;
         snprintf(row->shape, sizeof row->shape, "M=%d N=%d K=%d %s", u.M, u.N, u.K,
-                 vkc_bf16_path_name(u.path)); /* the path's name in place of "bf16" */
-        row->ceiling_scale = u.path == VKC_BF16_DPBF16 ? 2 : 1;
+                 vkc_mm16_path_name(u.path)); /* the path's name in place of "bf16" */
+        row->ceiling_scale = u.path == VKC_MM16_DPBF16 ? 2 : 1;
         r = bench_measure(&b->kernel_plan, bf16_once, &u, &res->t);
     }
     if (r == VKA_SUCCESS) {
