@@ -385,8 +385,8 @@ vka_result vka_context_selected_device(const vka_context *ctx, vka_device_info *
  *
  * A vka_tensor is n elements on the context's device, zero-filled when created: 4-byte ones
  * (float32, or int32 token ids; vka_tensor_create) or 16-bit ones (bf16, fp16;
- * vka_tensor_create_desc). Of the ops only vka_matmul reads 16-bit tensors so far (bf16 a and
- * b); the others fail with VKA_ERROR_INVALID_ARGUMENT naming the op and the
+ * vka_tensor_create_desc). Of the ops only vka_matmul reads 16-bit tensors so far (a and b,
+ * both bf16 or both fp16); the others fail with VKA_ERROR_INVALID_ARGUMENT naming the op and the
  * tensor. Ops are recorded into a graph between vka_graph_begin() and
  * vka_graph_end(); nothing runs until vka_graph_run(), which submits the whole graph once and
  * waits once (Vulkan: one command buffer with the barriers it needs). A graph can be run any
@@ -614,16 +614,20 @@ vka_result vka_copy(vka_context *ctx, vka_tensor *dst, const vka_tensor *src, si
  *    out[b] = alpha * op(a[b]) * op(b[b]) (+ bias) (+ out[b] if accumulate)
  * op(a) is (M, K): a stored (M, K), or (K, M) when trans_a; op(b) is (K, N): stored (K, N), or
  * (N, K) when trans_b; out is (M, N); matrices are packed, batches stride_* elements apart
- * (0 = packed). bias (N), optional, is added to every row. a and b are both float32, or
- * both bf16 (VKA_BF16): then each product is exact in float32 and the sums are float32 as with
- * float32 inputs (llm.c's mixed precision; Vulkan reads the bf16 from their 32-bit words, any
- * device), out and bias stay float32. Except: the CPU backend's fast kernels on a CPU with
- * AVX512-BF16 use vdpbf16ps, which adds k + 1 before k in each pair and flushes subnormal bf16
- * inputs and subnormal partial sums to zero (below 1.2e-38; the reference kernels and Vulkan do
- * not). On Vulkan a product whose out, a or b passes the binding limit is split into blocks
- * (of batches, rows, columns and K, whatever the type; the K blocks add to out in order), so
- * its sums may round differently from the unsplit product's. Errors: VKA_ERROR_INVALID_ARGUMENT
- * (sizes, a tensor of another type: the message names it). */
+ * (0 = packed). bias (N), optional, is added to every row. a and b are both float32, both
+ * bf16 (VKA_BF16) or both fp16 (VKA_F16): then each element is widened to float32 exactly, each
+ * product is exact in float32 (fp16 always; bf16 unless it underflows below 1.2e-38) and the sums
+ * are float32 as with float32 inputs (llm.c's mixed precision; Vulkan reads the 16-bit elements
+ * from their 32-bit words and widens them in the shader, fp16 with unpackHalf2x16, on any
+ * device), out and bias stay float32; NaN and infinities propagate as in float32 (on Vulkan as
+ * far as the device keeps them: lavapipe does). Except: the CPU backend's fast kernels on a CPU
+ * with AVX512-BF16 use vdpbf16ps for bf16, which adds k + 1 before k in each pair and flushes
+ * subnormal bf16 inputs and subnormal partial sums to zero (below 1.2e-38; the reference kernels
+ * and Vulkan do not). On Vulkan a product whose out, a or b passes the binding limit is split
+ * into blocks (of batches, rows, columns and K, whatever the type; the K blocks add to out in
+ * order), so its sums may round differently from the unsplit product's. Errors:
+ * VKA_ERROR_INVALID_ARGUMENT (sizes; a tensor of another type, a and b of different types: the
+ * message names the tensors and their types). */
 typedef struct vka_matmul_desc {
     vka_tensor *out;        /* (batch, M, N) */
     const vka_tensor *a;    /* (batch, M, K), or (batch, K, M) if trans_a */

@@ -1,5 +1,5 @@
-/* vka_matmul with 16-bit a and b (bf16, out and bias float32) through vkattn.h, on both
- * backends. Each result against the double product of the same 16-bit values within the bound
+/* vka_matmul with 16-bit a and b (bf16 and fp16; out and bias float32) through vkattn.h, on
+ * both backends. Each result against the double product of the same 16-bit values within the bound
  * of K exact products summed in fp32 (Higham, "Accuracy and Stability of Numerical Algorithms",
  * 3.1: gamma_K sum |a b|, u = 2^-24), with a few roundings more for the epilogue (alpha, bias,
  * accumulate) and for K blocks; Vulkan against the CPU backend within twice that; both Vulkan
@@ -11,14 +11,15 @@
 #define _POSIX_C_SOURCE 200809L
 #include "op_util.h"
 
-static const vka_dtype TYPES[] = {VKA_BF16};
+static const vka_dtype TYPES[] = {VKA_BF16, VKA_F16};
 
 /* out (M, N) of each batch = alpha op(a) op(b) (+ bias) (+ out if accumulate) */
 typedef struct mm_case {
     int M, N, K, batch;
     bool ta, tb, bias, accumulate;
     float alpha;
-    size_t pad; /* extra elements between batches of a, b and out (0: packed) */
+    size_t pad;   /* extra elements between batches of a, b and out (0: packed) */
+    bool extremes; /* a and b from fp16's extremes (f16_extremes), not uniform in [-1, 1] */
 } mm_case;
 
 /* One product's data: a and b as 16-bit words and as the floats they widen to (exactly), out's
@@ -40,6 +41,20 @@ static void round16(vka_dtype t, uint16_t *h, float *f, size_t n) {
     assert_int_equal(vka_convert(VKA_F32, f, t, h, n), VKA_SUCCESS);
 }
 
+/* fp16's extremes and what lies between, n of them: the largest finite value, the smallest
+ * normal and subnormal, a subnormal with every bit, ones, zeros and x (uniform), each sign. Every
+ * product is exact in fp32 (2^-48 to 2^32), and so is any sum of the tiny ones. */
+static void f16_extremes(float *x, size_t n, uint64_t seed) {
+    static const float v[] = {65504.0f, 0x1p-14f, 0x1p-24f, 0x3FFp-24f, 1.0f, 0.0f};
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 5;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        unsigned r = (unsigned)(s >> 32);
+        float y = r % 8 < 6 ? v[r % 8] : x[i];
+        x[i] = (r >> 8) & 1 ? -y : y;
+    }
+}
+
 static mm_data data_make(vka_dtype t, mm_case c, uint64_t seed) {
     mm_data d = {.type = t, .c = c, .batch = c.batch ? c.batch : 1};
     d.sa = (size_t)c.M * c.K + c.pad, d.sb = (size_t)c.K * c.N + c.pad;
@@ -52,6 +67,7 @@ static mm_data data_make(vka_dtype t, mm_case c, uint64_t seed) {
     tu_random(d.b, nb, seed + 1, 1.0f);
     tu_random(d.out0, no, seed + 2, 1.0f);
     tu_random(d.bias, (size_t)c.N, seed + 3, 1.0f);
+    if (c.extremes) f16_extremes(d.a, na, seed + 4), f16_extremes(d.b, nb, seed + 5);
     round16(t, d.a16, d.a, na);
     round16(t, d.b16, d.b, nb);
     return d;
@@ -106,8 +122,9 @@ static double want_at(const mm_data *d, int bi, size_t e, double *bound) {
     if (i >= (size_t)c->M) return o0;
     double sum = 0.0, mag = 0.0;
     for (int k = 0; k < c->K; k++) {
-        double x = c->ta ? d->a[bi * d->sa + (size_t)k * c->M + i] : d->a[bi * d->sa + i * c->K + k];
-        double y = c->tb ? d->b[bi * d->sb + j * c->K + k] : d->b[bi * d->sb + (size_t)k * c->N + j];
+        size_t ai = c->ta ? (size_t)k * c->M + i : i * c->K + k;
+        size_t bj = c->tb ? j * c->K + k : (size_t)k * c->N + j;
+        double x = d->a[bi * d->sa + ai], y = d->b[bi * d->sb + bj];
         sum += x * y;
         mag += fabs(x * y);
     }
@@ -156,6 +173,7 @@ static const mm_case SHAPES[] = {
     {.M = 65, .N = 33, .K = 17},
     {.M = 131, .N = 77, .K = 261, .alpha = -0.5f, .accumulate = true},
     {.M = 37, .N = 41, .K = 67, .batch = 3, .pad = 5, .bias = true, .accumulate = true},
+    {.M = 37, .N = 70, .K = 300, .batch = 2, .pad = 3, .extremes = true, .alpha = -0.5f},
 };
 
 /* Every shape and transpose with every CPU kernel set. */
@@ -203,10 +221,60 @@ static void vulkan_cases(vka_context *ctx) {
          .accumulate = true, .alpha = 0.75f},
         /* multiples of 4: the CPU-type variant's four-at-a-time loads of A and B */
         {.M = 20, .N = 24, .K = 40, .tb = true, .pad = 4, .batch = 3},
+        /* the same pipelines on fp16's extremes (65504, subnormals) */
+        {.M = 37, .N = 41, .K = 67, .batch = 3, .pad = 5, .ta = true, .extremes = true},
+        {.M = 20, .N = 24, .K = 40, .tb = true, .pad = 4, .batch = 3, .extremes = true},
     };
     vulkan_vs_cpu(ctx, shapes, TU_LEN(shapes), 700);
 }
 TU_VULKAN_TESTS(test_matmul16_vulkan, vulkan_cases)
+
+/* op(a)(i, k) (op(b)(k, j)) of batch 0 set to x, rounded to the type, in both forms. */
+static void set_a(mm_data *d, int i, int k, float x) {
+    size_t e = d->c.ta ? (size_t)k * d->c.M + i : (size_t)i * d->c.K + k;
+    d->a[e] = x;
+    round16(d->type, &d->a16[e], &d->a[e], 1);
+}
+static void set_b(mm_data *d, int k, int j, float x) {
+    size_t e = d->c.tb ? (size_t)j * d->c.K + k : (size_t)k * d->c.N + j;
+    d->b[e] = x;
+    round16(d->type, &d->b16[e], &d->b[e], 1);
+}
+
+/* NaN and infinities: a row of a holding +Inf (so NaN where it meets a zero of b: Inf * 0),
+ * one a NaN, one +Inf and -Inf (NaN where b's two partners have one sign), a column of b -Inf:
+ * the outputs they reach are NaN or the infinity of the double product, the others finite and
+ * within the bound; with bias and accumulate, both transposes; on ctx and (a Vulkan ctx) the
+ * CPU backend. */
+static void special_cases(vka_context *ctx) {
+    vka_context *cpu = tu_is_cpu(ctx) ? NULL : tu_cpu();
+    for (size_t ti = 0; ti < TU_LEN(TYPES); ti++)
+        for (int t = 0; t < 2; t++) {
+            mm_case c = {.M = 7, .N = 21, .K = 19, .ta = t, .tb = t, .bias = true,
+                         .accumulate = true};
+            mm_data d = data_make(TYPES[ti], c, 800 + 2 * ti + (uint64_t)t);
+            set_a(&d, 1, 3, INFINITY), set_b(&d, 3, 4, 0.0f);
+            set_a(&d, 2, 5, NAN);
+            set_a(&d, 3, 0, INFINITY), set_a(&d, 3, 1, -INFINITY);
+            set_b(&d, 7, 9, -INFINITY);
+            float *got = product_on(ctx, &d), *ref = cpu ? product_on(cpu, &d) : NULL;
+            check(&d, got, ref, cpu ? "vulkan" : "cpu");
+            int nan = 0;
+            for (size_t e = 0; e < d.so; e++) nan += isnan(got[e]);
+            if (nan < c.N) fail_msg("only %d NaN outputs", nan); /* row 2 at least */
+            free(got), free(ref);
+            data_free(&d);
+        }
+    tu_done(cpu);
+}
+TU_VULKAN_TESTS(test_matmul16_special_values, special_cases)
+
+static void test_matmul16_special_values_cpu(void **state) {
+    (void)state;
+    vka_context *ctx = tu_cpu();
+    special_cases(ctx);
+    tu_done(ctx);
+}
 
 static void vulkan_more_cases(vka_context *ctx) {
     static const mm_case shapes[] = {
@@ -286,24 +354,46 @@ static vka_result record_matmul(vka_context *ctx, const vka_matmul_desc *d, vka_
     return r != VKA_SUCCESS ? r : end;
 }
 
-/* Mixed pairs and a 16-bit out are refused naming the tensors and their types; an odd count of
- * 16-bit elements does not count its word's padding half; a matching pair runs. */
+/* Mixed pairs (every order of f32, bf16, f16) and a 16-bit out are refused naming the tensors
+ * and their types; an odd count of 16-bit elements does not count its word's padding half;
+ * matching pairs run. */
 static void refusal_cases(vka_context *ctx) {
     vka_tensor *h = tensor16(ctx, VKA_BF16, NULL, 64), *f = tu_tensor(ctx, 64, NULL);
     vka_tensor *out = tu_tensor(ctx, 64, NULL), *h2 = tensor16(ctx, VKA_BF16, NULL, 64);
     tu_begin(ctx);
+    vka_tensor *g = tensor16(ctx, VKA_F16, NULL, 64), *g2 = tensor16(ctx, VKA_F16, NULL, 64);
     vka_matmul_desc d = {.out = out, .a = h, .b = f, .M = 8, .N = 8, .K = 8};
+    static const char *const mixed[] = {
+        "vka_matmul: a holds bf16 elements and b f32 ones; this op takes a and b of one type "
+        "(f32, bf16 or f16)",
+        "vka_matmul: a holds f32 elements and b f16 ones",
+        "vka_matmul: a holds bf16 elements and b f16 ones",
+        "vka_matmul: a holds f16 elements and b bf16 ones",
+    };
+    const vka_tensor *pairs[][2] = {{h, f}, {f, g}, {h, g}, {g, h}};
+    for (size_t i = 0; i < TU_LEN(pairs); i++) {
+        d.a = pairs[i][0], d.b = pairs[i][1];
+        assert_int_equal(vka_matmul(ctx, &d), VKA_ERROR_INVALID_ARGUMENT);
+        if (!strstr(vka_last_error(ctx), mixed[i]))
+            fail_msg("\"%s\" lacks \"%s\"", vka_last_error(ctx), mixed[i]);
+    }
+    d.a = g, d.b = g2, d.out = g2; /* out must be float32 whatever a and b are */
     assert_int_equal(vka_matmul(ctx, &d), VKA_ERROR_INVALID_ARGUMENT);
-    assert_non_null(strstr(vka_last_error(ctx), "vka_matmul: b holds f32 elements; this op takes bf16"));
-    d.out = h2, d.b = h;
+    assert_non_null(strstr(vka_last_error(ctx), "vka_matmul: out holds f16 elements; this op "
+                                                "takes 4-byte (f32, or int32 ids) there"));
+    d.out = h2, d.a = h, d.b = h;
     assert_int_equal(vka_matmul(ctx, &d), VKA_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(vka_last_error(ctx), "vka_matmul: out holds bf16 elements"));
-    vka_graph *g = NULL;
-    assert_int_equal(vka_graph_end(ctx, &g), VKA_ERROR_INVALID_ARGUMENT);
-    d.out = out;
-    assert_int_equal(record_matmul(ctx, &d, &g), VKA_SUCCESS);
-    assert_int_equal(vka_graph_run(g), VKA_SUCCESS);
-    vka_graph_destroy(g);
+    vka_graph *graph = NULL;
+    assert_int_equal(vka_graph_end(ctx, &graph), VKA_ERROR_INVALID_ARGUMENT);
+    for (int k = 0; k < 2; k++) { /* bf16 and fp16 pairs run */
+        d.out = out, d.a = k ? g : h, d.b = k ? g2 : h2;
+        assert_int_equal(record_matmul(ctx, &d, &graph), VKA_SUCCESS);
+        assert_int_equal(vka_graph_run(graph), VKA_SUCCESS);
+        vka_graph_destroy(graph);
+    }
+    vka_tensor_destroy(g);
+    vka_tensor_destroy(g2);
     vka_tensor_destroy(h);
     vka_tensor_destroy(h2);
     vka_tensor_destroy(f);
@@ -315,7 +405,7 @@ static void refusal_cases(vka_context *ctx) {
     d = (vka_matmul_desc){.out = o, .a = a, .b = b, .M = 2, .N = 1, .K = 2};
     assert_int_equal(vka_matmul(ctx, &d), VKA_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(vka_last_error(ctx), "a holds 3 elements but M*K = 2*2 = 4"));
-    vka_graph_end(ctx, &g);
+    vka_graph_end(ctx, &graph);
     vka_tensor_destroy(a);
     vka_tensor_destroy(b);
     vka_tensor_destroy(o);
@@ -340,7 +430,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_matmul16_refusals_cpu),
         cmocka_unit_test(test_matmul16_refusals_vulkan),
         cmocka_unit_test(test_matmul16_cpu_backend),
+        cmocka_unit_test(test_matmul16_special_values_cpu),
         TU_VULKAN_TEST_ENTRIES(test_matmul16_vulkan),
+        TU_VULKAN_TEST_ENTRIES(test_matmul16_special_values),
         cmocka_unit_test(test_matmul16_split_gpu_kernels),
         cmocka_unit_test(test_matmul16_split_cpu_kernels),
     };

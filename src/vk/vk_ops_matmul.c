@@ -22,12 +22,13 @@ typedef struct mm_tile {
 } mm_tile;
 
 /* VEC bits: vec4 access to A, B, out (and bias); A, B read through their texel views; A and B
- * bf16 (both variants; read from their 32-bit words, four at a time as a uvec2 where VEC_A /
- * VEC_B, or in the CPU variant through R16_UINT / R16G16B16A16_UINT texel views where TEXEL_A
- * / TEXEL_B). The vec4 conditions (cpu_vec_flags: offsets, strides, lengths multiples of 4
- * elements, view offsets of 4 words, a block starting at a word's low half) hold for bf16
+ * bf16 or fp16 (both variants; read from their 32-bit words, four at a time as a uvec2 where
+ * VEC_A / VEC_B, or in the CPU variant through R16_UINT / R16G16B16A16_UINT texel views where
+ * TEXEL_A / TEXEL_B; widened to float32 in the shader, fp16 by unpackHalf2x16, so no device
+ * feature is needed). The vec4 conditions (cpu_vec_flags: offsets, strides, lengths multiples of
+ * 4 elements, view offsets of 4 words, a block starting at a word's low half) hold for 16-bit
  * elements too. */
-enum { VEC_A = 1, VEC_B = 2, VEC_OUT = 4, TEXEL_A = 8, TEXEL_B = 16, AB_BF16 = 32 };
+enum { VEC_A = 1, VEC_B = 2, VEC_OUT = 4, TEXEL_A = 8, TEXEL_B = 16, AB_BF16 = 32, AB_F16 = 64 };
 
 static uint64_t tile_rows(mm_tile t) { return (uint64_t)(t.wg / t.ln) * t.tm; }
 static uint64_t tile_cols(mm_tile t) { return (uint64_t)t.ln * t.tn; }
@@ -197,7 +198,7 @@ static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, siz
     vkb_tensor o = vkb_slice(mm->out, blk->b0 * so + blk->m0 * N + blk->n0, span[0]);
     size_t a0 = blk->b0 * sa + (mm->trans_a ? blk->k0 * M + blk->m0 : blk->m0 * K + blk->k0);
     size_t b0 = blk->b0 * sb + (mm->trans_b ? blk->n0 * K + blk->k0 : blk->k0 * N + blk->n0);
-    bool bf16 = mm->a.dtype == VKA_BF16;
+    bool is16 = mm->a.dtype != VKA_F32; /* a and b alike (op_checks.c) */
     uint32_t a_half, b_half;
     vkb_tensor a = operand_view(mm->a, a0, span[1], &a_half);
     vkb_tensor b = operand_view(mm->b, b0, span[2], &b_half);
@@ -221,20 +222,20 @@ static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, siz
                      .label = "matmul"};
     uint32_t vec = 0;
     if (dev->is_cpu) vec = cpu_vec_flags(vb, &call, &sub, t, &pc);
-    if (bf16) vec |= AB_BF16;
+    if (is16) vec |= mm->a.dtype == VKA_F16 ? AB_F16 : AB_BF16;
     /* CPU-type devices with texel_operands read A and B through texel views (matmul.comp's
      * texel build; an application's buffers without texel usage through storage): vec4s
-     * where they are read as vec4s, else one element per texel (R32F, or R16_UINT for bf16),
-     * gathered too. float32 A and B at texel bindings 0 and 1 (float samplerBuffer), bf16 at
-     * 2 and 3 (usamplerBuffer). */
-    vkv_texel_format fa = bf16 ? (vec & VEC_A ? VKV_TEXEL_U16X4 : VKV_TEXEL_U16)
+     * where they are read as vec4s, else one element per texel (R32F, or R16_UINT for 16-bit
+     * ones), gathered too. float32 A and B at texel bindings 0 and 1 (float samplerBuffer),
+     * 16-bit ones at 2 and 3 (usamplerBuffer). */
+    vkv_texel_format fa = is16 ? (vec & VEC_A ? VKV_TEXEL_U16X4 : VKV_TEXEL_U16)
                                : (vec & VEC_A ? VKV_TEXEL_VEC4 : VKV_TEXEL_F32);
-    vkv_texel_format fb = bf16 ? (vec & VEC_B ? VKV_TEXEL_U16X4 : VKV_TEXEL_U16)
+    vkv_texel_format fb = is16 ? (vec & VEC_B ? VKV_TEXEL_U16X4 : VKV_TEXEL_U16)
                                : (vec & VEC_B ? VKV_TEXEL_VEC4 : VKV_TEXEL_F32);
     if (vkv_views_texel_as(vb, &call, 0x2, fa)) vec |= TEXEL_A;
     if (vkv_views_texel_as(vb, &call, 0x4, fb)) vec |= TEXEL_B;
     if (vec & (TEXEL_A | TEXEL_B)) {
-        int s = bf16 ? 2 : 0;
+        int s = is16 ? 2 : 0;
         call.shader = VKA_SHADER_MATMUL_TEXEL;
         for (int j = 0; j < 4; j++) call.texel[j] = VKV_NO_TEXEL;
         call.texel[s] = vec & TEXEL_A ? 1 : VKV_NO_TEXEL;
