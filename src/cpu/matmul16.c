@@ -311,8 +311,8 @@ void vkc_matmul16(float *out, const uint16_t *a, const uint16_t *b, const float 
     if (K > 0 && vkc_mm16_path_supported(type, path)) {
 #ifdef VKC_X86
         /* the widening's conversions within the path's ISA (F16C with AVX2) */
-        mm.feat = vkc_cvt_features(path == VKC_MM16_WIDEN_AVX512 ? VKC_ISA_AVX512
-                                                                : VKC_ISA_AVX2);
+        if (path == VKC_MM16_WIDEN_AVX512) mm.feat = vkc_cvt_features(VKC_ISA_AVX512);
+        if (path == VKC_MM16_WIDEN_AVX2) mm.feat = vkc_cvt_features(VKC_ISA_AVX2);
         if (path == VKC_MM16_DPBF16) tile = dp_tile;
         else if (path == VKC_MM16_WIDEN_AVX512) tile = bw_tile_avx512;
         else if (path == VKC_MM16_WIDEN_AVX2) tile = bw_tile_avx2;
