@@ -1,13 +1,14 @@
 /* vka_matmul with 16-bit a and b (bf16 and fp16; out and bias float32) through vkattn.h, on
- * both backends. Each result against the double product of the same 16-bit values within the bound
- * of K exact products summed in fp32 (Higham, "Accuracy and Stability of Numerical Algorithms",
- * 3.1: gamma_K sum |a b|, u = 2^-24), with a few roundings more for the epilogue (alpha, bias,
- * accumulate) and for K blocks; Vulkan against the CPU backend within twice that; both Vulkan
- * kernel variants; awkward shapes (one element, one row, K of 1, odd sizes, odd padded batch
- * strides so that operands start at odd elements, every transpose); products past a lowered
- * binding limit, split into blocks of batches, rows, columns and K that start mid-word, against
- * the unsplit product; the refusals. The CPU backend's kernel paths one by one, bit for bit:
- * test_matmul_bf16. */
+ * both backends. Each result against the double product of the same 16-bit values within the
+ * bound of K exact products summed in fp32 (Higham, "Accuracy and Stability of Numerical
+ * Algorithms", 3.1: gamma_K sum |a b|, u = 2^-24), with a few roundings more for the epilogue
+ * (alpha, bias, accumulate) and for K blocks; Vulkan against the CPU backend within twice that;
+ * both Vulkan kernel variants; awkward shapes (one element, one row, K of 1, odd sizes, longer
+ * than a tile, odd padded batch strides so that operands start at odd elements, every
+ * transpose); fp16's extremes (65504, subnormals down to 2^-24); NaN and infinities; products
+ * past a lowered binding limit, split into blocks of batches, rows, columns and K that start
+ * mid-word, against the unsplit product; the refusals (mixed types, a 16-bit out, odd counts).
+ * The CPU backend's kernel paths one by one, bit for bit: test_matmul16_cpu. */
 #define _POSIX_C_SOURCE 200809L
 #include "op_util.h"
 
