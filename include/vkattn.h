@@ -385,8 +385,8 @@ vka_result vka_context_selected_device(const vka_context *ctx, vka_device_info *
  *
  * A vka_tensor is n elements on the context's device, zero-filled when created: 4-byte ones
  * (float32, or int32 token ids; vka_tensor_create) or 16-bit ones (bf16, fp16;
- * vka_tensor_create_desc). Of the ops only vka_matmul reads 16-bit tensors so far (bf16 a and
- * b); the others fail with VKA_ERROR_INVALID_ARGUMENT naming the op and the
+ * vka_tensor_create_desc). Of the ops only vka_matmul reads 16-bit tensors so far (a and b,
+ * both bf16 or both fp16); the others fail with VKA_ERROR_INVALID_ARGUMENT naming the op and the
  * tensor. Ops are recorded into a graph between vka_graph_begin() and
  * vka_graph_end(); nothing runs until vka_graph_run(), which submits the whole graph once and
  * waits once (Vulkan: one command buffer with the barriers it needs). A graph can be run any
@@ -620,16 +620,20 @@ vka_result vka_copy(vka_context *ctx, vka_tensor *dst, const vka_tensor *src, si
  *    out[b] = alpha * op(a[b]) * op(b[b]) (+ bias) (+ out[b] if accumulate)
  * op(a) is (M, K): a stored (M, K), or (K, M) when trans_a; op(b) is (K, N): stored (K, N), or
  * (N, K) when trans_b; out is (M, N); matrices are packed, batches stride_* elements apart
- * (0 = packed). bias (N), optional, is added to every row. a and b are both float32, or
- * both bf16 (VKA_BF16): then each product is exact in float32 and the sums are float32 as with
- * float32 inputs (llm.c's mixed precision; Vulkan reads the bf16 from their 32-bit words, any
- * device), out and bias stay float32. Except: the CPU backend's fast kernels on a CPU with
- * AVX512-BF16 use vdpbf16ps, which adds k + 1 before k in each pair and flushes subnormal bf16
- * inputs and subnormal partial sums to zero (below 1.2e-38; the reference kernels and Vulkan do
- * not). Errors: VKA_ERROR_INVALID_ARGUMENT (sizes, a tensor of another type: the message names
- * it); VKA_ERROR_DEVICE_LIMIT (from vka_matmul or vka_graph_end) for a bf16 product on Vulkan
- * that would need splitting, i.e. out, a or b past the binding limit (float32 products are
- * split into blocks; bf16 ones not yet). */
+ * (0 = packed). bias (N), optional, is added to every row. a and b are both float32, both
+ * bf16 (VKA_BF16) or both fp16 (VKA_F16): then each element is widened to float32 exactly, each
+ * product is exact in float32 (fp16 always; bf16 unless it underflows below 1.2e-38) and the sums
+ * are float32 as with float32 inputs (llm.c's mixed precision; Vulkan reads the 16-bit elements
+ * from their 32-bit words and widens them in the shader, fp16 with unpackHalf2x16, on any
+ * device), out and bias stay float32; NaN and infinities propagate as in float32 (on Vulkan as
+ * far as the device keeps them: lavapipe does). Except: the CPU backend's fast kernels on a CPU
+ * with AVX512-BF16 use vdpbf16ps for bf16, which adds k + 1 before k in each pair and flushes
+ * subnormal bf16 inputs and subnormal partial sums to zero (below 1.2e-38; the reference kernels
+ * and Vulkan do not). On Vulkan a product whose out, a or b passes the binding limit is split
+ * into blocks (of batches, rows, columns and K, whatever the type; the K blocks add to out in
+ * order), so its sums may round differently from the unsplit product's. Errors:
+ * VKA_ERROR_INVALID_ARGUMENT (sizes; a tensor of another type, a and b of different types: the
+ * message names the tensors and their types). */
 typedef struct vka_matmul_desc {
     vka_tensor *out;        /* (batch, M, N) */
     const vka_tensor *a;    /* (batch, M, K), or (batch, K, M) if trans_a */
@@ -1155,11 +1159,15 @@ vka_attention_impl vka_gpt_get_attention(const vka_gpt *gpt);
  *    (2 bytes a matrix weight, device memory counted by vka_gpt_memory_bytes) are remade from
  *    the float32 weights after every AdamW step inside the step's graph, and before the next
  *    pass when the parameters were written from the host (load, vka_gpt_set_params, a state).
+ *  - VKA_F16: the same with fp16 copies (IEEE binary16: 3 more bits of precision than bf16,
+ *    but a range to 65504 only; an input past it becomes inf): training steps then use
+ *    dynamic loss scaling by default (vka_gpt_set_loss_scale), so that small gradients keep
+ *    their digits and overflowed ones skip the step.
  * Recorded graphs and activations are dropped and remade; parameters, gradients and AdamW
  * state stay; saved files are as in float32 (vka_gpt_save_dtype chooses the file's format).
  * Errors: VKA_ERROR_INVALID_ARGUMENT (not a vka_dtype; a pass of vka_gpt_*_prepare not
  * finished; sessions of gpt alive, which keep the precision they were recorded with: destroy
- * them first), VKA_ERROR_UNSUPPORTED (VKA_F16: not yet, it needs loss scaling). */
+ * them first). */
 vka_result vka_gpt_set_precision(vka_gpt *gpt, vka_dtype precision);
 /** The precision of gpt's passes (VKA_F32 for NULL). */
 vka_dtype vka_gpt_get_precision(const vka_gpt *gpt);

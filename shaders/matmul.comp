@@ -23,10 +23,13 @@ layout(constant_id = 4) const uint TN = 4;      // columns of out per invocation
 layout(constant_id = 5) const uint LN = 16;     // GPU: invocations along N (WG / LN along M)
 layout(constant_id = 6) const uint BK = 16;     // GPU: k-depth of a shared-memory tile
 layout(constant_id = 7) const uint VEC = 0;     // CPU: vec4 access; bit 0: A, 1: B, 2: out, bias
-                                                // (bits 3, 4: texels); bit 5 (both variants): A
-                                                // and B are bf16, two a 32-bit word
+                                                // (bits 3, 4: texels); bits 5, 6 (both
+                                                // variants): A and B are bf16, fp16, two a
+                                                // 32-bit word
 
 const bool AB_BF16 = (VEC & 32u) != 0u;
+const bool AB_F16 = (VEC & 64u) != 0u;
+const bool AB_16 = AB_BF16 || AB_F16;
 const bool TRANS_A = (TRANS & 1u) != 0u;
 const bool TRANS_B = (TRANS & 2u) != 0u;
 const uint WG = gl_WorkGroupSize.x;
@@ -43,15 +46,15 @@ layout(set = 0, binding = 1) readonly buffer A4 { vec4 a4[]; };
 layout(set = 0, binding = 2) readonly buffer B4 { vec4 b4[]; };
 layout(set = 0, binding = 0) buffer Out4 { vec4 out4[]; };
 layout(set = 0, binding = 3) readonly buffer Bias4 { vec4 bias4[]; };
-// And as 32-bit words of two bf16 each (AB_BF16): element 2i in the low half.
+// And as 32-bit words of two 16-bit elements each (AB_16): element 2i in the low half.
 layout(set = 0, binding = 1) readonly buffer AU { uint a_u[]; };
 layout(set = 0, binding = 2) readonly buffer BU { uint b_u[]; };
-layout(set = 0, binding = 1) readonly buffer AU2 { uvec2 a_u2[]; }; // 4 bf16 (CPU variant, VEC)
+layout(set = 0, binding = 1) readonly buffer AU2 { uvec2 a_u2[]; }; // 4 elements (CPU, VEC)
 layout(set = 0, binding = 2) readonly buffer BU2 { uvec2 b_u2[]; };
 #ifdef VKA_TEXEL
 layout(set = 0, binding = 12) uniform samplerBuffer a_tex;
 layout(set = 0, binding = 13) uniform samplerBuffer b_tex;
-// bf16 A and B (AB_BF16): their 16-bit elements as texels, one (R16_UINT) or four
+// 16-bit A and B (AB_16): their elements as texels, one (R16_UINT) or four
 // (R16G16B16A16_UINT, VEC bit 0 / 1) each.
 layout(set = 0, binding = 14) uniform usamplerBuffer a_htex;
 layout(set = 0, binding = 15) uniform usamplerBuffer b_htex;
@@ -68,35 +71,47 @@ uint ln_() { return VARIANT == 1u ? pc.ln : LN; }
 uint bm_() { return (WG / ln_()) * TM; }
 uint bn_() { return ln_() * TN; }
 
-// bf16 element idx of a word array: the word's half, widened exactly (the top half of a float).
-float bf16_at(uint w, uint idx) { return uintBitsToFloat((idx & 1u) != 0u ? (w & 0xFFFF0000u) : (w << 16)); }
-// Four bf16 (elements 4q .. 4q + 3) of a uvec2 array.
-vec4 bf16x4(uvec2 w) {
+// A 16-bit element (the low half of h) widened to float32, exactly: bf16 is the top half of a
+// float; fp16 through unpackHalf2x16 (GLSL 4.20's conversion, any device: no shaderFloat16).
+float widen16(uint h) { return AB_F16 ? unpackHalf2x16(h).x : uintBitsToFloat(h << 16); }
+// Element idx of a word array, from its word w.
+float elem16(uint w, uint idx) { return widen16((idx & 1u) != 0u ? w >> 16 : w & 0xFFFFu); }
+// Four elements (4q .. 4q + 3) from a uvec2 of a word array.
+vec4 elem16x4(uvec2 w) {
+    if (AB_F16) return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
     return vec4(uintBitsToFloat(w.x << 16), uintBitsToFloat(w.x & 0xFFFF0000u),
                 uintBitsToFloat(w.y << 16), uintBitsToFloat(w.y & 0xFFFF0000u));
 }
-// A's (B's) element idx: float32, or bf16 (AB_BF16; the view's offset a_off counts words).
-// Read one element at a time, A (B) comes through its texel view of one element per texel
-// where VEC bit 3 (4) is set without bit 0 (1) (the VKA_TEXEL build).
+// Four elements, one a texel (R16G16B16A16_UINT).
+vec4 texel16x4(uvec4 t) {
+    if (AB_F16) return vec4(unpackHalf2x16(t.x | t.y << 16), unpackHalf2x16(t.z | t.w << 16));
+    return uintBitsToFloat(t << 16);
+}
+// A's (B's) element idx: float32, or 16-bit (AB_16; the view's offset a_off counts words, and a
+// block may start at the high half of the view's first word: a_half). Read one element at a
+// time, A (B) comes through its texel view of one element per texel where VEC bit 3 (4) is set
+// without bit 0 (1) (the VKA_TEXEL build).
 float a_at(uint idx) {
 #ifdef VKA_TEXEL
     if ((VEC & 9u) == 8u)
-        return AB_BF16 ? uintBitsToFloat(texelFetch(a_htex, int(idx)).x << 16)
-                       : texelFetch(a_tex, int(idx)).x;
+        return AB_16 ? widen16(texelFetch(a_htex, int(idx)).x) : texelFetch(a_tex, int(idx)).x;
 #endif
-    return AB_BF16 ? bf16_at(a_u[idx >> 1], idx) : a[idx];
+    return AB_16 ? elem16(a_u[idx >> 1], idx) : a[idx];
 }
 float b_at(uint idx) {
 #ifdef VKA_TEXEL
     if ((VEC & 18u) == 16u)
-        return AB_BF16 ? uintBitsToFloat(texelFetch(b_htex, int(idx)).x << 16)
-                       : texelFetch(b_tex, int(idx)).x;
+        return AB_16 ? widen16(texelFetch(b_htex, int(idx)).x) : texelFetch(b_tex, int(idx)).x;
 #endif
-    return AB_BF16 ? bf16_at(b_u[idx >> 1], idx) : b[idx];
+    return AB_16 ? elem16(b_u[idx >> 1], idx) : b[idx];
 }
 // The first element of batch bi of A (B) in its view.
-uint a_base(uint bi) { return (AB_BF16 ? 2u * pc.a_off : pc.a_off) + bi * pc.stride_a; }
-uint b_base(uint bi) { return (AB_BF16 ? 2u * pc.b_off : pc.b_off) + bi * pc.stride_b; }
+uint a_base(uint bi) {
+    return (AB_16 ? 2u * pc.a_off + pc.a_half : pc.a_off) + bi * pc.stride_a;
+}
+uint b_base(uint bi) {
+    return (AB_16 ? 2u * pc.b_off + pc.b_half : pc.b_off) + bi * pc.stride_b;
+}
 
 // The tile a workgroup computes, or false past the end of the work (folded grids).
 bool tile_of_group(out uint bi, out uint row0, out uint col0) {

@@ -25,24 +25,22 @@
 
 // The vec4 at vec4 index q of A's (B's) binding: through the texel view where VEC bit 3 (4)
 // says so (matmul.comp's VKA_TEXEL build), else the storage buffer.
-// bf16 operands (AB_BF16): four elements from a pair of 32-bit words.
+// 16-bit operands (AB_16): four elements from a pair of 32-bit words, or one texel of four.
 vec4 a_vec4(uint q) {
 #ifdef VKA_TEXEL
     if ((VEC & 8u) != 0u)
-        return AB_BF16 ? uintBitsToFloat(texelFetch(a_htex, int(q)) << 16)
-                       : texelFetch(a_tex, int(q));
+        return AB_16 ? texel16x4(texelFetch(a_htex, int(q))) : texelFetch(a_tex, int(q));
 #endif
-    if (AB_BF16) return bf16x4(a_u2[q]);
+    if (AB_16) return elem16x4(a_u2[q]);
     return a4[q];
 }
 
 vec4 b_vec4(uint q) {
 #ifdef VKA_TEXEL
     if ((VEC & 16u) != 0u)
-        return AB_BF16 ? uintBitsToFloat(texelFetch(b_htex, int(q)) << 16)
-                       : texelFetch(b_tex, int(q));
+        return AB_16 ? texel16x4(texelFetch(b_htex, int(q))) : texelFetch(b_tex, int(q));
 #endif
-    if (AB_BF16) return bf16x4(b_u2[q]);
+    if (AB_16) return elem16x4(b_u2[q]);
     return b4[q];
 }
 

@@ -74,7 +74,8 @@ typedef struct vkb_tensor {
 static inline size_t vkb_elems(vkb_tensor t) { return t.dtype == 0 ? t.n : 2 * t.n - t.pad16; }
 
 /* The hint of every message refusing a tensor's type (op_checks.c, api_ops.c). */
-#define VKB_DTYPE_HINT "(of the ops only matmul (bf16 a and b) and copy read 16-bit tensors)"
+#define VKB_DTYPE_HINT \
+    "(of the ops only matmul (a and b both bf16 or both f16) and copy read 16-bit tensors)"
 
 /* Elements [off, off + n) of t (must lie inside t). */
 static inline vkb_tensor vkb_slice(vkb_tensor t, size_t off, size_t n) {

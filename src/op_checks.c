@@ -188,8 +188,15 @@ static void ck_matmul(vkb_backend *be, const vkb_matmul *mm) {
     ck_positive(&c, "K", K);
     ck_positive(&c, "batch", batch);
     ck_holds(&c, "out", mm->out, need_batched("M*N", "stride_out", batch, mm->stride_out, M, N));
-    /* a and b: both f32, or both bf16 (out and bias stay f32: fp32 accumulation) */
-    uint8_t in = vkb_present(mm->a) && mm->a.dtype == VKA_BF16 ? VKA_BF16 : VKA_F32;
+    /* a and b: both f32, both bf16 or both f16 (out and bias stay f32: fp32 accumulation) */
+    bool both = vkb_present(mm->a) && vkb_present(mm->b);
+    if (both && mm->a.dtype != mm->b.dtype)
+        ck_fail(&c, "a holds %s elements and b %s ones; this op takes a and b of one type (f32, "
+                "bf16 or f16)", vka_dtype_string((vka_dtype)mm->a.dtype),
+                vka_dtype_string((vka_dtype)mm->b.dtype));
+    uint8_t in = vkb_present(mm->a) && (mm->a.dtype == VKA_BF16 || mm->a.dtype == VKA_F16)
+                     ? mm->a.dtype
+                     : VKA_F32;
     ck_holds_typed(&c, "a", mm->a,
                    need_batched(mm->trans_a ? "K*M" : "M*K", "stride_a", batch, mm->stride_a,
                                 mm->trans_a ? K : M, mm->trans_a ? M : K),

@@ -396,7 +396,8 @@ static void test_cli_bf16_model_file(void **state) {
 
 /* train --precision bf16 (mixed precision): the start line says so, a run stopped and resumed
  * without --precision continues in bf16 bit for bit; --precision fp32 on resume is allowed with
- * a notice; eval and generate take it; fp16 and junk are usage errors. */
+ * a notice; eval and generate take it; fp16 trains, its start line saying so, with loss
+ * scaling in its JSON; junk is a usage error. */
 static void test_cli_precision_bf16(void **state) {
     (void)state;
     tf_dir d = tf_mkdir();
@@ -441,8 +442,10 @@ static void test_cli_precision_bf16(void **state) {
                "--precision", "bf16", "--prompt", "RO");
     cu_expect(&r, 0, NULL, "generate --precision bf16");
     cu_free(&r);
-    r = RUN16("--out", "g.bin", "--precision", "fp16");
-    cu_expect(&r, CLI_USAGE_STATUS, "--precision fp16 is not built yet", "fp16");
+    r = RUN16("--out", "h.bin", "--precision", "fp16");
+    cu_expect(&r, 0, NULL, "train --precision fp16");
+    assert_non_null(strstr(r.out, "\"precision\":\"fp16\""));
+    assert_non_null(strstr(r.out, "\"loss_scale\":65536"));
     cu_free(&r);
     r = RUN16("--out", "g.bin", "--precision", "int4");
     cu_expect(&r, CLI_USAGE_STATUS, "int4", "--precision");

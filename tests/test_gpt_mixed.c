@@ -291,6 +291,98 @@ static void test_gpt_loss_scale_is_exact(void **state) {
     tu_done(ctx);
 }
 
+/* fp16 against float32: fp16's unit roundoff is 2^-11 (8x finer than bf16's), so logits move
+ * by a few 1e-4: bounds 2e-3 on logits, 2e-4 on the loss, gradients within 0.5%, the curve
+ * within 1e-2; training runs with the default loss scaling (2^16) and skips no step here. */
+static void test_gpt_fp16_close_to_fp32(void **state) {
+    vka_context *ctx = tm_ctx(state);
+    run_out f, h;
+    run(ctx, VKA_F32, &f);
+    run(ctx, VKA_F16, &h);
+    size_t n;
+    {
+        vka_gpt *g = tm_model(ctx, CFG, 9);
+        n = vka_gpt_num_params(g);
+        vka_gpt_destroy(g);
+    }
+    double lmax, gmax, dlog = max_diff(h.logits, f.logits, (size_t)BT * CFG.V, &lmax);
+    double dg = max_diff(h.grads, f.grads, n, &gmax), dcurve = 0;
+    for (int s = 0; s < STEPS; s++) dcurve = fmax(dcurve, fabs(h.losses[s] - f.losses[s]));
+    print_message("%s fp16: loss %.6f (fp32 %.6f); max |logit diff| %.3g of %.3g; max |grad diff| "
+                  "%.3g of %.3g; step %d loss %.4f (%.4f), max curve diff %.3g\n",
+                  vka_context_backend(ctx) == VKA_BACKEND_CPU ? "cpu" : "vulkan", h.loss0,
+                  f.loss0, dlog, lmax, dg, gmax, STEPS, h.losses[STEPS - 1], f.losses[STEPS - 1],
+                  dcurve);
+    assert_true(dlog > 0 && dlog <= 2e-3);
+    assert_true(fabs(h.loss0 - f.loss0) <= 2e-4);
+    assert_true(dg <= 5e-3 * gmax);
+    assert_true(h.losses[STEPS - 1] < h.losses[0] - 0.5f);
+    assert_true(dcurve <= 1e-2);
+    free(f.logits), free(f.grads), free(h.logits), free(h.grads);
+    tu_done(ctx);
+}
+
+/* fp16 with a loss scale too large (2^24): the loss gradient's fp16 copies overflow, so the
+ * first steps are skipped: no parameter changes (bit for bit), vka_gpt_step stays, S halves
+ * each time, until the gradients fit; then it trains, and a state saved mid-way resumes bit
+ * for bit with its scale and counts. */
+static void test_gpt_fp16_overflow_skips_and_halves(void **state) {
+    vka_context *ctx = tm_ctx(state);
+    tf_dir d = tf_mkdir();
+    int32_t in[BT], tg[BT];
+    batch(in, tg);
+    vka_gpt *gpt = tm_model(ctx, CFG, 9);
+    assert_int_equal(vka_gpt_set_precision(gpt, VKA_F16), VKA_SUCCESS);
+    assert_true(vka_gpt_loss_scale(gpt) == 65536.0f); /* fp16's default */
+    assert_int_equal(vka_gpt_set_loss_scale(gpt, 0x1p24f), VKA_SUCCESS);
+    float *p0 = tm_params(gpt), loss, norm;
+    size_t n = vka_gpt_num_params(gpt);
+    vka_adamw_desc opt = {.lr = 3e-3f, .grad_clip = 1.0f};
+    assert_int_equal(vka_gpt_train_step(gpt, in, tg, B, T, &opt, &loss, &norm), VKA_SUCCESS);
+    assert_true(isfinite(loss) && !isfinite(norm));
+    assert_int_equal(vka_gpt_skipped_steps(gpt), 1);
+    assert_int_equal(vka_gpt_step(gpt), 0);
+    assert_true(vka_gpt_loss_scale(gpt) == 0x1p23f);
+    float *p1 = tm_params(gpt);
+    assert_memory_equal(p0, p1, n * sizeof *p0);
+    free(p1);
+    int steps = 1;
+    while (vka_gpt_step(gpt) == 0 && steps < 30) {
+        assert_int_equal(vka_gpt_train_step(gpt, in, tg, B, T, &opt, &loss, &norm), VKA_SUCCESS);
+        steps++;
+    }
+    uint64_t skipped = vka_gpt_skipped_steps(gpt);
+    float S = vka_gpt_loss_scale(gpt);
+    print_message("%s: %llu steps skipped, the scale settled at %g; grad norm %g\n",
+                  vka_context_backend(ctx) == VKA_BACKEND_CPU ? "cpu" : "vulkan",
+                  (unsigned long long)skipped, (double)S, (double)norm);
+    assert_int_equal(vka_gpt_step(gpt), 1);
+    assert_true(isfinite(norm));
+    assert_int_equal(skipped, (uint64_t)steps - 1);
+    assert_true(S == 0x1p24f / (float)(1u << skipped));
+    /* save, then three more steps; resumed, the same three */
+    vka_train_state st = {.step = 1, .seed = 9, .total_steps = 10, .B = B, .T = T, .lr = 3e-3f,
+                          .adamw = {3e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f},
+                          .best_val_loss = NAN, .eval_every = 1};
+    const char *path = tf_path(&d, "f.state.bin");
+    assert_int_equal(vka_gpt_save_state(gpt, &st, path), VKA_SUCCESS);
+    float a[3], b[3];
+    for (int s = 0; s < 3; s++)
+        assert_int_equal(vka_gpt_train_step(gpt, in, tg, B, T, &opt, &a[s], NULL), VKA_SUCCESS);
+    vka_gpt_destroy(gpt);
+    vka_train_state got;
+    assert_int_equal(vka_gpt_load_state(ctx, path, &gpt, &got), VKA_SUCCESS);
+    assert_true(got.run_precision == VKA_F16 && got.loss_scaling == 1 && got.loss_scale == S &&
+                got.skipped_steps == skipped && got.loss_scale_good == 1);
+    for (int s = 0; s < 3; s++)
+        assert_int_equal(vka_gpt_train_step(gpt, in, tg, B, T, &opt, &b[s], NULL), VKA_SUCCESS);
+    assert_memory_equal(a, b, sizeof a);
+    vka_gpt_destroy(gpt);
+    free(p0);
+    tf_rmdir(&d);
+    tu_done(ctx);
+}
+
 /* The scale's settings, errors, and its record in a training state. */
 static void test_gpt_loss_scale_settings_and_state(void **state) {
     (void)state;
@@ -338,16 +430,13 @@ static void test_gpt_loss_scale_settings_and_state(void **state) {
     tu_done(ctx);
 }
 
-/* Bad values, fp16 (not built), and the copies' memory: 2 bytes a matrix weight, freed again
- * in float32. */
+/* Bad values, and the copies' memory: 2 bytes a matrix weight, freed again in float32. */
 static void test_gpt_set_precision_errors_and_memory(void **state) {
     (void)state;
     vka_context *ctx = tu_cpu();
     vka_gpt *gpt = tm_model(ctx, CFG, 1);
     assert_int_equal(vka_gpt_set_precision(gpt, (vka_dtype)7), VKA_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(vka_last_error(ctx), "7 is not a vka_dtype"));
-    assert_int_equal(vka_gpt_set_precision(gpt, VKA_F16), VKA_ERROR_UNSUPPORTED);
-    assert_non_null(strstr(vka_last_error(ctx), "fp16"));
     assert_int_equal(vka_gpt_get_precision(gpt), VKA_F32);
     assert_int_equal(vka_gpt_set_precision(NULL, VKA_BF16), VKA_ERROR_INVALID_ARGUMENT);
     assert_int_equal(vka_gpt_get_precision(NULL), VKA_F32);
@@ -380,6 +469,8 @@ int main(void) {
         TM_BOTH(test_gpt_bf16_session_matches_forward),
         cmocka_unit_test(test_gpt_set_precision_errors_and_memory),
         TM_BOTH(test_gpt_loss_scale_is_exact),
+        TM_BOTH(test_gpt_fp16_close_to_fp32),
+        TM_BOTH(test_gpt_fp16_overflow_skips_and_halves),
         cmocka_unit_test(test_gpt_loss_scale_settings_and_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,8 +11,8 @@
 #include <string.h>
 
 typedef enum kc_op {
-    OP_MATMUL, OP_MATMUL_BF16, OP_LINEAR_FWD, OP_LINEAR_BWD, OP_ATTN_FWD, OP_ATTN_BWD,
-    OP_FUSED_FWD,
+    OP_MATMUL, OP_MATMUL_BF16, OP_MATMUL_F16, OP_LINEAR_FWD, OP_LINEAR_BWD, OP_ATTN_FWD,
+    OP_ATTN_BWD, OP_FUSED_FWD,
     OP_FUSED_BWD, OP_SOFTMAX_FWD,
     OP_SOFTMAX_BWD, OP_PERMUTE_FWD, OP_PERMUTE_BWD, OP_UNPERMUTE_FWD, OP_UNPERMUTE_BWD,
     OP_LAYERNORM_FWD, OP_LAYERNORM_BWD, OP_GELU_FWD, OP_GELU_BWD, OP_RESIDUAL_FWD,
@@ -192,15 +192,15 @@ static void describe_matmul(kc_case *c, bench_row *row) {
         row->x = cbrt(M * N * K);
         return;
     }
-    if (c->op == OP_MATMUL_BF16) { /* a and b in bf16, out fp32: the CPU backend only */
+    if (c->op == OP_MATMUL_BF16 || c->op == OP_MATMUL_F16) { /* a and b 16-bit, out fp32 */
         double M = c->d[0], N = c->d[1], K = c->d[2];
         size_t m = (size_t)c->d[0], n = (size_t)c->d[1], k = (size_t)c->d[2];
         c->record = rec_matmul;
-        c->cpu_bf16 = true;
+        c->type16 = c->op == OP_MATMUL_F16 ? VKA_F16 : VKA_BF16;
         OUT(c, m * n), IN(c, m * k), IN(c, k * n);
         set_row(row, "matmul", "forward", true, 2 * M * N * K, 2 * (M * K + K * N) + 4 * M * N);
-        snprintf(row->shape, sizeof row->shape, "M=%d N=%d K=%d bf16", c->d[0], c->d[1],
-                 c->d[2]);
+        snprintf(row->shape, sizeof row->shape, "M=%d N=%d K=%d %s", c->d[0], c->d[1], c->d[2],
+                 vka_dtype_string((vka_dtype)c->type16));
         c->tol = 1e-6 * (K + 8);
         row->x = cbrt(M * N * K);
         return;
@@ -409,7 +409,8 @@ static void describe_reduction(kc_case *c, bench_row *row) {
 
 static void describe(kc_case *c, bench_row *row) {
     switch (c->op) {
-    case OP_MATMUL: case OP_MATMUL_BF16: case OP_LINEAR_FWD: case OP_LINEAR_BWD:
+    case OP_MATMUL: case OP_MATMUL_BF16: case OP_MATMUL_F16: case OP_LINEAR_FWD:
+    case OP_LINEAR_BWD:
         describe_matmul(c, row);
         break;
     case OP_ATTN_FWD: case OP_ATTN_BWD: describe_attention(c, row); break;
@@ -486,6 +487,8 @@ static void emit_matmuls(emitter *e) {
         emit(e, OP_MATMUL, squares[i].quick, name, n, n, n, 0);
         snprintf(name, sizeof name, "bf16.square.%d", n);
         emit(e, OP_MATMUL_BF16, squares[i].quick, name, n, n, n, 0);
+        snprintf(name, sizeof name, "f16.square.%d", n);
+        emit(e, OP_MATMUL_F16, squares[i].quick, name, n, n, n, 0);
     }
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const bench_model *m = &bench_models[shapes[s].model];

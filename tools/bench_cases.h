@@ -31,10 +31,11 @@ struct kc_case {
     int n_tensors;
     kc_tensor t[KC_MAX_TENSORS];
     double tol;      /* on max |diff|, relative to max(1, max |reference|) */
-    /* a bf16 matmul (d = M, N, K): run on the CPU backend only, by calling its bf16 kernel
-     * directly (its Vulkan row is still to come); record is the fp32 product it is checked with,
-     * on the same (bf16-rounded) inputs */
-    bool cpu_bf16;
+    /* a 16-bit matmul (d = M, N, K): a and b of this vka_dtype (VKA_BF16, VKA_F16; 0: not one).
+     * The CPU backend's row calls its 16-bit kernel directly (naming its path), the Vulkan row
+     * vka_matmul with 16-bit tensors; record is the fp32 product both are checked with, on the
+     * same (rounded) inputs, and the Vulkan row's op (its tensors 16-bit) */
+    int type16;
 };
 
 /* Every kernel case of this mode, in the table's order; each fills its row's id, kind, pass,

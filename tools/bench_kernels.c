@@ -5,7 +5,7 @@
  */
 #include "bench_cases.h"
 
-#include "cpu/matmul_bf16.h" /* the CPU backend's bf16 kernel, compiled in (CMakeLists.txt) */
+#include "cpu/matmul16.h" /* the CPU backend's 16-bit kernel, compiled in (CMakeLists.txt) */
 
 #include <math.h>
 #include <stdlib.h>
@@ -161,96 +161,170 @@ static vka_result run_on(bench *b, vka_context *ctx, int dev, bool timed, const 
     return r;
 }
 
-/* --- bf16 matmuls: the CPU backend's internal kernel, called directly ------------------------ */
+/* --- 16-bit matmuls: bf16 or fp16 a and b, out fp32 ------------------------------------------ */
 
-/* The bf16 path the CPU backend's kernel setting stands for: its reference, or its ISA's fast
- * path (vdpbf16ps where the processor has AVX512-BF16). */
-static vkc_bf16_path bf16_path(const char *cpu_kernels) {
-    if (!cpu_kernels || strncmp(cpu_kernels, "fast", 4) != 0) return VKC_BF16_REFERENCE;
-    if (strstr(cpu_kernels, "avx512")) return vkc_bf16_best_path();
-    if (strstr(cpu_kernels, "avx2") && vkc_bf16_path_supported(VKC_BF16_WIDEN_AVX2))
-        return VKC_BF16_WIDEN_AVX2;
-    return VKC_BF16_REFERENCE;
+/* The 16-bit path the CPU backend's kernel setting stands for: its reference, or its ISA's fast
+ * path (vdpbf16ps for bf16 where the processor has AVX512-BF16). */
+static vkc_mm16_path mm16_path(vka_dtype type, const char *cpu_kernels) {
+    if (!cpu_kernels || strncmp(cpu_kernels, "fast", 4) != 0) return VKC_MM16_REFERENCE;
+    if (strstr(cpu_kernels, "avx512")) return vkc_mm16_best_path(type);
+    if (strstr(cpu_kernels, "avx2") && vkc_mm16_path_supported(type, VKC_MM16_WIDEN_AVX2))
+        return VKC_MM16_WIDEN_AVX2;
+    return VKC_MM16_REFERENCE;
 }
 
-typedef struct bf16_run {
+/* A case's inputs, drawn as every case's and rounded to its type (h: the words, f: the floats
+ * they widen to), and the reference: the fp32 product of those floats (f[0]) on the public API
+ * (c->record) of the CPU reference. n[0] out, n[1] a, n[2] b. */
+typedef struct mm16_data {
+    vka_dtype type;
+    size_t n[3];
+    uint16_t *h[3];
+    float *f[3];
+} mm16_data;
+
+static void mm16_free(mm16_data *m) {
+    for (int i = 0; i < 3; i++) free(m->h[i]), free(m->f[i]);
+}
+
+static vka_result mm16_inputs(bench *b, const kc_case *c, uint64_t seed, mm16_data *m) {
+    *m = (mm16_data){.type = (vka_dtype)c->type16, .n = {c->t[0].n, c->t[1].n, c->t[2].n}};
+    for (int i = 0; i < 3; i++) {
+        m->f[i] = malloc(m->n[i] * sizeof(float));
+        if (i) m->h[i] = malloc(m->n[i] * sizeof(uint16_t));
+        if (!m->f[i] || (i && !m->h[i])) return VKA_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    vka_result r = VKA_SUCCESS;
+    for (int i = 1; i <= 2 && r == VKA_SUCCESS; i++) {
+        uint64_t s = seed + (uint64_t)i * 0xD1B54A32D192ED03ull;
+        for (size_t j = 0; j < m->n[i]; j++) m->f[i][j] = init_value(&c->t[i], j, &s);
+        r = vka_convert(m->type, m->h[i], VKA_F32, m->f[i], m->n[i]);
+        if (r == VKA_SUCCESS) r = vka_convert(VKA_F32, m->f[i], m->type, m->h[i], m->n[i]);
+    }
+    vka_context *ref = b->ref;
+    kc_inst k = {0};
+    for (int i = 0; i < 3 && r == VKA_SUCCESS; i++) r = vka_tensor_create(ref, m->n[i], &k.t[i]);
+    for (int i = 1; i <= 2 && r == VKA_SUCCESS; i++)
+        r = vka_tensor_write(k.t[i], 0, m->f[i], m->n[i]);
+    if (r == VKA_SUCCESS) r = vka_graph_begin(ref);
+    if (r == VKA_SUCCESS) {
+        vka_result rec = c->record(ref, k.t, c);
+        r = vka_graph_end(ref, &k.g);
+        if (r == VKA_SUCCESS) r = rec;
+    }
+    if (r == VKA_SUCCESS) r = vka_graph_run(k.g);
+    if (r == VKA_SUCCESS) r = vka_tensor_read(k.t[0], 0, m->f[0], m->n[0]);
+    inst_free(&k);
+    return r;
+}
+
+/* out against the reference (its check) */
+static void mm16_check(const kc_case *c, const mm16_data *m, const float *out, bench_result *res) {
+    double diff, tol;
+    bool ok = bench_compare(out, m->f[0], m->n[0], c->tol, &diff, &tol);
+    res->check = ok ? BENCH_OK : BENCH_WRONG;
+    res->diff = diff, res->tol = tol;
+}
+
+typedef struct mm16_run {
     const uint16_t *a, *b;
     float *out;
     int M, N, K, nt;
-    vkc_bf16_path path;
-} bf16_run;
+    vka_dtype type;
+    vkc_mm16_path path;
+} mm16_run;
 
-static vka_result bf16_once(void *user, double *ms) {
-    const bf16_run *u = user;
+static vka_result mm16_once(void *user, double *ms) {
+    const mm16_run *u = user;
     double t0 = cli_now();
-    vkc_matmul_bf16(u->out, u->a, u->b, NULL, u->M, u->N, u->K, 1, false, false, 0, 0, 0, 1.0f,
-                    false, u->path, u->nt);
+    vkc_matmul16(u->out, u->a, u->b, NULL, u->M, u->N, u->K, 1, false, false, 0, 0, 0, 1.0f,
+                 false, u->type, u->path, u->nt);
     *ms = (cli_now() - t0) * 1e3;
     return VKA_SUCCESS;
 }
 
-/* A bf16 case on the CPU backend: its inputs drawn as every case's and rounded to bf16, checked
- * against the fp32 product of the same values on the public API (c->record), then timed on the
- * backend's threads (host clock). */
-static vka_result run_bf16(bench *b, const kc_case *c, bench_row *row, uint64_t seed) {
+/* The CPU backend's row: its 16-bit kernel called directly (so that the row names its path),
+ * timed on the backend's threads (host clock). */
+static vka_result run16_cpu(bench *b, const kc_case *c, bench_row *row, const mm16_data *m) {
     bench_dev *d = &b->dev[BENCH_CPU];
     bench_result *res = &row->r[BENCH_CPU];
     bench_progress(b, row->id, bench_backend_names[BENCH_CPU]);
-    bf16_run u = {.M = c->d[0], .N = c->d[1], .K = c->d[2], .nt = d->threads,
-                  .path = bf16_path(d->cpu_kernels)};
-    size_t n[3] = {c->t[0].n, c->t[1].n, c->t[2].n};
-    uint16_t *h[3] = {NULL, malloc(n[1] * sizeof(uint16_t)), malloc(n[2] * sizeof(uint16_t))};
-    float *f[3] = {malloc(n[0] * sizeof(float)), malloc(n[1] * sizeof(float)),
-                   malloc(n[2] * sizeof(float))};
-    kc_inst k = {0};
-    vka_result r = h[1] && h[2] && f[0] && f[1] && f[2] ? VKA_SUCCESS
-                                                       : VKA_ERROR_OUT_OF_HOST_MEMORY;
-    for (int i = 1; i <= 2 && r == VKA_SUCCESS; i++) {
-        uint64_t s = seed + (uint64_t)i * 0xD1B54A32D192ED03ull;
-        for (size_t j = 0; j < n[i]; j++) {
-            h[i][j] = vkc_f32_to_bf16_1(init_value(&c->t[i], j, &s));
-            f[i][j] = vkc_bf16_to_f32_1(h[i][j]);
-        }
+    mm16_run u = {.a = m->h[1], .b = m->h[2], .M = c->d[0], .N = c->d[1], .K = c->d[2],
+                  .nt = d->threads, .type = m->type, .path = mm16_path(m->type, d->cpu_kernels)};
+    u.out = malloc(m->n[0] * sizeof(float));
+    vka_result r = u.out ? VKA_SUCCESS : VKA_ERROR_OUT_OF_HOST_MEMORY;
+    double ms;
+    if (r == VKA_SUCCESS) r = mm16_once(&u, &ms);
+    if (r == VKA_SUCCESS) {
+        mm16_check(c, m, u.out, res);
+        snprintf(row->shape, sizeof row->shape, "M=%d N=%d K=%d %s", u.M, u.N, u.K,
+                 vkc_mm16_path_name(u.path)); /* the path's name in place of the type's */
+        row->ceiling_scale = u.path == VKC_MM16_DPBF16 ? 2 : 1;
+        r = bench_measure(&b->kernel_plan, mm16_once, &u, &res->t);
     }
-    for (int i = 0; i < 3 && r == VKA_SUCCESS; i++) r = vka_tensor_create(d->ctx, n[i], &k.t[i]);
-    for (int i = 1; i <= 2 && r == VKA_SUCCESS; i++) r = vka_tensor_write(k.t[i], 0, f[i], n[i]);
+    if (r == VKA_SUCCESS) {
+        res->ran = true;
+        res->ceiling = d->peak.gflops * row->ceiling_scale;
+    }
+    free(u.out);
+    return r;
+}
+
+/* The Vulkan row: vka_matmul with 16-bit a and b (the words the CPU row reads), one recorded
+ * graph timed as every case's. */
+static vka_result run16_vk(bench *b, const kc_case *c, bench_row *row, const mm16_data *m) {
+    bench_dev *d = &b->dev[BENCH_VK];
+    bench_result *res = &row->r[BENCH_VK];
+    bench_progress(b, row->id, bench_backend_names[BENCH_VK]);
+    kc_inst k = {0};
+    vka_result r = vka_tensor_create(d->ctx, m->n[0], &k.t[0]);
+    for (int i = 1; i <= 2 && r == VKA_SUCCESS; i++) {
+        vka_tensor_desc td = {.n = m->n[i], .dtype = m->type};
+        r = vka_tensor_create_desc(d->ctx, &td, &k.t[i]);
+        if (r == VKA_SUCCESS) r = vka_tensor_write(k.t[i], 0, m->h[i], m->n[i]);
+    }
     if (r == VKA_SUCCESS) r = vka_graph_begin(d->ctx);
     if (r == VKA_SUCCESS) {
         vka_result rec = c->record(d->ctx, k.t, c);
         r = vka_graph_end(d->ctx, &k.g);
         if (r == VKA_SUCCESS) r = rec;
     }
-    if (r == VKA_SUCCESS) r = vka_graph_run(k.g);
-    if (r == VKA_SUCCESS) r = vka_tensor_read(k.t[0], 0, f[0], n[0]);
-    float *out = r == VKA_SUCCESS ? malloc(n[0] * sizeof(float)) : NULL;
-    if (!out && r == VKA_SUCCESS) r = VKA_ERROR_OUT_OF_HOST_MEMORY;
-    u.a = h[1], u.b = h[2], u.out = out;
     double ms;
-    if (r == VKA_SUCCESS) r = bf16_once(&u, &ms);
+    if (r == VKA_SUCCESS) r = bench_run_graph(k.g, &ms);
+    float *out = r == VKA_SUCCESS ? malloc(m->n[0] * sizeof(float)) : NULL;
+    if (r == VKA_SUCCESS && !out) r = VKA_ERROR_OUT_OF_HOST_MEMORY;
+    if (r == VKA_SUCCESS) r = vka_tensor_read(k.t[0], 0, out, m->n[0]);
     if (r == VKA_SUCCESS) {
-        double diff, tol;
-        res->check = bench_compare(out, f[0], n[0], c->tol, &diff, &tol) ? BENCH_OK : BENCH_WRONG;
-        res->diff = diff, res->tol = tol;
-        row->has_ref = true;
-        snprintf(row->shape, sizeof row->shape, "M=%d N=%d K=%d %s", u.M, u.N, u.K,
-                 vkc_bf16_path_name(u.path)); /* the path's name in place of "bf16" */
-        row->ceiling_scale = u.path == VKC_BF16_DPBF16 ? 2 : 1;
-        r = bench_measure(&b->kernel_plan, bf16_once, &u, &res->t);
+        mm16_check(c, m, out, res);
+        r = bench_measure(&b->kernel_plan, bench_run_graph, k.g, &res->t);
     }
     if (r == VKA_SUCCESS) {
         res->ran = true;
-        res->ceiling = d->peak.gflops * row->ceiling_scale;
+        res->ceiling = d->peak.gflops;
     }
-    if (bench_is_capacity(r)) {
-        bench_skip(res, d->ctx, r, "");
-        res->check = BENCH_UNCHECKED;
-        r = VKA_SUCCESS;
-    }
-    snprintf(row->r[BENCH_VK].note, sizeof row->r[BENCH_VK].note,
-             "bf16: the CPU backend's kernel, called directly (Vulkan's bf16 matmul has no row yet)");
     free(out);
-    for (int i = 0; i < 3; i++) free(h[i]), free(f[i]);
     inst_free(&k);
+    return r;
+}
+
+/* A 16-bit case: the inputs and the reference, then each backend's row; a backend out of
+ * memory or past a limit skips its row, as in every case. */
+static vka_result run16(bench *b, const kc_case *c, bench_row *row, uint64_t seed,
+                        int *failed_dev) {
+    mm16_data m;
+    vka_result r = mm16_inputs(b, c, seed, &m);
+    if (r == VKA_SUCCESS) row->has_ref = true;
+    for (int dev = 0; dev < BENCH_NB && r == VKA_SUCCESS; dev++) {
+        if (!b->dev[dev].on) continue;
+        *failed_dev = dev;
+        r = dev == BENCH_CPU ? run16_cpu(b, c, row, &m) : run16_vk(b, c, row, &m);
+        if (bench_is_capacity(r)) {
+            bench_skip(&row->r[dev], b->dev[dev].ctx, r, "");
+            row->r[dev].check = BENCH_UNCHECKED;
+            r = VKA_SUCCESS;
+        }
+    }
+    mm16_free(&m);
     return r;
 }
 
@@ -260,8 +334,8 @@ static int run_case(bench *b, const kc_case *c, bench_row *row) {
     float *ref[KC_MAX_TENSORS] = {0};
     vka_result r = VKA_SUCCESS;
     int failed_dev = BENCH_CPU;
-    if (c->cpu_bf16) {
-        if (b->dev[BENCH_CPU].on) r = run_bf16(b, c, row, seed);
+    if (c->type16) {
+        r = run16(b, c, row, seed, &failed_dev);
     } else if (b->dev[BENCH_CPU].on) {
         r = run_on(b, b->dev[BENCH_CPU].ctx, BENCH_CPU, true, c, row, seed, ref);
     } else if (b->ref) {
@@ -269,7 +343,7 @@ static int run_case(bench *b, const kc_case *c, bench_row *row) {
         r = run_on(b, b->ref, BENCH_CPU, false, c, &ref_row, seed, ref);
         row->has_ref = ref_row.has_ref;
     }
-    if (r == VKA_SUCCESS && b->dev[BENCH_VK].on && !c->cpu_bf16) {
+    if (r == VKA_SUCCESS && b->dev[BENCH_VK].on && !c->type16) {
         failed_dev = BENCH_VK;
         r = run_on(b, b->dev[BENCH_VK].ctx, BENCH_VK, true, c, row, seed, ref);
     }

@@ -114,11 +114,11 @@ extern const char *const cli_precision_names[]; /* fp32, bf16, fp16: vka_dtype's
 /* --precision, for the commands that run a model (train, eval, generate). */
 #define CLI_PRECISION_OPT(b)                                                                    \
     CLI_CHOICE("precision", &(b)->precision, "P",                                               \
-               "number format of the matrix products: fp32, or bf16 (mixed precision: bf16 "    \
-               "copies of the weights and inputs, float32 sums and everything else) (default: " \
-               "fp32)", cli_precision_names)
+               "number format of the matrix products: fp32, or bf16 or fp16 (mixed precision: " \
+               "16-bit copies of the weights and inputs, float32 sums and everything else; fp16 " \
+               "training with dynamic loss scaling) (default: fp32)", cli_precision_names)
 /* Set gpt's precision to precision (an index into cli_precision_names; vka_gpt_set_precision):
- * CLI_OK, a usage error for fp16 (not built yet), or CLI_ERROR with the library's message. */
+ * CLI_OK, or CLI_ERROR with the library's message. */
 int cli_set_precision(const char *cmd, vka_context *ctx, vka_gpt *gpt, int precision);
 
 /* The table entries for cli_backend_opts, for a command's option array. */

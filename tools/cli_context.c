@@ -176,9 +176,6 @@ int cli_fail(const char *cmd, vka_context *ctx, vka_result r, const char *what) 
 }
 
 int cli_set_precision(const char *cmd, vka_context *ctx, vka_gpt *gpt, int precision) {
-    if (precision == VKA_F16)
-        return cli_usage_error(cmd, "--precision fp16 is not built yet (its training needs "
-                               "loss scaling); use bf16 or fp32");
     vka_result r = vka_gpt_set_precision(gpt, (vka_dtype)precision);
     return r == VKA_SUCCESS ? CLI_OK : cli_fail(cmd, ctx, r, "--precision");
 }

@@ -13,7 +13,7 @@ static const struct {
 } kind_table[] = {
     {"encoder", {"encoder_forward", "encoder_backward"}},
     {"layernorm", {"layernorm_forward", "layernorm_backward"}},
-    {"matmul", {"matmul", "matmul_bf16"}},
+    {"matmul", {"matmul", "matmul_bf16", "matmul_f16"}},
     {"convert", {"convert"}}, /* 16-bit copies of mixed precision */
     {"bias_backward", {"bias_backward"}},
     {"permute", {"permute_forward", "permute_backward", "unpermute_forward", "unpermute_backward"}},

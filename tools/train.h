@@ -60,7 +60,8 @@ typedef struct train_run {
     int lock_fd;            /* its descriptor, locked (fcntl F_WRLCK); -1: none */
     char device[256];
     const char *backend;    /* "vulkan" or "cpu" */
-    const char *precision;  /* "fp32" or "bf16": the model's (--precision, or the resumed state's) */
+    const char *precision;  /* "fp32", "bf16" or "fp16": the model's (--precision, or the resumed
+                               state's) */
     uint64_t first_step;    /* st.step when this invocation started */
     const char *good_state; /* the last complete set on disk (its state file): the --resume
                              * state, then each save's; NULL: none yet */

@@ -57,7 +57,10 @@ void report_start(train_run *r) {
     fprintf(f, "model: L=%d NH=%d C=%d T=%d V=%d (Vp=%d): %zu parameters (%.2f M)\n", c.L, c.NH,
             c.C, c.max_T, c.V, c.Vp, params, (double)params / 1e6);
     fprintf(f, "backend: %s on %s, %s\n", r->backend, r->device,
-            strcmp(r->precision, "fp32") == 0 ? "fp32" : "bf16 mixed precision (fp32 master weights)");
+            strcmp(r->precision, "fp32") == 0   ? "fp32"
+            : strcmp(r->precision, "bf16") == 0 ? "bf16 mixed precision (fp32 master weights)"
+                                                : "fp16 mixed precision (fp32 master weights, "
+                                                  "dynamic loss scaling)");
     fprintf(f, "training: steps %llu..%llu of %llu, batch %d x %d = %d tokens/step, lr %g -> %g, "
             "warm-up %d, weight decay %g, grad clip %g\n",
             (unsigned long long)st->step + 1, (unsigned long long)st->total_steps,

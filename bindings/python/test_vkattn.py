@@ -93,13 +93,12 @@ class Backend:
         self.assertEqual(gpt.precision, "fp32")
         gpt.precision = "bf16"
         self.assertEqual(gpt.precision, "bf16")
-        with self.assertRaises(vkattn.Error) as e:
-            gpt.precision = "fp16"
-        self.assertIn("not built yet", str(e.exception))
+        gpt.precision = "fp16"
+        self.assertEqual(gpt.precision, "fp16")
         with self.assertRaises(vkattn.Error) as e:
             gpt.precision = "int8"
-        self.assertIn("'fp32' or 'bf16'", str(e.exception))
-        self.assertEqual(gpt.precision, "bf16")
+        self.assertIn("'fp32', 'bf16' or 'fp16'", str(e.exception))
+        self.assertEqual(gpt.precision, "fp16")
         gpt.precision = "fp32"
 
         prompt = tok.encode("\n")

@@ -658,14 +658,15 @@ class GPT(_Child):
     def precision(self):
         """The number format of the model's matrix products (vka_gpt_set_precision): "fp32"
         (the default) or "bf16" (mixed precision: bf16 copies of each linear layer's weight and
-        input, float32 sums, master weights, gradients and AdamW state). Set it to change the
-        passes from now on; "fp16" raises (not built yet)."""
+        input, float32 sums, master weights, gradients and AdamW state) or "fp16" (the same with
+        fp16 copies; training steps then scale the loss dynamically). Set it to change the
+        passes from now on."""
         return self._PRECISIONS[load_library().vka_gpt_get_precision(self._handle())]
 
     @precision.setter
     def precision(self, value):
         if value not in self._PRECISIONS:
-            raise _bad(f"precision must be 'fp32' or 'bf16', not {value!r}")
+            raise _bad(f"precision must be 'fp32', 'bf16' or 'fp16', not {value!r}")
         self._check(load_library().vka_gpt_set_precision(self._handle(),
                                                          self._PRECISIONS.index(value)))
 

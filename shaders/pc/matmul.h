@@ -11,7 +11,9 @@
     U(lda) U(ldb) U(ldo) /* row strides of A, B (as stored) and out: a block of a larger    \
                           * matrix */                                                      \
     U(ln) /* CPU variant: invocations along N (the GPU variant's is specialization constant \
-           * LN) */
+           * LN) */                                                                         \
+    U(a_half) U(b_half) /* 16-bit A (B): 1 when its block starts at the high half of its   \
+                         * view's first word (a block of a larger product), else 0 */
 VKA_PC_STRUCT(pc_matmul, VKA_PC_MATMUL_VIEWS, VKA_PC_MATMUL)
 
 #endif

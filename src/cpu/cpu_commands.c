@@ -5,7 +5,7 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/convert.h"
 #include "cpu/cpu_ops.h"
-#include "cpu/matmul_bf16.h"
+#include "cpu/matmul16.h"
 
 /* Ids are int32 stored in the float arena elements. */
 static const int32_t *ids(vkb_tensor t) { return (const int32_t *)(const void *)cpu_ptr(t); }
@@ -83,24 +83,26 @@ static void op_add_inplace(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size
 
 typedef struct { float *out; const float *a, *b, *bias; vkb_matmul mm; } matmul_args;
 
-/* The bf16 path for the backend's kernels: the reference with the reference kernels, else the
- * fastest this CPU runs within the backend's ISA (vdpbf16ps with AVX512-BF16). */
-static vkc_bf16_path bf16_path(const cpu_backend *cb) {
-    if (cb->reference || cb->isa == VKC_ISA_BASELINE) return VKC_BF16_REFERENCE;
-    if (cb->isa == VKC_ISA_AVX512) return vkc_bf16_best_path();
-    return vkc_bf16_path_supported(VKC_BF16_WIDEN_AVX2) ? VKC_BF16_WIDEN_AVX2
-                                                        : VKC_BF16_REFERENCE;
+/* The 16-bit path for the backend's kernels: the reference with the reference kernels, else the
+ * fastest this CPU runs for type within the backend's ISA (vdpbf16ps for bf16 with
+ * AVX512-BF16). */
+static vkc_mm16_path mm16_path(const cpu_backend *cb, vka_dtype type) {
+    if (cb->reference || cb->isa == VKC_ISA_BASELINE) return VKC_MM16_REFERENCE;
+    if (cb->isa == VKC_ISA_AVX512) return vkc_mm16_best_path(type);
+    return vkc_mm16_path_supported(type, VKC_MM16_WIDEN_AVX2) ? VKC_MM16_WIDEN_AVX2
+                                                              : VKC_MM16_REFERENCE;
 }
 
-/* a and b bf16 (op_checks.c allows that pair): the words hold two elements each, element 2i in
- * the low half, i.e. a uint16_t array from the tensor's first element. */
-static vka_result run_matmul_bf16(cpu_backend *cb, const void *p) {
+/* a and b both bf16 or both fp16 (op_checks.c allows those pairs): the words hold two elements
+ * each, element 2i in the low half, i.e. a uint16_t array from the tensor's first element. */
+static vka_result run_matmul16(cpu_backend *cb, const void *p) {
     const matmul_args *x = p;
     const vkb_matmul *mm = &x->mm;
-    vkc_matmul_bf16(x->out, (const uint16_t *)(const void *)x->a,
-                    (const uint16_t *)(const void *)x->b, x->bias, mm->M, mm->N, mm->K, mm->batch,
-                    mm->trans_a, mm->trans_b, mm->stride_a, mm->stride_b, mm->stride_out,
-                    mm->alpha, mm->accumulate, bf16_path(cb), cb->nt);
+    vka_dtype type = (vka_dtype)mm->a.dtype;
+    vkc_matmul16(x->out, (const uint16_t *)(const void *)x->a,
+                 (const uint16_t *)(const void *)x->b, x->bias, mm->M, mm->N, mm->K, mm->batch,
+                 mm->trans_a, mm->trans_b, mm->stride_a, mm->stride_b, mm->stride_out,
+                 mm->alpha, mm->accumulate, type, mm16_path(cb, type), cb->nt);
     return VKA_SUCCESS;
 }
 
@@ -119,9 +121,10 @@ static vka_result run_matmul(cpu_backend *cb, const void *p) {
 }
 static void op_matmul(vkb_backend *be, const vkb_matmul *mm) {
     matmul_args a = {cpu_ptr(mm->out), cpu_ptr(mm->a), cpu_ptr(mm->b), cpu_ptr(mm->bias), *mm};
-    bool bf16 = mm->a.dtype == VKA_BF16;
-    vkc_record((cpu_backend *)be, bf16 ? "matmul_bf16" : "matmul",
-               bf16 ? run_matmul_bf16 : run_matmul, &a, sizeof a, 0);
+    uint8_t type = mm->a.dtype;
+    vkc_record((cpu_backend *)be,
+               type == VKA_BF16 ? "matmul_bf16" : type == VKA_F16 ? "matmul_f16" : "matmul",
+               type == VKA_F32 ? run_matmul : run_matmul16, &a, sizeof a, 0);
 }
 
 typedef struct { float *dbias; const float *dout; int N, OC; } bias_args;

@@ -154,12 +154,6 @@ void vkm_gpt_record_forward(vka_gpt *gpt, int B, int T, bool train) {
 gpt_head vkm_gpt_head_plan(const vka_gpt *gpt, size_t BT, bool keep) {
     uint64_t row = (uint64_t)gpt->cfg.Vp * sizeof(float), cap = gpt->be->limits.max_tensor_bytes;
     if (!keep && cap > GPT_HEAD_BYTES) cap = GPT_HEAD_BYTES;
-    /* 16-bit products are not split into blocks by the Vulkan backend: a block's logits and
-     * the 16-bit dlogits fit one binding */
-    uint64_t bind = gpt->be->limits.max_binding_bytes;
-    if (gpt->precision != VKA_F32 && bind > 2 * VKB_TENSOR_ALIGN * 4 &&
-        cap > bind - 2 * VKB_TENSOR_ALIGN * 4)
-        cap = bind - 2 * VKB_TENSOR_ALIGN * 4;
     uint64_t rows = VKA_MAX(cap / row, 1);
     if (rows > BT) rows = VKA_MAX(BT, 1);
     return (gpt_head){(int)rows, (int)((BT + rows - 1) / rows)};

@@ -118,10 +118,6 @@ vka_result vka_gpt_set_precision(vka_gpt *gpt, vka_dtype precision) {
         return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "vka_gpt_set_precision: %d is not a vka_dtype (0 f32, 1 bf16, 2 f16)",
                              (int)precision);
-    if (precision == VKA_F16)
-        return vka_set_error(gpt->ctx, VKA_ERROR_UNSUPPORTED,
-                             "vka_gpt_set_precision: fp16 mixed precision is not built yet (it "
-                             "needs dynamic loss scaling for training): use VKA_BF16 or VKA_F32");
     if (precision == gpt->precision) return VKA_SUCCESS;
     vka_result r = vkm_gpt_busy(gpt, "vka_gpt_set_precision");
     if (r != VKA_SUCCESS) return r;
@@ -129,7 +125,7 @@ vka_result vka_gpt_set_precision(vka_gpt *gpt, vka_dtype precision) {
         return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
                              "vka_gpt_set_precision: the model has %d vka_gpt_session(s), whose "
                              "passes were recorded in %s: destroy them first", gpt->n_sessions,
-                             gpt->precision == VKA_F32 ? "fp32" : "bf16");
+                             vka_dtype_string(gpt->precision));
     /* The graphs read the old copies and scratch sizes: remade, at the new sizes, on next use. */
     vkm_gpt_free_run_arenas(gpt);
     memset(gpt->acts_cap, 0, GPT_N_ACTS(gpt->cfg.L) * sizeof *gpt->acts_cap);

@@ -3,8 +3,11 @@
  * One dispatch per op, unless an operand passes the binding limit: then the product is split
  * into blocks of batches, rows (M), columns (N) and depth (K), each a dispatch whose views of
  * out, A and B fit (leading dimensions lda/ldb/ldo in the push constants address a block of a
- * larger matrix); K blocks add to out one after another. In each dispatch: a workgroup per BM x BN tile of out per batch, in a linear grid that
- * vkv_dispatch folds past maxComputeWorkGroupCount. The tile shape is chosen here from the
+ * larger matrix); K blocks add to out one after another. 16-bit A and B split alike: their
+ * views are whole 32-bit words, and a block starting at a word's high half says so in the push
+ * constants (a_half, b_half), so any block boundary works. In each dispatch: a workgroup per
+ * BM x BN tile of out per batch, in a linear grid that vkv_dispatch folds past
+ * maxComputeWorkGroupCount. The tile shape is chosen here from the
  * problem size and the device; transposes, the variant and the tile shape are specialization
  * constants, so every combination is its own straight-line pipeline. */
 #include "vk/vk_internal.h"
@@ -19,11 +22,13 @@ typedef struct mm_tile {
 } mm_tile;
 
 /* VEC bits: vec4 access to A, B, out (and bias); A, B read through their texel views; A and B
- * bf16 (both variants; read from their 32-bit words, four at a time as a uvec2 where VEC_A /
- * VEC_B, or in the CPU variant through R16_UINT / R16G16B16A16_UINT texel views where TEXEL_A
- * / TEXEL_B). The vec4 conditions (cpu_vec_flags: offsets, strides, lengths multiples of 4
- * elements, view offsets of 4 words) hold for bf16 elements too. */
-enum { VEC_A = 1, VEC_B = 2, VEC_OUT = 4, TEXEL_A = 8, TEXEL_B = 16, AB_BF16 = 32 };
+ * bf16 or fp16 (both variants; read from their 32-bit words, four at a time as a uvec2 where
+ * VEC_A / VEC_B, or in the CPU variant through R16_UINT / R16G16B16A16_UINT texel views where
+ * TEXEL_A / TEXEL_B; widened to float32 in the shader, fp16 by unpackHalf2x16, so no device
+ * feature is needed). The vec4 conditions (cpu_vec_flags: offsets, strides, lengths multiples of
+ * 4 elements, view offsets of 4 words, a block starting at a word's low half) hold for 16-bit
+ * elements too. */
+enum { VEC_A = 1, VEC_B = 2, VEC_OUT = 4, TEXEL_A = 8, TEXEL_B = 16, AB_BF16 = 32, AB_F16 = 64 };
 
 static uint64_t tile_rows(mm_tile t) { return (uint64_t)(t.wg / t.ln) * t.tm; }
 static uint64_t tile_cols(mm_tile t) { return (uint64_t)t.ln * t.tn; }
@@ -101,11 +106,11 @@ static uint32_t cpu_vec_flags(const vkv_backend *vb, const vkv_call *call, const
                               mm_tile t, const pc_matmul *pc) {
     uint32_t vec = 0;
     bool bias = pc->has_bias != 0;
-    if (vkv_views_vec4(vb, call, 0x2) && pc->stride_a % 4 == 0 && pc->lda % 4 == 0 &&
-        (mm->trans_a ? mm->M % 4 == 0 && t.tm % 4 == 0 : mm->K % 4 == 0))
+    if (vkv_views_vec4(vb, call, 0x2) && !pc->a_half && pc->stride_a % 4 == 0 &&
+        pc->lda % 4 == 0 && (mm->trans_a ? mm->M % 4 == 0 && t.tm % 4 == 0 : mm->K % 4 == 0))
         vec |= VEC_A;
-    if (vkv_views_vec4(vb, call, 0x4) && pc->stride_b % 4 == 0 && pc->ldb % 4 == 0 &&
-        (mm->trans_b ? mm->K % 4 == 0 : mm->N % 4 == 0 && t.tn % 4 == 0))
+    if (vkv_views_vec4(vb, call, 0x4) && !pc->b_half && pc->stride_b % 4 == 0 &&
+        pc->ldb % 4 == 0 && (mm->trans_b ? mm->K % 4 == 0 : mm->N % 4 == 0 && t.tn % 4 == 0))
         vec |= VEC_B;
     if (vkv_views_vec4(vb, call, 0x1) && pc->stride_out % 4 == 0 && pc->ldo % 4 == 0 &&
         mm->N % 4 == 0 && t.tn % 4 == 0 && (!bias || vkv_views_vec4(vb, call, 0x8)))
@@ -128,21 +133,28 @@ static void block_spans(const vkb_matmul *mm, size_t so, size_t sa, size_t sb, c
     span[2] = (b->bn - 1) * sb + (mm->trans_b ? (b->nn - 1) * K + b->kn : (b->kn - 1) * N + b->nn);
 }
 
+/* The words a view of n 16-bit elements takes (two a word): (n + 1) / 2 from a word's low half,
+ * one more where a block starts at a high half (any block but the whole product may). */
+static size_t words16(size_t n, bool whole) { return whole ? (n + 1) / 2 : n / 2 + 1; }
+
 /* Half of n, rounded up to a multiple of 16 past 16 (tiles, vec4 access). */
 static size_t half(size_t n) {
     size_t h = (n + 1) / 2;
     return h > 16 ? (h + 15) / 16 * 16 : h;
 }
 
-/* Block sizes such that every view fits `most` elements: batches first, then the dimension
- * that makes the largest view too long (its rows before its contiguous extent). */
+/* Block sizes such that every view fits `most` elements (words of 16-bit A and B): batches
+ * first, then the dimension that makes the largest view too long (its rows before its
+ * contiguous extent). */
 static bool choose_blocks(const vkb_matmul *mm, size_t so, size_t sa, size_t sb, size_t most,
                           mm_block *b) {
     *b = (mm_block){.bn = (size_t)mm->batch, .mn = (size_t)mm->M, .nn = (size_t)mm->N,
                     .kn = (size_t)mm->K};
-    for (;;) {
+    for (bool whole = true;; whole = false) {
         size_t span[3];
         block_spans(mm, so, sa, sb, b, span);
+        if (mm->a.dtype != VKA_F32) /* 16-bit A and B: their views count words */
+            span[1] = words16(span[1], whole), span[2] = words16(span[2], whole);
         int worst = 0;
         for (int i = 1; i < 3; i++)
             if (span[i] > span[worst]) worst = i;
@@ -165,6 +177,15 @@ static bool choose_blocks(const vkb_matmul *mm, size_t so, size_t sa, size_t sb,
     }
 }
 
+/* The view of operand t's elements [e0, e0 + n): float32 as is; 16-bit as the words that hold
+ * them, *half = 1 where e0 is the high half of the first (the shader skips it: pc.a_half). */
+static vkb_tensor operand_view(vkb_tensor t, size_t e0, size_t n, uint32_t *half) {
+    *half = 0;
+    if (t.dtype == VKA_F32) return vkb_slice(t, e0, n);
+    *half = (uint32_t)(e0 & 1);
+    return vkb_slice(t, e0 / 2, (*half + n + 1) / 2);
+}
+
 static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, size_t sa,
                            size_t sb, const mm_block *blk) {
     const vkr_device *dev = vkv_device(vb);
@@ -177,9 +198,10 @@ static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, siz
     vkb_tensor o = vkb_slice(mm->out, blk->b0 * so + blk->m0 * N + blk->n0, span[0]);
     size_t a0 = blk->b0 * sa + (mm->trans_a ? blk->k0 * M + blk->m0 : blk->m0 * K + blk->k0);
     size_t b0 = blk->b0 * sb + (mm->trans_b ? blk->n0 * K + blk->k0 : blk->k0 * N + blk->n0);
-    bool bf16 = mm->a.dtype == VKA_BF16; /* the whole product (vkv_matmul): a0 = b0 = 0 */
-    vkb_tensor a = bf16 ? vkb_slice(mm->a, 0, (span[1] + 1) / 2) : vkb_slice(mm->a, a0, span[1]);
-    vkb_tensor b = bf16 ? vkb_slice(mm->b, 0, (span[2] + 1) / 2) : vkb_slice(mm->b, b0, span[2]);
+    bool is16 = mm->a.dtype != VKA_F32; /* a and b alike (op_checks.c) */
+    uint32_t a_half, b_half;
+    vkb_tensor a = operand_view(mm->a, a0, span[1], &a_half);
+    vkb_tensor b = operand_view(mm->b, b0, span[2], &b_half);
     vkb_tensor bs = bias ? vkb_slice(mm->bias, blk->n0, blk->nn) : VKB_NONE;
     bool one = blk->bn == 1; /* strides unused: keep them in 32 bits */
     mm_tile t = dev->is_cpu ? cpu_tile(&sub) : gpu_tile(dev, &sub);
@@ -188,7 +210,8 @@ static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, siz
                     .stride_a = one ? 0 : (uint32_t)sa, .stride_b = one ? 0 : (uint32_t)sb,
                     .has_bias = bias, .accumulate = mm->accumulate || blk->k0 > 0,
                     .alpha = mm->alpha, .lda = (uint32_t)(mm->trans_a ? M : K),
-                    .ldb = (uint32_t)(mm->trans_b ? K : N), .ldo = (uint32_t)N};
+                    .ldb = (uint32_t)(mm->trans_b ? K : N), .ldo = (uint32_t)N,
+                    .a_half = a_half, .b_half = b_half};
     vkv_call call = {.shader = VKA_SHADER_MATMUL,
                      .n_spec = 8,
                      .bind = {o, a, b, bs},
@@ -199,20 +222,20 @@ static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, siz
                      .label = "matmul"};
     uint32_t vec = 0;
     if (dev->is_cpu) vec = cpu_vec_flags(vb, &call, &sub, t, &pc);
-    if (bf16) vec |= AB_BF16;
+    if (is16) vec |= mm->a.dtype == VKA_F16 ? AB_F16 : AB_BF16;
     /* CPU-type devices with texel_operands read A and B through texel views (matmul.comp's
      * texel build; an application's buffers without texel usage through storage): vec4s
-     * where they are read as vec4s, else one element per texel (R32F, or R16_UINT for bf16),
-     * gathered too. float32 A and B at texel bindings 0 and 1 (float samplerBuffer), bf16 at
-     * 2 and 3 (usamplerBuffer). */
-    vkv_texel_format fa = bf16 ? (vec & VEC_A ? VKV_TEXEL_U16X4 : VKV_TEXEL_U16)
+     * where they are read as vec4s, else one element per texel (R32F, or R16_UINT for 16-bit
+     * ones), gathered too. float32 A and B at texel bindings 0 and 1 (float samplerBuffer),
+     * 16-bit ones at 2 and 3 (usamplerBuffer). */
+    vkv_texel_format fa = is16 ? (vec & VEC_A ? VKV_TEXEL_U16X4 : VKV_TEXEL_U16)
                                : (vec & VEC_A ? VKV_TEXEL_VEC4 : VKV_TEXEL_F32);
-    vkv_texel_format fb = bf16 ? (vec & VEC_B ? VKV_TEXEL_U16X4 : VKV_TEXEL_U16)
+    vkv_texel_format fb = is16 ? (vec & VEC_B ? VKV_TEXEL_U16X4 : VKV_TEXEL_U16)
                                : (vec & VEC_B ? VKV_TEXEL_VEC4 : VKV_TEXEL_F32);
     if (vkv_views_texel_as(vb, &call, 0x2, fa)) vec |= TEXEL_A;
     if (vkv_views_texel_as(vb, &call, 0x4, fb)) vec |= TEXEL_B;
     if (vec & (TEXEL_A | TEXEL_B)) {
-        int s = bf16 ? 2 : 0;
+        int s = is16 ? 2 : 0;
         call.shader = VKA_SHADER_MATMUL_TEXEL;
         for (int j = 0; j < 4; j++) call.texel[j] = VKV_NO_TEXEL;
         call.texel[s] = vec & TEXEL_A ? 1 : VKV_NO_TEXEL;
@@ -248,27 +271,6 @@ void vkv_matmul(vkb_backend *be, const vkb_matmul *mm) {
         vkb_overlap(mm->out, span_out, mm->b, span_b) ||
         (bias && vkb_overlap(mm->out, span_out, mm->bias, N))) {
         vkb_fail(be, VKA_ERROR_INVALID_ARGUMENT, "matmul: out overlaps an input (not supported)");
-        return;
-    }
-    if (mm->a.dtype == VKA_BF16) {
-        /* One dispatch: bf16 views are whole words from the tensor's start (blocks of a bf16
-         * product would start mid-word; not split yet). */
-        mm_block whole = {.bn = (size_t)mm->batch, .mn = M, .nn = N, .kn = K};
-        size_t span[3], most = vkv_bind_elems(vb);
-        block_spans(mm, so, sa, sb, &whole, span);
-        size_t words[3] = {span[0], (span[1] + 1) / 2, (span[2] + 1) / 2};
-        static const char *const names[3] = {"out", "a", "b"};
-        for (int i = 0; i < 3; i++)
-            if (words[i] > most) {
-                vkb_fail(be, VKA_ERROR_DEVICE_LIMIT,
-                         "matmul: %s (%llu bytes) passes the binding limit of %llu bytes a view "
-                         "(maxStorageBufferRange or VKATTN_MAX_BINDING_BYTES, less alignment): "
-                         "float32 products are split into blocks, bf16 ones not yet",
-                         names[i], (unsigned long long)words[i] * 4,
-                         (unsigned long long)most * 4);
-                return;
-            }
-        dispatch_block(vb, mm, so, sa, sb, &whole);
         return;
     }
     mm_block blk;

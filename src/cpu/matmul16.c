@@ -1,21 +1,22 @@
-/* The CPU backend's bf16 matrix product (matmul_bf16.h): a tile driver as the fp32 matmul's
+/* The CPU backend's 16-bit matrix product (matmul16.h): a tile driver as the fp32 matmul's
  * (matmul.c: out cut into BM_MB x BM_NB tiles, one per OpenMP work item, K walked in blocks of
  * BM_KC per tile), with three ways to compute a tile:
  *
  *  - the reference: scalar loops, each output summed over k in order;
- *  - widening (AVX2, AVX-512F): the block widened to fp32 and the fp32 fast kernel's register
- *    block (matmul_bf16_simd.h);
- *  - vdpbf16ps (AVX512-BF16), packed as oneDNN's and ggml's bf16 GEMMs pack for it ("VNNI
- *    layout"): op(b)'s block into panels of 32 columns, each k pair (k, k + 1) of a column
+ *  - widening (AVX2, AVX-512F; bf16 or fp16): the block widened to fp32 (bm_widen: along the
+ *    operand's contiguous dimension, through the fast conversions of convert.h) and the fp32
+ *    fast kernel's register block (matmul16_simd.h), one body for both types;
+ *  - vdpbf16ps (AVX512-BF16, bf16 only), packed as oneDNN's and ggml's bf16 GEMMs pack for it
+ *    ("VNNI layout"): op(b)'s block into panels of 32 columns, each k pair (k, k + 1) of a column
  *    adjacent, so a 32-bit lane holds one column's pair and a zmm register 16 columns; op(a)'s
  *    block into groups of 8 rows, each row's pair one 32-bit word, broadcast to every lane. The
  *    8 x 32 micro-kernel keeps 16 accumulators in registers; one vdpbf16ps does 16 lanes x 2
  *    products. A block of K is BM_KC = 256 (even, so pairs never straddle blocks); an odd K's
  *    last pair is padded with zeros.
  *
- * Every path sums each output in the order matmul_bf16.h states, whatever the tile sizes or the
+ * Every path sums each output in the order matmul16.h states, whatever the tile sizes or the
  * thread count. Scratch lives on the stack (~160 KiB per tile). */
-#include "cpu/matmul_bf16.h"
+#include "cpu/matmul16.h"
 
 #include "cpu/cpu_ops.h"
 #include "cpu/simd.h"
@@ -41,10 +42,47 @@ typedef struct bm_mm {
     size_t stride_a, stride_b, stride_out;
     float alpha;
     bool accumulate;
+    vka_dtype type; /* of a and b: VKA_BF16 or VKA_F16 */
+    unsigned feat;  /* the conversions the widening path may use (vkc_cvt_features) */
 } bm_mm;
 
 static inline uint16_t bm_at(bm_view v, int r, int c) {
     return v.p[(size_t)r * v.rs + (size_t)c * v.cs];
+}
+
+/* n consecutive elements widened to fp32 (exact), through the fast conversions mm->feat
+ * allows (0: the reference's). */
+static void bm_widen_run(const bm_mm *mm, float *dst, const uint16_t *src, int n) {
+    if (mm->type == VKA_F16) vkc_f16_to_f32(dst, src, (size_t)n, mm->feat);
+    else vkc_bf16_to_f32(dst, src, (size_t)n, mm->feat);
+}
+
+/* dst[r * drs + c * dcs] = op(x)(r0 + r, c0 + c) widened to fp32, r < rows, c < cols (each at
+ * most BM_KC): a run ("line") at a time along x's contiguous dimension, straight into dst where
+ * dst is contiguous that way too; else 8 lines into a buffer, then written out element by
+ * element, 8 adjacent floats at a time where dst is contiguous across lines (a transposed
+ * operand). */
+static void bm_widen(const bm_mm *mm, float *dst, size_t drs, size_t dcs, bm_view x, int r0,
+                     int rows, int c0, int cols) {
+    enum { G = 8 };
+    float run[G][BM_KC];
+    bool along_rows = x.cs == 1; /* else x.rs == 1: columns contiguous */
+    int lines = along_rows ? rows : cols, len = along_rows ? cols : rows;
+    size_t dline = along_rows ? drs : dcs, dstep = along_rows ? dcs : drs;
+    for (int l0 = 0; l0 < lines; l0 += G) {
+        int g_n = lines - l0 < G ? lines - l0 : G;
+        for (int g = 0; g < g_n; g++) {
+            int l = l0 + g;
+            const uint16_t *src = along_rows ? &x.p[(size_t)(r0 + l) * x.rs + (size_t)c0]
+                                             : &x.p[(size_t)r0 + (size_t)(c0 + l) * x.cs];
+            bm_widen_run(mm, dstep == 1 ? dst + (size_t)l * dline : run[g], src, len);
+        }
+        if (dstep == 1) continue;
+        for (int e = 0; e < len; e++) {
+            float *d = dst + (size_t)l0 * dline + (size_t)e * dstep;
+            for (int g = 0; g < g_n; g++) d[(size_t)g * dline] = run[g][e];
+        }
+    }
 }
 
 /* out(i0 + r, j0 + j) = alpha * acc[r * BM_NB + j], + bias, + out if accumulate: the fp32
@@ -71,25 +109,31 @@ static void bm_epilogue(const bm_mm *mm, float *out, const float *acc, int i0, i
 typedef void (*bm_tile_fn)(const bm_mm *mm, float *out, bm_view a, bm_view b, int i0, int mb,
                            int j0, int nb);
 
-/* The reference tile: c = 0, c = c + a * b over k in order, in fp32. */
+/* The reference tile: c = 0, c = c + a * b over k in order, in fp32, the block of K at a time
+ * widened first (with the reference's conversions: mm->feat is 0). */
 static void ref_tile(const bm_mm *mm, float *out, bm_view a, bm_view b, int i0, int mb, int j0,
                      int nb) {
-    float acc[BM_MB * BM_NB];
+    float acc[BM_MB * BM_NB], ab[BM_MB * BM_KC], bb[BM_KC * BM_NB];
     for (int r = 0; r < mb; r++)
-        for (int j = 0; j < nb; j++) {
-            float c = 0.0f;
-            for (int k = 0; k < mm->K; k++) {
-                float x = vkc_bf16_to_f32_1(bm_at(a, i0 + r, k));
-                float y = vkc_bf16_to_f32_1(bm_at(b, k, j0 + j));
-                float p = x * y;
-                c = c + p;
+        for (int j = 0; j < nb; j++) acc[r * BM_NB + j] = 0.0f;
+    for (int k0 = 0; k0 < mm->K; k0 += BM_KC) {
+        int kc = mm->K - k0 < BM_KC ? mm->K - k0 : BM_KC;
+        bm_widen(mm, ab, BM_KC, 1, a, i0, mb, k0, kc); /* ab[r][k] = op(a)(i0 + r, k0 + k) */
+        bm_widen(mm, bb, BM_NB, 1, b, k0, kc, j0, nb); /* bb[k][j] = op(b)(k0 + k, j0 + j) */
+        for (int r = 0; r < mb; r++)
+            for (int j = 0; j < nb; j++) {
+                float c = acc[r * BM_NB + j];
+                for (int k = 0; k < kc; k++) {
+                    float p = ab[r * BM_KC + k] * bb[k * BM_NB + j];
+                    c = c + p;
+                }
+                acc[r * BM_NB + j] = c;
             }
-            acc[r * BM_NB + j] = c;
-        }
+    }
     bm_epilogue(mm, out, acc, i0, mb, j0, nb);
 }
 
-#define VKC_SIMD_BODY "cpu/matmul_bf16_simd.h" /* bw_tile_avx512, bw_tile_avx2 */
+#define VKC_SIMD_BODY "cpu/matmul16_simd.h" /* bw_tile_avx512, bw_tile_avx2 */
 #include "cpu/simd_each.h"
 
 #ifdef VKC_X86
@@ -217,56 +261,61 @@ BM_TARGET_BF16 static void dp_tile(const bm_mm *mm, float *out, bm_view a, bm_vi
 #endif
 
 /* From cpuid as vkc_cpu_isa (matmul_fast.c) asks it (__builtin_cpu_supports checks that the OS
- * saves the vector state); AVX512-BF16 as the conversions find it (convert.c, compiled in beside
- * this file by the bench and the test). */
-bool vkc_bf16_path_supported(vkc_bf16_path path) {
+ * saves the vector state); F16C and AVX512-BF16 as the conversions find them (convert.c,
+ * compiled in beside this file by the bench and the test). */
+bool vkc_mm16_path_supported(vka_dtype type, vkc_mm16_path path) {
+    if (type != VKA_BF16 && type != VKA_F16) return false;
 #ifdef VKC_X86
     __builtin_cpu_init();
     bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     bool avx512 = __builtin_cpu_supports("avx512f");
     switch (path) {
-    case VKC_BF16_REFERENCE: return true;
-    case VKC_BF16_WIDEN_AVX2: return avx2;
-    case VKC_BF16_WIDEN_AVX512: return avx512;
-    case VKC_BF16_DPBF16:
-        return avx512 && __builtin_cpu_supports("avx512bw") &&
+    case VKC_MM16_REFERENCE: return true;
+    case VKC_MM16_WIDEN_AVX2:
+        return avx2 && (type == VKA_BF16 || (vkc_cvt_features(VKC_ISA_AVX2) & VKC_CVT_F16C));
+    case VKC_MM16_WIDEN_AVX512: return avx512;
+    case VKC_MM16_DPBF16:
+        return type == VKA_BF16 && avx512 && __builtin_cpu_supports("avx512bw") &&
                (vkc_cvt_features(VKC_ISA_AVX512) & VKC_CVT_BF16);
     default: return false;
     }
 #else
-    return path == VKC_BF16_REFERENCE;
+    return path == VKC_MM16_REFERENCE;
 #endif
 }
 
-vkc_bf16_path vkc_bf16_best_path(void) {
-    static const vkc_bf16_path order[] = {VKC_BF16_DPBF16, VKC_BF16_WIDEN_AVX512,
-                                          VKC_BF16_WIDEN_AVX2};
+vkc_mm16_path vkc_mm16_best_path(vka_dtype type) {
+    static const vkc_mm16_path order[] = {VKC_MM16_DPBF16, VKC_MM16_WIDEN_AVX512,
+                                          VKC_MM16_WIDEN_AVX2};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
-        if (vkc_bf16_path_supported(order[i])) return order[i];
-    return VKC_BF16_REFERENCE;
+        if (vkc_mm16_path_supported(type, order[i])) return order[i];
+    return VKC_MM16_REFERENCE;
 }
 
-const char *vkc_bf16_path_name(vkc_bf16_path path) {
+const char *vkc_mm16_path_name(vkc_mm16_path path) {
     switch (path) {
-    case VKC_BF16_WIDEN_AVX2: return "widen-avx2";
-    case VKC_BF16_WIDEN_AVX512: return "widen-avx512";
-    case VKC_BF16_DPBF16: return "vdpbf16ps";
+    case VKC_MM16_WIDEN_AVX2: return "widen-avx2";
+    case VKC_MM16_WIDEN_AVX512: return "widen-avx512";
+    case VKC_MM16_DPBF16: return "vdpbf16ps";
     default: return "reference";
     }
 }
 
-void vkc_matmul_bf16(float *out, const uint16_t *a, const uint16_t *b, const float *bias, int M,
-                     int N, int K, int batch, bool trans_a, bool trans_b, size_t stride_a,
-                     size_t stride_b, size_t stride_out, float alpha, bool accumulate,
-                     vkc_bf16_path path, int nt) {
+void vkc_matmul16(float *out, const uint16_t *a, const uint16_t *b, const float *bias, int M,
+                  int N, int K, int batch, bool trans_a, bool trans_b, size_t stride_a,
+                  size_t stride_b, size_t stride_out, float alpha, bool accumulate,
+                  vka_dtype type, vkc_mm16_path path, int nt) {
     bm_mm mm = {out, a, b, bias, M, N, K, batch, trans_a, trans_b,
-                stride_a, stride_b, stride_out, alpha, accumulate};
+                stride_a, stride_b, stride_out, alpha, accumulate, type, 0};
     bm_tile_fn tile = ref_tile;
-    if (K > 0 && vkc_bf16_path_supported(path)) {
+    if (K > 0 && vkc_mm16_path_supported(type, path)) {
 #ifdef VKC_X86
-        if (path == VKC_BF16_DPBF16) tile = dp_tile;
-        else if (path == VKC_BF16_WIDEN_AVX512) tile = bw_tile_avx512;
-        else if (path == VKC_BF16_WIDEN_AVX2) tile = bw_tile_avx2;
+        /* the widening's conversions within the path's ISA (F16C with AVX2) */
+        if (path == VKC_MM16_WIDEN_AVX512) mm.feat = vkc_cvt_features(VKC_ISA_AVX512);
+        if (path == VKC_MM16_WIDEN_AVX2) mm.feat = vkc_cvt_features(VKC_ISA_AVX2);
+        if (path == VKC_MM16_DPBF16) tile = dp_tile;
+        else if (path == VKC_MM16_WIDEN_AVX512) tile = bw_tile_avx512;
+        else if (path == VKC_MM16_WIDEN_AVX2) tile = bw_tile_avx2;
 #endif
     }
     size_t sa = stride_a ? stride_a : (size_t)M * K;
