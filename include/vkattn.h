@@ -263,7 +263,8 @@ typedef struct vka_context_desc {
  * does not exist or has no compute queue), VKA_ERROR_UNSUPPORTED (validation asked for but the
  * layer is missing; with vka_vulkan_env: the application's instance was not created with
  * VK_LAYER_KHRONOS_validation and VK_EXT_debug_utils), VKA_ERROR_INVALID_ARGUMENT (unknown backend, kernels or validation value, or a
- * VKATTN_KERNELS / VKATTN_VALIDATION value that means nothing), VKA_ERROR_VULKAN,
+ * malformed VKATTN_* variable, named in the message: every one that is set is checked, whichever
+ * backend and whatever the desc gives instead; docs/environment.md), VKA_ERROR_VULKAN,
  * VKA_ERROR_OUT_OF_HOST_MEMORY.
  */
 vka_result vka_context_create(const vka_context_desc *desc, vka_context **out);
