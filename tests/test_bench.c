@@ -419,8 +419,11 @@ static void test_bench_bad_options(void **state) {
         {{"extra"}, 2, "unexpected argument", NULL},
         {{"--filter", "gelu/default/forward", "--device", "99"}, 1, "bench: Vulkan: ", NULL},
         {{"--filter", "gelu/default/forward"}, 1, "bench: Vulkan: ", "VKATTN_DEVICE=99"},
-        {{"--filter", "gelu/default/forward"}, 1, "VKATTN_KERNELS=\"bogus\"",
+        /* a malformed variable is a usage error */
+        {{"--filter", "gelu/default/forward"}, 2, "VKATTN_KERNELS=\"bogus\"",
          "VKATTN_KERNELS=bogus"},
+        {{"--backend", "cpu", "--filter", "gelu/default/forward"}, 2,
+         "VKATTN_TEXEL_LOADS=\"2\"", "VKATTN_TEXEL_LOADS=2"},
         {{"--plot", "/nonexistent-vkattn-dir/p.svg"}, 1, "does not exist", NULL},
         {{"--backend", "cpu", "--filter", "gelu/default/forward", "--plot", "."}, 1,
          "is a directory", NULL},

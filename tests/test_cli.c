@@ -921,6 +921,39 @@ static void test_cli_bad_options(void **state) {
     tf_rmdir(&d);
 }
 
+/* A malformed VKATTN_* value is a usage error (exit 2) naming the variable, whichever backend
+ * the command runs (a Vulkan-only variable under --backend cpu too, and the other way round),
+ * before anything runs. */
+static void test_cli_bad_variables_are_usage_errors(void **state) {
+    (void)state;
+    static const char *const bad[] = {
+        "VKATTN_DEVICE=abc",       "VKATTN_MAX_MEMORY_BYTES=0", "VKATTN_VALIDATION=2",
+        "VKATTN_CPU_KERNELS=abc",  "VKATTN_TEXEL_LOADS=2",      "VKATTN_KERNELS=bogus",
+        "VKATTN_TEST_FAIL_ALLOC=-1", "VKATTN_MAX_TENSOR_BYTES= 65536",
+        "VKATTN_TEXT_PIECE_BYTES=18446744073709551615",
+    };
+    static const char *const backends[] = {"cpu", "vulkan"};
+    tf_dir d = tf_mkdir();
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        for (int b = 0; b < 2; b++) {
+            char name[64], what[128];
+            snprintf(name, sizeof name, "%.*s=\"", (int)strcspn(bad[i], "="), bad[i]);
+            snprintf(what, sizeof what, "%s train --backend %s", bad[i], backends[b]);
+            cu_result r = cu_run_spec(&(cu_spec){.dir = &d, .env = {bad[i]}},
+                                      CU_ARGS("train", "--backend", backends[b], "--steps", "1"));
+            cu_expect(&r, CLI_USAGE_STATUS, name, what);
+            if (r.out[0]) fail_msg("%s: it ran before refusing:\n%s", what, r.out);
+            cu_free(&r);
+        }
+    /* The byte-size message gives the range. */
+    cu_result r = cu_run_spec(&(cu_spec){.dir = &d, .env = {bad[8]}},
+                              CU_ARGS("train", "--backend", "cpu", "--steps", "1"));
+    cu_expect(&r, CLI_USAGE_STATUS, "is not a number of bytes from 1 to 4611686018427387903",
+              bad[8]);
+    cu_free(&r);
+    tf_rmdir(&d);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * info and check
  * ------------------------------------------------------------------------------------------- */
@@ -1010,6 +1043,7 @@ static void test_cli_check_json_passes(void **state) {
 int main(int argc, char **argv) {
     const struct CMUnitTest quick[] = {
         cmocka_unit_test(test_cli_bad_options),
+        cmocka_unit_test(test_cli_bad_variables_are_usage_errors),
         cmocka_unit_test(test_cli_info),
         cmocka_unit_test(test_cli_train_lowers_loss_cpu),
         cmocka_unit_test(test_cli_train_profile),

@@ -134,7 +134,7 @@ enum { CLI_USES_VULKAN = 1, CLI_USES_CPU = 2 };
  * backend's): usage error otherwise. */
 int cli_check_backend_opts(const char *cmd, const cli_backend_opts *b, unsigned uses);
 /* Create the context; on failure print the reason (with a hint to use --backend cpu when
- * Vulkan is unavailable) and return CLI_ERROR. */
+ * Vulkan is unavailable) and return CLI_ERROR, or CLI_USAGE for a malformed VKATTN_* value. */
 int cli_context(const char *cmd, const cli_backend_opts *b, vka_context **out);
 /* cli_context without a word: on failure *why receives the reason and the result is returned. */
 vka_result cli_context_try(const char *cmd, const cli_backend_opts *b, vka_context **out,
