@@ -1009,7 +1009,37 @@ static void test_cli_info(void **state) {
         r = cu_run(&d, "info", "--device", "99");
         cu_expect(&r, 1, "not a device index", "info --device 99");
         cu_free(&r);
+        /* where the CPU backend's thread count came from; OMP_NUM_THREADS past --threads' limit
+         * (which crashed libgomp) is capped at it */
+        r = cu_run_spec(&(cu_spec){.dir = &d, .env = {"OMP_NUM_THREADS=3"}}, CU_ARGS("info"));
+        cu_expect(&r, 0, NULL, "OMP_NUM_THREADS=3 info");
+        assert_non_null(strstr(r.out, "CPU backend (--backend cpu): 3 thread(s) "
+                                      "(OMP_NUM_THREADS=3; --threads overrides it)\n"));
+        cu_free(&r);
+        r = cu_run_spec(&(cu_spec){.dir = &d, .env = {"OMP_NUM_THREADS=100000"}},
+                        CU_ARGS("info", "--json"));
+        cu_expect(&r, 0, NULL, "OMP_NUM_THREADS=100000 info --json");
+        assert_int_equal((int)cu_json_num(r.out, "cpu_threads"), VKA_CPU_MAX_THREADS);
+        cu_free(&r);
+        r = cu_run_spec(&(cu_spec){.dir = &d, .env = {"OMP_NUM_THREADS=100000"}}, CU_ARGS("info"));
+        cu_expect(&r, 0, NULL, "OMP_NUM_THREADS=100000 info");
+        assert_non_null(strstr(r.out, "4096 thread(s) (OMP_NUM_THREADS=100000, capped at 4096"));
+        cu_free(&r);
+        if (!getenv("OMP_NUM_THREADS")) {
+            r = cu_run(&d, "info");
+            cu_expect(&r, 0, NULL, "info");
+            assert_non_null(strstr(r.out, "thread(s) (OpenMP's default: the CPUs; --threads or "
+                                          "OMP_NUM_THREADS sets it)\n"));
+            cu_free(&r);
+        }
     }
+    /* the library says it capped the count (an info message: --verbose) */
+    r = cu_run_spec(&(cu_spec){.dir = &d, .env = {"OMP_NUM_THREADS=100000"}},
+                    CU_ARGS("generate", "--backend", "cpu", "--verbose", "--model", "none.bin"));
+    cu_expect(&r, 1, "OpenMP's default of 100000 threads (OMP_NUM_THREADS) is capped at 4096",
+              "OMP_NUM_THREADS=100000 generate --verbose");
+    assert_non_null(strstr(r.err, "cpu backend: 4096 thread(s)"));
+    cu_free(&r);
     tf_rmdir(&d);
 }
 

@@ -120,7 +120,8 @@ extern const char *const cli_attention_names[];
                "Vulkan kernel variants: auto, gpu or cpu (default: auto, by device type)",      \
                cli_kernel_names),                                                               \
     CLI_INT("threads", &(b)->threads, "N",                                                      \
-            "CPU backend threads (default: 0 = OpenMP's default, $OMP_NUM_THREADS)", 0, 4096),  \
+            "CPU backend threads (default: 0 = OpenMP's default, $OMP_NUM_THREADS)", 0,         \
+            VKA_CPU_MAX_THREADS),                                                               \
     CLI_FLAG("verbose", &(b)->verbose, "print the library's info messages to stderr")
 
 /* Which backends a command runs, for cli_check_backend_opts: bits that may be combined (bench
