@@ -192,6 +192,10 @@ typedef enum vka_cpu_kernels {
                                       test that path); "fast-avx2" in VKATTN_CPU_KERNELS */
 } vka_cpu_kernels;
 
+/** The most threads the CPU backend takes from OpenMP's default (OMP_NUM_THREADS=100000 would
+ * crash OpenMP's runtime); the command line's --threads allows as many. */
+#define VKA_CPU_MAX_THREADS 4096
+
 typedef struct vka_context_desc {
     vka_backend backend;    /* 0 = VKA_BACKEND_VULKAN */
     const char *device;     /* Vulkan device by index as vka_context_device_info lists it ("1");
@@ -218,7 +222,8 @@ typedef struct vka_context_desc {
                                leaves the application's instance alone (its layer, if any,
                                still checks vkattn's calls and reports to the application's
                                messengers; the count stays 0) */
-    int cpu_threads;        /* CPU backend threads; 0 = OpenMP's default */
+    int cpu_threads;        /* CPU backend threads; 0 = OpenMP's default (OMP_NUM_THREADS, else
+                               the CPUs), capped at VKA_CPU_MAX_THREADS */
     vka_log_fn log;         /* NULL = silent */
     void *log_user_data;    /* passed to log */
     vka_log_level log_level;/* most verbose level passed to log; 0 = errors only */
@@ -263,7 +268,8 @@ typedef struct vka_context_desc {
  * does not exist or has no compute queue), VKA_ERROR_UNSUPPORTED (validation asked for but the
  * layer is missing; with vka_vulkan_env: the application's instance was not created with
  * VK_LAYER_KHRONOS_validation and VK_EXT_debug_utils), VKA_ERROR_INVALID_ARGUMENT (unknown backend, kernels or validation value, or a
- * VKATTN_KERNELS / VKATTN_VALIDATION value that means nothing), VKA_ERROR_VULKAN,
+ * malformed VKATTN_* variable, named in the message: every one that is set is checked, whichever
+ * backend and whatever the desc gives instead; docs/environment.md), VKA_ERROR_VULKAN,
  * VKA_ERROR_OUT_OF_HOST_MEMORY.
  */
 vka_result vka_context_create(const vka_context_desc *desc, vka_context **out);
@@ -286,7 +292,8 @@ vka_backend vka_context_backend(const vka_context *ctx);
  */
 uint32_t vka_context_validation_messages(const vka_context *ctx);
 /** Threads the CPU backend's kernels run on (desc.cpu_threads, else OpenMP's default, which
- * OMP_NUM_THREADS sets; 1 in a build without OpenMP). 0 for a Vulkan context. */
+ * OMP_NUM_THREADS sets, at most VKA_CPU_MAX_THREADS (an info message says when it was capped);
+ * 1 in a build without OpenMP). 0 for a Vulkan context. */
 int vka_context_cpu_threads(const vka_context *ctx);
 /** The CPU backend's kernels: "reference", or "fast (avx512)", "fast (avx2+fma)", "fast
  * (baseline)" (no vector ISA to use: the reference's code). NULL for a Vulkan context. */

@@ -4,7 +4,8 @@
  * one file of the library that reads the environment. vka_context_create resolves the desc and
  * the variables into one vka_settings, which the backend receives at create (its limits
  * included). The only variable read later is VKATTN_TEXT_PIECE_BYTES, when a text is encoded
- * (vkm_text_piece_bytes; tests change it between calls on one context).
+ * (vkm_text_piece_bytes; tests change it between calls on one context); it is checked at create
+ * too, as every variable is.
  * The documentation's table of variables is checked against this list (tests/test_settings.c).
  */
 #ifndef VKA_SETTINGS_H
@@ -17,23 +18,26 @@
 
 typedef enum vka_setting_kind {
     VKA_SETTING_BYTES, /* a number of bytes >= minimum (<= maximum unless 0) */
-    VKA_SETTING_NUMBER, /* a number, not checked (test knobs; unset, empty or junk = 0) */
-    VKA_SETTING_WORD,  /* one of the words its message lists */
+    VKA_SETTING_NUMBER, /* a number >= 0 (test knobs; unset or empty = 0) */
+    VKA_SETTING_WORD,  /* one of the words its message lists: minimum to maximum, in order */
     VKA_SETTING_FLAG,  /* 0 or 1 */
-    VKA_SETTING_INDEX, /* a Vulkan device index, checked against the devices (vk_device.c) */
+    VKA_SETTING_INDEX, /* a number: a Vulkan device index, checked against the devices when the
+                        * Vulkan backend selects one (vk_device.c) */
 } vka_setting_kind;
 
 /* X(id, variable, desc field, kind, minimum, maximum, default, expect). variable is NULL for a
  * desc field the environment does not set, field NULL for a variable only. expect completes the
  * message for a bad value: "VARIABLE=\"value\" is not <expect>", and for BYTES "... is not a
- * number of bytes >= <minimum> (<expect>)". A desc field, where given (not 0), decides over its
- * variable, which is then not read (except VKATTN_CPU_KERNELS, always checked). Empty variables
- * count as unset. */
+ * number of bytes from <minimum> to <maximum> (<expect>)" (">= <minimum>" without a maximum).
+ * Numbers are decimal digits only (no sign, space or suffix). Every variable that is set is
+ * checked when a context is created, whichever backend it runs and whatever its desc says (a
+ * typo is never silently ignored); a desc field, where given (not 0), then decides over its
+ * variable. Empty variables count as unset. */
 #define VKA_SETTING_LIST(X)                                                                        \
     X(VALIDATION, "VKATTN_VALIDATION", "validation", VKA_SETTING_FLAG, 0, 1, "0 (off)",            \
       "0 or 1 (1 enables the Vulkan validation layer)")                                            \
     X(DEVICE, "VKATTN_DEVICE", "device", VKA_SETTING_INDEX, 0, 0,                                  \
-      "the best: discrete > integrated > virtual > CPU", "a device index")                         \
+      "the best: discrete > integrated > virtual > CPU", "a device index (0, 1, ...)")             \
     X(KERNELS, "VKATTN_KERNELS", "kernels", VKA_SETTING_WORD, 0, 2, "auto (by device type)",       \
       "a kernel variant: use gpu, cpu or auto (or leave it unset)")                                \
     X(TEXEL_LOADS, "VKATTN_TEXEL_LOADS", NULL, VKA_SETTING_FLAG, 0, 1, "1 (CPU-type kernels)",     \
@@ -47,12 +51,14 @@ typedef enum vka_setting_kind {
       0, "the device-local heap (CPU backend, CPU-type devices: physical memory)",                 \
       "it lowers the memory all tensors together may take")                                        \
     X(CPU_THREADS, NULL, "cpu_threads", VKA_SETTING_NUMBER, 0, 0, "0 (OpenMP's default)", "")      \
-    X(CPU_KERNELS, "VKATTN_CPU_KERNELS", "cpu_kernels", VKA_SETTING_WORD, 0, 3, "fast",            \
+    X(CPU_KERNELS, "VKATTN_CPU_KERNELS", "cpu_kernels", VKA_SETTING_WORD, 1, 3, "fast",            \
       "fast, reference or fast-avx2")                                                              \
     X(TEXT_PIECE_BYTES, "VKATTN_TEXT_PIECE_BYTES", NULL, VKA_SETTING_BYTES, 1, SIZE_MAX / 4,       \
       "1 MiB (VKM_TEXT_PIECE_BYTES)", "the size of the pieces a text is encoded in")               \
-    X(TEST_FAIL_ALLOC, "VKATTN_TEST_FAIL_ALLOC", NULL, VKA_SETTING_NUMBER, 0, 0, "0 (never)", "")  \
-    X(TEST_FAIL_SUBMIT, "VKATTN_TEST_FAIL_SUBMIT", NULL, VKA_SETTING_NUMBER, 0, 0, "0 (never)", "")
+    X(TEST_FAIL_ALLOC, "VKATTN_TEST_FAIL_ALLOC", NULL, VKA_SETTING_NUMBER, 0, 0, "0 (never)",      \
+      "a count (N: each Vulkan context's N-th device memory allocation fails; 0: none)")           \
+    X(TEST_FAIL_SUBMIT, "VKATTN_TEST_FAIL_SUBMIT", NULL, VKA_SETTING_NUMBER, 0, 0, "0 (never)",    \
+      "a count (N: each Vulkan context's N-th queue submission fails; 0: none)")
 
 /* The variables read outside the library, X(variable, reader, documented): the command line's,
  * the tests' and the Python binding's (VKATTN_DEVICE, VKATTN_KERNELS, ... are the library's,

@@ -350,6 +350,36 @@ static void test_bench_cpu_threads(void **state) {
     tf_rmdir(&d);
 }
 
+/* Generation rows report the model's memory (vka_gpt_memory_bytes after the run), as the
+ * model rows do, in the JSON and in the table (they said "model memory 0 MiB"). */
+static void test_bench_generate_reports_model_memory(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    const char *const args[][9] = {
+        {"bench", "--backend", "cpu", "--filter", "generate/default.P64", "--runs", "1", "--json"},
+        {"bench", "--backend", "cpu", "--filter", "generate/default.P64", "--runs", "1"},
+    };
+    cu_result r = cu_run_spec(&(cu_spec){.dir = &d}, args[0]);
+    cu_expect(&r, 0, NULL, "bench --filter generate/default.P64 --json");
+    jv doc;
+    parse(r.out, &doc);
+    const jv *cases = jv_get(&doc, "cases");
+    assert_int_equal(cases->n, 2);
+    for (int i = 0; i < cases->n; i++) {
+        const jv *res = jv_get(jv_get(&cases->items[i], "results"), "cpu");
+        double mb = jv_num(res, "memory_mb");
+        if (!(mb > 0)) fail_msg("%s: memory_mb %g", jv_str(&cases->items[i], "id"), mb);
+    }
+    jv_clear(&doc);
+    cu_free(&r);
+    r = cu_run_spec(&(cu_spec){.dir = &d}, args[1]);
+    cu_expect(&r, 0, NULL, "bench --filter generate/default.P64");
+    assert_int_equal(cu_count_lines(r.out, "model memory"), 2);
+    assert_int_equal(cu_count_lines(r.out, "model memory 0 MiB"), 0);
+    cu_free(&r);
+    tf_rmdir(&d);
+}
+
 /* --backend vulkan: still checked against the CPU reference. */
 static void test_bench_vulkan_only(void **state) {
     (void)state;
@@ -419,8 +449,11 @@ static void test_bench_bad_options(void **state) {
         {{"extra"}, 2, "unexpected argument", NULL},
         {{"--filter", "gelu/default/forward", "--device", "99"}, 1, "bench: Vulkan: ", NULL},
         {{"--filter", "gelu/default/forward"}, 1, "bench: Vulkan: ", "VKATTN_DEVICE=99"},
-        {{"--filter", "gelu/default/forward"}, 1, "VKATTN_KERNELS=\"bogus\"",
+        /* a malformed variable is a usage error */
+        {{"--filter", "gelu/default/forward"}, 2, "VKATTN_KERNELS=\"bogus\"",
          "VKATTN_KERNELS=bogus"},
+        {{"--backend", "cpu", "--filter", "gelu/default/forward"}, 2,
+         "VKATTN_TEXEL_LOADS=\"2\"", "VKATTN_TEXEL_LOADS=2"},
         {{"--plot", "/nonexistent-vkattn-dir/p.svg"}, 1, "does not exist", NULL},
         {{"--backend", "cpu", "--filter", "gelu/default/forward", "--plot", "."}, 1,
          "is a directory", NULL},
@@ -447,19 +480,21 @@ static void test_bench_bad_options(void **state) {
     tf_rmdir(&d);
 }
 
-/* Without OMP_WAIT_POLICY, vkattn runs with it passive (OpenMP reads it at load time, so vkattn
- * sets it and runs itself again); a value the user set is kept. */
+/* Without OMP_WAIT_POLICY (or with it empty, docs/environment.md), vkattn runs with it passive
+ * (OpenMP reads it at load time, so vkattn sets it and runs itself again); a value the user set
+ * is kept. */
 static void test_bench_omp_wait_policy(void **state) {
     (void)state;
     tf_dir d = tf_mkdir();
     char *saved = getenv("OMP_WAIT_POLICY") ? strdup(getenv("OMP_WAIT_POLICY")) : NULL;
-    static const char *const set[] = {NULL, "active"}, *const want[] = {"passive", "active"};
-    for (int i = 0; i < 2; i++) {
+    static const char *const set[] = {NULL, "active", ""};
+    static const char *const want[] = {"passive", "active", "passive"};
+    for (int i = 0; i < 3; i++) {
         if (set[i]) setenv("OMP_WAIT_POLICY", set[i], 1);
         else unsetenv("OMP_WAIT_POLICY");
         cu_result r = cu_run(&d, "bench", "--backend", "cpu", "--json", "--runs", "1", "--filter",
                              "residual/default/forward");
-        cu_expect(&r, 0, NULL, "bench with OMP_WAIT_POLICY unset/active");
+        cu_expect(&r, 0, NULL, "bench with OMP_WAIT_POLICY unset/active/empty");
         jv doc;
         parse(r.out, &doc);
         const jv *cpu = &jv_get(&doc, "backends")->items[0];
@@ -517,6 +552,7 @@ int main(void) {
         cmocka_unit_test(test_bench_cpu_only),
         cmocka_unit_test(test_bench_cpu_threads),
         cmocka_unit_test(test_bench_vulkan_only),
+        cmocka_unit_test(test_bench_generate_reports_model_memory),
         cmocka_unit_test(test_bench_list),
         cmocka_unit_test(test_bench_bad_options),
         cmocka_unit_test(test_bench_omp_wait_policy),

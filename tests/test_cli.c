@@ -921,6 +921,39 @@ static void test_cli_bad_options(void **state) {
     tf_rmdir(&d);
 }
 
+/* A malformed VKATTN_* value is a usage error (exit 2) naming the variable, whichever backend
+ * the command runs (a Vulkan-only variable under --backend cpu too, and the other way round),
+ * before anything runs. */
+static void test_cli_bad_variables_are_usage_errors(void **state) {
+    (void)state;
+    static const char *const bad[] = {
+        "VKATTN_DEVICE=abc",       "VKATTN_MAX_MEMORY_BYTES=0", "VKATTN_VALIDATION=2",
+        "VKATTN_CPU_KERNELS=abc",  "VKATTN_TEXEL_LOADS=2",      "VKATTN_KERNELS=bogus",
+        "VKATTN_TEST_FAIL_ALLOC=-1", "VKATTN_MAX_TENSOR_BYTES= 65536",
+        "VKATTN_TEXT_PIECE_BYTES=18446744073709551615",
+    };
+    static const char *const backends[] = {"cpu", "vulkan"};
+    tf_dir d = tf_mkdir();
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        for (int b = 0; b < 2; b++) {
+            char name[64], what[128];
+            snprintf(name, sizeof name, "%.*s=\"", (int)strcspn(bad[i], "="), bad[i]);
+            snprintf(what, sizeof what, "%s train --backend %s", bad[i], backends[b]);
+            cu_result r = cu_run_spec(&(cu_spec){.dir = &d, .env = {bad[i]}},
+                                      CU_ARGS("train", "--backend", backends[b], "--steps", "1"));
+            cu_expect(&r, CLI_USAGE_STATUS, name, what);
+            if (r.out[0]) fail_msg("%s: it ran before refusing:\n%s", what, r.out);
+            cu_free(&r);
+        }
+    /* The byte-size message gives the range. */
+    cu_result r = cu_run_spec(&(cu_spec){.dir = &d, .env = {bad[8]}},
+                              CU_ARGS("train", "--backend", "cpu", "--steps", "1"));
+    cu_expect(&r, CLI_USAGE_STATUS, "is not a number of bytes from 1 to 4611686018427387903",
+              bad[8]);
+    cu_free(&r);
+    tf_rmdir(&d);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * info and check
  * ------------------------------------------------------------------------------------------- */
@@ -976,7 +1009,37 @@ static void test_cli_info(void **state) {
         r = cu_run(&d, "info", "--device", "99");
         cu_expect(&r, 1, "not a device index", "info --device 99");
         cu_free(&r);
+        /* where the CPU backend's thread count came from; OMP_NUM_THREADS past --threads' limit
+         * (which crashed libgomp) is capped at it */
+        r = cu_run_spec(&(cu_spec){.dir = &d, .env = {"OMP_NUM_THREADS=3"}}, CU_ARGS("info"));
+        cu_expect(&r, 0, NULL, "OMP_NUM_THREADS=3 info");
+        assert_non_null(strstr(r.out, "CPU backend (--backend cpu): 3 thread(s) "
+                                      "(OMP_NUM_THREADS=3; --threads overrides it)\n"));
+        cu_free(&r);
+        r = cu_run_spec(&(cu_spec){.dir = &d, .env = {"OMP_NUM_THREADS=100000"}},
+                        CU_ARGS("info", "--json"));
+        cu_expect(&r, 0, NULL, "OMP_NUM_THREADS=100000 info --json");
+        assert_int_equal((int)cu_json_num(r.out, "cpu_threads"), VKA_CPU_MAX_THREADS);
+        cu_free(&r);
+        r = cu_run_spec(&(cu_spec){.dir = &d, .env = {"OMP_NUM_THREADS=100000"}}, CU_ARGS("info"));
+        cu_expect(&r, 0, NULL, "OMP_NUM_THREADS=100000 info");
+        assert_non_null(strstr(r.out, "4096 thread(s) (OMP_NUM_THREADS=100000, capped at 4096"));
+        cu_free(&r);
+        if (!getenv("OMP_NUM_THREADS")) {
+            r = cu_run(&d, "info");
+            cu_expect(&r, 0, NULL, "info");
+            assert_non_null(strstr(r.out, "thread(s) (OpenMP's default: the CPUs; --threads or "
+                                          "OMP_NUM_THREADS sets it)\n"));
+            cu_free(&r);
+        }
     }
+    /* the library says it capped the count (an info message: --verbose) */
+    r = cu_run_spec(&(cu_spec){.dir = &d, .env = {"OMP_NUM_THREADS=100000"}},
+                    CU_ARGS("generate", "--backend", "cpu", "--verbose", "--model", "none.bin"));
+    cu_expect(&r, 1, "OpenMP's default of 100000 threads (OMP_NUM_THREADS) is capped at 4096",
+              "OMP_NUM_THREADS=100000 generate --verbose");
+    assert_non_null(strstr(r.err, "cpu backend: 4096 thread(s)"));
+    cu_free(&r);
     tf_rmdir(&d);
 }
 
@@ -1010,6 +1073,7 @@ static void test_cli_check_json_passes(void **state) {
 int main(int argc, char **argv) {
     const struct CMUnitTest quick[] = {
         cmocka_unit_test(test_cli_bad_options),
+        cmocka_unit_test(test_cli_bad_variables_are_usage_errors),
         cmocka_unit_test(test_cli_info),
         cmocka_unit_test(test_cli_train_lowers_loss_cpu),
         cmocka_unit_test(test_cli_train_profile),

@@ -214,9 +214,11 @@ static void test_cli_eval_in_chunks_and_bits_per_byte(void **state) {
     vka_tokenizer_destroy(tok);
     vka_gpt_destroy(gpt);
     tu_done(ctx);
-    /* a chunk size that is not a positive number is refused (usage), not replaced */
+    /* a chunk size that is not a positive number is refused (usage), not replaced; digits
+     * only, as the library's variables (" 1" and "+1" too) */
     const char *bad[] = {"VKATTN_EVAL_CHUNK=abc", "VKATTN_EVAL_CHUNK=0", "VKATTN_EVAL_CHUNK=-5",
-                         "VKATTN_EVAL_CHUNK=99999999999999999999"};
+                         "VKATTN_EVAL_CHUNK=99999999999999999999", "VKATTN_EVAL_CHUNK= 1",
+                         "VKATTN_EVAL_CHUNK=+1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cu_spec spec = {.dir = &d, .env = {bad[i]}};
         cu_result b = cu_run_spec(&spec, CU_ARGS("eval", "--backend", "cpu", "--model", "m.bin",

@@ -44,8 +44,8 @@ static vka_train_state load_state(const char *path) {
  * ------------------------------------------------------------------------------------------- */
 
 /* The state records the text's length and hash; a resume given another text (another file,
- * the same length with other bytes, or the built-in corpus instead) is refused with exit 2
- * naming both, before any step; the same text resumes. */
+ * one too short for the run's ctx, the same length with other bytes, or the built-in corpus
+ * instead) is refused with exit 2 naming both, before any step; the same text resumes. */
 static void test_cli_resume_refuses_another_text(void **state) {
     (void)state;
     tf_dir d = tf_mkdir();
@@ -57,6 +57,7 @@ static void test_cli_resume_refuses_another_text(void **state) {
     tf_write(tf_path(&d, "b.txt"), a, n);
     free(a);
     write_text(tf_path(&d, "c.txt"), 9000);
+    write_text(tf_path(&d, "d.txt"), 200); /* a validation split of 20 tokens: below ctx+1 */
     cu_result r = cu_run(&d, "train", "--backend", "cpu", SMALL, "--steps", "4", "--stop-at", "2",
                          "--eval-windows", "2", "--data", "a.txt", "--quiet");
     cu_expect(&r, 0, NULL, "2 of 4 steps on a.txt");
@@ -67,6 +68,7 @@ static void test_cli_resume_refuses_another_text(void **state) {
         const char *data, *message;
     } cases[] = {
         {"c.txt", "but c.txt is 9"},
+        {"d.txt", "but d.txt is 2"},
         {"b.txt", "bytes too, with other contents"},
         {NULL, "did you forget --data?"},
     };

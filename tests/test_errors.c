@@ -94,7 +94,7 @@ static void test_errors_failed_context_says_so(void **state) {
 
 static void test_errors_bad_kernels_setting(void **state) {
     (void)state;
-    /* In the environment (which only a Vulkan context reads). */
+    /* In the environment. */
     setenv("VKATTN_KERNELS", "bogus", 1);
     vka_context_desc d = {.backend = VKA_BACKEND_VULKAN};
     vka_context *ctx = NULL;
@@ -141,6 +141,88 @@ static void test_errors_bad_validation_setting(void **state) {
         }
 }
 
+/* The variable name's value, saved (NULL: unset) so that restore puts it back. */
+typedef struct saved_var {
+    const char *name;
+    char *value;
+} saved_var;
+
+static saved_var set_var(const char *name, const char *value) {
+    const char *old = getenv(name);
+    saved_var s = {name, old ? strdup(old) : NULL};
+    setenv(name, value, 1);
+    return s;
+}
+
+static void restore(saved_var *s) {
+    if (s->value) setenv(s->name, s->value, 1);
+    else unsetenv(s->name);
+    free(s->value);
+}
+
+/* Every variable's value is checked when a context is created, whichever backend it runs and
+ * whatever its desc decides (a typo is never silently ignored): numbers are digits only. */
+static void test_errors_every_variable_checked_on_either_backend(void **state) {
+    (void)state;
+    static const struct {
+        const char *var, *value, *want;
+    } bad[] = {
+        {"VKATTN_VALIDATION", "2", "is not 0 or 1"},
+        {"VKATTN_DEVICE", "abc", "is not a device index"},
+        {"VKATTN_DEVICE", " 1", "is not a device index"},
+        {"VKATTN_KERNELS", "bogus", "is not a kernel variant"},
+        {"VKATTN_TEXEL_LOADS", "2", "is not 0 or 1"},
+        {"VKATTN_MAX_BINDING_BYTES", "4095", "is not a number of bytes >= 4096"},
+        {"VKATTN_MAX_TENSOR_BYTES", "1G", "is not a number of bytes >= 65536"},
+        {"VKATTN_MAX_MEMORY_BYTES", "0", "is not a number of bytes >= 65536"},
+        {"VKATTN_MAX_MEMORY_BYTES", " 65536", "is not a number of bytes >= 65536"},
+        {"VKATTN_CPU_KERNELS", "abc", "is not fast, reference or fast-avx2"},
+        {"VKATTN_TEXT_PIECE_BYTES", "18446744073709551615",
+         "is not a number of bytes from 1 to 4611686018427387903"},
+        {"VKATTN_TEXT_PIECE_BYTES", "+1", "is not a number of bytes from 1 to"},
+        {"VKATTN_TEST_FAIL_ALLOC", "-1", "is not a count"},
+        {"VKATTN_TEST_FAIL_SUBMIT", "abc", "is not a count"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        for (int k = 0; k < 4; k++) {
+            /* k & 1: the CPU backend; k & 2: the desc gives what the variable would */
+            bool cpu = k & 1, given = k & 2;
+            vka_context_desc d = {.backend = cpu ? VKA_BACKEND_CPU : VKA_BACKEND_VULKAN};
+            if (given) {
+                d.validation = -1;
+                d.device = "0";
+                d.kernels = VKA_KERNELS_GPU;
+                d.cpu_kernels = VKA_CPU_KERNELS_REFERENCE;
+                d.max_binding_bytes = d.max_tensor_bytes = d.max_memory_bytes = 1 << 20;
+            }
+            saved_var s = set_var(bad[i].var, bad[i].value);
+            vka_context *ctx = NULL;
+            vka_result r = vka_context_create(&d, &ctx);
+            restore(&s);
+            char want[128];
+            snprintf(want, sizeof want, "%s=\"%s\" %s", bad[i].var, bad[i].value, bad[i].want);
+            if (r != VKA_ERROR_INVALID_ARGUMENT || !strstr(vka_last_error(ctx), want))
+                fail_msg("%s=\"%s\", %s backend%s: %s (%s), expected \"%s\"", bad[i].var,
+                         bad[i].value, cpu ? "cpu" : "vulkan", given ? ", desc given" : "",
+                         vka_result_string(r), vka_last_error(ctx), want);
+            vka_context_destroy(ctx);
+        }
+    /* The other backend's variables, set to what they allow, change nothing on the CPU. */
+    static const char *const good[][2] = {
+        {"VKATTN_DEVICE", "7"},          {"VKATTN_KERNELS", "gpu"},
+        {"VKATTN_TEXEL_LOADS", "0"},     {"VKATTN_MAX_BINDING_BYTES", "4096"},
+        {"VKATTN_TEST_FAIL_ALLOC", "3"}, {"VKATTN_TEST_FAIL_SUBMIT", "0"},
+    };
+    saved_var s[sizeof good / sizeof good[0]];
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) s[i] = set_var(good[i][0], good[i][1]);
+    vka_context *ctx = NULL;
+    vka_result r = vka_context_create(&(vka_context_desc){.backend = VKA_BACKEND_CPU}, &ctx);
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) restore(&s[i]);
+    if (r != VKA_SUCCESS) fail_msg("CPU context with the Vulkan settings set: %s",
+                                   vka_last_error(ctx));
+    vka_context_destroy(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errors_measure_peak_arguments),
@@ -148,6 +230,7 @@ int main(void) {
         cmocka_unit_test(test_errors_failed_context_says_so),
         cmocka_unit_test(test_errors_bad_kernels_setting),
         cmocka_unit_test(test_errors_bad_validation_setting),
+        cmocka_unit_test(test_errors_every_variable_checked_on_either_backend),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

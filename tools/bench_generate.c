@@ -118,6 +118,7 @@ static vka_result run_case(bench *b, int dev, int i, bench_row *rows, int n_rows
             res->ceiling = b->dev[dev].peak.gflops;
             res->check = dev == BENCH_CPU ? BENCH_REFERENCE : BENCH_UNCHECKED;
             res->loss = res->grad_norm = NAN;
+            res->memory_mb = (double)vka_gpt_memory_bytes(gpt) / (1 << 20);
         }
         vka_gpt_session_destroy(g.sess);
     }

@@ -132,7 +132,8 @@ int cli_set_precision(const char *cmd, vka_context *ctx, vka_gpt *gpt, int preci
                "Vulkan kernel variants: auto, gpu or cpu (default: auto, by device type)",      \
                cli_kernel_names),                                                               \
     CLI_INT("threads", &(b)->threads, "N",                                                      \
-            "CPU backend threads (default: 0 = OpenMP's default, $OMP_NUM_THREADS)", 0, 4096),  \
+            "CPU backend threads (default: 0 = OpenMP's default, $OMP_NUM_THREADS)", 0,         \
+            VKA_CPU_MAX_THREADS),                                                               \
     CLI_FLAG("verbose", &(b)->verbose, "print the library's info messages to stderr")
 
 /* Which backends a command runs, for cli_check_backend_opts: bits that may be combined (bench
@@ -146,7 +147,7 @@ enum { CLI_USES_VULKAN = 1, CLI_USES_CPU = 2 };
  * backend's): usage error otherwise. */
 int cli_check_backend_opts(const char *cmd, const cli_backend_opts *b, unsigned uses);
 /* Create the context; on failure print the reason (with a hint to use --backend cpu when
- * Vulkan is unavailable) and return CLI_ERROR. */
+ * Vulkan is unavailable) and return CLI_ERROR, or CLI_USAGE for a malformed VKATTN_* value. */
 int cli_context(const char *cmd, const cli_backend_opts *b, vka_context **out);
 /* cli_context without a word: on failure *why receives the reason and the result is returned. */
 vka_result cli_context_try(const char *cmd, const cli_backend_opts *b, vka_context **out,

@@ -85,7 +85,10 @@ int cli_context(const char *cmd, const cli_backend_opts *b, vka_context **out) {
     vka_result r = cli_context_try(cmd, b, out, why, sizeof why);
     if (r == VKA_SUCCESS) return CLI_OK;
     bool vulkan = b->backend != VKA_BACKEND_CPU;
-    return report(cmd, vulkan ? "Vulkan" : "CPU backend", r, why, vulkan);
+    int rc = report(cmd, vulkan ? "Vulkan" : "CPU backend", r, why, vulkan);
+    /* The desc holds only options cli_parse checked, so an invalid argument is a VKATTN_*
+     * variable's value (vka_settings_resolve names it): a usage error, as a bad option is. */
+    return r == VKA_ERROR_INVALID_ARGUMENT ? CLI_USAGE : rc;
 }
 
 int cli_finish(const char *cmd, vka_context *ctx, int rc) {

@@ -311,7 +311,8 @@ int cmd_bench(int argc, char **argv) {
                    "Vulkan kernel variants: auto, gpu or cpu (default: auto, by device type)",
                    cli_kernel_names),
         CLI_INT("threads", &o.b.threads, "N",
-                "CPU backend threads (default: 0 = OpenMP's default, $OMP_NUM_THREADS)", 0, 4096),
+                "CPU backend threads (default: 0 = OpenMP's default, $OMP_NUM_THREADS)", 0,
+                VKA_CPU_MAX_THREADS),
         CLI_FLAG("quick", &o.quick, "the small set, under a minute on lavapipe (default on a "
                  "CPU-type device)"),
         CLI_FLAG("full", &o.full, "every case (default on a GPU)"),

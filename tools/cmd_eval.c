@@ -38,14 +38,15 @@ typedef struct eval_opts {
  * file is never held whole as int32. */
 #define EVAL_CHUNK_TOKENS ((size_t)1 << 20)
 
-/* 0 (after the message) where $VKATTN_EVAL_CHUNK is set but not a positive number of tokens. */
+/* 0 (after the message) where $VKATTN_EVAL_CHUNK is set but not a positive number of tokens:
+ * decimal digits only, as the library's variables (no sign or space). */
 static size_t chunk_tokens(void) {
     const char *env = getenv("VKATTN_EVAL_CHUNK");
     if (!env || !*env) return EVAL_CHUNK_TOKENS;
     char *end = NULL;
     errno = 0;
     long long v = strtoll(env, &end, 10);
-    if (*end != '\0' || v <= 0 || errno == ERANGE) {
+    if (env[0] < '0' || env[0] > '9' || *end != '\0' || v <= 0 || errno == ERANGE) {
         fprintf(stderr, "vkattn eval: VKATTN_EVAL_CHUNK=%s is not a positive number of tokens\n",
                 env);
         return 0;

@@ -144,6 +144,20 @@ static int cpu_backend(vka_device_info *cpu, char *err, size_t cap) {
     return n;
 }
 
+/* Where the CPU backend's thread count came from: info sets no --threads, so OpenMP's default,
+ * which is OMP_NUM_THREADS where that is a number (the library caps it), else the CPUs. */
+static void threads_source(int threads, char *out, size_t cap) {
+    const char *env = getenv("OMP_NUM_THREADS");
+    char *end = NULL;
+    long n = env ? strtol(env, &end, 10) : 0;
+    if (!env || end == env || n < 1)
+        snprintf(out, cap, "OpenMP's default: the CPUs; --threads or OMP_NUM_THREADS sets it");
+    else if (n > VKA_CPU_MAX_THREADS && threads == VKA_CPU_MAX_THREADS)
+        snprintf(out, cap, "OMP_NUM_THREADS=%s, capped at %d; --threads overrides it", env,
+                 VKA_CPU_MAX_THREADS);
+    else snprintf(out, cap, "OMP_NUM_THREADS=%s; --threads overrides it", env);
+}
+
 static int report(vka_context *ctx, bool json, const char *device_opt, int threads,
                   const vka_device_info *cpu) {
     uint32_t n = vka_context_device_count(ctx);
@@ -177,8 +191,9 @@ static int report(vka_context *ctx, bool json, const char *device_opt, int threa
         if (threads < 0) {
             printf("CPU backend (--backend cpu): cannot be made (the error is below)\n");
         } else {
-            printf("CPU backend (--backend cpu): %d thread(s) (set by --threads or "
-                   "OMP_NUM_THREADS)\n", threads);
+            char from[160];
+            threads_source(threads, from, sizeof from);
+            printf("CPU backend (--backend cpu): %d thread(s) (%s)\n", threads, from);
             printf("CPU backend 16-bit data: %s\n", p16);
         }
     }

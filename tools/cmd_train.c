@@ -401,6 +401,9 @@ static int load_data(train_run *r) {
         if (res == VKA_ERROR_VOCABULARY) hint_forgotten_data(r);
         return CLI_ERROR;
     }
+    /* Another text on resume is the mistake to report (a usage error), before its length. */
+    if (r->o->resume) rc = check_same_text(r, r->data);
+    if (rc != CLI_OK) return rc;
     int T = r->o->resume ? r->st.T : r->ctx_T;
     const char *split_names[] = {r->o->val_data ? "training data (--data)"
                                                 : "training split (first 90%)",
@@ -569,7 +572,6 @@ static int setup(train_run *r, cli_opt *opts, int n_opts) {
     r->ctx_T = o->ctx;
     if (o->init) rc = load_init_model(r, opts, n_opts);
     if (rc == CLI_OK) rc = load_data(r);
-    if (rc == CLI_OK && o->resume) rc = check_same_text(r, r->data);
     if (rc != CLI_OK) return rc;
     /* A state that did not record its text (version 1 or 2) records this one from now on. */
     if (o->resume && r->st.text_bytes == 0)

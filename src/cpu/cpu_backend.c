@@ -54,6 +54,13 @@ vka_result vkb_cpu_create(vka_context *ctx, const vka_settings *s, vkb_backend *
     vka_settings_lower_limits(s, &cb->base.limits);
 #ifdef VKA_HAVE_OPENMP
     cb->nt = s->cpu_threads > 0 ? s->cpu_threads : omp_get_max_threads();
+    /* OpenMP's default is OMP_NUM_THREADS as given, and libgomp crashes in GOMP_parallel on
+     * 100000 threads: capped at the limit the command line's --threads has. */
+    if (s->cpu_threads <= 0 && cb->nt > VKA_CPU_MAX_THREADS) {
+        vka_log(ctx, VKA_LOG_INFO, "cpu backend: OpenMP's default of %d threads "
+                "(OMP_NUM_THREADS) is capped at %d", cb->nt, VKA_CPU_MAX_THREADS);
+        cb->nt = VKA_CPU_MAX_THREADS;
+    }
 #else
     cb->nt = 1;
 #endif
