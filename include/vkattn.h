@@ -222,8 +222,9 @@ typedef struct vka_context_desc {
                                leaves the application's instance alone (its layer, if any,
                                still checks vkattn's calls and reports to the application's
                                messengers; the count stays 0) */
-    int cpu_threads;        /* CPU backend threads; 0 = OpenMP's default (OMP_NUM_THREADS, else
-                               the CPUs), capped at VKA_CPU_MAX_THREADS */
+    int cpu_threads;        /* CPU backend threads, 0 .. VKA_CPU_MAX_THREADS (more, or negative:
+                               VKA_ERROR_INVALID_ARGUMENT); 0 = OpenMP's default
+                               (OMP_NUM_THREADS, else the CPUs), capped at VKA_CPU_MAX_THREADS */
     vka_log_fn log;         /* NULL = silent */
     void *log_user_data;    /* passed to log */
     vka_log_level log_level;/* most verbose level passed to log; 0 = errors only */

@@ -106,6 +106,11 @@ typedef struct env_values {
 static vka_result resolve_cpu(vka_context *ctx, const vka_context_desc *d, const env_values *e,
                               vka_settings *s) {
     s->cpu_threads = d->cpu_threads;
+    if (s->cpu_threads < 0 || s->cpu_threads > VKA_CPU_MAX_THREADS)
+        return vka_set_error(ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_context_desc.cpu_threads = %d is not in 0 .. %d "
+                             "(VKA_CPU_MAX_THREADS; 0 = OpenMP's default)", s->cpu_threads,
+                             VKA_CPU_MAX_THREADS);
     s->cpu_kernels = d->cpu_kernels;
     if (s->cpu_kernels == VKA_CPU_KERNELS_DEFAULT && e->set[VKA_SETTING_CPU_KERNELS])
         s->cpu_kernels = (vka_cpu_kernels)e->value[VKA_SETTING_CPU_KERNELS];

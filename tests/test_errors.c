@@ -207,6 +207,16 @@ static void test_errors_every_variable_checked_on_either_backend(void **state) {
                          vka_result_string(r), vka_last_error(ctx), want);
             vka_context_destroy(ctx);
         }
+    /* desc.cpu_threads past VKA_CPU_MAX_THREADS (libgomp crashes on 100000) or negative */
+    const int threads[2] = {VKA_CPU_MAX_THREADS + 1, -2};
+    for (int i = 0; i < 2; i++) {
+        vka_context_desc d = {.backend = VKA_BACKEND_CPU, .cpu_threads = threads[i]};
+        vka_context *ctx = NULL;
+        assert_int_equal(vka_context_create(&d, &ctx), VKA_ERROR_INVALID_ARGUMENT);
+        assert_non_null(strstr(vka_last_error(ctx), "cpu_threads"));
+        assert_non_null(strstr(vka_last_error(ctx), "is not in 0 .. 4096"));
+        vka_context_destroy(ctx);
+    }
     /* The other backend's variables, set to what they allow, change nothing on the CPU. */
     static const char *const good[][2] = {
         {"VKATTN_DEVICE", "7"},          {"VKATTN_KERNELS", "gpu"},
