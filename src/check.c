@@ -20,6 +20,8 @@ typedef struct ck_case {
     size_t n[MAX_T];       /* elements */
     float *data[MAX_T];    /* initial contents; NULL = NaN (an output the op must fill) */
     bool compare[MAX_T];
+    uint8_t dtype[MAX_T];  /* vka_dtype of each tensor (0 = f32): 16-bit tensors get their data
+                            * rounded by vka_convert and are never compared */
     double tol;            /* max |diff| allowed, relative to max(1, max |reference|) */
     vka_result (*record)(vka_context *ctx, vka_tensor **t, const struct ck_case *c);
     int d[8];              /* shape arguments of the op */
@@ -80,6 +82,17 @@ static vka_result ck_execute(vka_context *ctx, const ck_case *c, float **out) {
     vka_graph *g = NULL;
     vka_result r = VKA_SUCCESS;
     for (int k = 0; k < c->n_tensors && r == VKA_SUCCESS; k++) {
+        if (c->dtype[k]) {
+            vka_tensor_desc td = {.n = c->n[k], .dtype = (vka_dtype)c->dtype[k]};
+            uint16_t *h = vka_malloc(ctx, c->n[k] * sizeof *h);
+            r = h ? vka_tensor_create_desc(ctx, &td, &t[k])
+                  : vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "check: out of host memory");
+            if (r == VKA_SUCCESS && c->data[k])
+                r = vka_convert((vka_dtype)c->dtype[k], h, VKA_F32, c->data[k], c->n[k]);
+            if (r == VKA_SUCCESS && c->data[k]) r = vka_tensor_write(t[k], 0, h, c->n[k]);
+            vka_free(ctx, h);
+            continue;
+        }
         r = vka_tensor_create(ctx, c->n[k], &t[k]);
         if (r != VKA_SUCCESS) break;
         const float *init = c->data[k];
@@ -146,7 +159,7 @@ static void ck_run(ck_state *st, ck_case *c) {
     vka_check_row row = {.op = c->op, .shape = c->shape, .pass = true};
     vka_result r = VKA_SUCCESS;
     for (int k = 0; k < c->n_tensors && r == VKA_SUCCESS; k++)
-        if (c->n[k] && !c->data[k] && !c->compare[k])
+        if (c->n[k] && !c->data[k] && !c->compare[k] && !c->dtype[k])
             r = vka_set_error(st->gpu, VKA_ERROR_OUT_OF_HOST_MEMORY, "check %s (%s): out of host "
                               "memory", c->op, c->shape);
     if (r == VKA_SUCCESS) r = ck_on_cpu(st, ck_execute(st->cpu, c, want), c->op);
@@ -189,6 +202,42 @@ static void case_matmul(ck_state *st, int M, int N, int K, int batch, bool ta, b
     ck_in(st, &c, (size_t)batch * K * N, 1.0f);
     if (bias) ck_in(st, &c, (size_t)N, 1.0f);
     c.tol = 1e-6 * (K + 8);
+    ck_run(st, &c);
+}
+
+/* The matmul of 16-bit a and b (their data rounded to dtype), out float32: the same products
+ * of the same 16-bit values on both sides, float32 sums. */
+static void case_matmul16(ck_state *st, vka_dtype dtype, int M, int N, int K, bool ta, bool tb,
+                          bool bias) {
+    ck_case c = {.op = dtype == VKA_BF16 ? "matmul bf16" : "matmul f16", .record = rec_matmul,
+                 .f = 1.0f, .d = {M, N, K, ta, tb, 1, 0}};
+    snprintf(c.shape, sizeof c.shape, "M=%d N=%d K=%d%s%s%s", M, N, K, ta ? " trans_a" : "",
+             tb ? " trans_b" : "", bias ? " bias" : "");
+    ck_out(&c, (size_t)M * N);
+    c.dtype[ck_in(st, &c, (size_t)M * K, 1.0f)] = (uint8_t)dtype;
+    c.dtype[ck_in(st, &c, (size_t)K * N, 1.0f)] = (uint8_t)dtype;
+    if (bias) ck_in(st, &c, (size_t)N, 1.0f);
+    c.tol = 1e-6 * (K + 8);
+    ck_run(st, &c);
+}
+
+/* vka_copy float32 -> dtype -> float32 (the device's convert op): exact against the CPU's, on
+ * values of every magnitude (fp16's overflow to Inf and subnormals, bf16's flush included). */
+static vka_result rec_convert(vka_context *ctx, vka_tensor **t, const ck_case *c) {
+    vka_result r = vka_copy(ctx, t[2], t[1], (size_t)c->d[0]);
+    return r == VKA_SUCCESS ? vka_copy(ctx, t[0], t[2], (size_t)c->d[0]) : r;
+}
+
+static void case_convert(ck_state *st, vka_dtype dtype, int n) {
+    ck_case c = {.op = dtype == VKA_BF16 ? "convert bf16" : "convert f16", .record = rec_convert,
+                 .d = {n}};
+    snprintf(c.shape, sizeof c.shape, "N=%d f32 -> %s -> f32", n, vka_dtype_string(dtype));
+    ck_out(&c, (size_t)n);
+    int in = ck_in(st, &c, (size_t)n, 1.0f);
+    for (int i = 0; c.data[in] && i < n; i++) /* magnitudes from 2^-30 to 2^15 */
+        c.data[in][i] = ldexpf(c.data[in][i], (i % 46) - 30);
+    c.dtype[ck_add(&c, (size_t)n, NULL, false)] = (uint8_t)dtype;
+    c.tol = 0.0; /* bit for bit: max |diff| must be 0 */
     ck_run(st, &c);
 }
 
@@ -622,6 +671,10 @@ vka_result vka_check(vka_context *ctx, uint64_t seed, vka_check_fn fn, void *use
     case_matmul(&st, 1, 1, 1, 1, true, true, true, false);
     case_matmul(&st, 31, 64, 19, 5, false, true, false, false);
     case_matmul(&st, 384, 128, 768, 1, true, false, false, true);
+    case_matmul16(&st, VKA_BF16, 65, 33, 17, false, true, true);
+    case_matmul16(&st, VKA_F16, 37, 130, 77, true, false, false);
+    case_convert(&st, VKA_BF16, 1001);
+    case_convert(&st, VKA_F16, 70001);
     case_softmax_forward(&st, 37, 37, 37, true, 0);
     case_softmax_forward(&st, 6, 3, 1000, false, 3);
     case_softmax_forward(&st, 4, 4, 5000, false, 0);
