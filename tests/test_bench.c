@@ -414,6 +414,28 @@ static void test_bench_list(void **state) {
     int lines = 0;
     for (const char *c = f.out; *c; c++) lines += *c == '\n';
     assert_int_equal(cu_count_lines(f.out, "matmul/"), lines); /* --filter applies */
+    /* --precision: the cases of one number format, with --filter or alone */
+    static const char *const prec[3][2] = {{"bf16", "bf16"}, {"fp16", "f16"}, {"fp32", NULL}};
+    for (int i = 0; i < 3; i++) {
+        cu_result p = cu_run(&d, "bench", "--backend", "cpu", "--list", "--full", "--precision",
+                             prec[i][0]);
+        cu_expect(&p, 0, NULL, "bench --list --precision");
+        int n = 0;
+        for (const char *c = p.out; *c; c++) n += *c == '\n';
+        assert_true(n > 3);
+        if (prec[i][1]) { /* every id carries its type; bf16 rows are not f16 ones */
+            assert_int_equal(cu_count_lines(p.out, prec[i][1]), n);
+            if (i == 1) assert_int_equal(cu_count_lines(p.out, "bf16"), 0);
+            assert_true(cu_count_lines(p.out, "model/") >= 2);
+        } else {
+            assert_int_equal(cu_count_lines(p.out, "f16"), 0);
+            assert_int_equal(cu_count_lines(p.out, "model/default.B12.T64/train_step"), 1);
+        }
+        cu_free(&p);
+    }
+    cu_result p = cu_run(&d, "bench", "--backend", "cpu", "--list", "--precision", "int8");
+    cu_expect(&p, 2, "int8", "--precision");
+    cu_free(&p);
     cu_free(&q);
     cu_free(&f);
     tf_rmdir(&d);

@@ -114,10 +114,14 @@ typedef struct bench_opts {
     cli_backend_opts b;   /* --device, --kernels, --threads, --verbose (b.backend unused) */
     bool quick, full, json, list;
     const char *filter;   /* NULL = every case */
+    int precision;        /* index into bench_precision_names: all, or the cases of one number
+                           * format (their ids: "bf16", "f16" in them, or neither for fp32) */
     const char *plot;     /* SVG file to write, or NULL */
     int runs, warmup;     /* 0 = by mode */
     uint64_t seed;
 } bench_opts;
+
+extern const char *const bench_precision_names[]; /* all, fp32, bf16, fp16 */
 
 /* Memory-bound ceilings depend on the working set (caches): copy bandwidth per copy size. */
 #define BENCH_MAX_COPIES 64

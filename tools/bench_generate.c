@@ -18,14 +18,14 @@
 static const struct {
     int model, P;
     bool quick;
-    vka_dtype precision; /* VKA_BF16: mixed precision (name suffix ".bf16") */
+    vka_dtype precision; /* VKA_BF16, VKA_F16: mixed precision (name suffix ".bf16", ".f16") */
 } gen_cases[] = {
     {BM_DEFAULT, 64, true, VKA_F32},       {BM_DEFAULT, 512, true, VKA_F32},
     {BM_DEFAULT, 1000, true, VKA_F32},     {BM_GPT2S_V50257, 64, false, VKA_F32},
     {BM_GPT2S_V50257, 512, false, VKA_F32}, {BM_GPT2S_V50257, 1000, false, VKA_F32},
     /* decoding reads every weight per token: bf16 copies halve the bytes */
     {BM_DEFAULT, 512, false, VKA_BF16},    {BM_GPT2S_V50257, 64, false, VKA_BF16},
-    {BM_GPT2S_V50257, 512, false, VKA_BF16},
+    {BM_GPT2S_V50257, 512, false, VKA_BF16}, {BM_GPT2S_V50257, 64, false, VKA_F16},
 };
 #define N_GEN_CASES (int)(sizeof gen_cases / sizeof gen_cases[0])
 
@@ -44,8 +44,8 @@ static void fill_row(bench_row *row, int i, bool kv) {
     row->kind = "model";
     row->pass = kv ? "generate_kv" : "generate_recompute";
     row->precision = gen_cases[i].precision;
-    snprintf(row->name, sizeof row->name, "%s.P%d%s", m->name, P,
-             row->precision == VKA_BF16 ? ".bf16" : "");
+    snprintf(row->name, sizeof row->name, "%s.P%d%s%s", m->name, P, row->precision ? "." : "",
+             row->precision ? vka_dtype_string(row->precision) : "");
     snprintf(row->id, sizeof row->id, "generate/%s/%s", row->name, kv ? "kv_cache" : "recompute");
     snprintf(row->shape, sizeof row->shape, "L=%d NH=%d C=%d V=%d max_T=%d prompt=%d", m->L,
              m->NH, m->C, m->V, GEN_MAX_T, P);

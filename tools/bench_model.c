@@ -37,7 +37,7 @@ static double forward_flop(const bench_model *m, int B, int T) {
 static const struct {
     int model, B, T;
     bool quick_forward, quick_train;
-    vka_dtype precision; /* VKA_BF16: mixed precision (name suffix ".bf16") */
+    vka_dtype precision; /* VKA_BF16, VKA_F16: mixed precision (name suffix ".bf16", ".f16") */
 } model_cases[] = {
     {BM_DEFAULT, 12, 64, true, true, VKA_F32},
     {BM_DEFAULT, 48, 64, false, false, VKA_F32},
@@ -55,6 +55,8 @@ static const struct {
     {BM_GPT2S, 1, 64, false, false, VKA_BF16},
     {BM_GPT2S, 4, 64, false, false, VKA_BF16},
     {BM_GPT2S, 1, 1024, false, false, VKA_BF16},
+    {BM_DEFAULT, 12, 64, false, false, VKA_F16}, /* fp16 (".f16"), with dynamic loss scaling */
+    {BM_GPT2S, 4, 64, false, false, VKA_F16},
 };
 #define N_MODEL_CASES (int)(sizeof model_cases / sizeof model_cases[0])
 
@@ -68,8 +70,8 @@ static void fill_row(bench_row *row, int i, bool train) {
     row->kind = "model";
     row->pass = train ? "train_step" : "forward";
     row->precision = model_cases[i].precision;
-    snprintf(row->name, sizeof row->name, "%s.B%d.T%d%s", m->name, B, T,
-             row->precision == VKA_BF16 ? ".bf16" : "");
+    snprintf(row->name, sizeof row->name, "%s.B%d.T%d%s%s", m->name, B, T,
+             row->precision ? "." : "", row->precision ? vka_dtype_string(row->precision) : "");
     snprintf(row->id, sizeof row->id, "model/%s/%s", row->name, row->pass);
     snprintf(row->shape, sizeof row->shape, "L=%d NH=%d C=%d V=%d B=%d T=%d", m->L, m->NH, m->C,
              m->V, B, T);

@@ -59,7 +59,17 @@ bench_row *bench_add_row(bench *b) {
     return row;
 }
 
+const char *const bench_precision_names[] = {"all", "fp32", "bf16", "fp16", NULL};
+
+/* The number format of a case, from its id (bf16.square.N, f16.square.N, *.bf16, *.f16). */
+static int id_precision(const char *id) {
+    if (strstr(id, "bf16")) return 2;
+    if (strstr(id, "f16")) return 3;
+    return 1;
+}
+
 bool bench_selected(const bench *b, const char *id) {
+    if (b->o->precision && id_precision(id) != b->o->precision) return false;
     const char *f = b->o->filter;
     if (!f) return true;
     while (*f) {
@@ -318,6 +328,10 @@ int cmd_bench(int argc, char **argv) {
         CLI_FLAG("full", &o.full, "every case (default on a GPU)"),
         CLI_STRING("filter", &o.filter, "PATTERN", "run only the cases whose id contains "
                    "PATTERN (or matches it, with * or ?); several separated by commas"),
+        CLI_CHOICE("precision", &o.precision, "P",
+                   "only the cases of one number format: fp32, bf16 or fp16 (the mixed-precision "
+                   "model rows, *.bf16 and *.f16, and the 16-bit matmuls), or all (default: all)",
+                   bench_precision_names),
         CLI_FLAG("list", &o.list, "print the ids and shapes of the selected cases and exit"),
         CLI_INT("runs", &o.runs, "N", "timed runs per case at most (default: 50 quick, 200 full; "
                 "3 and 10 for the models)", 1, 1000),
