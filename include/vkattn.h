@@ -1441,8 +1441,8 @@ typedef struct vka_train_state {
     char run_kernels[VKA_TRAIN_RUN_KERNELS_BYTES];
     /* vka_device_info.name of the selected device (the CPU's model for the CPU backend) */
     char run_device[VKA_TRAIN_RUN_DEVICE_BYTES];
-    /* The model's precision at the save (vka_gpt_set_precision: VKA_F32 or VKA_BF16); VKA_F32
-     * from a file of version 1 to 5. vka_gpt_save_state records the model's, vka_gpt_load_state
+    /* The model's precision at the save (vka_gpt_set_precision: VKA_F32, VKA_BF16 or VKA_F16);
+     * VKA_F32 from a file of version 1 to 5. vka_gpt_save_state records the model's, vka_gpt_load_state
      * sets the loaded model's to it, so a resumed run continues as it ran. */
     vka_dtype run_precision;
     /* Loss scaling (vka_gpt_set_loss_scale), the model's at the save, restored by
@@ -1467,10 +1467,11 @@ typedef struct vka_train_state {
  * accepts), VKA_ERROR_IO.
  */
 vka_result vka_gpt_save_state(vka_gpt *gpt, const vka_train_state *state, const char *path);
-/** Read a training-state file (version 5; or 4, without the run_ fields: run_recorded reads as
+/** Read a training-state file (version 6; or 5, without the precision and loss scaling: they
+ * read as fp32 and the default; or 4, also without the run_ fields: run_recorded reads as
  * 0; or 3, also without the trailer; or 2 or 1, which also lack text_bytes, text_hash and
  * eval_pending: they read as 0, and version 1 lacks eval_windows too: it reads as -1) into a
- * new model (m, v, step, tokenizer id restored) and *state.
+ * new model (m, v, step, tokenizer id, precision and loss scaling restored) and *state.
  * Errors: as vka_gpt_load (a NaN or infinity in the parameters, AdamW m or v included), and
  * VKA_ERROR_FORMAT when a checksum does not match (a damaged file) or a field is out of range
  * (T beyond maxT, B*T beyond VKA_TRAIN_MAX_BT, step past total_steps, ...), found before

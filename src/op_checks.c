@@ -153,6 +153,7 @@ static void ck_copy(vkb_backend *be, vkb_tensor dst, vkb_tensor src) {
     ck c = ck_start(be, "copy");
     ck_holds(&c, "src", src, need_n(NULL, 0));
     ck_holds(&c, "dst", dst, need_n("src.n", src.n));
+    if (!c.stop && vkb_overlap(dst, src.n, src, src.n)) ck_fail(&c, "dst overlaps src (not supported)");
     if (ck_ok(&c)) be->impl->copy(be, dst, src);
 }
 

@@ -533,6 +533,22 @@ static void test_state_damaged_files(void **state) {
     assert_int_equal(vka_train_state_read(NULL, tf_path(&d, "nope.bin"), &got), VKA_ERROR_IO);
     /* Version 5's record of the backend: a backend that is none, or a name without its NUL
      * within its words, is a damaged header (the checksum made to match). */
+    /* Version 6's loss scaling (words 113..115), inconsistent: off with S = 2^16, on by
+     * default in fp32, a count of clean steps past the growth interval; each refused. */
+    v = 6;
+    memcpy(file + 4, &v, 4);
+    const uint32_t s16 = 0x47800000u; /* 65536.0f */
+    const uint32_t scaling[3][3] = {{0, s16, 0}, {3, s16, 0}, {1, s16, 5000}};
+    for (size_t i = 0; i < 3; i++) {
+        uint32_t keep[3];
+        memcpy(keep, file + 4 * 113, sizeof keep);
+        memcpy(file + 4 * 113, scaling[i], sizeof keep);
+        fix_header_sum(file);
+        tf_write(bad, file, size);
+        r = vka_gpt_load_state(ctx, bad, &back, &got);
+        tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "bad training-state header", "loss scaling", NULL);
+        memcpy(file + 4 * 113, keep, sizeof keep);
+    }
     v = 5;
     memcpy(file + 4, &v, 4);
     const size_t words[] = {39, 47, 111};

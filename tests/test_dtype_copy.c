@@ -119,6 +119,8 @@ static void refusal_cases(vka_context *ctx) {
     assert_non_null(strstr(vka_last_error(ctx), "n = 0 must be positive"));
     assert_int_equal(vka_copy(ctx, b, b, 9), VKA_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(vka_last_error(ctx), "vka_copy: dst overlaps src"));
+    assert_int_equal(vka_copy(ctx, x, x, 9), VKA_ERROR_INVALID_ARGUMENT); /* float32 too */
+    assert_non_null(strstr(vka_last_error(ctx), "vka_copy: dst overlaps src"));
     vka_graph *g = NULL;
     assert_int_equal(vka_graph_end(ctx, &g), VKA_ERROR_INVALID_ARGUMENT);
     assert_null(g);

@@ -115,8 +115,8 @@ extern const char *const cli_precision_names[]; /* fp32, bf16, fp16: vka_dtype's
 #define CLI_PRECISION_OPT(b)                                                                    \
     CLI_CHOICE("precision", &(b)->precision, "P",                                               \
                "number format of the matrix products: fp32, or bf16 or fp16 (mixed precision: " \
-               "16-bit copies of the weights and inputs, float32 sums and everything else; fp16 " \
-               "training with dynamic loss scaling) (default: fp32)", cli_precision_names)
+               "16-bit copies of the weights and inputs, float32 sums and everything else) "    \
+               "(default: fp32)", cli_precision_names)
 /* Set gpt's precision to precision (an index into cli_precision_names; vka_gpt_set_precision):
  * CLI_OK, or CLI_ERROR with the library's message. */
 int cli_set_precision(const char *cmd, vka_context *ctx, vka_gpt *gpt, int precision);

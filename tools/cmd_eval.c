@@ -140,8 +140,10 @@ static int evaluate(vka_context *ctx, const eval_opts *o) {
         cli_json_number(stdout, loss);
         cli_json_num(stdout, "perplexity", exp(loss));
         cli_json_num(stdout, "bits_per_byte", bpb);
-        printf(",\"windows\":%zu,\"tokens\":%zu,\"bytes\":%llu,\"ctx\":%d,\"file_tokens\":%zu}\n",
+        printf(",\"windows\":%zu,\"tokens\":%zu,\"bytes\":%llu,\"ctx\":%d,\"file_tokens\":%zu",
                windows, scored, (unsigned long long)bytes, T, n);
+        cli_json_str(stdout, "precision", cli_precision_names[o->b.precision]);
+        printf("}\n");
     } else {
         char ppl[32];
         cli_perplexity_text(exp(loss), ppl, sizeof ppl);

@@ -226,6 +226,8 @@ void report_end(train_run *r, const char *event, double val_loss) {
         printf(",\"steps\":%llu,\"total_steps\":%llu", (unsigned long long)st->step,
                (unsigned long long)st->total_steps);
         cli_json_num(stdout, "ms_per_step", mean_ms);
+        cli_json_str(stdout, "precision", r->precision);
+        printf(",\"skipped_steps\":%llu", (unsigned long long)vka_gpt_skipped_steps(r->gpt));
         cli_json_str(stdout, "model", r->model_path);
         cli_json_str(stdout, "tokenizer", r->tok_path);
         cli_json_str(stdout, "state", r->state_path);

@@ -95,6 +95,18 @@ class Backend:
         self.assertEqual(gpt.precision, "bf16")
         gpt.precision = "fp16"
         self.assertEqual(gpt.precision, "fp16")
+        self.assertEqual(gpt.loss_scale, 65536.0)  # fp16's default loss scaling
+        gpt.set_loss_scale(-1)
+        self.assertEqual(gpt.loss_scale, 1.0)
+        gpt.set_loss_scale(1024)
+        self.assertEqual(gpt.loss_scale, 1024.0)
+        with self.assertRaises(vkattn.Error) as e:
+            gpt.set_loss_scale(3)
+        self.assertIn("power of two", str(e.exception))
+        gpt.set_loss_scale(0)
+        self.assertEqual(gpt.skipped_steps, 0)
+        with self.assertRaises(TypeError):
+            gpt.precision = None
         with self.assertRaises(vkattn.Error) as e:
             gpt.precision = "int8"
         self.assertIn("'fp32', 'bf16' or 'fp16'", str(e.exception))

@@ -135,6 +135,9 @@ _SIGNATURES = {  # name: (restype, argtypes)
     "vka_gpt_save_dtype": (_c.c_int, [_P, _c.c_char_p, _c.c_int]),
     "vka_gpt_set_precision": (_c.c_int, [_P, _c.c_int]),
     "vka_gpt_get_precision": (_c.c_int, [_P]),
+    "vka_gpt_set_loss_scale": (_c.c_int, [_P, _c.c_float]),
+    "vka_gpt_loss_scale": (_c.c_float, [_P]),
+    "vka_gpt_skipped_steps": (_c.c_uint64, [_P]),
     "vka_gpt_destroy": (None, [_P]),
     "vka_gpt_set_tokenizer": (_c.c_int, [_P, _P]),
     "vka_gpt_get_config": (vka_gpt_config, [_P]),
@@ -665,10 +668,29 @@ class GPT(_Child):
 
     @precision.setter
     def precision(self, value):
+        if not isinstance(value, str):
+            raise _bad(f"precision must be a str ('fp32', 'bf16' or 'fp16'), not "
+                       f"{type(value).__name__}", TypeError)
         if value not in self._PRECISIONS:
             raise _bad(f"precision must be 'fp32', 'bf16' or 'fp16', not {value!r}")
         self._check(load_library().vka_gpt_set_precision(self._handle(),
                                                          self._PRECISIONS.index(value)))
+
+    def set_loss_scale(self, initial=0.0):
+        """Dynamic loss scaling of train steps (vka_gpt_set_loss_scale, as PyTorch's GradScaler):
+        0 = the precision's default (on from 2**16 for "fp16", off otherwise), a negative value =
+        off, else the first scale, a power of two in [1, 2**24]."""
+        self._check(load_library().vka_gpt_set_loss_scale(self._handle(), float(initial)))
+
+    @property
+    def loss_scale(self):
+        """The loss scale of the next train step (1.0 when loss scaling is off)."""
+        return load_library().vka_gpt_loss_scale(self._handle())
+
+    @property
+    def skipped_steps(self):
+        """Train steps loss scaling skipped (their gradients overflowed)."""
+        return load_library().vka_gpt_skipped_steps(self._handle())
 
     def set_tokenizer(self, tok):
         """Record tok (vka_gpt_set_tokenizer: its id goes into files saved from now on; its

@@ -14,7 +14,7 @@
  * Training state (vka_gpt_save_state), our format, version 6. Little-endian as the host writes
  * it. A 1024-byte header of 256 uint32 words:
  *   [0]      magic 0x53414B56 (the bytes "VKAS")
- *   [1]      version 6 (still read: version 5, the same without word 112; version 4, also
+ *   [1]      version 6 (still read: version 5, the same without words 112..117; version 4, also
  *            without words 39..111; version 3, also
  *            without the trailer; version 2, also without words 34..38; version 1, also without
  *            word 31)
@@ -359,12 +359,18 @@ static vka_result check_state_header(vka_context *ctx, const char *path, const u
                              h[STATE_RUN_BACKEND]);
     float S = bits_f32(h[STATE_SCALE]);
     int e;
+    uint32_t fl = h[STATE_SCALE_FLAGS];
+    bool on = fl & 1u, by_default = fl & 2u, fp16 = h[STATE_RUN_PRECISION] == (uint32_t)VKA_F16;
     if (h[1] >= STATE_PRECISION_VERSION &&
-        (h[STATE_SCALE_FLAGS] > 3u || !(S >= 0x1p-24f && S <= 0x1p24f) || frexpf(S, &e) != 0.5f))
+        (fl > 3u || !(S >= 0x1p-24f && S <= 0x1p24f) || frexpf(S, &e) != 0.5f ||
+         (!on && S != 1.0f) || (by_default && on != fp16) ||
+         h[STATE_SCALE_GOOD] >= GPT_LOSS_SCALE_INTERVAL))
         return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: bad training-state header: the loss "
-                             "scaling (words %d..%d: flags %" PRIu32 ", S %g) is not a power of "
-                             "two in [2^-24, 2^24] with flags 0..3", path, STATE_SCALE_FLAGS,
-                             STATE_SKIPPED + 1, h[STATE_SCALE_FLAGS], (double)S);
+                             "scaling (words %d..%d: flags %" PRIu32 ", S %g, clean steps %" PRIu32
+                             ") is not a power of two in [2^-24, 2^24] (1 when off; on by default "
+                             "for fp16 only) with flags 0..3 and fewer than %d clean steps", path,
+                             STATE_SCALE_FLAGS, STATE_SKIPPED + 1, h[STATE_SCALE_FLAGS], (double)S,
+                             h[STATE_SCALE_GOOD], GPT_LOSS_SCALE_INTERVAL);
     if (h[STATE_RUN_PRECISION] > (h[1] >= STATE_PRECISION_VERSION ? (uint32_t)VKA_F16 : 0u))
         return vka_set_error(ctx, VKA_ERROR_FORMAT, "%s: bad training-state header: the "
                              "precision the run was in (word %d) is %" PRIu32 ", not 0 (fp32), "
