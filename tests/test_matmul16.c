@@ -166,10 +166,13 @@ static double check(const mm_data *d, const float *got, const float *other, cons
 }
 
 /* The shapes for every backend: one element, one row, K of 1, edges of no tile, odd K (the
- * pairs of vdpbf16ps), longer than a tile, batches with odd padded strides, the epilogue. */
+ * pairs of vdpbf16ps), longer than a tile, batches with odd padded strides, the epilogue; a few
+ * rows against GPT-2's 4C (the CPU's GEMV where b is transposed). */
 static const mm_case SHAPES[] = {
     {.M = 1, .N = 1, .K = 1},
     {.M = 1, .N = 301, .K = 77, .bias = true},
+    {.M = 3, .N = 301, .K = 3072, .batch = 2, .pad = 3, .bias = true, .accumulate = true,
+     .alpha = 0.5f},
     {.M = 6, .N = 10, .K = 1},
     {.M = 65, .N = 33, .K = 17},
     {.M = 131, .N = 77, .K = 261, .alpha = -0.5f, .accumulate = true},

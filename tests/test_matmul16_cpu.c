@@ -10,10 +10,13 @@
  * their sums never reach) has the same bound. Known values (products and sums of small
  * integers, exact in fp32) match exactly; each path sums in the order matmul16.h states, bit for
  * bit against a scalar emulation of it (for vdpbf16ps: the SDM's order, k + 1 before k in a
- * pair); the widening paths match the reference bit for bit (the product of two bf16 or two
+ * pair); the widening tiles match the reference bit for bit (the product of two bf16 or two
  * fp16 is exact, so a fused multiply-add rounds as the reference's add does), on fp16's extremes
  * too (65504, subnormals down to 2^-24); NaN and infinities propagate; every path gives the
- * same bits for any thread count; the epilogue (alpha, bias, accumulate) is the fp32 matmul's. */
+ * same bits for any thread count; the epilogue (alpha, bias, accumulate) is the fp32 matmul's.
+ * The fast paths' GEMV (few rows of a, b transposed: decoding) sums in its 32 strands' order, bit
+ * for bit against its emulation, on M both sides of its cut-off, K from 1 to past two of its
+ * blocks, the LM head's N = 50257, NaN and infinities, fp16's extremes, the epilogue. */
 #include "test_util.h"
 
 #include "cpu/matmul16.h"
@@ -201,23 +204,64 @@ static bool same_bits(const float *x, const float *y, size_t n) {
     return memcmp(x, y, n * sizeof *x) == 0;
 }
 
-static bool widening(vkc_mm16_path path) {
-    return path == VKC_MM16_WIDEN_AVX2 || path == VKC_MM16_WIDEN_AVX512;
+/* The orders matmul16.h states: k in order (the reference, the widening tiles), vdpbf16ps's
+ * pairs (k + 1 before k), the GEMV's 32 strands and their halving tree. */
+typedef enum order { ORDER_K, ORDER_PAIRS, ORDER_STRANDS } order;
+static order path_order(const problem *p, vkc_mm16_path path) {
+    if (path == VKC_MM16_REFERENCE) return ORDER_K;
+    if (vkc_mm16_gemv(p->M, p->K, p->ta, p->tb)) return ORDER_STRANDS;
+    return path == VKC_MM16_DPBF16 ? ORDER_PAIRS : ORDER_K;
 }
 
-/* The widening paths compute the reference's bits; every path the same bits for 1, 2 and 3
- * threads (tiles of several rows and columns, K over two blocks). */
+/* out(bi, i, j) summed in order o, emulated in scalar fp32. */
+static float emulate(const problem *p, int bi, int i, int j, order o) {
+    float s[32] = {0}, c = 0.0f;
+    for (int k = 0; k < p->K; k += o == ORDER_PAIRS ? 2 : 1) {
+        float x0 = widen(p->type, p->a[at_a(p, bi, i, k)]);
+        float y0 = widen(p->type, p->b[at_b(p, bi, k, j)]);
+        if (o == ORDER_PAIRS && k + 1 < p->K) {
+            float x1 = widen(p->type, p->a[at_a(p, bi, i, k + 1)]);
+            float y1 = widen(p->type, p->b[at_b(p, bi, k + 1, j)]);
+            float t = x1 * y1;
+            c = c + t;
+        }
+        float t = x0 * y0;
+        if (o == ORDER_STRANDS) s[k % 32] = s[k % 32] + t;
+        else c = c + t;
+    }
+    if (o != ORDER_STRANDS) return c;
+    for (int h = 16; h >= 1; h /= 2)
+        for (int q = 0; q < h; q++) s[q] = s[q] + s[q + h];
+    return s[0];
+}
+
+/* The outputs of out that differ from the emulation of order o. */
+static long count_order_mismatches(const problem *p, const float *out, order o) {
+    long bad = 0;
+    for (int bi = 0; bi < p->batch; bi++)
+        for (int i = 0; i < p->M; i++)
+            for (int j = 0; j < p->N; j++) {
+                float c = emulate(p, bi, i, j, o), g = out[at_o(p, bi, i, j)];
+                if (memcmp(&c, &g, sizeof c)) bad++;
+            }
+    return bad;
+}
+
+/* The widening tiles compute the reference's bits; every path the same bits for 1, 2 and 3
+ * threads (tiles of several rows and columns, K over two blocks; the GEMV's column blocks). */
 static void test_mm16_paths_and_threads(void **state) {
     (void)state;
-    for (int ti = 0; ti < N_TYPES; ti++) {
-        problem p;
-        problem_make(&p, TYPES[ti], 203, 301, 517, 2, false, true, rng_unit);
+    for (int t = 0; t < 2 * N_TYPES; t++) {
+        int ti = t % N_TYPES;
+        problem p; /* tiles; the GEMV (M = 3, K past a block of a, its work items of columns) */
+        if (t < N_TYPES) problem_make(&p, TYPES[ti], 203, 301, 517, 2, false, true, rng_unit);
+        else problem_make(&p, TYPES[ti], 3, 301, 4133, 2, false, true, rng_unit);
         float *ref = run(&p, VKC_MM16_REFERENCE, NULL, 1.0f, NULL, 1);
         for (int pi = 0; pi < N_PATHS; pi++) {
             if (!runs(ti, pi)) continue;
             const char *name = run_name(TYPES[ti], PATHS[pi]);
             float *o1 = run(&p, PATHS[pi], NULL, 1.0f, NULL, 1);
-            if (widening(PATHS[pi]) && !same_bits(o1, ref, p.no))
+            if (path_order(&p, PATHS[pi]) == ORDER_K && !same_bits(o1, ref, p.no))
                 fail_msg("%s differs from the reference", name);
             for (int nt = 2; nt <= 3; nt++) {
                 float *o = run(&p, PATHS[pi], NULL, 1.0f, NULL, nt);
@@ -232,21 +276,24 @@ static void test_mm16_paths_and_threads(void **state) {
 
 /* fp16 at its extremes (65504, 2^-14, subnormals down to 2^-24): each path within the bound of
  * float64 (the tiny products are exact and so are their sums: no underflow anywhere), the
- * widening paths the reference's bits; every transpose, K past a block. */
+ * widening tiles the reference's bits, the GEMV its strands' (M = 3); every transpose, K past a
+ * block. */
 static void test_f16_limits(void **state) {
     (void)state;
-    for (int t = 0; t < 4; t++) {
-        problem p;
-        problem_make(&p, VKA_F16, 37, 70, 300, 2, t & 1, t & 2, gen_f16_limits);
+    for (int t = 0; t < 8; t++) {
+        problem p; /* M = 3 with b transposed: the GEMV, in its strands' order */
+        problem_make(&p, VKA_F16, t < 4 ? 37 : 3, 70, 300, 2, t & 1, t & 2, gen_f16_limits);
         float *ref = run(&p, VKC_MM16_REFERENCE, NULL, 1.0f, NULL, 2);
         check_bound(&p, ref, false, "f16 reference");
         for (int pi = 1; pi < N_PATHS; pi++) {
             if (!vkc_mm16_path_supported(VKA_F16, PATHS[pi])) continue;
             float *o = run(&p, PATHS[pi], NULL, 1.0f, NULL, 2);
             check_bound(&p, o, false, run_name(VKA_F16, PATHS[pi]));
-            if (!same_bits(o, ref, p.no))
-                fail_msg("%s ta=%d tb=%d differs from the reference", run_name(VKA_F16, PATHS[pi]),
-                         p.ta, p.tb);
+            order ord = path_order(&p, PATHS[pi]);
+            if (ord == ORDER_K ? !same_bits(o, ref, p.no) : count_order_mismatches(&p, o, ord))
+                fail_msg("%s M=%d ta=%d tb=%d differs from the %s",
+                         run_name(VKA_F16, PATHS[pi]), p.M, p.ta, p.tb,
+                         ord == ORDER_K ? "reference" : "strands' order");
             free(o);
         }
         free(ref), problem_free(&p);
@@ -255,14 +302,17 @@ static void test_f16_limits(void **state) {
 
 /* NaN and infinities in a and b: an output whose sum meets a NaN, Inf - Inf or Inf * 0 is NaN,
  * one that meets only infinities of one sign that infinity, the others finite and within the
- * bound (vdpbf16ps too: it keeps NaN and Inf). */
+ * bound (vdpbf16ps too: it keeps NaN and Inf; the GEMV's zero padding too: it adds 0 * 0). */
 static void test_mm16_nan_inf(void **state) {
     (void)state;
     for (int ti = 0; ti < N_TYPES; ti++) {
         vka_dtype t = TYPES[ti];
-        for (int tr = 0; tr < 4; tr++) {
+        for (int tr = 0; tr < 12; tr++) {
+            /* tiles; the GEMV (M = 4, b transposed) with K in one strand step's tail, past it,
+             * past a block of a */
+            static const int ms[] = {7, 4, 4}, ks[] = {19, 83, 4133};
             problem p;
-            problem_make(&p, t, 7, 21, 19, 1, tr & 1, tr & 2, rng_unit);
+            problem_make(&p, t, ms[tr / 4], 21, ks[tr / 4], 1, tr & 1, tr & 2, rng_unit);
             p.a[at_a(&p, 0, 1, 3)] = narrow(t, INFINITY);   /* row 1: +-Inf, or NaN where b is 0 */
             p.a[at_a(&p, 0, 2, 5)] = narrow(t, NAN);        /* row 2: NaN */
             p.a[at_a(&p, 0, 3, 0)] = narrow(t, INFINITY);   /* row 3: Inf - Inf where b(0, j) and */
@@ -279,32 +329,6 @@ static void test_mm16_nan_inf(void **state) {
         }
     }
 }
-/* The order matmul16.h states, emulated in scalar fp32: the reference's (k in order) and
- * vdpbf16ps's (pairs, k + 1 before k). Returns the outputs that differ from out. */
-static long count_order_mismatches(const problem *p, const float *out, bool pairs) {
-    long bad = 0;
-    for (int bi = 0; bi < p->batch; bi++)
-        for (int i = 0; i < p->M; i++)
-            for (int j = 0; j < p->N; j++) {
-                float c = 0.0f;
-                for (int k = 0; k < p->K; k += pairs ? 2 : 1) {
-                    float x0 = widen(p->type, p->a[at_a(p, bi, i, k)]);
-                    float y0 = widen(p->type, p->b[at_b(p, bi, k, j)]);
-                    if (pairs && k + 1 < p->K) {
-                        float x1 = widen(p->type, p->a[at_a(p, bi, i, k + 1)]);
-                        float y1 = widen(p->type, p->b[at_b(p, bi, k + 1, j)]);
-                        float t = x1 * y1;
-                        c = c + t;
-                    }
-                    float t = x0 * y0;
-                    c = c + t;
-                }
-                float o = out[at_o(p, bi, i, j)];
-                if (memcmp(&c, &o, sizeof c)) bad++;
-            }
-    return bad;
-}
-
 /* Each path sums in the order matmul16.h states, bit for bit (inputs well inside the normal
  * range, so vdpbf16ps's flushing of denormals plays no part). */
 static void test_mm16_summation_order(void **state) {
@@ -317,7 +341,7 @@ static void test_mm16_summation_order(void **state) {
                 problem_make(&p, TYPES[ti], 19, 67, t < 2 ? 261 : 300, 2, t & 1, t & 2,
                              rng_unit);
                 float *out = run(&p, PATHS[pi], NULL, 1.0f, NULL, 2);
-                long bad = count_order_mismatches(&p, out, PATHS[pi] == VKC_MM16_DPBF16);
+                long bad = count_order_mismatches(&p, out, path_order(&p, PATHS[pi]));
                 if (bad)
                     fail_msg("%s ta=%d tb=%d K=%d: %ld of %zu outputs not in the stated order",
                              run_name(TYPES[ti], PATHS[pi]), p.ta, p.tb, p.K, bad,
@@ -331,32 +355,99 @@ static void test_mm16_summation_order(void **state) {
  * value, bit for bit (the fp32 matmul's epilogue); where the strides leave gaps, out untouched. */
 static void test_mm16_epilogue(void **state) {
     (void)state;
+    /* tiles; the GEMV at M = 1, 3 and its largest, and one row past it (tiles again) */
+    static const struct { int M, N, K; bool ta, tb; } shapes[] = {
+        {37, 131, 65, true, false},
+        {1, 301, 3072, false, true},
+        {3, 301, 7, false, true},
+        {VKC_MM16_GEMV_MAX_M, 301, 1, false, true},
+        {VKC_MM16_GEMV_MAX_M + 1, 301, 7, false, true},
+    };
+    for (int ti = 0; ti < N_TYPES; ti++)
+        for (int pi = 0; pi < N_PATHS; pi++)
+            for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+                if (!runs(ti, pi)) continue;
+                problem p;
+                problem_make(&p, TYPES[ti], shapes[si].M, shapes[si].N, shapes[si].K, 2,
+                             shapes[si].ta, shapes[si].tb, rng_unit);
+                float *bias = malloc((size_t)p.N * sizeof *bias);
+                float *init = malloc(p.no * sizeof *init);
+                assert_non_null(bias), assert_non_null(init);
+                for (int j = 0; j < p.N; j++) bias[j] = rng_unit();
+                for (size_t i = 0; i < p.no; i++) init[i] = rng_unit();
+                float *c = run(&p, PATHS[pi], NULL, 1.0f, NULL, 2);
+                float *o = run(&p, PATHS[pi], bias, 0.37f, init, 2);
+                for (int bi = 0; bi < p.batch; bi++)
+                    for (int i = 0; i < p.M; i++)
+                        for (int j = 0; j < p.N; j++) {
+                            size_t x = at_o(&p, bi, i, j);
+                            float y = 0.37f * c[x];
+                            y = y + bias[j];
+                            y = init[x] + y;
+                            if (memcmp(&y, &o[x], sizeof y))
+                                fail_msg("%s M=%d N=%d K=%d: out(%d, %d, %d) = %.9g, not %.9g",
+                                         run_name(TYPES[ti], PATHS[pi]), p.M, p.N, p.K, bi, i, j,
+                                         o[x], y);
+                        }
+                for (int g = 0; g < 7; g++) /* the gap after batch 0 */
+                    assert_true(
+                        same_bits(&o[(size_t)p.M * p.N + g], &init[(size_t)p.M * p.N + g], 1));
+                free(c), free(o), free(bias), free(init), problem_free(&p);
+            }
+}
+
+/* The GEMV's shapes (matmul16.h): M on both sides of its cut-off, K of one element, within one
+ * strand step, odd, GPT-2's 4C (3072) and past two blocks of a (4096) with a tail, N odd (the
+ * last work item part); a transposed or b not: the tiles. Each path within the bound of float64
+ * and in its stated order, bit for bit. */
+static void test_mm16_gemv_shapes(void **state) {
+    (void)state;
+    static const int ms[] = {1, 2, 3, 4, 5, VKC_MM16_GEMV_MAX_M, VKC_MM16_GEMV_MAX_M + 1};
+    static const int ks[] = {1, 7, 261, 3072, 8229};
     for (int ti = 0; ti < N_TYPES; ti++)
         for (int pi = 0; pi < N_PATHS; pi++) {
             if (!runs(ti, pi)) continue;
-            problem p;
-            problem_make(&p, TYPES[ti], 37, 131, 65, 2, true, false, rng_unit);
-            float *bias = malloc((size_t)p.N * sizeof *bias), *init = malloc(p.no * sizeof *init);
-            assert_non_null(bias), assert_non_null(init);
-            for (int j = 0; j < p.N; j++) bias[j] = rng_unit();
-            for (size_t i = 0; i < p.no; i++) init[i] = rng_unit();
-            float *c = run(&p, PATHS[pi], NULL, 1.0f, NULL, 2);
-            float *o = run(&p, PATHS[pi], bias, 0.37f, init, 2);
-            for (int bi = 0; bi < p.batch; bi++)
-                for (int i = 0; i < p.M; i++)
-                    for (int j = 0; j < p.N; j++) {
-                        size_t x = at_o(&p, bi, i, j);
-                        float y = 0.37f * c[x];
-                        y = y + bias[j];
-                        y = init[x] + y;
-                        if (memcmp(&y, &o[x], sizeof y))
-                            fail_msg("%s: out(%d, %d, %d) = %.9g, not %.9g",
-                                     run_name(TYPES[ti], PATHS[pi]), bi, i, j, o[x], y);
+            const char *name = run_name(TYPES[ti], PATHS[pi]);
+            double worst = 0;
+            for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+                for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+                    for (int tr = 0; tr < (ks[ki] <= 7 ? 3 : 1); tr++) {
+                        problem p; /* tr 1: a transposed, 2: b not (tiles) */
+                        problem_make(&p, TYPES[ti], ms[mi], ks[ki] > 3072 ? 67 : 301, ks[ki], 1,
+                                     tr == 1, tr != 2, rng_unit);
+                        float *out = run(&p, PATHS[pi], NULL, 1.0f, NULL, 2);
+                        double w = check_bound(&p, out, false, name);
+                        if (w > worst) worst = w;
+                        long bad = count_order_mismatches(&p, out, path_order(&p, PATHS[pi]));
+                        if (bad)
+                            fail_msg("%s M=%d N=%d K=%d ta=%d tb=%d: %ld outputs not in the "
+                                     "stated order", name, p.M, p.N, p.K, p.ta, p.tb, bad);
+                        free(out), problem_free(&p);
                     }
-            for (int g = 0; g < 7; g++) /* the gap after batch 0 */
-                assert_true(
-                    same_bits(&o[(size_t)p.M * p.N + g], &init[(size_t)p.M * p.N + g], 1));
-            free(c), free(o), free(bias), free(init), problem_free(&p);
+            print_message("%s, GEMV shapes: largest error %.3f of the bound\n", name, worst);
+        }
+}
+
+/* The LM head's shape when decoding (M = 1, K = C = 768, N = V = 50257, odd: its last work item
+ * part), and three rows of K = 7 across it: each fast path within the bound, in the stated
+ * order (the reference's on these shapes: test_mm16_gemv_shapes). */
+static void test_mm16_gemv_lm_head(void **state) {
+    (void)state;
+    for (int ti = 0; ti < N_TYPES; ti++)
+        for (int pi = 0; pi < N_PATHS; pi++) {
+            if (!runs(ti, pi) || PATHS[pi] == VKC_MM16_REFERENCE) continue;
+            for (int s = 0; s < 2; s++) {
+                problem p;
+                problem_make(&p, TYPES[ti], s ? 3 : 1, 50257, s ? 7 : 768, 1, false, true,
+                             rng_unit);
+                float *out = run(&p, PATHS[pi], NULL, 1.0f, NULL, 2);
+                check_bound(&p, out, false, run_name(TYPES[ti], PATHS[pi]));
+                long bad = count_order_mismatches(&p, out, path_order(&p, PATHS[pi]));
+                if (bad)
+                    fail_msg("%s M=%d K=%d: %ld outputs not in the stated order",
+                             run_name(TYPES[ti], PATHS[pi]), p.M, p.K, bad);
+                free(out), problem_free(&p);
+            }
         }
 }
 
@@ -375,6 +466,8 @@ int main(void) {
         cmocka_unit_test(test_mm16_nan_inf),
         cmocka_unit_test(test_mm16_summation_order),
         cmocka_unit_test(test_mm16_epilogue),
+        cmocka_unit_test(test_mm16_gemv_shapes),
+        cmocka_unit_test(test_mm16_gemv_lm_head),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /* The CPU backend's 16-bit matrix product (matmul16.h): a tile driver as the fp32 matmul's
  * (matmul.c: out cut into BM_MB x BM_NB tiles, one per OpenMP work item, K walked in blocks of
- * BM_KC per tile), with three ways to compute a tile:
+ * BM_KC per tile), with three ways to compute a tile, and for few rows of a a GEMV instead:
  *
  *  - the reference: scalar loops, each output summed over k in order;
  *  - widening (AVX2, AVX-512F; bf16 or fp16): the block widened to fp32 (bm_widen: along the
@@ -12,10 +12,14 @@
  *    block into groups of 8 rows, each row's pair one 32-bit word, broadcast to every lane. The
  *    8 x 32 micro-kernel keeps 16 accumulators in registers; one vdpbf16ps does 16 lanes x 2
  *    products. A block of K is BM_KC = 256 (even, so pairs never straddle blocks); an odd K's
- *    last pair is padded with zeros.
+ *    last pair is padded with zeros;
+ *  - the GEMV (the fast paths, M <= VKC_MM16_GEMV_MAX_M, a and b contiguous along K: decoding
+ *    one token): a's rows widened once per block of GV_KB, each row of b streamed once and
+ *    widened in registers into 32 strands of fused multiply-adds (matmul16_gemv_simd.h); work
+ *    items of GV_NC columns.
  *
  * Every path sums each output in the order matmul16.h states, whatever the tile sizes or the
- * thread count. Scratch lives on the stack (~160 KiB per tile). */
+ * thread count. Scratch lives on the stack (~280 KiB per tile, ~200 KiB per GEMV item). */
 #include "cpu/matmul16.h"
 
 #include "cpu/cpu_ops.h"
@@ -136,7 +140,33 @@ static void ref_tile(const bm_mm *mm, float *out, bm_view a, bm_view b, int i0, 
 #define VKC_SIMD_BODY "cpu/matmul16_simd.h" /* bw_tile_avx512, bw_tile_avx2 */
 #include "cpu/simd_each.h"
 
+/* The GEMV (matmul16_gemv_simd.h): few rows of a, a and b contiguous along K. */
+enum {
+    GV_MAX_M = VKC_MM16_GEMV_MAX_M,
+    GV_S = 32,    /* strands per output (matmul16.h) */
+    GV_KB = 4096, /* k per block of a widened (a multiple of GV_S): GPT-2's K in one */
+    GV_NC = 64,   /* columns per work item (at most BM_NB, the epilogue's row stride) */
+};
+typedef void (*gv_cols_fn)(const bm_mm *mm, float *out, const uint16_t *a, const uint16_t *b,
+                           int j0, int nb);
+#define VKC_SIMD_BODY "cpu/matmul16_gemv_simd.h" /* gv_cols_{bf16,f16}_{avx512,avx2} */
+#include "cpu/simd_each.h"
+
 #ifdef VKC_X86
+/* The GEMV over every batch entry and column block, the blocks spread over nt threads. */
+static void gv_run(const bm_mm *mm, gv_cols_fn cols, size_t sa, size_t sb, size_t so, int nt) {
+    long blocks = (mm->N + GV_NC - 1) / GV_NC, items = (long)mm->batch * blocks;
+    double work = (double)mm->batch * mm->M * mm->N * mm->K;
+    (void)work; /* unused without OpenMP */
+    VKA_OMP_FOR_DYNAMIC(nt, work > VKA_OMP_MIN_WORK)
+    for (long t = 0; t < items; t++) {
+        long bi = t / blocks;
+        int j0 = (int)(t % blocks) * GV_NC, nb = mm->N - j0 < GV_NC ? mm->N - j0 : GV_NC;
+        cols(mm, mm->out + (size_t)bi * so, mm->a + (size_t)bi * sa, mm->b + (size_t)bi * sb,
+             j0, nb);
+    }
+}
+
 #define BM_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16,avx2,fma")))
 enum { DP_MR = 8, DP_NR = 32 };
 
@@ -308,6 +338,9 @@ void vkc_matmul16(float *out, const uint16_t *a, const uint16_t *b, const float 
     bm_mm mm = {out, a, b, bias, M, N, K, batch, trans_a, trans_b,
                 stride_a, stride_b, stride_out, alpha, accumulate, type, 0};
     bm_tile_fn tile = ref_tile;
+    size_t sa = stride_a ? stride_a : (size_t)M * K;
+    size_t sb = stride_b ? stride_b : (size_t)K * N;
+    size_t so = stride_out ? stride_out : (size_t)M * N;
     if (K > 0 && vkc_mm16_path_supported(type, path)) {
 #ifdef VKC_X86
         /* the widening's conversions within the path's ISA (F16C with AVX2) */
@@ -316,11 +349,17 @@ void vkc_matmul16(float *out, const uint16_t *a, const uint16_t *b, const float 
         if (path == VKC_MM16_DPBF16) tile = dp_tile;
         else if (path == VKC_MM16_WIDEN_AVX512) tile = bw_tile_avx512;
         else if (path == VKC_MM16_WIDEN_AVX2) tile = bw_tile_avx2;
+        if (tile != ref_tile && vkc_mm16_gemv(M, K, trans_a, trans_b)) {
+            bool f16 = type == VKA_F16, avx2 = path == VKC_MM16_WIDEN_AVX2;
+            if (!avx2) mm.feat = vkc_cvt_features(VKC_ISA_AVX512); /* vdpbf16ps: AVX-512's */
+            gv_run(&mm,
+                   avx2 ? (f16 ? gv_cols_f16_avx2 : gv_cols_bf16_avx2)
+                        : (f16 ? gv_cols_f16_avx512 : gv_cols_bf16_avx512),
+                   sa, sb, so, nt);
+            return;
+        }
 #endif
     }
-    size_t sa = stride_a ? stride_a : (size_t)M * K;
-    size_t sb = stride_b ? stride_b : (size_t)K * N;
-    size_t so = stride_out ? stride_out : (size_t)M * N;
     long tiles_m = (M + BM_MB - 1) / BM_MB, tiles_n = (N + BM_NB - 1) / BM_NB;
     long tiles = (long)batch * tiles_m * tiles_n;
     double work = (double)batch * M * N * K;

@@ -32,13 +32,32 @@
  *    2^-126 per accumulation and per denormal input times its partner; an odd K's last pair
  *    has a zero partner (an exact + 0). test_bf16_summation_order checks this order bit for
  *    bit on the CPU it runs on (Zen 5: it holds).
+ *  - GEMV (every path but the reference, where vkc_mm16_gemv says: M <= VKC_MM16_GEMV_MAX_M,
+ *    a (M, K) and b (N, K) both contiguous along K, i.e. !trans_a && trans_b; decoding one
+ *    token): 32 strands, strand s = 0 .. 31 summing the k = s mod 32 in order, c_s = 0, then
+ *    c_s = fma(a(i,k), b(k,j), c_s) (so, the product exact, one rounding per term as the
+ *    reference; bf16 outside underflow); then c_s = c_s + c_(s+h) for s < h, h = 16, 8, 4, 2,
+ *    1, and c = c_0. The same on AVX2 and AVX-512 (4 vectors of 8 strands or 2 of 16, the
+ *    lanes' halving tree); the vdpbf16ps path takes the AVX-512 one. Its error is within the
+ *    reference's bound (each term meets at most K / 32 + 5 roundings). It streams each row of b
+ *    once, where the tiles widen b into fp32 panels and compute at least 6 or 8 rows: at
+ *    M = 1, 5x faster on Zen 3 (AVX2), 1.7x at M = 8 (matmul16_gemv_simd.h).
  * Then the fp32 matmul's epilogue: alpha * c, + bias (fp32), + out if accumulate. */
+/* The most rows of a the fast paths take the GEMV for (above): past 8 the tiles catch up (at
+ * 12 the GEMV is 1.4x faster, at 16 1.25x, on Zen 3) and its stack scratch grows with M. */
+#define VKC_MM16_GEMV_MAX_M 8
+
 typedef enum vkc_mm16_path {
     VKC_MM16_REFERENCE,
     VKC_MM16_WIDEN_AVX2,
     VKC_MM16_WIDEN_AVX512,
     VKC_MM16_DPBF16,
 } vkc_mm16_path;
+
+/* Whether a fast path computes this shape as a GEMV (the order above). */
+static inline bool vkc_mm16_gemv(int M, int K, bool trans_a, bool trans_b) {
+    return M <= VKC_MM16_GEMV_MAX_M && K > 0 && !trans_a && trans_b;
+}
 
 /* Whether this CPU (and its OS) runs path for a and b of type (VKA_BF16 or VKA_F16), from
  * cpuid. */
