@@ -11,15 +11,18 @@
 #undef GV_U
 #undef GV_R
 #define GV_U (GV_S / VS_W) /* accumulators per row */
-#define GV_R (VS_W == 16 ? 4 : 2) /* rows per pass over a column (4 GV_U accumulators at most) */
+#define GV_R (VS_W == 16 ? 4 : 2) /* rows per pass over a column: 8 accumulators */
 
-/* VS_W elements of a 16-bit type widened to fp32 (exact). */
+/* Every function here is compiled with F16C allowed (VS_TARGET_F16C), as one body serves both
+ * types; the bf16 ones use no F16C instruction (the AVX2 path runs bf16 on a CPU without it).
+ * VS_W elements of a 16-bit type widened to fp32 (exact). */
 VS_TARGET_F16C VS_INLINE VS_F32 VS_NAME(gv_load)(const uint16_t *p, const bool f16) {
     return f16 ? VS_LOAD_F16(p) : VS_LOAD_BF16(p);
 }
 
-/* The strands of one output summed by the halving tree: s + s + 16, then + 8, + 4, + 2, + 1
- * (across accumulators, then VS_REDUCE_ADD's halving of the lanes). */
+/* The strands of one output summed by the halving tree: strand s + strand s + 16 for s < 16,
+ * then s + 8, s + 4, s + 2, s + 1 (across accumulators, then VS_REDUCE_ADD's halving of the
+ * lanes). */
 VS_TARGET_F16C VS_INLINE float VS_NAME(gv_reduce)(VS_F32 *acc) {
     VS_UNROLL
     for (int h = GV_U / 2; h >= 1; h /= 2)
@@ -123,8 +126,6 @@ VS_TARGET_F16C static void VS_NAME(gv_cols_bf16)(const bm_mm *mm, float *out, co
     VS_NAME(gv_cols)(mm, out, a, b, j0, nb, false);
 }
 
-/* (F16C only here: the bf16 instance is compiled with it too, as one body serves both, but uses
- * no F16C instruction.) */
 VS_TARGET_F16C static void VS_NAME(gv_cols_f16)(const bm_mm *mm, float *out, const uint16_t *a,
                                                 const uint16_t *b, int j0, int nb) {
     VS_NAME(gv_cols)(mm, out, a, b, j0, nb, true);
