@@ -57,18 +57,18 @@ static double max_diff(const float *a, const float *b, size_t n, double *amax) {
     return d;
 }
 
-/* bf16 against float32 on one backend. Each bf16 rounding moves a value by at most 2^-9 of it;
- * a product of K terms with rounded inputs is off by about sqrt(K) 2^-8 of its typical term
- * (random rounding errors), so logits of order 1 move by a few 1e-3 and the loss (a mean over
- * BT positions) by less. Measured here: logits 2.4e-3 of 0.75, loss and eval 6e-5, gradients
- * 0.4% of their largest, the 40-step curve 3.4e-3. Bounds, about 4x those: 1e-2 for logits,
- * 1e-3 for the loss and eval, gradients within 2% of their largest, the curve within 1e-2
- * while both learn. */
-static void test_gpt_bf16_close_to_fp32(void **state) {
+/* Bounds of a 16-bit run against float32 (see each test). */
+typedef struct close_bounds {
+    double logits, loss, grads; /* grads: relative to the largest gradient */
+    double curve;
+} close_bounds;
+
+/* precision against float32 on one backend: each bound checked, and both runs learn. */
+static void close_to_fp32(void **state, vka_dtype precision, close_bounds bd) {
     vka_context *ctx = tm_ctx(state);
     run_out f, h;
     run(ctx, VKA_F32, &f);
-    run(ctx, VKA_BF16, &h);
+    run(ctx, precision, &h);
     size_t n;
     {
         vka_gpt *g = tm_model(ctx, CFG, 9);
@@ -78,20 +78,31 @@ static void test_gpt_bf16_close_to_fp32(void **state) {
     double lmax, gmax, dlog = max_diff(h.logits, f.logits, (size_t)BT * CFG.V, &lmax);
     double dg = max_diff(h.grads, f.grads, n, &gmax), dcurve = 0;
     for (int s = 0; s < STEPS; s++) dcurve = fmax(dcurve, fabs(h.losses[s] - f.losses[s]));
-    print_message("%s: loss %.6f (fp32 %.6f); max |logit diff| %.3g of %.3g; max |grad diff| "
+    print_message("%s %s: loss %.6f (fp32 %.6f); max |logit diff| %.3g of %.3g; max |grad diff| "
                   "%.3g of %.3g; eval %.6f (%.6f); step %d loss %.4f (%.4f), max curve diff %.3g\n",
-                  vka_context_backend(ctx) == VKA_BACKEND_CPU ? "cpu" : "vulkan", h.loss0,
-                  f.loss0, dlog, lmax, dg, gmax, h.eval, f.eval, STEPS, h.losses[STEPS - 1],
-                  f.losses[STEPS - 1], dcurve);
-    assert_true(dlog > 0); /* it did run in bf16 */
-    assert_true(dlog <= 1e-2);
-    assert_true(fabs(h.loss0 - f.loss0) <= 1e-3);
-    assert_true(fabs(h.eval - f.eval) <= 1e-3);
-    assert_true(dg <= 2e-2 * gmax);
+                  vka_context_backend(ctx) == VKA_BACKEND_CPU ? "cpu" : "vulkan",
+                  vka_dtype_string(precision), h.loss0, f.loss0, dlog, lmax, dg, gmax, h.eval,
+                  f.eval, STEPS, h.losses[STEPS - 1], f.losses[STEPS - 1], dcurve);
+    assert_true(dlog > 0); /* it did run in 16 bits */
+    assert_true(dlog <= bd.logits);
+    assert_true(fabs(h.loss0 - f.loss0) <= bd.loss);
+    assert_true(fabs(h.eval - f.eval) <= bd.loss);
+    assert_true(dg <= bd.grads * gmax);
     assert_true(h.losses[STEPS - 1] < h.losses[0] - 0.5f);
-    assert_true(dcurve <= 1e-2);
+    assert_true(dcurve <= bd.curve);
     free(f.logits), free(f.grads), free(h.logits), free(h.grads);
     tu_done(ctx);
+}
+
+/* bf16 against float32 on one backend. Each bf16 rounding moves a value by at most 2^-9 of it;
+ * a product of K terms with rounded inputs is off by about sqrt(K) 2^-8 of its typical term
+ * (random rounding errors), so logits of order 1 move by a few 1e-3 and the loss (a mean over
+ * BT positions) by less. Measured here: logits 2.4e-3 of 0.75, loss and eval 6e-5, gradients
+ * 0.4% of their largest, the 40-step curve 3.4e-3. Bounds, about 4x those: 1e-2 for logits,
+ * 1e-3 for the loss and eval, gradients within 2% of their largest, the curve within 1e-2
+ * while both learn. */
+static void test_gpt_bf16_close_to_fp32(void **state) {
+    close_to_fp32(state, VKA_BF16, (close_bounds){1e-2, 1e-3, 2e-2, 1e-2});
 }
 
 /* The same bf16 model on the CPU backend and on Vulkan: the same roundings of the same values,
@@ -292,34 +303,10 @@ static void test_gpt_loss_scale_is_exact(void **state) {
 }
 
 /* fp16 against float32: fp16's unit roundoff is 2^-11 (8x finer than bf16's), so logits move
- * by a few 1e-4: bounds 2e-3 on logits, 2e-4 on the loss, gradients within 0.5%, the curve
- * within 1e-2; training runs with the default loss scaling (2^16) and skips no step here. */
+ * by a few 1e-4: bounds 2e-3 on logits, 2e-4 on the loss and eval, gradients within 0.5%, the
+ * curve within 1e-2; training runs with the default loss scaling (2^16) and skips no step here. */
 static void test_gpt_fp16_close_to_fp32(void **state) {
-    vka_context *ctx = tm_ctx(state);
-    run_out f, h;
-    run(ctx, VKA_F32, &f);
-    run(ctx, VKA_F16, &h);
-    size_t n;
-    {
-        vka_gpt *g = tm_model(ctx, CFG, 9);
-        n = vka_gpt_num_params(g);
-        vka_gpt_destroy(g);
-    }
-    double lmax, gmax, dlog = max_diff(h.logits, f.logits, (size_t)BT * CFG.V, &lmax);
-    double dg = max_diff(h.grads, f.grads, n, &gmax), dcurve = 0;
-    for (int s = 0; s < STEPS; s++) dcurve = fmax(dcurve, fabs(h.losses[s] - f.losses[s]));
-    print_message("%s fp16: loss %.6f (fp32 %.6f); max |logit diff| %.3g of %.3g; max |grad diff| "
-                  "%.3g of %.3g; step %d loss %.4f (%.4f), max curve diff %.3g\n",
-                  vka_context_backend(ctx) == VKA_BACKEND_CPU ? "cpu" : "vulkan", h.loss0,
-                  f.loss0, dlog, lmax, dg, gmax, STEPS, h.losses[STEPS - 1], f.losses[STEPS - 1],
-                  dcurve);
-    assert_true(dlog > 0 && dlog <= 2e-3);
-    assert_true(fabs(h.loss0 - f.loss0) <= 2e-4);
-    assert_true(dg <= 5e-3 * gmax);
-    assert_true(h.losses[STEPS - 1] < h.losses[0] - 0.5f);
-    assert_true(dcurve <= 1e-2);
-    free(f.logits), free(f.grads), free(h.logits), free(h.grads);
-    tu_done(ctx);
+    close_to_fp32(state, VKA_F16, (close_bounds){2e-3, 2e-4, 5e-3, 1e-2});
 }
 
 /* fp16 with a loss scale too large (2^24): the loss gradient's fp16 copies overflow, so the

@@ -24,19 +24,13 @@ static vkb_tensor param(const vka_gpt *gpt, const vkb_tensor *set, gpt_param_kin
  * n elements of activation src, rounded into the scratch words (x16 or d16) here. */
 static bool mixed(const vka_gpt *gpt) { return gpt->precision != VKA_F32; }
 
-static vkb_tensor round16(vka_gpt *gpt, vkb_tensor scratch, vkb_tensor src, size_t n) {
-    vkb_tensor h = vkm_gpt_view16(scratch, (uint8_t)gpt->precision, n);
-    gpt->be->ops->convert(gpt->be, h, src, n);
-    return h;
-}
-
 /* out (BT, OC) = inp (BT, IC) . weight (OC, IC)^T + bias (OC); weight: parameter k of layer l */
 static void linear_forward(vka_gpt *gpt, vkb_tensor out, vkb_tensor inp, gpt_param_kind k, int l,
                            vkb_tensor bias, int BT, int IC, int OC) {
     vkb_matmul mm = {.out = out, .a = inp, .b = param(gpt, gpt->params, k, l), .bias = bias,
                      .M = BT, .N = OC, .K = IC, .batch = 1, .trans_b = true, .alpha = 1.0f};
     if (mixed(gpt)) {
-        mm.a = round16(gpt, gpt->acts.x16, inp, (size_t)BT * IC);
+        mm.a = vkm_gpt_round16(gpt, gpt->acts.x16, inp, (size_t)BT * IC);
         mm.b = gpt->w16[vkm_gpt_w16_index(k, l)];
     }
     gpt->be->ops->matmul(gpt->be, &mm);
@@ -53,9 +47,9 @@ static void linear_backward(vka_gpt *gpt, vkb_tensor dinp, vkb_tensor dweight, v
     vkb_matmul dw = {.out = dweight, .a = dout, .b = inp, .M = OC, .N = IC, .K = BT,
                      .batch = 1, .trans_a = true, .alpha = 1.0f, .accumulate = true};
     if (mixed(gpt)) {
-        dx.a = dw.a = round16(gpt, gpt->acts.d16, dout, (size_t)BT * OC);
+        dx.a = dw.a = vkm_gpt_round16(gpt, gpt->acts.d16, dout, (size_t)BT * OC);
         dx.b = gpt->w16[vkm_gpt_w16_index(k, l)];
-        dw.b = round16(gpt, gpt->acts.x16, inp, (size_t)BT * IC);
+        dw.b = vkm_gpt_round16(gpt, gpt->acts.x16, inp, (size_t)BT * IC);
     }
     be->ops->matmul(be, &dx);
     be->ops->matmul(be, &dw);

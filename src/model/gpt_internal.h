@@ -307,6 +307,9 @@ int vkm_gpt_w16_count(const vka_gpt *gpt);
 int vkm_gpt_w16_index(gpt_param_kind kind, int l);
 /* n 16-bit elements of dtype over the 32-bit words of t (from its start). */
 vkb_tensor vkm_gpt_view16(vkb_tensor words, uint8_t dtype, size_t n);
+/* Record the rounding of n elements of src into scratch's words, viewed in gpt's precision;
+ * returns that view (a product's 16-bit input). */
+vkb_tensor vkm_gpt_round16(vka_gpt *gpt, vkb_tensor scratch, vkb_tensor src, size_t n);
 /* The parameters were written from the host: the 16-bit copies are refreshed before the next
  * pass. */
 static inline void vkm_gpt_params_changed(vka_gpt *gpt) { gpt->w16_fresh = false; }

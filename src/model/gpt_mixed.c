@@ -90,6 +90,12 @@ done:
     return r;
 }
 
+vkb_tensor vkm_gpt_round16(vka_gpt *gpt, vkb_tensor scratch, vkb_tensor src, size_t n) {
+    vkb_tensor h = vkm_gpt_view16(scratch, (uint8_t)gpt->precision, n);
+    gpt->be->ops->convert(gpt->be, h, src, n);
+    return h;
+}
+
 void vkm_gpt_record_refresh16(vka_gpt *gpt) {
     for (int i = 0; i < vkm_gpt_w16_count(gpt); i++) {
         int src = w16_source(gpt, i);

@@ -112,9 +112,7 @@ static void linear(vka_gpt_session *ss, vkb_tensor out, vkb_tensor inp, gpt_para
     vkb_matmul mm = {.out = out, .a = inp, .b = param(gpt, k, l), .bias = bias, .M = BT,
                      .N = OC, .K = IC, .batch = 1, .trans_b = true, .alpha = 1.0f};
     if (gpt->precision != VKA_F32) {
-        size_t n = (size_t)BT * IC;
-        mm.a = vkm_gpt_view16(ss->s.x16, (uint8_t)gpt->precision, n);
-        gpt->be->ops->convert(gpt->be, mm.a, inp, n);
+        mm.a = vkm_gpt_round16(gpt, ss->s.x16, inp, (size_t)BT * IC);
         mm.b = gpt->w16[vkm_gpt_w16_index(k, l)];
     }
     gpt->be->ops->matmul(gpt->be, &mm);
