@@ -74,8 +74,9 @@ typedef struct vkb_tensor {
 static inline size_t vkb_elems(vkb_tensor t) { return t.dtype == 0 ? t.n : 2 * t.n - t.pad16; }
 
 /* The hint of every message refusing a tensor's type (op_checks.c, api_ops.c). */
-#define VKB_DTYPE_HINT \
-    "(of the ops only matmul (a and b both bf16 or both f16) and copy read 16-bit tensors)"
+#define VKB_DTYPE_HINT                                                                        \
+    "(the ops that take 16-bit tensors: matmul's a and b, copy, layernorm_forward's out and inp, " \
+    "gelu_forward's out and inp, gelu_backward's inp and dout, residual_forward's out, a and b)"
 
 /* Elements [off, off + n) of t (must lie inside t). */
 static inline vkb_tensor vkb_slice(vkb_tensor t, size_t off, size_t n) {
@@ -303,7 +304,11 @@ typedef struct vkb_ops {
     void (*encoder_backward)(vkb_backend *be, vkb_tensor dwte, vkb_tensor dwpe, vkb_tensor dout,
                              vkb_tensor tokens, vkb_tensor buckets, int B, int T, int C);
     /* Ba et al. 2016, eps 1e-5: out (N,C) = (inp - mean) * rstd * weight + bias, saving mean (N)
-     * and rstd (N) = 1/sqrt(var + eps); var is the mean of (x - mean)^2 (two passes). */
+     * and rstd (N) = 1/sqrt(var + eps); var is the mean of (x - mean)^2 (two passes).
+     * out and inp may each be f32 or 16-bit (bf16 or f16, one type per call): inp widens
+     * exactly, the statistics and the arithmetic are f32 (the f32 path's, bit for bit), and a
+     * 16-bit out is the f32 result rounded to nearest even (vkb_ops.convert's rounding), so
+     * out16 == convert(out32). mean, rstd, weight and bias stay f32. */
     void (*layernorm_forward)(vkb_backend *be, vkb_tensor out, vkb_tensor mean, vkb_tensor rstd,
                               vkb_tensor inp, vkb_tensor weight, vkb_tensor bias, int N, int C);
     /* dinp (N,C), dweight (C), dbias (C) += from dout (N,C); as llm.c layernorm_backward */
@@ -327,7 +332,11 @@ typedef struct vkb_ops {
     void (*softmax_backward)(vkb_backend *be, vkb_tensor dinp, vkb_tensor dout, vkb_tensor out,
                              int R, int Tk, float scale);
     /* GELU, tanh form (Hendrycks & Gimpel 2016): 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))),
-     * finite for every finite x */
+     * finite for every finite x. The 16-bit rule of the elementwise ops (gelu_forward's out and
+     * inp, gelu_backward's inp and dout, residual_forward's out, a and b): each may be f32 or
+     * 16-bit, one 16-bit type per call; 16-bit inputs widen exactly, the arithmetic is the f32
+     * path's, a 16-bit output is its f32 result rounded to nearest even (as convert). An odd N
+     * leaves the high half of a 16-bit output's last word as it was. */
     void (*gelu_forward)(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N);
     /* dinp += gelu'(inp) * dout */
     void (*gelu_backward)(vkb_backend *be, vkb_tensor dinp, vkb_tensor inp, vkb_tensor dout,

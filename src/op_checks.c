@@ -135,6 +135,27 @@ static void ck_holds_opt(ck *c, const char *name, vkb_tensor t, need nd) {
     if (vkb_present(t)) ck_holds(c, name, t, nd);
 }
 
+/* t (required) holds nd.n elements of f32 or of a 16-bit type (the ops with 16-bit activations:
+ * layernorm_forward, gelu_forward/backward, residual_forward). *kind16 is the 16-bit type seen
+ * so far in this call (0: none): every 16-bit tensor of one call has the same one. */
+static void ck_holds_any(ck *c, const char *name, vkb_tensor t, need nd, uint8_t *kind16) {
+    if (c->stop) return;
+    if (vkb_present(t) && t.dtype != VKA_F32 && t.dtype != VKA_BF16 && t.dtype != VKA_F16) {
+        ck_fail(c, "%s has dtype %d, not a vka_dtype", name, t.dtype);
+        return;
+    }
+    if (vkb_present(t) && t.dtype != VKA_F32) {
+        if (*kind16 && *kind16 != t.dtype) {
+            ck_fail(c, "%s holds %s elements but an earlier tensor %s ones; the 16-bit tensors "
+                    "of one call have one type", name, vka_dtype_string((vka_dtype)t.dtype),
+                    vka_dtype_string((vka_dtype)*kind16));
+            return;
+        }
+        *kind16 = t.dtype;
+    }
+    ck_holds_typed(c, name, t, nd, vkb_present(t) ? t.dtype : VKA_F32);
+}
+
 /* a and b are the same tensor: both present and starting at the same element. (Public tensors
  * are one arena each, so for them this is the same vka_tensor.) */
 static bool same(vkb_tensor a, vkb_tensor b) {
@@ -267,10 +288,11 @@ static void ck_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mea
     ck_positive(&c, "N", N);
     ck_positive(&c, "C", C);
     need nc = NEED("N*C", N, C), n = need_n("N", (uint64_t)N), cn = need_n("C", (uint64_t)C);
-    ck_holds(&c, "out", out, nc);
+    uint8_t k16 = 0; /* out and inp: f32 or 16-bit; the statistics and parameters f32 */
+    ck_holds_any(&c, "out", out, nc, &k16);
     ck_holds(&c, "mean", mean, n);
     ck_holds(&c, "rstd", rstd, n);
-    ck_holds(&c, "inp", inp, nc);
+    ck_holds_any(&c, "inp", inp, nc, &k16);
     ck_holds(&c, "weight", weight, cn);
     ck_holds(&c, "bias", bias, cn);
     if (ck_ok(&c)) be->impl->layernorm_forward(be, out, mean, rstd, inp, weight, bias, N, C);
@@ -373,38 +395,44 @@ static void ck_softmax_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dou
     if (ck_ok(&c)) be->impl->softmax_backward(be, dinp, dout, out, R, Tk, scale);
 }
 
-/* The elementwise ops: N > 0, and each of the count tensors t[i] holds N elements. */
+/* The elementwise ops: N > 0, and each of the count tensors t[i] holds N elements: float32,
+ * or (bit i of any16 set) float32 or 16-bit, the 16-bit ones of one type. */
 static ck elementwise_checks(vkb_backend *be, const char *op, const vkb_tensor *t,
-                             const char *const *names, int count, size_t N) {
+                             const char *const *names, int count, size_t N, unsigned any16) {
     ck c = ck_start(be, op);
     ck_nonzero(&c, "N", N);
-    for (int i = 0; i < count; i++) ck_holds(&c, names[i], t[i], need_n("N", N));
+    uint8_t k16 = 0;
+    for (int i = 0; i < count; i++) {
+        if (any16 >> i & 1u) ck_holds_any(&c, names[i], t[i], need_n("N", N), &k16);
+        else ck_holds(&c, names[i], t[i], need_n("N", N));
+    }
     return c;
 }
 
 static void ck_gelu_forward(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
     ck c = elementwise_checks(be, "gelu_forward", (const vkb_tensor[]){out, inp},
-                              (const char *const[]){"out", "inp"}, 2, N);
+                              (const char *const[]){"out", "inp"}, 2, N, 3u);
     if (ck_ok(&c)) be->impl->gelu_forward(be, out, inp, N);
 }
 
 static void ck_gelu_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor inp, vkb_tensor dout,
                              size_t N) {
     ck c = elementwise_checks(be, "gelu_backward", (const vkb_tensor[]){dinp, inp, dout},
-                              (const char *const[]){"dinp", "inp", "dout"}, 3, N);
+                              (const char *const[]){"dinp", "inp", "dout"}, 3, N,
+                              6u); /* dinp (accumulated) stays f32 */
     if (ck_ok(&c)) be->impl->gelu_backward(be, dinp, inp, dout, N);
 }
 
 static void ck_residual_forward(vkb_backend *be, vkb_tensor out, vkb_tensor a, vkb_tensor b,
                                 size_t N) {
     ck c = elementwise_checks(be, "residual_forward", (const vkb_tensor[]){out, a, b},
-                              (const char *const[]){"out", "a", "b"}, 3, N);
+                              (const char *const[]){"out", "a", "b"}, 3, N, 7u);
     if (ck_ok(&c)) be->impl->residual_forward(be, out, a, b, N);
 }
 
 static void ck_add_inplace(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size_t N) {
     ck c = elementwise_checks(be, "add_inplace", (const vkb_tensor[]){dst, src},
-                              (const char *const[]){"dst", "src"}, 2, N);
+                              (const char *const[]){"dst", "src"}, 2, N, 0u);
     if (ck_ok(&c)) be->impl->add_inplace(be, dst, src, N);
 }
 
