@@ -195,13 +195,46 @@ static vka_result run_layernorm_forward(cpu_backend *cb, const void *p) {
                                a->C, cb->isa, cb->nt); /* isa baseline: the reference */
     return VKA_SUCCESS;
 }
+
+/* out and/or inp 16-bit: the words of a 16-bit view are a uint16_t array from its first
+ * element (element 2i in the low half). scratch: the f32 rows of a 16-bit out, allocated with
+ * the command (at record time, not per run). */
+typedef struct {
+    void *out;
+    const void *inp;
+    float *mean, *rstd, *scratch;
+    const float *weight, *bias;
+    int out_dtype, inp_dtype, N, C;
+} layernorm16_args;
+
+static vka_result run_layernorm_forward16(cpu_backend *cb, const void *p) {
+    const layernorm16_args *a = p;
+    vkc_layernorm_forward16(a->out, a->out_dtype, a->mean, a->rstd, a->inp, a->inp_dtype,
+                            a->weight, a->bias, a->N, a->C, a->scratch, cb->isa, cb->cvt,
+                            cb->nt);
+    return VKA_SUCCESS;
+}
+
 static void op_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mean,
                                  vkb_tensor rstd, vkb_tensor inp, vkb_tensor weight,
                                  vkb_tensor bias, int N, int C) {
+    cpu_backend *cb = (cpu_backend *)be;
+    if (out.dtype != VKA_F32 || inp.dtype != VKA_F32) {
+        layernorm16_args a = {.out = cpu_ptr(out), .inp = cpu_ptr(inp), .mean = cpu_ptr(mean),
+                              .rstd = cpu_ptr(rstd), .weight = cpu_ptr(weight),
+                              .bias = cpu_ptr(bias), .out_dtype = out.dtype,
+                              .inp_dtype = inp.dtype, .N = N, .C = C};
+        size_t floats = vkc_layernorm_forward16_scratch(N, C, out.dtype, cb->nt);
+        layernorm16_args *rec = vkc_record(cb, "layernorm_forward", run_layernorm_forward16,
+                                           &a, sizeof a, floats ? floats * 4 + 64 : 0);
+        if (rec && floats) /* after the arguments, 64-byte aligned */
+            rec->scratch = (float *)(((uintptr_t)(rec + 1) + 63) & ~(uintptr_t)63);
+        return;
+    }
     layernorm_args a = {.out = cpu_ptr(out), .mean = cpu_ptr(mean), .rstd = cpu_ptr(rstd),
                         .inp = cpu_ptr(inp), .weight = cpu_ptr(weight), .bias = cpu_ptr(bias),
                         .N = N, .C = C};
-    vkc_record((cpu_backend *)be, "layernorm_forward", run_layernorm_forward, &a, sizeof a, 0);
+    vkc_record(cb, "layernorm_forward", run_layernorm_forward, &a, sizeof a, 0);
 }
 
 static vka_result run_layernorm_backward(cpu_backend *cb, const void *p) {

@@ -112,6 +112,18 @@ void vkc_layernorm_forward_fast(float *out, float *mean, float *rstd, const floa
 void vkc_layernorm_backward_fast(float *dinp, float *dweight, float *dbias, const float *dout,
                                  const float *inp, const float *weight, const float *mean,
                                  const float *rstd, int N, int C, vkc_isa isa, int nt);
+/* vkc_layernorm_forward_fast (for isa; VKC_ISA_BASELINE: the reference) with out and/or inp
+ * 16-bit (out_dtype, inp_dtype: vka_dtype values, 1 bf16, 2 fp16; a 16-bit one is a uint16_t
+ * array, element i at [i]): a 16-bit inp is widened, a row at a time, and the row normalised as
+ * the f32 kernel does; a 16-bit out gets that f32 row rounded by the convert op (cvt:
+ * vkc_cvt_features), so out16 == convert(out32) bit for bit. Writes exactly N*C 16-bit
+ * elements (with odd C two rows share a 32-bit word; each row writes only its own halves).
+ * scratch: vkc_layernorm_forward16_scratch(N, C, out_dtype, nt) floats (none for an f32 out). */
+void vkc_layernorm_forward16(void *out, int out_dtype, float *mean, float *rstd,
+                             const void *inp, int inp_dtype, const float *weight,
+                             const float *bias, int N, int C, float *scratch, vkc_isa isa,
+                             unsigned cvt, int nt);
+size_t vkc_layernorm_forward16_scratch(int N, int C, int out_dtype, int nt);
 
 /* --- permute.c ------------------------------------------------------------------------------ */
 /* inp (B,T,3C) -> q, k, v (B,NH,T,HS), C = NH*HS */

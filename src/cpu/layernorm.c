@@ -1,33 +1,41 @@
 /* Layer normalisation (Ba et al. 2016), forward and backward as llm.c
  * (shaders/layernorm_forward.comp, layernorm_backward.comp). */
+#include "cpu/convert.h"
 #include "cpu/cpu_ops.h"
 #include "cpu/simd.h"
+#include "vkattn.h" /* vka_dtype */
 
 #include <math.h>
 
 #define LN_EPS 1e-5
 
+/* One row: o (C), *mean, *rstd from x (C). o may be x (each o[c] is written after x[c] is
+ * read for the last time): the 16-bit path normalises a widened row in place. */
+static void ref_forward_row(float *o, float *mean, float *rstd, const float *x,
+                            const float *weight, const float *bias, int C) {
+    /* Two passes: E[(x - m)^2] has no cancellation, unlike E[x^2] - m^2 (think of
+     * [40000, 40001, 40002, 40003]). */
+    double m = 0.0;
+    for (int c = 0; c < C; c++) m += x[c];
+    m /= C;
+    double var = 0.0;
+    for (int c = 0; c < C; c++) {
+        double d = x[c] - m;
+        var += d * d;
+    }
+    var /= C;
+    float mf = (float)m, rf = (float)(1.0 / sqrt(var + LN_EPS));
+    for (int c = 0; c < C; c++) o[c] = (x[c] - mf) * rf * weight[c] + bias[c];
+    *mean = mf;
+    *rstd = rf;
+}
+
 void vkc_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                            const float *weight, const float *bias, int N, int C, int nt) {
     VKA_OMP_FOR(nt, (double)N * C > VKA_OMP_MIN_WORK / 4)
     for (int n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * C; // (C)
-        float *o = out + (size_t)n * C;       // (C)
-        /* Two passes: E[(x - m)^2] has no cancellation, unlike E[x^2] - m^2 (think of
-         * [40000, 40001, 40002, 40003]). */
-        double m = 0.0;
-        for (int c = 0; c < C; c++) m += x[c];
-        m /= C;
-        double var = 0.0;
-        for (int c = 0; c < C; c++) {
-            double d = x[c] - m;
-            var += d * d;
-        }
-        var /= C;
-        float mf = (float)m, rf = (float)(1.0 / sqrt(var + LN_EPS));
-        for (int c = 0; c < C; c++) o[c] = (x[c] - mf) * rf * weight[c] + bias[c];
-        mean[n] = mf;
-        rstd[n] = rf;
+        size_t o = (size_t)n * C;
+        ref_forward_row(out + o, mean + n, rstd + n, inp + o, weight, bias, C); // (C) rows
     }
 }
 
@@ -97,6 +105,7 @@ void vkc_layernorm_backward(float *dinp, float *dweight, float *dbias, const flo
 #define LN_INLINE static inline
 #endif
 
+/* o may be x, as ref_forward_row's (the 16-bit path's widened rows) */
 LN_INLINE void ln_forward_row(float *o, float *mean, float *rstd, const float *x,
                                   const float *weight, const float *bias, int C) {
     double m = 0.0;
@@ -175,6 +184,65 @@ void vkc_layernorm_forward_fast(float *out, float *mean, float *rstd, const floa
 #endif
     (void)isa;
     vkc_layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, nt);
+}
+
+/* --- 16-bit out and/or inp (backend.h) ------------------------------------------------------ */
+/* The f32 kernels' row functions on the widened row, then rounded: the statistics are sums in
+ * vector lanes whose order the compiler picks for the loop as written, so a row read in pieces,
+ * or widened inside those loops, could sum in another order; a whole widened row in f32 gives
+ * the f32 path's bits by construction. */
+
+/* One row of the kernel vkc_layernorm_forward_fast runs for isa (o may be x). */
+static void forward_row(float *o, float *mean, float *rstd, const float *x, const float *weight,
+                        const float *bias, int C, vkc_isa isa) {
+#ifdef VKC_X86
+    if (isa == VKC_ISA_AVX512 || isa == VKC_ISA_AVX2) {
+        VKC_SIMD_PICK(isa, ln_fwd)(o, mean, rstd, x, weight, bias, C);
+        return;
+    }
+#endif
+    (void)isa;
+    ref_forward_row(o, mean, rstd, x, weight, bias, C);
+}
+
+/* n elements of src (src_dtype) into dst (dst_dtype), one of f32 <-> bf16 / f16: the convert
+ * op's bits (vkc_convert), on the calling thread. */
+static void convert_run(void *dst, int dst_dtype, const void *src, int src_dtype, size_t n,
+                        unsigned cvt) {
+    if (src_dtype == VKA_F32 && dst_dtype == VKA_BF16) vkc_f32_to_bf16(dst, src, n, cvt);
+    else if (src_dtype == VKA_F32) vkc_f32_to_f16(dst, src, n, cvt);
+    else if (src_dtype == VKA_BF16) vkc_bf16_to_f32(dst, src, n, cvt);
+    else vkc_f16_to_f32(dst, src, n, cvt);
+}
+
+size_t vkc_layernorm_forward16_scratch(int N, int C, int out_dtype, int nt) {
+    if (out_dtype == VKA_F32) return 0;
+    return (size_t)(N < nt ? N : nt) * (size_t)C;
+}
+
+void vkc_layernorm_forward16(void *out, int out_dtype, float *mean, float *rstd,
+                             const void *inp, int inp_dtype, const float *weight,
+                             const float *bias, int N, int C, float *scratch, vkc_isa isa,
+                             unsigned cvt, int nt) {
+    /* blocks of rows, one scratch row each (independent: any schedule gives the same bits) */
+    int blocks = out_dtype == VKA_F32 ? N : (N < nt ? N : nt);
+    VKA_OMP_FOR(nt, (double)N * C > VKA_OMP_MIN_WORK / 4)
+    for (int bl = 0; bl < blocks; bl++) {
+        int n0 = (int)((long long)N * bl / blocks), n1 = (int)((long long)N * (bl + 1) / blocks);
+        for (int n = n0; n < n1; n++) {
+            size_t e = (size_t)n * C; /* the row's first element in out and inp */
+            /* the row in f32: out's own row (f32 out), else the block's scratch row */
+            float *row = out_dtype == VKA_F32 ? (float *)out + e : scratch + (size_t)bl * C;
+            const float *x = (const float *)inp + e;
+            if (inp_dtype != VKA_F32) {
+                convert_run(row, VKA_F32, (const uint16_t *)inp + e, inp_dtype, (size_t)C, cvt);
+                x = row;
+            }
+            forward_row(row, mean + n, rstd + n, x, weight, bias, C, isa);
+            if (out_dtype != VKA_F32)
+                convert_run((uint16_t *)out + e, out_dtype, row, VKA_F32, (size_t)C, cvt);
+        }
+    }
 }
 
 void vkc_layernorm_backward_fast(float *dinp, float *dweight, float *dbias, const float *dout,

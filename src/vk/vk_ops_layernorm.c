@@ -34,11 +34,32 @@ static bool rows_layout(vkv_backend *vb, size_t n, int C, const vkv_call *call, 
     return false;
 }
 
+/* Words a 16-bit view of a block of rows of C elements may take per row: (half + n C + 1) / 2
+ * <= n (C / 2 + 1) words for n rows from either half of a word. */
+static size_t per_row16(int C) { return (size_t)C / 2 + 1; }
+
+/* The view of elements [e0, e0 + n) of t: f32 elements, or the words holding 16-bit ones (from
+ * the word of element e0, whichever half it is). */
+static vkb_tensor rows_view(vkb_tensor t, size_t e0, size_t n) {
+    if (t.dtype == VKA_F32) return vkb_slice(t, e0, n);
+    return vkb_slice(t, e0 / 2, ((e0 & 1) + n + 1) / 2);
+}
+
+/* 16-bit out or inp (backend.h): INP16 / OUT16 (spec 3, 4) set to their dtypes, in the build
+ * the f32 op takes for the shape (the texel build's sums run in another order than the storage
+ * build's: out16 == convert(out32) needs the same one), with the 16-bit views read and written
+ * as words through their storage bindings, so only the f32 views decide for texels; blocks of
+ * rows as for f32, their 16-bit views counted in words (pc.half0: a block starting at an odd
+ * element). */
 void vkv_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mean, vkb_tensor rstd,
                            vkb_tensor inp, vkb_tensor weight, vkb_tensor bias, int N, int C) {
     const char *op = "layernorm_forward";
     vkv_backend *vb = (vkv_backend *)be;
-    size_t per_row[4] = {(size_t)C, 1, 1, (size_t)C};
+    bool any16 = out.dtype != VKA_F32 || inp.dtype != VKA_F32;
+    /* the texel build's views (bit i: binding i) among out, inp, weight, bias: f32 ones only */
+    uint32_t f32_views = 0x30u | (out.dtype ? 0u : 0x1u) | (inp.dtype ? 0u : 0x8u);
+    size_t per_row[4] = {out.dtype ? per_row16(C) : (size_t)C, 1, 1,
+                         inp.dtype ? per_row16(C) : (size_t)C};
     const char *names[4] = {"out", "mean", "rstd", "inp"};
     size_t block = vkv_block_rows(vb, op, (size_t)N, per_row, names, 4);
     if (!block) return;
@@ -46,24 +67,30 @@ void vkv_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mean, vkb
     if (!vkv_check_layout(be, op, &lay)) return;
     vkb_tensor ws = vkb_slice(weight, 0, C), bs = vkb_slice(bias, 0, C);
     for (size_t r0 = 0; r0 < (size_t)N; r0 += block) {
-        size_t n = VKA_MIN(block, (size_t)N - r0);
-        vkb_tensor os = vkb_slice(out, r0 * C, n * C), is = vkb_slice(inp, r0 * C, n * C);
+        size_t n = VKA_MIN(block, (size_t)N - r0), e0 = r0 * C;
+        vkb_tensor os = rows_view(out, e0, n * C), is = rows_view(inp, e0, n * C);
         vkb_tensor ms = vkb_slice(mean, r0, n), rs = vkb_slice(rstd, r0, n);
-        pc_layernorm_forward pc = {.N = (uint32_t)n, .C = (uint32_t)C};
+        pc_layernorm_forward pc = {.N = (uint32_t)n, .C = (uint32_t)C,
+                                   .half0 = (uint32_t)(e0 & 1)};
         vkv_call call = {.shader = VKA_SHADER_LAYERNORM_FORWARD,
-                         .texel = {3, 4, 5},
+                         .texel = {inp.dtype ? VKV_NO_TEXEL : 3, 4, 5},
                          .bind = {os, ms, rs, is, ws, bs},
                          .writes = {true, true, true},
                          .n_bind = 6,
                          VKV_PC(&pc),
                          .label = op};
         /* texel build: one invocation per row (SEG 1), C / 4 loop iterations per pass; reads
-         * inp, weight, bias as texels; out, inp, weight, bias as vec4s */
-        if (rows_layout(vb, n, C, &call, 0x38, 0x39, 3, &lay)) {
+         * inp, weight, bias as texels; out, inp, weight, bias as vec4s (f32 ones: f32_views) */
+        if (rows_layout(vb, n, C, &call, f32_views & 0x38u, f32_views, 3, &lay)) {
             call.shader = VKA_SHADER_LAYERNORM_FORWARD_TEXEL;
             call.n_texel = 3;
         }
         vkv_call_layout(&call, &lay);
+        if (any16) {
+            call.spec[3] = inp.dtype;
+            call.spec[4] = out.dtype;
+            call.n_spec = 5;
+        }
         vkv_dispatch(vb, &call);
     }
 }
