@@ -396,9 +396,15 @@ vka_result vka_context_selected_device(const vka_context *ctx, vka_device_info *
  *
  * A vka_tensor is n elements on the context's device, zero-filled when created: 4-byte ones
  * (float32, or int32 token ids; vka_tensor_create) or 16-bit ones (bf16, fp16;
- * vka_tensor_create_desc). Of the ops only vka_matmul reads 16-bit tensors so far (a and b,
- * both bf16 or both fp16); the others fail with VKA_ERROR_INVALID_ARGUMENT naming the op and the
- * tensor. Ops are recorded into a graph between vka_graph_begin() and
+ * vka_tensor_create_desc). The ops that take 16-bit tensors: vka_matmul (a and b, both bf16 or
+ * both fp16), vka_copy (conversions), vka_layernorm_forward (out, inp), vka_gelu_forward (out,
+ * inp), vka_gelu_backward (inp, dout) and vka_residual_forward (out, a, b); the 16-bit tensors
+ * of one call have one type. Elsewhere a 16-bit tensor fails with VKA_ERROR_INVALID_ARGUMENT
+ * naming the op and the tensor. The 16-bit rule of these ops: a 16-bit input is widened to
+ * float32 exactly, the arithmetic is the float32 op's, and a 16-bit output is the float32
+ * result rounded to nearest, ties to even (vka_convert's rounding: NaN stays NaN, fp16 past
+ * 65520 gives Inf), so it equals vka_copy of the float32 op's output, bit for bit; with an odd
+ * element count the high half of an output's last word keeps its value. Ops are recorded into a graph between vka_graph_begin() and
  * vka_graph_end(); nothing runs until vka_graph_run(), which submits the whole graph once and
  * waits once (Vulkan: one command buffer with the barriers it needs). A graph can be run any
  * number of times; write new inputs with vka_tensor_write() between runs. An op called outside
@@ -783,7 +789,9 @@ vka_result vka_kv_write(vka_context *ctx, vka_tensor *kcache, vka_tensor *vcache
 
 /** Layer normalisation (Ba et al. 2016), eps 1e-5, over the last dimension:
  * out (N,C) = (inp - mean) * rstd * weight (C) + bias (C); saves mean (N) and rstd (N) =
- * 1/sqrt(var + eps), var = mean((x - mean)^2) computed in a second pass (never E[x^2]-E[x]^2). */
+ * 1/sqrt(var + eps), var = mean((x - mean)^2) computed in a second pass (never E[x^2]-E[x]^2).
+ * out and inp may be bf16 or fp16 (the 16-bit rule above: statistics and arithmetic in
+ * float32); mean, rstd, weight and bias are float32. */
 vka_result vka_layernorm_forward(vka_context *ctx, vka_tensor *out, vka_tensor *mean,
                                  vka_tensor *rstd, const vka_tensor *inp,
                                  const vka_tensor *weight, const vka_tensor *bias, int N, int C);
@@ -794,12 +802,14 @@ vka_result vka_layernorm_backward(vka_context *ctx, vka_tensor *dinp, vka_tensor
                                   const vka_tensor *mean, const vka_tensor *rstd, int N, int C);
 
 /** GELU, tanh approximation (Hendrycks & Gimpel 2016), as GPT-2:
- * out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); finite for every finite x. */
+ * out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); finite for every finite x. out and
+ * inp may be 16-bit (the rule above). */
 vka_result vka_gelu_forward(vka_context *ctx, vka_tensor *out, const vka_tensor *inp, size_t N);
-/** dinp (N) += gelu'(inp) * dout. */
+/** dinp (N) += gelu'(inp) * dout; inp and dout may be 16-bit, dinp (accumulated) is float32. */
 vka_result vka_gelu_backward(vka_context *ctx, vka_tensor *dinp, const vka_tensor *inp,
                              const vka_tensor *dout, size_t N);
-/** out = a + b (residual connection), N elements. */
+/** out = a + b (residual connection), N elements; out, a and b may be 16-bit (the rule above:
+ * the float32 sum rounded once). */
 vka_result vka_residual_forward(vka_context *ctx, vka_tensor *out, const vka_tensor *a,
                                 const vka_tensor *b, size_t N);
 /** dst += src, N elements (residual backward). */
@@ -1166,7 +1176,9 @@ vka_attention_impl vka_gpt_get_attention(const vka_gpt *gpt);
  *    the LM head on wte) reads bf16 copies of its weight and of its input activation, and in
  *    backward of its output gradient, accumulates in float32 and writes float32 (vka_matmul's
  *    bf16 products). The master weights, the gradients, AdamW's m and v, layernorm, attention,
- *    GELU, the residual stream, softmax and cross-entropy stay float32. The weights' copies
+ *    GELU, the residual stream, softmax and cross-entropy compute in float32; the activations only
+ *    the products read (the layernorms' outputs, GELU's output) are stored in bf16, the others
+ *    in float32. The weights' copies
  *    (2 bytes a matrix weight, device memory counted by vka_gpt_memory_bytes) are remade from
  *    the float32 weights after every AdamW step inside the step's graph, and before the next
  *    pass when the parameters were written from the host (load, vka_gpt_set_params, a state).

@@ -16,7 +16,42 @@
 #ifndef VKA_ELEMENTWISE_GLSL
 #define VKA_ELEMENTWISE_GLSL
 
+#include "half.glsl"
+
 layout(constant_id = 1) const uint VEC4S = 0;
+
+// 16-bit tensors (backend.h's 16-bit rule of the elementwise ops): T16 (specialization constant
+// 2) bit i set = binding i holds 16-bit elements, two a 32-bit word (element 2j in the low
+// half), of type fp16 where F16 (constant 3) is true, else bf16. With T16 != 0 (and VEC4S = 0)
+// an invocation owns one pair of elements, 2w and 2w + 1, so that no two invocations store to
+// the same word; the arithmetic is the float32 path's, a 16-bit output its result rounded to
+// nearest even (half.glsl), and the high half past an odd N keeps its value.
+layout(constant_id = 2) const uint T16 = 0u;
+layout(constant_id = 3) const bool F16 = false;
+
+// The two elements of pair w from a float32 view (buf, view offset off) or, where binding
+// `binding` is 16-bit, from its word view (words); n2: 2 if both are elements, else 1 (the
+// second then reads as 0).
+#define VKA_PAIR_LOAD(binding, buf, words, off, w, n2)                                         \
+    ((T16 & (1u << (binding))) != 0u                                                          \
+         ? vec2(widen16_to(F16, words[(off) + (w)] & 0xFFFFu),                                \
+                (n2) == 2u ? widen16_to(F16, words[(off) + (w)] >> 16) : 0.0)                 \
+         : vec2(buf[(off) + 2u * (w)], (n2) == 2u ? buf[(off) + 2u * (w) + 1u] : 0.0))
+
+// Store pair w (v; only v.x when n2 is 1) into a float32 view or a 16-bit word view.
+#define VKA_PAIR_STORE(binding, buf, words, off, w, n2, v)                                     \
+    do {                                                                                      \
+        if ((T16 & (1u << (binding))) != 0u) {                                                \
+            uint hi_ = (n2) == 2u ? narrow16_to(F16, (v).y) : (words[(off) + (w)] >> 16);     \
+            words[(off) + (w)] = narrow16_to(F16, (v).x) | (hi_ << 16);                       \
+        } else {                                                                              \
+            buf[(off) + 2u * (w)] = (v).x;                                                    \
+            if ((n2) == 2u) buf[(off) + 2u * (w) + 1u] = (v).y;                               \
+        }                                                                                     \
+    } while (false)
+
+// This invocation's pair and how many of its two elements lie below N (0: none).
+uint pair_count(uint w, uint N) { return 2u * w >= N ? 0u : (2u * w + 1u < N ? 2u : 1u); }
 
 // The vec4 index (into the N / 4 vec4s) of this invocation's round r < VEC4S.
 uint vec4_index(uint r) {

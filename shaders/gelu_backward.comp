@@ -14,6 +14,8 @@ layout(set = 0, binding = 2) readonly buffer Dout { float dout[]; };
 layout(set = 0, binding = 0) buffer Dinp4 { vec4 dinp4[]; };
 layout(set = 0, binding = 1) readonly buffer Inp4 { vec4 inp4[]; };
 layout(set = 0, binding = 2) readonly buffer Dout4 { vec4 dout4[]; };
+layout(set = 0, binding = 1) readonly buffer InpW { uint inp_w[]; }; // 16-bit views (T16)
+layout(set = 0, binding = 2) readonly buffer DoutW { uint dout_w[]; };
 #ifdef VKA_TEXEL
 layout(set = 0, binding = 12) uniform samplerBuffer dinp_tex;
 layout(set = 0, binding = 13) uniform samplerBuffer inp_tex;
@@ -24,6 +26,16 @@ layout(set = 0, binding = 14) uniform samplerBuffer dout_tex;
 VKA_PC_BLOCK(VKA_PC_GELU_BACKWARD_VIEWS, VKA_PC_BINARY)
 
 void main() {
+    if (T16 != 0u) { // dinp stays float32 (T16 bit 0 is never set)
+        uint w = vka_global_id(), n2 = pair_count(w, pc.N);
+        if (n2 == 0u) return;
+        vec2 x = VKA_PAIR_LOAD(1u, inp, inp_w, pc.inp_off, w, n2);
+        vec2 d = VKA_PAIR_LOAD(2u, dout, dout_w, pc.dout_off, w, n2);
+        uint i = pc.dinp_off + 2u * w;
+        dinp[i] += gelu_grad(x.x) * d.x;
+        if (n2 == 2u) dinp[i + 1u] += gelu_grad(x.y) * d.y;
+        return;
+    }
     if (VEC4S == 0u) {
         uint i = vka_global_id();
         if (i >= pc.N) return;

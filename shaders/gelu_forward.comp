@@ -13,6 +13,8 @@ layout(set = 0, binding = 0) writeonly buffer Out { float out_[]; };
 layout(set = 0, binding = 1) readonly buffer Inp { float inp[]; };
 layout(set = 0, binding = 0) writeonly buffer Out4 { vec4 out4[]; };
 layout(set = 0, binding = 1) readonly buffer Inp4 { vec4 inp4[]; };
+layout(set = 0, binding = 0) buffer OutW { uint out_w[]; }; // 16-bit views (T16)
+layout(set = 0, binding = 1) readonly buffer InpW { uint inp_w[]; };
 #ifdef VKA_TEXEL
 layout(set = 0, binding = 12) uniform samplerBuffer inp_tex;
 #endif
@@ -22,6 +24,13 @@ layout(set = 0, binding = 12) uniform samplerBuffer inp_tex;
 VKA_PC_BLOCK(VKA_PC_GELU_FORWARD_VIEWS, VKA_PC_BINARY)
 
 void main() {
+    if (T16 != 0u) {
+        uint w = vka_global_id(), n2 = pair_count(w, pc.N);
+        if (n2 == 0u) return;
+        vec2 x = VKA_PAIR_LOAD(1u, inp, inp_w, pc.inp_off, w, n2);
+        VKA_PAIR_STORE(0u, out_, out_w, pc.out_off, w, n2, vec2(gelu(x.x), gelu(x.y)));
+        return;
+    }
     if (VEC4S == 0u) {
         uint i = vka_global_id();
         if (i >= pc.N) return;

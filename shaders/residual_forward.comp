@@ -13,6 +13,9 @@ layout(set = 0, binding = 2) readonly buffer B { float b[]; };
 layout(set = 0, binding = 0) buffer Out4 { vec4 out4[]; };
 layout(set = 0, binding = 1) readonly buffer A4 { vec4 a4[]; };
 layout(set = 0, binding = 2) readonly buffer B4 { vec4 b4[]; };
+layout(set = 0, binding = 0) buffer OutW { uint out_w[]; }; // 16-bit views (T16)
+layout(set = 0, binding = 1) readonly buffer AW { uint a_w[]; };
+layout(set = 0, binding = 2) readonly buffer BW { uint b_w[]; };
 #ifdef VKA_TEXEL
 layout(set = 0, binding = 12) uniform samplerBuffer a_tex;
 layout(set = 0, binding = 13) uniform samplerBuffer b_tex;
@@ -22,6 +25,14 @@ layout(set = 0, binding = 13) uniform samplerBuffer b_tex;
 VKA_PC_BLOCK(VKA_PC_RESIDUAL_FORWARD_VIEWS, VKA_PC_BINARY)
 
 void main() {
+    if (T16 != 0u) {
+        uint w = vka_global_id(), n2 = pair_count(w, pc.N);
+        if (n2 == 0u) return;
+        vec2 x = VKA_PAIR_LOAD(1u, a, a_w, pc.a_off, w, n2);
+        vec2 y = VKA_PAIR_LOAD(2u, b, b_w, pc.b_off, w, n2);
+        VKA_PAIR_STORE(0u, out_, out_w, pc.out_off, w, n2, x + y);
+        return;
+    }
     if (VEC4S == 0u) {
         uint i = vka_global_id();
         if (i >= pc.N) return;

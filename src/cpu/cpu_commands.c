@@ -58,6 +58,57 @@ static void op_convert(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size_t n
     vkc_record((cpu_backend *)be, "convert", run_convert, &a, sizeof a, 0);
 }
 
+/* The elementwise ops with 16-bit tensors (backend.h's 16-bit rule): in blocks of EW16_BLOCK
+ * elements (GELU_CHUNK's, from element 0, as the float32 paths), each 16-bit input widened
+ * into a stack buffer, the float32 op run on the block on one thread, and a 16-bit output
+ * narrowed from a buffer; exactly n elements are written (uint16_t stores). */
+#define EW16_BLOCK 4096
+typedef enum { EW16_GELU_FORWARD, EW16_GELU_BACKWARD, EW16_RESIDUAL } ew16_op;
+typedef struct { void *t[3]; uint8_t dt[3]; size_t n; ew16_op op; } ew16_args;
+
+static void widen16(float *out, const void *in, uint8_t dt, size_t n, unsigned cvt) {
+    if (dt == VKA_BF16) vkc_bf16_to_f32(out, in, n, cvt);
+    else vkc_f16_to_f32(out, in, n, cvt);
+}
+
+static vka_result run_ew16(cpu_backend *cb, const void *p) {
+    const ew16_args *a = p;
+    long blocks = (long)((a->n + EW16_BLOCK - 1) / EW16_BLOCK);
+    VKA_OMP_FOR(cb->nt, a->n > VKA_OMP_MIN_WORK)
+    for (long bl = 0; bl < blocks; bl++) {
+        float buf[3][EW16_BLOCK];
+        size_t lo = (size_t)bl * EW16_BLOCK, n = VKA_MIN((size_t)EW16_BLOCK, a->n - lo);
+        float *v[3];
+        for (int i = 0; i < 3; i++) {
+            if (!a->t[i]) v[i] = NULL;
+            else if (a->dt[i] == VKA_F32) v[i] = (float *)a->t[i] + lo;
+            else {
+                v[i] = buf[i];
+                if (i > 0) widen16(buf[i], (const uint16_t *)a->t[i] + lo, a->dt[i], n, cb->cvt);
+            }
+        }
+        switch (a->op) {
+        case EW16_GELU_FORWARD: vkc_gelu_forward_fast(v[0], v[1], n, cb->isa, 1); break;
+        case EW16_GELU_BACKWARD: vkc_gelu_backward_fast(v[0], v[1], v[2], n, cb->isa, 1); break;
+        case EW16_RESIDUAL: vkc_residual_forward(v[0], v[1], v[2], n, 1); break;
+        }
+        if (a->dt[0] == VKA_BF16) vkc_f32_to_bf16((uint16_t *)a->t[0] + lo, buf[0], n, cb->cvt);
+        else if (a->dt[0] == VKA_F16) vkc_f32_to_f16((uint16_t *)a->t[0] + lo, buf[0], n, cb->cvt);
+    }
+    return VKA_SUCCESS;
+}
+
+/* Whether any of the op's tensors is 16-bit: then it was recorded as run_ew16. */
+static bool record_ew16(vkb_backend *be, const char *name, ew16_op op, vkb_tensor o, vkb_tensor x,
+                        vkb_tensor y, size_t n) {
+    if (o.dtype == VKA_F32 && x.dtype == VKA_F32 && (!vkb_present(y) || y.dtype == VKA_F32))
+        return false;
+    ew16_args a = {.t = {cpu_ptr(o), cpu_ptr(x), vkb_present(y) ? cpu_ptr(y) : NULL},
+                   .dt = {o.dtype, x.dtype, vkb_present(y) ? y.dtype : 0}, .n = n, .op = op};
+    vkc_record((cpu_backend *)be, name, run_ew16, &a, sizeof a, 0);
+    return true;
+}
+
 static vka_result run_residual(cpu_backend *cb, const void *p) {
     const ew_args *a = p;
     vkc_residual_forward(a->dst, a->a, a->b, a->n, cb->nt);
@@ -65,6 +116,7 @@ static vka_result run_residual(cpu_backend *cb, const void *p) {
 }
 static void op_residual_forward(vkb_backend *be, vkb_tensor out, vkb_tensor x, vkb_tensor y,
                                 size_t N) {
+    if (record_ew16(be, "residual_forward", EW16_RESIDUAL, out, x, y, N)) return;
     ew_args a = {.dst = cpu_ptr(out), .a = cpu_ptr(x), .b = cpu_ptr(y), .n = N};
     vkc_record((cpu_backend *)be, "residual_forward", run_residual, &a, sizeof a, 0);
 }
@@ -339,12 +391,14 @@ static void op_softmax_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dou
 
 /* --- gelu ----------------------------------------------------------------------------------- */
 
+
 static vka_result run_gelu_forward(cpu_backend *cb, const void *p) {
     const ew_args *a = p;
     vkc_gelu_forward_fast(a->dst, a->a, a->n, cb->isa, cb->nt); /* isa baseline: reference */
     return VKA_SUCCESS;
 }
 static void op_gelu_forward(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
+    if (record_ew16(be, "gelu_forward", EW16_GELU_FORWARD, out, inp, VKB_NONE, N)) return;
     ew_args a = {.dst = cpu_ptr(out), .a = cpu_ptr(inp), .n = N};
     vkc_record((cpu_backend *)be, "gelu_forward", run_gelu_forward, &a, sizeof a, 0);
 }
@@ -356,6 +410,7 @@ static vka_result run_gelu_backward(cpu_backend *cb, const void *p) {
 }
 static void op_gelu_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor inp, vkb_tensor dout,
                              size_t N) {
+    if (record_ew16(be, "gelu_backward", EW16_GELU_BACKWARD, dinp, inp, dout, N)) return;
     ew_args a = {.dst = cpu_ptr(dinp), .a = cpu_ptr(inp), .b = cpu_ptr(dout), .n = N};
     vkc_record((cpu_backend *)be, "gelu_backward", run_gelu_backward, &a, sizeof a, 0);
 }

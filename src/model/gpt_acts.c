@@ -20,10 +20,11 @@ typedef struct act_desc {
     act_size size;
     bool backward;   /* needed only by backward (1 element otherwise) */
     act_use use;
+    bool half;       /* in mixed precision: 16-bit elements (only the products read it) */
 } act_desc;
 
-#define GA(field, size, bw) {offsetof(gpt_acts, field), #field, size, bw, U_BOTH}
-#define GC(field, size, bw) {offsetof(gpt_acts, field), #field, size, bw, U_COMPOSED}
+#define GA(field, size, bw) {offsetof(gpt_acts, field), #field, size, bw, U_BOTH, false}
+#define GC(field, size, bw) {offsetof(gpt_acts, field), #field, size, bw, U_COMPOSED, false}
 static const act_desc GLOBAL_ACTS[GPT_GLOBAL_ACTS] = {
     GA(encoded, S_BTC, false),   GA(lnf, S_BTC, false),      GA(lnf_mean, S_BT, false),
     GA(lnf_rstd, S_BT, false),   GA(losses, S_BT, false),
@@ -36,15 +37,20 @@ static const act_desc GLOBAL_ACTS[GPT_GLOBAL_ACTS] = {
 };
 #undef GA
 #undef GC
-#define LA(field, size, use) {offsetof(gpt_layer_acts, field), #field, size, false, use}
+#define LA(field, size, use) {offsetof(gpt_layer_acts, field), #field, size, false, use, false}
+/* ln1, ln2 and fch_gelu are read only by the linear layers after them (forward, and backward
+ * for dweight), which in mixed precision read them rounded to 16 bits: there layernorm and
+ * GELU write them in 16 bits (the same rounding, the same bits), in half the memory. */
+#define LH(field, size) {offsetof(gpt_layer_acts, field), #field, size, false, U_BOTH, true}
 static const act_desc LAYER_ACTS[GPT_LAYER_ACTS] = {
-    LA(ln1, S_BTC, U_BOTH),       LA(ln1_mean, S_BT, U_BOTH),  LA(ln1_rstd, S_BT, U_BOTH),
+    LH(ln1, S_BTC),               LA(ln1_mean, S_BT, U_BOTH),  LA(ln1_rstd, S_BT, U_BOTH),
     LA(qkvr, S_BT3C, U_BOTH),     LA(att, S_ATT, U_COMPOSED),  LA(atty, S_BTC, U_BOTH),
-    LA(residual2, S_BTC, U_BOTH), LA(ln2, S_BTC, U_BOTH),      LA(ln2_mean, S_BT, U_BOTH),
-    LA(ln2_rstd, S_BT, U_BOTH),   LA(fch, S_BT4C, U_BOTH),     LA(fch_gelu, S_BT4C, U_BOTH),
+    LA(residual2, S_BTC, U_BOTH), LH(ln2, S_BTC),              LA(ln2_mean, S_BT, U_BOTH),
+    LA(ln2_rstd, S_BT, U_BOTH),   LA(fch, S_BT4C, U_BOTH),     LH(fch_gelu, S_BT4C),
     LA(residual3, S_BTC, U_BOTH), LA(lse, S_BNHT, U_FUSED),
 };
 #undef LA
+#undef LH
 
 /* Whether d is used by the attention gpt records for shape s. */
 static bool act_used(const vka_gpt *gpt, const act_desc *d, const gpt_shape *s) {
@@ -56,7 +62,7 @@ static size_t act_elems(const vka_gpt *gpt, const gpt_shape *s, act_size size) {
     size_t BT = (size_t)s->B * (size_t)s->T, C = (size_t)cfg->C;
     if ((size == S_X16 || size == S_D16) && gpt->precision == VKA_F32) return 1;
     switch (size) {
-    case S_X16: return (BT * 4 * C + 1) / 2; /* words of 16-bit elements */
+    case S_X16: return (BT * C + 1) / 2; /* words of 16-bit elements: atty, a block of lnf */
     case S_D16: {
         size_t head = (size_t)vkm_gpt_head_plan(gpt, BT, false).rows * (size_t)cfg->Vp;
         return (VKA_MAX(BT * 4 * C, head) + 1) / 2;
@@ -74,7 +80,7 @@ static size_t act_elems(const vka_gpt *gpt, const gpt_shape *s, act_size size) {
 /* Number of activation tensors, and for each (where the array is given): its size for shape
  * s, its name and where its view goes. */
 static int act_list(vka_gpt *gpt, const gpt_shape *s, size_t *sizes, const char **names,
-                    vkb_tensor **slots, char (*name_buf)[48]) {
+                    vkb_tensor **slots, char (*name_buf)[48], size_t *halves) {
     int n = 0;
     for (size_t i = 0; i < GPT_GLOBAL_ACTS; i++, n++) {
         const act_desc *d = &GLOBAL_ACTS[i];
@@ -84,14 +90,19 @@ static int act_list(vka_gpt *gpt, const gpt_shape *s, size_t *sizes, const char 
                            : act_elems(gpt, s, d->size);
         if (names) names[n] = d->name;
         if (slots) slots[n] = (vkb_tensor *)((char *)&gpt->acts + d->offset);
+        if (halves) halves[n] = 0;
     }
     for (int l = 0; l < gpt->cfg.L; l++) {
         for (size_t i = 0; i < GPT_LAYER_ACTS; i++, n++) {
             const act_desc *d = &LAYER_ACTS[i];
-            if (sizes)
+            bool half = d->half && gpt->precision != VKA_F32;
+            if (sizes) {
                 sizes[n] = ((l > 0 && !s->train) || !act_used(gpt, d, s))
                                ? 1
                                : act_elems(gpt, s, d->size);
+                if (half && sizes[n] > 1) sizes[n] = (sizes[n] + 1) / 2; /* words */
+            }
+            if (halves) halves[n] = half;
             if (names) {
                 snprintf(name_buf[n], sizeof name_buf[n], "%s (layer %d)", d->name, l);
                 names[n] = name_buf[n];
@@ -114,6 +125,7 @@ static int act_list(vka_gpt *gpt, const gpt_shape *s, size_t *sizes, const char 
             names[n] = name_buf[n];
         }
         if (slots) slots[n] = &gpt->logits[i];
+        if (halves) halves[n] = 0;
     }
     return n;
 }
@@ -164,19 +176,25 @@ static vka_result create_run_arenas(vka_gpt *gpt, const gpt_shape *shape) {
     vkb_tensor **slots = vka_malloc(gpt->ctx, n * sizeof *slots);
     vkb_tensor *tensors = vka_malloc(gpt->ctx, n * sizeof *tensors);
     char (*name_buf)[48] = vka_malloc(gpt->ctx, n * sizeof *name_buf);
+    size_t *halves = vka_malloc(gpt->ctx, n * sizeof *halves); /* 1: a 16-bit view */
     int32_t *buckets = vka_realloc(gpt->ctx, gpt->bucket_buf, gpt->host_cap[2] * sizeof *buckets);
     if (buckets) gpt->bucket_buf = buckets;
     vka_result r = VKA_SUCCESS;
-    if (!names || !slots || !tensors || !name_buf || !buckets) {
+    if (!names || !slots || !tensors || !name_buf || !halves || !buckets) {
         r = vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
         goto done;
     }
-    act_list(gpt, shape, NULL, names, slots, name_buf);
+    act_list(gpt, shape, NULL, names, slots, name_buf, halves);
     r = vkm_gpt_make_arena(gpt, "activations", VKB_ARENA_DEVICE, gpt->acts_cap, names, (int)n,
                        tensors, &gpt->acts_arena, " (the activations of this B and T: use a "
                        "smaller batch B or context T)");
     if (r != VKA_SUCCESS) goto done;
-    for (size_t i = 0; i < n; i++) *slots[i] = tensors[i];
+    for (size_t i = 0; i < n; i++) {
+        *slots[i] = tensors[i];
+        /* all its words' elements (the capacity is even; an odd count's half is never read) */
+        if (halves[i]) *slots[i] = vkm_gpt_view16(tensors[i], (uint8_t)gpt->precision,
+                                                  2 * tensors[i].n);
+    }
     vkb_tensor host[GPT_HOST_TENSORS], *hslots[GPT_HOST_TENSORS];
     r = vkm_gpt_make_arena(gpt, "host inputs and outputs", VKB_ARENA_HOST, gpt->host_cap,
                        HOST_NAMES, (int)GPT_HOST_TENSORS, host, &gpt->host_arena, "");
@@ -184,6 +202,7 @@ static vka_result create_run_arenas(vka_gpt *gpt, const gpt_shape *shape) {
     host_slots(&gpt->host, hslots);
     for (size_t i = 0; i < GPT_HOST_TENSORS; i++) *hslots[i] = host[i];
 done:
+    vka_free(gpt->ctx, halves);
     vka_free(gpt->ctx, names);
     vka_free(gpt->ctx, slots);
     vka_free(gpt->ctx, tensors);
@@ -213,7 +232,7 @@ vka_result vkm_gpt_reserve(vka_gpt *gpt, const gpt_shape *shape) {
     size_t n = n_acts(gpt);
     size_t *sizes = vka_malloc(gpt->ctx, n * sizeof *sizes);
     if (!sizes) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "model: out of memory");
-    act_list(gpt, shape, sizes, NULL, NULL, NULL);
+    act_list(gpt, shape, sizes, NULL, NULL, NULL, NULL);
     size_t hsizes[GPT_HOST_TENSORS];
     host_sizes(gpt, shape, hsizes);
     bool grow = !gpt->acts_arena || !gpt->host_arena;

@@ -34,6 +34,8 @@ static void record_map(vka_gpt *gpt, const map_scratch *s, vkb_tensor host_att, 
                       .b = p[gpt_tensor_index(L, P_QKVW, l)],
                       .bias = p[gpt_tensor_index(L, P_QKVB, l)], .M = T, .N = 3 * C, .K = C,
                       .batch = 1, .trans_b = true, .alpha = 1.0f};
+    if (gpt->layer[l].ln1.dtype != VKA_F32) /* mixed precision: ln1 is 16-bit (gpt_acts.c) */
+        qkv.b = gpt->w16[vkm_gpt_w16_index(P_QKVW, l)];
     be->ops->matmul(be, &qkv);
     vkb_tensor q = vkb_slice(s->qkvr, 0, TC), k = vkb_slice(s->qkvr, TC, TC),
                v = vkb_slice(s->qkvr, 2 * TC, TC);

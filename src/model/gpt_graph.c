@@ -21,8 +21,13 @@ static vkb_tensor param(const vka_gpt *gpt, const vkb_tensor *set, gpt_param_kin
 }
 
 /* In mixed precision (gpt_mixed.c) a product reads 16-bit copies: of its weight (w16) and of
- * n elements of activation src, rounded into the scratch words (x16 or d16) here. */
+ * n elements of activation src, rounded into the scratch words (x16 or d16) here unless the
+ * op that wrote src wrote it in 16 bits (ln1, ln2, fch_gelu: gpt_acts.c). */
 static bool mixed(const vka_gpt *gpt) { return gpt->precision != VKA_F32; }
+
+static vkb_tensor input16(vka_gpt *gpt, vkb_tensor scratch, vkb_tensor src, size_t n) {
+    return src.dtype != VKA_F32 ? src : vkm_gpt_round16(gpt, scratch, src, n);
+}
 
 /* out (BT, OC) = inp (BT, IC) . weight (OC, IC)^T + bias (OC); weight: parameter k of layer l */
 static void linear_forward(vka_gpt *gpt, vkb_tensor out, vkb_tensor inp, gpt_param_kind k, int l,
@@ -30,7 +35,7 @@ static void linear_forward(vka_gpt *gpt, vkb_tensor out, vkb_tensor inp, gpt_par
     vkb_matmul mm = {.out = out, .a = inp, .b = param(gpt, gpt->params, k, l), .bias = bias,
                      .M = BT, .N = OC, .K = IC, .batch = 1, .trans_b = true, .alpha = 1.0f};
     if (mixed(gpt)) {
-        mm.a = vkm_gpt_round16(gpt, gpt->acts.x16, inp, (size_t)BT * IC);
+        mm.a = input16(gpt, gpt->acts.x16, inp, (size_t)BT * IC);
         mm.b = gpt->w16[vkm_gpt_w16_index(k, l)];
     }
     gpt->be->ops->matmul(gpt->be, &mm);
@@ -49,7 +54,7 @@ static void linear_backward(vka_gpt *gpt, vkb_tensor dinp, vkb_tensor dweight, v
     if (mixed(gpt)) {
         dx.a = dw.a = vkm_gpt_round16(gpt, gpt->acts.d16, dout, (size_t)BT * OC);
         dx.b = gpt->w16[vkm_gpt_w16_index(k, l)];
-        dw.b = vkm_gpt_round16(gpt, gpt->acts.x16, inp, (size_t)BT * IC);
+        dw.b = input16(gpt, gpt->acts.x16, inp, (size_t)BT * IC);
     }
     be->ops->matmul(be, &dx);
     be->ops->matmul(be, &dw);

@@ -75,7 +75,8 @@ typedef struct gpt_acts {
     vkb_tensor dfch_gelu; /* (B, T, 4C) */
     vkb_tensor dfch;      /* (B, T, 4C) */
     /* mixed precision (gpt_mixed.c; 1 element in float32): 32-bit words viewed as 16-bit by
-     * vkm_gpt_view16, a product's input (up to (B, T, 4C)) and, in backward, its output
+     * vkm_gpt_view16, a product's float32 input rounded (atty (B, T, C) or a block of lnf;
+     * ln1, ln2 and fch_gelu are written in 16 bits, gpt_acts.c) and, in backward, its output
      * gradient (up to (B, T, 4C), or a block of the head's dlogits (rows, Vp)) */
     vkb_tensor x16;
     vkb_tensor d16;

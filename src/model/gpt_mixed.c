@@ -9,8 +9,11 @@
  * goes back to float32). A training step's graph refreshes them after AdamW; a write of the
  * parameters from the host (init, load, vka_gpt_set_params, a resumed state) marks them stale,
  * and the next pass refreshes them first (vkm_gpt_refresh16: one small graph, once).
- * Activations: two scratch tensors of the activation arena, acts.x16 and acts.d16, viewed as
- * 16-bit (vkm_gpt_view16), reused by every product.
+ * Activations: the inputs of the linear layers that only they read (ln1, ln2, fch_gelu) are
+ * written in 16 bits by layernorm and GELU (the rounding the products would apply, so the same
+ * bits in half the memory); the others (atty, lnf) and the output gradients are rounded into
+ * two scratch tensors of the activation arena, acts.x16 and acts.d16, viewed as 16-bit
+ * (vkm_gpt_view16), reused by every product.
  */
 #include "model/gpt_internal.h"
 
@@ -35,6 +38,8 @@ static int w16_source(const vka_gpt *gpt, int i) {
 }
 
 vkb_tensor vkm_gpt_view16(vkb_tensor words, uint8_t dtype, size_t n) {
+    /* never past the words: an op given a too-small view then fails its check by name */
+    if (n > 2 * words.n) n = 2 * words.n;
     vkb_tensor t = vkb_slice(words, 0, (n + 1) / 2);
     t.dtype = dtype;
     t.pad16 = (uint8_t)(n & 1);

@@ -105,14 +105,15 @@ static vkb_tensor param(const vka_gpt *gpt, gpt_param_kind k, int l) {
 }
 
 /* out (BT, OC) = inp (BT, IC) . weight^T + bias, weight parameter k of layer l; in mixed
- * precision from the 16-bit copies (gpt_mixed.c), inp rounded into the scratch x16. */
+ * precision from the 16-bit copies (gpt_mixed.c), a float32 inp rounded into the scratch x16
+ * (a 16-bit one, written there by layernorm or GELU, read as it is). */
 static void linear(vka_gpt_session *ss, vkb_tensor out, vkb_tensor inp, gpt_param_kind k, int l,
                    vkb_tensor bias, int BT, int IC, int OC) {
     vka_gpt *gpt = ss->gpt;
     vkb_matmul mm = {.out = out, .a = inp, .b = param(gpt, k, l), .bias = bias, .M = BT,
                      .N = OC, .K = IC, .batch = 1, .trans_b = true, .alpha = 1.0f};
     if (gpt->precision != VKA_F32) {
-        mm.a = vkm_gpt_round16(gpt, ss->s.x16, inp, (size_t)BT * IC);
+        if (inp.dtype == VKA_F32) mm.a = vkm_gpt_round16(gpt, ss->s.x16, inp, (size_t)BT * IC);
         mm.b = gpt->w16[vkm_gpt_w16_index(k, l)];
     }
     gpt->be->ops->matmul(gpt->be, &mm);
@@ -160,21 +161,27 @@ static void record_step(vka_gpt_session *ss, int Tq, int Tk) {
     int C = gpt->cfg.C;
     size_t TC = (size_t)Tq * C;
     vkb_tensor zeros = cut(s->zeros, TC);
+    /* Mixed precision: layernorm and GELU write the products' 16-bit inputs into x16 (the
+     * rounding linear() would do, without its conversions). */
+    bool mixed = gpt->precision != VKA_F32;
+    vkb_tensor ln = mixed ? vkm_gpt_view16(s->x16, (uint8_t)gpt->precision, TC) : s->ln;
+    vkb_tensor fch_gelu =
+        mixed ? vkm_gpt_view16(s->x16, (uint8_t)gpt->precision, 4 * TC) : s->fch_gelu;
     be->ops->encoder_forward(be, s->tok_emb, ss->h.tokens, gpt->params[0], zeros, 1, Tq, C);
     be->ops->encoder_forward(be, s->pos_emb, ss->h.positions, gpt->params[1], zeros, 1, Tq, C);
     be->ops->residual_forward(be, s->x, s->tok_emb, s->pos_emb, TC);
     for (int l = 0; l < gpt->cfg.L; l++) {
-        be->ops->layernorm_forward(be, s->ln, s->mean, s->rstd, s->x, param(gpt, P_LN1W, l),
+        be->ops->layernorm_forward(be, ln, s->mean, s->rstd, s->x, param(gpt, P_LN1W, l),
                                    param(gpt, P_LN1B, l), Tq, C);
-        linear(ss, s->qkv, s->ln, P_QKVW, l, param(gpt, P_QKVB, l), Tq, C, 3 * C);
+        linear(ss, s->qkv, ln, P_QKVW, l, param(gpt, P_QKVB, l), Tq, C, 3 * C);
         attention(ss, l, Tq, Tk);
         linear(ss, s->proj, s->atty, P_ATTPROJW, l, param(gpt, P_ATTPROJB, l), Tq, C, C);
         be->ops->residual_forward(be, s->x2, s->x, s->proj, TC);
-        be->ops->layernorm_forward(be, s->ln, s->mean, s->rstd, s->x2, param(gpt, P_LN2W, l),
+        be->ops->layernorm_forward(be, ln, s->mean, s->rstd, s->x2, param(gpt, P_LN2W, l),
                                    param(gpt, P_LN2B, l), Tq, C);
-        linear(ss, s->fch, s->ln, P_FCW, l, param(gpt, P_FCB, l), Tq, C, 4 * C);
-        be->ops->gelu_forward(be, s->fch_gelu, s->fch, 4 * TC);
-        linear(ss, s->proj, s->fch_gelu, P_FCPROJW, l, param(gpt, P_FCPROJB, l), Tq, 4 * C, C);
+        linear(ss, s->fch, ln, P_FCW, l, param(gpt, P_FCB, l), Tq, C, 4 * C);
+        be->ops->gelu_forward(be, fch_gelu, s->fch, 4 * TC);
+        linear(ss, s->proj, fch_gelu, P_FCPROJW, l, param(gpt, P_FCPROJB, l), Tq, 4 * C, C);
         be->ops->residual_forward(be, s->x, s->x2, s->proj, TC);
     }
     /* Only the last real row goes on: lnf and the LM head (tied to wte) for one position. */

@@ -1,7 +1,8 @@
 /* Elementwise ops: residual add, in-place add, GELU forward and backward, in blocks that fit the
  * binding limit; the grid folds past 65,535 workgroups (vkv_dispatch). One invocation per
  * element on GPUs; on CPU-type devices several vec4s per invocation, read through texel views
- * (shaders/elementwise.glsl, vkv_call_vec4). */
+ * (shaders/elementwise.glsl, vkv_call_vec4). With 16-bit tensors (residual, GELU): one
+ * invocation per pair of elements on every device (dispatch3_16). */
 #include "vk/vk_internal.h"
 #include "pc/convert.h"
 #include "pc/elementwise.h"
@@ -35,11 +36,52 @@ void vkv_call_vec4(const vkv_backend *vb, vkv_call *call, uint64_t n, int n_vec,
 /* o (written) and a, b (read; b only when present) of N elements each (checked in front of the
  * backend, vkb_checked_ops), in blocks of at most vkv_bind_elems elements. reads: the bindings
  * the texel build reads through texel views (bit i: binding i). */
+/* With 16-bit views (the shaders' T16 path, elementwise.glsl): one invocation per pair of
+ * elements, in blocks of an even number of elements so that each block's 16-bit views start
+ * at whole words and its float32 ones within the binding limit. */
+static void dispatch3_16(vkv_backend *vb, vka_shader_id shader, const char *label, vkb_tensor o,
+                         vkb_tensor a, vkb_tensor b, size_t N) {
+    bool has_b = vkb_present(b);
+    const vkb_tensor t[3] = {o, a, b};
+    uint32_t t16 = 0, f16 = 0;
+    for (int i = 0; i < 3; i++)
+        if (vkb_present(t[i]) && t[i].dtype != VKA_F32) {
+            t16 |= 1u << i;
+            f16 = t[i].dtype == VKA_F16;
+        }
+    size_t block = vkv_bind_elems(vb) & ~(size_t)1;
+    for (size_t e0 = 0; e0 < N; e0 += block) {
+        size_t n = VKA_MIN(block, N - e0), words = (n + 1) / 2;
+        vkb_tensor s[3];
+        for (int i = 0; i < 3; i++)
+            s[i] = !vkb_present(t[i]) ? VKB_NONE
+                   : t[i].dtype != VKA_F32 ? vkb_slice(t[i], e0 / 2, words)
+                                           : vkb_slice(t[i], e0, n);
+        pc_binary pc = {.N = (uint32_t)n};
+        vkv_call call = {.shader = shader,
+                         .bind = {s[0], s[1], s[2]},
+                         .writes = {true, false, false},
+                         .n_bind = has_b ? 3 : 2,
+                         VKV_PC(&pc),
+                         .label = label};
+        vkv_call_elems(vb, &call, words, WG);
+        call.spec[1] = 0; /* VEC4S */
+        call.spec[2] = t16;
+        call.spec[3] = f16;
+        call.n_spec = 4;
+        vkv_dispatch(vb, &call);
+    }
+}
+
 static void dispatch3(vkb_backend *be, vka_shader_id shader, vka_shader_id texel_shader,
                       uint32_t reads, const char *label, vkb_tensor o, vkb_tensor a,
                       vkb_tensor b, size_t N) {
     vkv_backend *vb = (vkv_backend *)be;
     bool has_b = vkb_present(b);
+    if (o.dtype != VKA_F32 || a.dtype != VKA_F32 || (has_b && b.dtype != VKA_F32)) {
+        dispatch3_16(vb, shader, label, o, a, b, N);
+        return;
+    }
     size_t block = vkv_bind_elems(vb);
     for (size_t i0 = 0; i0 < N; i0 += block) {
         size_t n = VKA_MIN(block, N - i0);

@@ -267,6 +267,9 @@ void vkv_matmul(vkb_backend *be, const vkb_matmul *mm) {
     size_t span_a = vkb_batch_span(mm->batch, sa, M * K);
     size_t span_b = vkb_batch_span(mm->batch, sb, K * N);
     bool bias = vkb_present(mm->bias);
+    /* vkb_overlap counts 32-bit words: a 16-bit operand's span is half its elements */
+    if (mm->a.dtype != VKA_F32) span_a = (span_a + 1) / 2;
+    if (mm->b.dtype != VKA_F32) span_b = (span_b + 1) / 2;
     if (vkb_overlap(mm->out, span_out, mm->a, span_a) ||
         vkb_overlap(mm->out, span_out, mm->b, span_b) ||
         (bias && vkb_overlap(mm->out, span_out, mm->bias, N))) {
