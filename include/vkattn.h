@@ -315,10 +315,10 @@ typedef enum vka_device_type {
 } vka_device_type;
 
 /** How a device can hold bf16 and fp16 data (vka_device_info.path_16bit): the features it
- * enables. Today's Vulkan kernels (16-bit matmul, conversions) read every 16-bit tensor as packed
- * 32-bit words and compute in fp32 on every path; kernels using 16-bit loads and fp16
- * arithmetic are to come. Whatever the path, arithmetic that needs it (sums, statistics) stays
- * fp32. */
+ * enables. Today's Vulkan kernels (16-bit matmul, layernorm, GELU, residual, conversions)
+ * read every 16-bit tensor as packed 32-bit words and compute in fp32 on every path; kernels
+ * using 16-bit loads and fp16 arithmetic are to come. Whatever the path, arithmetic that
+ * needs it (sums, statistics) stays fp32. */
 typedef enum vka_16bit_path {
     /* "none: bf16/fp16 packed in 32-bit words": no 16-bit storage buffers; two 16-bit values
      * to a 32-bit word, unpacked to fp32 in the shader */
