@@ -25,11 +25,14 @@ layout(constant_id = 6) const uint BK = 16;     // GPU: k-depth of a shared-memo
 layout(constant_id = 7) const uint VEC = 0;     // CPU: vec4 access; bit 0: A, 1: B, 2: out, bias
                                                 // (bits 3, 4: texels); bits 5, 6 (both
                                                 // variants): A and B are bf16, fp16, two a
-                                                // 32-bit word
+                                                // 32-bit word; bit 7 (CPU, with bits 0, 1 and
+                                                // 5 or 6): A (M, K) and B (N, K) read 8
+                                                // elements a load along k (matmul_cpu.glsl)
 
 const bool AB_BF16 = (VEC & 32u) != 0u;
 const bool AB_F16 = (VEC & 64u) != 0u;
 const bool AB_16 = AB_BF16 || AB_F16;
+const bool K8 = (VEC & 128u) != 0u;
 const bool TRANS_A = (TRANS & 1u) != 0u;
 const bool TRANS_B = (TRANS & 2u) != 0u;
 const uint WG = gl_WorkGroupSize.x;
@@ -51,11 +54,13 @@ layout(set = 0, binding = 1) readonly buffer AU { uint a_u[]; };
 layout(set = 0, binding = 2) readonly buffer BU { uint b_u[]; };
 layout(set = 0, binding = 1) readonly buffer AU2 { uvec2 a_u2[]; }; // 4 elements (CPU, VEC)
 layout(set = 0, binding = 2) readonly buffer BU2 { uvec2 b_u2[]; };
+layout(set = 0, binding = 1) readonly buffer AU4 { uvec4 a_u4[]; }; // 8 elements (CPU, K8)
+layout(set = 0, binding = 2) readonly buffer BU4 { uvec4 b_u4[]; };
 #ifdef VKA_TEXEL
 layout(set = 0, binding = 12) uniform samplerBuffer a_tex;
 layout(set = 0, binding = 13) uniform samplerBuffer b_tex;
-// 16-bit A and B (AB_16): their elements as texels, one (R16_UINT) or four
-// (R16G16B16A16_UINT, VEC bit 0 / 1) each.
+// 16-bit A and B (AB_16): their elements as texels, one (R16_UINT), four
+// (R16G16B16A16_UINT, VEC bit 0 / 1) or eight (R32G32B32A32_UINT, four words: K8) each.
 layout(set = 0, binding = 14) uniform usamplerBuffer a_htex;
 layout(set = 0, binding = 15) uniform usamplerBuffer b_htex;
 #endif
@@ -86,6 +91,20 @@ vec4 elem16x4(uvec2 w) {
 vec4 texel16x4(uvec4 t) {
     if (AB_F16) return vec4(unpackHalf2x16(t.x | t.y << 16), unpackHalf2x16(t.z | t.w << 16));
     return uintBitsToFloat(t << 16);
+}
+// Eight elements (8q .. 8q + 7) from four 32-bit words: a uvec4 of a word array, or a texel
+// (R32G32B32A32_UINT).
+void elem16x8(uvec4 w, out float v[8]) {
+    [[unroll]] for (uint c = 0u; c < 4u; c++) {
+        if (AB_F16) {
+            vec2 h = unpackHalf2x16(w[c]);
+            v[2u * c] = h.x;
+            v[2u * c + 1u] = h.y;
+        } else {
+            v[2u * c] = uintBitsToFloat(w[c] << 16);
+            v[2u * c + 1u] = uintBitsToFloat(w[c] & 0xFFFF0000u);
+        }
+    }
 }
 // A's (B's) element idx: float32, or 16-bit (AB_16; the view's offset a_off counts words, and a
 // block may start at the high half of the view's first word: a_half). Read one element at a

@@ -22,6 +22,20 @@
 // small part of the loop. Where B (and A) cannot be read as vec4, the host narrows the tile to
 // 12 columns (and rows): as fast, and a third of the build time (vk_ops_matmul.c,
 // cpu_tile_for_loads).
+//
+// 16-bit A and B (issue 19): a load of 4 of their elements (a uvec2 of words, an
+// R16G16B16A16_UINT texel) costs llvmpipe about what a vec4 of float32 does (a gather per lane
+// each: the cost follows the loads, not the bytes), plus the widening, so decoding's products
+// (M = 1, every weight read once per token) ran in bf16 only 1.13-1.19x faster than in fp32 and
+// in fp16 no faster. Where A is (M, K) and B (N, K), the model's linear layers, K8 reads 8
+// elements a load (a uvec4 of four words, an R32G32B32A32_UINT texel; sums_k8). GPT-2 small's
+// decode products per token (12 x qkv, attproj, fc, fcproj at M = 1, and the LM head), min of
+// 15 interleaved runs on a loaded machine (Mesa 22.3.6, 2 Zen 3 cores), fp32's time over the
+// 16-bit one: bf16 1.13-1.19 before, 1.65-1.72 after; fp16 0.99-1.00 before, 1.19-1.30 after;
+// at prefill's M = 64, bf16 1.04-1.09 before, 1.4-1.66 after. fp16 stays behind: its
+// unpackHalf2x16 costs llvmpipe about as much as the load (with bf16's widening in its place the
+// fp16 pipelines ran as fast as bf16's), and a widening by integer masks and a 2^112 multiply
+// measured the same. 8 or 24 columns an invocation at M = 1 instead of 16: no faster.
 
 // The vec4 at vec4 index q of A's (B's) binding: through the texel view where VEC bit 3 (4)
 // says so (matmul.comp's VKA_TEXEL build), else the storage buffer.
@@ -42,6 +56,50 @@ vec4 b_vec4(uint q) {
 #endif
     if (AB_16) return elem16x4(b_u2[q]);
     return b4[q];
+}
+
+// Eight 16-bit elements, 8q .. 8q + 7, of A's (B's) binding (K8): one texel of four words where
+// VEC bit 3 (4) says so, else a uvec4 of the storage buffer.
+void a_vec8(uint q, out float v[8]) {
+#ifdef VKA_TEXEL
+    if ((VEC & 8u) != 0u) {
+        elem16x8(texelFetch(a_htex, int(q)), v);
+        return;
+    }
+#endif
+    elem16x8(a_u4[q], v);
+}
+
+void b_vec8(uint q, out float v[8]) {
+#ifdef VKA_TEXEL
+    if ((VEC & 16u) != 0u) {
+        elem16x8(texelFetch(b_htex, int(q)), v);
+        return;
+    }
+#endif
+    elem16x8(b_u4[q], v);
+}
+
+// The product's sums with 16-bit A (M, K) and B (N, K) read 8 elements a load (K8: K, the
+// offsets, lda, ldb and strides multiples of 8): half the loads of the 4-element path for the
+// same bytes. Each B row's 8 elements go into the invocation's TM sums before the next row is
+// loaded, so only A's TM x 8 values stay live. Same order of the sums as the 4-element path
+// (k ascending), so the same bits.
+void sums_k8(uint abase, uint bbase, uint i0, uint j0, inout float acc[TM][TN]) {
+    for (uint k = 0u; k < pc.K; k += 8u) {
+        float av[TM][8];
+        [[unroll]] for (uint r = 0u; r < TM; r++)
+            a_vec8((abase + min(i0 + r, pc.M - 1u) * pc.lda + k) >> 3, av[r]);
+        [[unroll]] for (uint s = 0u; s < TN; s++) {
+            float bv[8];
+            b_vec8((bbase + min(j0 + s, pc.N - 1u) * pc.ldb + k) >> 3, bv);
+            [[unroll]] for (uint r = 0u; r < TM; r++) {
+                float t = acc[r][s];
+                [[unroll]] for (uint kk = 0u; kk < 8u; kk++) t += av[r][kk] * bv[kk];
+                acc[r][s] = t;
+            }
+        }
+    }
 }
 
 // op(A)(i, k) for the invocation's rows i0 + r and k .. k + 3: av[r][kk].
@@ -120,18 +178,8 @@ void load_b(uint bbase, uint j0, uint k, inout float bv[TN][4]) {
     }
 }
 
-void matmul_cpu() {
-    uint bi, row0, col0;
-    if (!tile_of_group(bi, row0, col0)) return;
-    uint lane = gl_LocalInvocationID.x;
-    uint i0 = row0 + (lane / pc.ln) * TM;
-    uint j0 = col0 + (lane % pc.ln) * TN;
-    uint abase = a_base(bi);
-    uint bbase = b_base(bi);
-
-    float acc[TM][TN];
-    [[unroll]] for (uint r = 0u; r < TM; r++)
-        [[unroll]] for (uint s = 0u; s < TN; s++) acc[r][s] = 0.0;
+// The product's sums, 4 k a step: TM + TN loads of 4 elements (or 4 (TM + TN) of one).
+void sums_k4(uint abase, uint bbase, uint i0, uint j0, inout float acc[TM][TN]) {
     for (uint k = 0u; k < pc.K; k += 4u) {
         float av[TM][4];
         float bv[TN][4];
@@ -145,6 +193,24 @@ void matmul_cpu() {
             }
         }
     }
+}
+
+void matmul_cpu() {
+    uint bi, row0, col0;
+    if (!tile_of_group(bi, row0, col0)) return;
+    uint lane = gl_LocalInvocationID.x;
+    uint i0 = row0 + (lane / pc.ln) * TM;
+    uint j0 = col0 + (lane % pc.ln) * TN;
+    uint abase = a_base(bi);
+    uint bbase = b_base(bi);
+
+    float acc[TM][TN];
+    [[unroll]] for (uint r = 0u; r < TM; r++)
+        [[unroll]] for (uint s = 0u; s < TN; s++) acc[r][s] = 0.0;
+    if (K8)
+        sums_k8(abase, bbase, i0, j0, acc);
+    else
+        sums_k4(abase, bbase, i0, j0, acc);
 
     if ((VEC & 4u) != 0u) {
         // out (and bias) as vec4 along n: N, offsets and stride are multiples of 4, and so is j0.

@@ -225,9 +225,13 @@ static void vulkan_cases(vka_context *ctx) {
          .accumulate = true, .alpha = 0.75f},
         /* multiples of 4: the CPU-type variant's four-at-a-time loads of A and B */
         {.M = 20, .N = 24, .K = 40, .tb = true, .pad = 4, .batch = 3},
+        /* K, the rows and the batch strides multiples of 8 as well: its eight-at-a-time
+         * loads along k (K8) */
+        {.M = 20, .N = 24, .K = 40, .tb = true, .pad = 8, .batch = 3},
         /* the same pipelines on fp16's extremes (65504, subnormals) */
         {.M = 37, .N = 41, .K = 67, .batch = 3, .pad = 5, .ta = true, .extremes = true},
         {.M = 20, .N = 24, .K = 40, .tb = true, .pad = 4, .batch = 3, .extremes = true},
+        {.M = 20, .N = 24, .K = 40, .tb = true, .pad = 8, .batch = 3, .extremes = true},
     };
     vulkan_vs_cpu(ctx, shapes, TU_LEN(shapes), 700);
 }
@@ -248,14 +252,14 @@ static void set_b(mm_data *d, int k, int j, float x) {
 /* NaN and infinities: a row of a holding +Inf (so NaN where it meets a zero of b: Inf * 0),
  * one a NaN, one +Inf and -Inf (NaN where b's two partners have one sign), a column of b -Inf:
  * the outputs they reach are NaN or the infinity of the double product, the others finite and
- * within the bound; with bias and accumulate, both transposes; on ctx and (a Vulkan ctx) the
- * CPU backend. */
+ * within the bound; with bias and accumulate, both transposes, and b transposed with K = 24
+ * (the CPU-type variant's eight-at-a-time loads); on ctx and (a Vulkan ctx) the CPU backend. */
 static void special_cases(vka_context *ctx) {
     vka_context *cpu = tu_is_cpu(ctx) ? NULL : tu_cpu();
     for (size_t ti = 0; ti < TU_LEN(TYPES); ti++)
-        for (int t = 0; t < 2; t++) {
-            mm_case c = {.M = 7, .N = 21, .K = 19, .ta = t, .tb = t, .bias = true,
-                         .accumulate = true};
+        for (int t = 0; t < 3; t++) {
+            mm_case c = {.M = 7, .N = 21, .K = t == 2 ? 24 : 19, .ta = t == 1, .tb = t != 0,
+                         .bias = true, .accumulate = true};
             mm_data d = data_make(TYPES[ti], c, 800 + 2 * ti + (uint64_t)t);
             set_a(&d, 1, 3, INFINITY), set_b(&d, 3, 4, 0.0f);
             set_a(&d, 2, 5, NAN);
@@ -283,6 +287,7 @@ static void test_matmul16_special_values_cpu(void **state) {
 static void vulkan_more_cases(vka_context *ctx) {
     static const mm_case shapes[] = {
         {.M = 1, .N = 301, .K = 77, .bias = true},
+        {.M = 1, .N = 301, .K = 776, .tb = true, .bias = true}, /* a decode step's product */
         {.M = 65, .N = 33, .K = 17, .tb = true},
         {.M = 100, .N = 92, .K = 300, .batch = 2, .ta = true, .bias = true},
     };
@@ -320,6 +325,7 @@ static void split_cases(vka_kernels kernels) {
         {.M = 37, .N = 45, .K = 29, .batch = 3, .pad = 4, .bias = true, .accumulate = true,
          .alpha = 0.5f},
         {.M = 3, .N = 5, .K = 2101, .tb = true, .bias = true, .accumulate = true},
+        {.M = 3, .N = 5, .K = 2104, .tb = true, .bias = true}, /* K blocks of multiples of 8 */
         {.M = 131, .N = 3, .K = 77, .batch = 2, .pad = 2, .ta = true, .tb = true},
         {.M = 33, .N = 31, .K = 65, .ta = true, .alpha = -1.5f, .bias = true},
     };

@@ -519,13 +519,16 @@ static void finish_selection(vkr_device *dev, const vka_settings *s) {
                           (fp.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) &&
                           (fp1.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) &&
                           texel_align <= 256;
-    /* and 16-bit elements (bf16 operands) as R16_UINT and R16G16B16A16_UINT texels */
-    VkFormatProperties fp16 = {0}, fp16x4 = {0};
+    /* and 16-bit elements (bf16, fp16 operands) as R16_UINT and R16G16B16A16_UINT texels, and
+     * eight a texel as R32G32B32A32_UINT (vkv_texel_format) */
+    VkFormatProperties fp16 = {0}, fp16x4 = {0}, fp16x8 = {0};
     dev->vki.GetPhysicalDeviceFormatProperties(dev->phys, VK_FORMAT_R16_UINT, &fp16);
     dev->vki.GetPhysicalDeviceFormatProperties(dev->phys, VK_FORMAT_R16G16B16A16_UINT, &fp16x4);
+    dev->vki.GetPhysicalDeviceFormatProperties(dev->phys, VK_FORMAT_R32G32B32A32_UINT, &fp16x8);
     dev->texel_16bit = dev->texel_operands &&
                        (fp16.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) &&
-                       (fp16x4.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT);
+                       (fp16x4.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) &&
+                       (fp16x8.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT);
     while (dev->texel_operands && align < texel_align) align *= 2;
     dev->bind_align = align;
 }

@@ -113,7 +113,8 @@ typedef struct vkr_device {
                           * buffers (RGBA32F views at bindings VKV_MAX_BINDINGS + j): llvmpipe
                           * loads those with one gather instead of a loop over the lanes. Off
                           * on GPUs, and with VKATTN_TEXEL_LOADS=0 */
-    bool texel_16bit;    /* and 16-bit elements as R16_UINT / R16G16B16A16_UINT texels */
+    bool texel_16bit;    /* and 16-bit elements as R16_UINT / R16G16B16A16_UINT /
+                          * R32G32B32A32_UINT (eight a texel) texels */
     uint64_t max_binding_bytes; /* bytes one descriptor may bind: maxStorageBufferRange, or less
                                  * (vka_context_desc.max_binding_bytes) */
     VkDeviceSize bind_align;    /* binding offsets are multiples of this (a power of two >=
@@ -203,7 +204,8 @@ bool vkv_views_vec4(const vkv_backend *vb, const vkv_call *call, uint32_t views)
  * call->texel naming those views. */
 bool vkv_views_texel(const vkv_backend *vb, const vkv_call *call, uint32_t views);
 /* The texels a view of vkv_call.texel may have: four floats (RGBA32F), one float (R32F), one
- * 16-bit element (R16_UINT: bf16 or fp16 bits, usamplerBuffer) or four (R16G16B16A16_UINT).
+ * 16-bit element (R16_UINT: bf16 or fp16 bits, usamplerBuffer), four (R16G16B16A16_UINT) or
+ * eight (R32G32B32A32_UINT: four 32-bit words of two each).
  * llvmpipe gathers each as it does vec4s, where a storage buffer load that is not a whole
  * aligned vec4 is a loop over the lanes (and seconds more to compile per pipeline). The 16-bit
  * ones need dev->texel_16bit. */
@@ -212,6 +214,7 @@ typedef enum vkv_texel_format {
     VKV_TEXEL_F32,
     VKV_TEXEL_U16,
     VKV_TEXEL_U16X4,
+    VKV_TEXEL_U16X8,
 } vkv_texel_format;
 /* vkv_views_texel for views of the given texels. */
 bool vkv_views_texel_as(const vkv_backend *vb, const vkv_call *call, uint32_t views,

@@ -27,8 +27,9 @@ typedef struct mm_tile {
  * TEXEL_A / TEXEL_B; widened to float32 in the shader, fp16 by unpackHalf2x16, so no device
  * feature is needed). The vec4 conditions (cpu_vec_flags: offsets, strides, lengths multiples of
  * 4 elements, view offsets of 4 words, a block starting at a word's low half) hold for 16-bit
- * elements too. */
-enum { VEC_A = 1, VEC_B = 2, VEC_OUT = 4, TEXEL_A = 8, TEXEL_B = 16, AB_BF16 = 32, AB_F16 = 64 };
+ * elements too. K8: 16-bit A and B read 8 elements a load along k (cpu_k8). */
+enum { VEC_A = 1, VEC_B = 2, VEC_OUT = 4, TEXEL_A = 8, TEXEL_B = 16, AB_BF16 = 32, AB_F16 = 64,
+       K8 = 128 };
 
 static uint64_t tile_rows(mm_tile t) { return (uint64_t)(t.wg / t.ln) * t.tm; }
 static uint64_t tile_cols(mm_tile t) { return (uint64_t)t.ln * t.tn; }
@@ -116,6 +117,21 @@ static uint32_t cpu_vec_flags(const vkv_backend *vb, const vkv_call *call, const
         mm->N % 4 == 0 && t.tn % 4 == 0 && (!bias || vkv_views_vec4(vb, call, 0x8)))
         vec |= VEC_OUT;
     return vec;
+}
+
+/* K8 (CPU variant, 16-bit A and B): A (M, K) and B (N, K), both read as vec4s along k, read 8
+ * elements a load instead (a uvec4 of four words, or an R32G32B32A32_UINT texel), k stepping by
+ * 8: the loads, which llvmpipe's cost follows (one gather or loop over the lanes each), halve
+ * for the same bytes (matmul_cpu.glsl, sums_k8). The forward products of the model's linear
+ * layers, decoding's among them, have this layout: GPT-2 small's decode step's products ran in
+ * bf16 1.65-1.72x faster than in fp32 instead of 1.13-1.19x, fp16 1.19-1.30x instead of 1.0x;
+ * the same sums in the same order, so the same bits (matmul_cpu.glsl's header has the
+ * measurements). The vec4 flags already hold the views' offsets to whole uvec4s (4 words, 8
+ * elements) from a word's low half; the rows and batches must start at multiples of 8 too. */
+static bool cpu_k8(const vkb_matmul *mm, uint32_t vec, const pc_matmul *pc) {
+    return (vec & (VEC_A | VEC_B)) == (VEC_A | VEC_B) && !mm->trans_a && mm->trans_b &&
+           mm->K % 8 == 0 && pc->lda % 8 == 0 && pc->ldb % 8 == 0 && pc->stride_a % 8 == 0 &&
+           pc->stride_b % 8 == 0;
 }
 
 /* A block of the product: batches [b0, b0 + bn), rows [m0, m0 + mn), columns [n0, n0 + nn),
@@ -223,14 +239,16 @@ static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, siz
     uint32_t vec = 0;
     if (dev->is_cpu) vec = cpu_vec_flags(vb, &call, &sub, t, &pc);
     if (is16) vec |= mm->a.dtype == VKA_F16 ? AB_F16 : AB_BF16;
+    if (is16 && dev->is_cpu && cpu_k8(&sub, vec, &pc)) vec |= K8;
     /* CPU-type devices with texel_operands read A and B through texel views (matmul.comp's
      * texel build; an application's buffers without texel usage through storage): vec4s
      * where they are read as vec4s, else one element per texel (R32F, or R16_UINT for 16-bit
      * ones), gathered too. float32 A and B at texel bindings 0 and 1 (float samplerBuffer),
      * 16-bit ones at 2 and 3 (usamplerBuffer). */
-    vkv_texel_format fa = is16 ? (vec & VEC_A ? VKV_TEXEL_U16X4 : VKV_TEXEL_U16)
+    vkv_texel_format u16 = vec & K8 ? VKV_TEXEL_U16X8 : VKV_TEXEL_U16X4;
+    vkv_texel_format fa = is16 ? (vec & VEC_A ? u16 : VKV_TEXEL_U16)
                                : (vec & VEC_A ? VKV_TEXEL_VEC4 : VKV_TEXEL_F32);
-    vkv_texel_format fb = is16 ? (vec & VEC_B ? VKV_TEXEL_U16X4 : VKV_TEXEL_U16)
+    vkv_texel_format fb = is16 ? (vec & VEC_B ? u16 : VKV_TEXEL_U16)
                                : (vec & VEC_B ? VKV_TEXEL_VEC4 : VKV_TEXEL_F32);
     if (vkv_views_texel_as(vb, &call, 0x2, fa)) vec |= TEXEL_A;
     if (vkv_views_texel_as(vb, &call, 0x4, fb)) vec |= TEXEL_B;
