@@ -115,6 +115,7 @@ static ew_result run_case(vka_context *ctx, const ew_case *c) {
                      c->mask, n, r.h[n]);
     } else {
         free(h);
+        free(f);
         r.f = tu_read(out, n + 1);
         r.ref_f = tu_read(out32, n + 1);
         for (size_t i = 0; i <= n; i++)
