@@ -403,8 +403,10 @@ vka_result vka_context_selected_device(const vka_context *ctx, vka_device_info *
  * naming the op and the tensor. The 16-bit rule of these ops: a 16-bit input is widened to
  * float32 exactly, the arithmetic is the float32 op's, and a 16-bit output is the float32
  * result rounded to nearest, ties to even (vka_convert's rounding: NaN stays NaN, fp16 past
- * 65520 gives Inf), so it equals vka_copy of the float32 op's output, bit for bit; with an odd
- * element count the high half of an output's last word keeps its value. Ops are recorded into a graph between vka_graph_begin() and
+ * 65520 gives Inf), so it equals vka_copy of the float32 op's output, bit for bit (a NaN may
+ * differ in sign: on Vulkan a layernorm row holding NaN with both infinities); with an odd
+ * element count the high half of an output's last word keeps its value. In place (an output
+ * that is also an input) is allowed for these four ops. Ops are recorded into a graph between vka_graph_begin() and
  * vka_graph_end(); nothing runs until vka_graph_run(), which submits the whole graph once and
  * waits once (Vulkan: one command buffer with the barriers it needs). A graph can be run any
  * number of times; write new inputs with vka_tensor_write() between runs. An op called outside

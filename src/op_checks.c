@@ -138,7 +138,8 @@ static void ck_holds_opt(ck *c, const char *name, vkb_tensor t, need nd) {
 /* t (required) holds nd.n elements of f32 or of a 16-bit type (the ops with 16-bit activations:
  * layernorm_forward, gelu_forward/backward, residual_forward). *kind16 is the 16-bit type seen
  * so far in this call (0: none): every 16-bit tensor of one call has the same one. */
-static void ck_holds_any(ck *c, const char *name, vkb_tensor t, need nd, uint8_t *kind16) {
+static void ck_holds_any(ck *c, const char *name, vkb_tensor t, need nd, uint8_t *kind16,
+                         const char **name16) {
     if (c->stop) return;
     if (vkb_present(t) && t.dtype != VKA_F32 && t.dtype != VKA_BF16 && t.dtype != VKA_F16) {
         ck_fail(c, "%s has dtype %d, not a vka_dtype", name, t.dtype);
@@ -146,12 +147,13 @@ static void ck_holds_any(ck *c, const char *name, vkb_tensor t, need nd, uint8_t
     }
     if (vkb_present(t) && t.dtype != VKA_F32) {
         if (*kind16 && *kind16 != t.dtype) {
-            ck_fail(c, "%s holds %s elements but an earlier tensor %s ones; the 16-bit tensors "
-                    "of one call have one type", name, vka_dtype_string((vka_dtype)t.dtype),
+            ck_fail(c, "%s holds %s elements but %s %s ones; the 16-bit tensors of one call "
+                    "have one type", name, vka_dtype_string((vka_dtype)t.dtype), *name16,
                     vka_dtype_string((vka_dtype)*kind16));
             return;
         }
         *kind16 = t.dtype;
+        *name16 = name;
     }
     ck_holds_typed(c, name, t, nd, vkb_present(t) ? t.dtype : VKA_F32);
 }
@@ -289,10 +291,11 @@ static void ck_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mea
     ck_positive(&c, "C", C);
     need nc = NEED("N*C", N, C), n = need_n("N", (uint64_t)N), cn = need_n("C", (uint64_t)C);
     uint8_t k16 = 0; /* out and inp: f32 or 16-bit; the statistics and parameters f32 */
-    ck_holds_any(&c, "out", out, nc, &k16);
+    const char *n16 = NULL;
+    ck_holds_any(&c, "out", out, nc, &k16, &n16);
     ck_holds(&c, "mean", mean, n);
     ck_holds(&c, "rstd", rstd, n);
-    ck_holds_any(&c, "inp", inp, nc, &k16);
+    ck_holds_any(&c, "inp", inp, nc, &k16, &n16);
     ck_holds(&c, "weight", weight, cn);
     ck_holds(&c, "bias", bias, cn);
     if (ck_ok(&c)) be->impl->layernorm_forward(be, out, mean, rstd, inp, weight, bias, N, C);
@@ -402,8 +405,9 @@ static ck elementwise_checks(vkb_backend *be, const char *op, const vkb_tensor *
     ck c = ck_start(be, op);
     ck_nonzero(&c, "N", N);
     uint8_t k16 = 0;
+    const char *n16 = NULL;
     for (int i = 0; i < count; i++) {
-        if (any16 >> i & 1u) ck_holds_any(&c, names[i], t[i], need_n("N", N), &k16);
+        if (any16 >> i & 1u) ck_holds_any(&c, names[i], t[i], need_n("N", N), &k16, &n16);
         else ck_holds(&c, names[i], t[i], need_n("N", N));
     }
     return c;

@@ -200,6 +200,14 @@ static void refusal_cases(vka_context *ctx) {
     assert_non_null(strstr(vka_last_error(ctx), "vka_matmul: a holds f32 elements and b f16 ones"));
     assert_int_equal(vka_copy(ctx, g, h, 8), VKA_ERROR_INVALID_ARGUMENT); /* test_dtype_copy.c */
     assert_non_null(strstr(vka_last_error(ctx), "vka_copy: bf16 src to f16 dst is not a conversion"));
+    /* the 16-bit activations' ops: one 16-bit type a call, and only where they take them */
+    assert_int_equal(vka_gelu_forward(ctx, h, g, 8), VKA_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(vka_last_error(ctx), "vka_gelu_forward: inp holds f16 elements but "
+                                                "out bf16 ones"));
+    assert_int_equal(vka_residual_forward(ctx, f, h, g, 8), VKA_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(vka_last_error(ctx), "b holds f16 elements but a bf16 ones"));
+    assert_int_equal(vka_gelu_backward(ctx, h, f, f, 8), VKA_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(vka_last_error(ctx), "vka_gelu_backward: dinp holds bf16 elements"));
     vka_graph *graph = NULL;
     assert_int_equal(vka_graph_end(ctx, &graph), VKA_ERROR_INVALID_ARGUMENT);
     assert_null(graph);
