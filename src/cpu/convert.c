@@ -182,20 +182,23 @@ void vkc_f16_to_f32(float *out, const uint16_t *in, size_t n, unsigned feat) {
 
 #define CVT_BLOCK 65536 /* elements a thread converts at a time */
 
+void vkc_convert_serial(void *dst, int dst_dtype, const void *src, int src_dtype, size_t n,
+                        unsigned feat) {
+    if (src_dtype == 0 && dst_dtype == 1) vkc_f32_to_bf16(dst, src, n, feat);
+    else if (src_dtype == 0 && dst_dtype == 2) vkc_f32_to_f16(dst, src, n, feat);
+    else if (src_dtype == 1 && dst_dtype == 0) vkc_bf16_to_f32(dst, src, n, feat);
+    else if (src_dtype == 2 && dst_dtype == 0) vkc_f16_to_f32(dst, src, n, feat);
+    else memcpy(dst, src, n * sizeof(uint16_t));
+}
+
 void vkc_convert(void *dst, int dst_dtype, const void *src, int src_dtype, size_t n,
                  unsigned feat, int nt) {
     long blocks = (long)((n + CVT_BLOCK - 1) / CVT_BLOCK);
+    size_t dsz = dst_dtype == 0 ? 4 : 2, ssz = src_dtype == 0 ? 4 : 2; /* bytes an element */
     VKA_OMP_FOR(nt, blocks > 1)
     for (long bl = 0; bl < blocks; bl++) {
         size_t lo = (size_t)bl * CVT_BLOCK, m = lo + CVT_BLOCK < n ? CVT_BLOCK : n - lo;
-        float *df = (float *)dst + lo;
-        uint16_t *dh = (uint16_t *)dst + lo;
-        const float *sf = (const float *)src + lo;
-        const uint16_t *sh = (const uint16_t *)src + lo;
-        if (src_dtype == 0 && dst_dtype == 1) vkc_f32_to_bf16(dh, sf, m, feat);
-        else if (src_dtype == 0 && dst_dtype == 2) vkc_f32_to_f16(dh, sf, m, feat);
-        else if (src_dtype == 1 && dst_dtype == 0) vkc_bf16_to_f32(df, sh, m, feat);
-        else if (src_dtype == 2 && dst_dtype == 0) vkc_f16_to_f32(df, sh, m, feat);
-        else memcpy(dh, sh, m * sizeof *dh);
+        vkc_convert_serial((char *)dst + lo * dsz, dst_dtype, (const char *)src + lo * ssz,
+                           src_dtype, m, feat);
     }
 }

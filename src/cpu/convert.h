@@ -71,5 +71,8 @@ void vkc_f16_to_f32(float *out, const uint16_t *in, size_t n, unsigned feat);
  * threads. Writes exactly n elements (an odd 16-bit count leaves the half after it alone). */
 void vkc_convert(void *dst, int dst_dtype, const void *src, int src_dtype, size_t n,
                  unsigned feat, int nt);
+/* The same on the calling thread (inside another op's work item). */
+void vkc_convert_serial(void *dst, int dst_dtype, const void *src, int src_dtype, size_t n,
+                        unsigned feat);
 
 #endif

@@ -66,11 +66,6 @@ static void op_convert(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size_t n
 typedef enum { EW16_GELU_FORWARD, EW16_GELU_BACKWARD, EW16_RESIDUAL } ew16_op;
 typedef struct { void *t[3]; uint8_t dt[3]; size_t n; ew16_op op; } ew16_args;
 
-static void widen16(float *out, const void *in, uint8_t dt, size_t n, unsigned cvt) {
-    if (dt == VKA_BF16) vkc_bf16_to_f32(out, in, n, cvt);
-    else vkc_f16_to_f32(out, in, n, cvt);
-}
-
 static vka_result run_ew16(cpu_backend *cb, const void *p) {
     const ew16_args *a = p;
     long blocks = (long)((a->n + EW16_BLOCK - 1) / EW16_BLOCK);
@@ -84,7 +79,9 @@ static vka_result run_ew16(cpu_backend *cb, const void *p) {
             else if (a->dt[i] == VKA_F32) v[i] = (float *)a->t[i] + lo;
             else {
                 v[i] = buf[i];
-                if (i > 0) widen16(buf[i], (const uint16_t *)a->t[i] + lo, a->dt[i], n, cb->cvt);
+                if (i > 0)
+                    vkc_convert_serial(buf[i], VKA_F32, (const uint16_t *)a->t[i] + lo, a->dt[i],
+                                       n, cb->cvt);
             }
         }
         switch (a->op) {
@@ -92,8 +89,8 @@ static vka_result run_ew16(cpu_backend *cb, const void *p) {
         case EW16_GELU_BACKWARD: vkc_gelu_backward_fast(v[0], v[1], v[2], n, cb->isa, 1); break;
         case EW16_RESIDUAL: vkc_residual_forward(v[0], v[1], v[2], n, 1); break;
         }
-        if (a->dt[0] == VKA_BF16) vkc_f32_to_bf16((uint16_t *)a->t[0] + lo, buf[0], n, cb->cvt);
-        else if (a->dt[0] == VKA_F16) vkc_f32_to_f16((uint16_t *)a->t[0] + lo, buf[0], n, cb->cvt);
+        if (a->dt[0] != VKA_F32)
+            vkc_convert_serial((uint16_t *)a->t[0] + lo, a->dt[0], buf[0], VKA_F32, n, cb->cvt);
     }
     return VKA_SUCCESS;
 }

@@ -205,16 +205,6 @@ static void forward_row(float *o, float *mean, float *rstd, const float *x, cons
     ref_forward_row(o, mean, rstd, x, weight, bias, C);
 }
 
-/* n elements of src (src_dtype) into dst (dst_dtype), one of f32 <-> bf16 / f16: the convert
- * op's bits (vkc_convert), on the calling thread. */
-static void convert_run(void *dst, int dst_dtype, const void *src, int src_dtype, size_t n,
-                        unsigned cvt) {
-    if (src_dtype == VKA_F32 && dst_dtype == VKA_BF16) vkc_f32_to_bf16(dst, src, n, cvt);
-    else if (src_dtype == VKA_F32) vkc_f32_to_f16(dst, src, n, cvt);
-    else if (src_dtype == VKA_BF16) vkc_bf16_to_f32(dst, src, n, cvt);
-    else vkc_f16_to_f32(dst, src, n, cvt);
-}
-
 size_t vkc_layernorm_forward16_scratch(int N, int C, int out_dtype, int nt) {
     if (out_dtype == VKA_F32) return 0;
     return (size_t)(N < nt ? N : nt) * (size_t)C;
@@ -235,12 +225,12 @@ void vkc_layernorm_forward16(void *out, int out_dtype, float *mean, float *rstd,
             float *row = out_dtype == VKA_F32 ? (float *)out + e : scratch + (size_t)bl * C;
             const float *x = (const float *)inp + e;
             if (inp_dtype != VKA_F32) {
-                convert_run(row, VKA_F32, (const uint16_t *)inp + e, inp_dtype, (size_t)C, cvt);
+                vkc_convert_serial(row, VKA_F32, (const uint16_t *)inp + e, inp_dtype, (size_t)C, cvt);
                 x = row;
             }
             forward_row(row, mean + n, rstd + n, x, weight, bias, C, isa);
             if (out_dtype != VKA_F32)
-                convert_run((uint16_t *)out + e, out_dtype, row, VKA_F32, (size_t)C, cvt);
+                vkc_convert_serial((uint16_t *)out + e, out_dtype, row, VKA_F32, (size_t)C, cvt);
         }
     }
 }
