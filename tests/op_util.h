@@ -138,6 +138,19 @@ static inline float *tu_added(const float *got, const float *before, size_t n) {
     return d;
 }
 
+/* A tensor of n elements of dtype (vka_tensor_create_desc) holding data (4-byte floats, or the
+ * raw 16-bit words of a bf16 / fp16 one), zero-filled if data is NULL. */
+static inline vka_tensor *tu_tensor_typed(vka_context *ctx, vka_dtype dtype, size_t n,
+                                          const void *data) {
+    vka_tensor_desc desc = {.n = n, .dtype = dtype};
+    vka_tensor *t = NULL;
+    if (vka_tensor_create_desc(ctx, &desc, &t) != VKA_SUCCESS)
+        fail_msg("%s tensor of %zu: %s", vka_dtype_string(dtype), n, vka_last_error(ctx));
+    if (data && vka_tensor_write(t, 0, data, n) != VKA_SUCCESS)
+        fail_msg("tensor write: %s", vka_last_error(ctx));
+    return t;
+}
+
 /* Run cases on a Vulkan context with the given kernel variants; TU_VULKAN_TESTS(name, cases)
  * defines the cmocka tests name_gpu_kernels and name_cpu_kernels doing so with each. */
 static inline void tu_on_vulkan(vka_kernels kernels, void (*cases)(vka_context *ctx)) {

@@ -32,13 +32,7 @@ static const float scales[N_OPS][2] = {{8.0f, 0}, {8.0f, 1.0f}, {3.0f, 3.0f}};
 static double unit_roundoff(vka_dtype t) { return t == VKA_BF16 ? 0x1p-8 : 0x1p-11; }
 
 static vka_tensor *make(vka_context *ctx, size_t n, vka_dtype dtype, const void *data) {
-    vka_tensor_desc d = {.n = n, .dtype = dtype};
-    vka_tensor *t = NULL;
-    if (vka_tensor_create_desc(ctx, &d, &t) != VKA_SUCCESS)
-        fail_msg("%s tensor of %zu: %s", vka_dtype_string(dtype), n, vka_last_error(ctx));
-    if (data && vka_tensor_write(t, 0, data, n) != VKA_SUCCESS)
-        fail_msg("tensor write: %s", vka_last_error(ctx));
-    return t;
+    return tu_tensor_typed(ctx, dtype, n, data);
 }
 
 /* One op's operands: inputs in[k] (n floats, already representable in their dtype), dinp0 (n)

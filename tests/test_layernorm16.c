@@ -38,13 +38,7 @@ static const char *ctx_name(vka_context *ctx) {
 
 /* A tensor of n elements of dtype holding data (4-byte floats or 16-bit words), zeros if NULL. */
 static vka_tensor *make(vka_context *ctx, vka_dtype dtype, size_t n, const void *data) {
-    vka_tensor_desc desc = {.n = n, .dtype = dtype};
-    vka_tensor *t = NULL;
-    if (vka_tensor_create_desc(ctx, &desc, &t) != VKA_SUCCESS)
-        fail_msg("%s tensor of %zu: %s", vka_dtype_string(dtype), n, vka_last_error(ctx));
-    if (data && vka_tensor_write(t, 0, data, n) != VKA_SUCCESS)
-        fail_msg("tensor write: %s", vka_last_error(ctx));
-    return t;
+    return tu_tensor_typed(ctx, dtype, n, data);
 }
 
 /* A case's inputs and its double reference. */

@@ -79,13 +79,7 @@ static void data_free(mm_data *d) {
 }
 
 static vka_tensor *tensor16(vka_context *ctx, vka_dtype t, const uint16_t *h, size_t n) {
-    vka_tensor_desc desc = {.n = n, .dtype = t};
-    vka_tensor *x = NULL;
-    if (vka_tensor_create_desc(ctx, &desc, &x) != VKA_SUCCESS)
-        fail_msg("%s tensor of %zu: %s", type_name(t), n, vka_last_error(ctx));
-    if (h && vka_tensor_write(x, 0, h, n) != VKA_SUCCESS)
-        fail_msg("tensor write: %s", vka_last_error(ctx));
-    return x;
+    return tu_tensor_typed(ctx, t, n, h);
 }
 
 /* The product on ctx: out (so * batch), malloc'd. */
