@@ -4,13 +4,17 @@
 // query row walks its visible keys in tiles with an online softmax (running max from -inf,
 // rescaled once per tile), never storing a Tq x Tk matrix:
 //   out = sum_j exp(s_j - m) v_j / l,  lse = m + log(l);  no visible key: out = 0, lse = -inf.
-// Keys are summed in ascending order whatever the variant (deterministic).
+// Keys are summed in ascending order by both row-parallel variants; the split-key path
+// (forward_split, few query rows) sums fixed interleaved tiles and combines them in a fixed
+// order: deterministic either way.
 //
 // vka:texel-variant: also built with VKA_TEXEL defined (VKA_SHADER_ATTENTION_FORWARD_TEXEL):
 // the CPU-type variant only, reading q, k, v and dout through texel views (attention.glsl),
 // for devices with texel_operands when rows are vec4-aligned (VEC).
 #include "common.glsl"
 #include "attention.glsl"
+
+layout(constant_id = 6) const bool SPLIT = false; // split a row's keys (forward_split below)
 
 // o += p v, where a key of weight p = 0 (masked, padding, past the row's keys) adds nothing:
 // selected, never multiplied, so a NaN or Inf in a row no query sees stays out (0 * NaN).
@@ -98,13 +102,80 @@ void forward_cpu() {
         if (t0 + r < pc.Tq) store_row(b, h, t0 + r, m[r], l[r], o[r]);
 }
 
+// Split keys (SPLIT, both variants; the host takes it for few query rows, as when decoding
+// with a KV cache, where a workgroup of row-parallel invocations would leave all but one idle):
+// workgroup = one query row (b, h, t). Invocation i walks key tiles i, i + WG, i + 2 WG, ... of
+// TK keys with its own online softmax state (m_i, l_i, o_i); the WG states are then combined
+// in invocation order, m = max m_i, w_i = exp(m_i - m), l = sum w_i l_i, o = sum w_i o_i / l
+// (Flash-Decoding, Dao et al. 2023). Deterministic: a fixed split and order for a shape.
+shared float sh_m[SPLIT ? WG : 1u];
+shared float sh_l[SPLIT ? WG : 1u];
+shared vec4 sh_o[SPLIT ? WG * DV : 1u];
+
+void forward_split() {
+    uint g = vka_group_id(), bh = g / pc.Tq, t = g % pc.Tq;
+    if (bh >= pc.B * pc.NH) return; // whole workgroups: barrier below
+    uint b = bh / pc.NH, h = bh % pc.NH, lane = gl_LocalInvocationID.x;
+    uint kend = visible_end(t, valid_keys(b));
+
+    vec4 q[DV];
+    vec4 o[DV];
+    uint qrow = q_row(b, h, t);
+    [[unroll]] for (uint c = 0u; c < DV; c++) {
+        q[c] = ld_q(qrow, c) * pc.scale;
+        o[c] = vec4(0.0);
+    }
+    float m = VKA_NEG_INF, l = 0.0;
+    for (uint j0 = lane * TK; j0 < kend; j0 += WG * TK) {
+        float s[TK];
+        [[unroll]] for (uint jj = 0u; jj < TK; jj++) {
+            uint j = min(j0 + jj, pc.Tk - 1u);
+            uint krow = k_row(b, h, j);
+            vec4 kv[DV];
+            [[unroll]] for (uint c = 0u; c < DV; c++) kv[c] = ld_k(krow, c);
+            s[jj] = j0 + jj < kend ? score(q, kv, b, t, j) : VKA_NEG_INF;
+        }
+        online_tile(m, l, o, s);
+        [[unroll]] for (uint jj = 0u; jj < TK; jj++) {
+            uint vrow = v_row(b, h, min(j0 + jj, pc.Tk - 1u));
+            [[unroll]] for (uint c = 0u; c < DV; c++) add_weighted(o[c], s[jj], ld_v(vrow, c));
+        }
+    }
+    sh_m[lane] = m;
+    sh_l[lane] = l;
+    [[unroll]] for (uint c = 0u; c < DV; c++) sh_o[lane * DV + c] = o[c];
+    barrier();
+    // Every invocation combines m and l (WG terms, in order); each stores its vec4 columns.
+    float mt = VKA_NEG_INF;
+    for (uint i = 0u; i < WG; i++) mt = max(mt, sh_m[i]);
+    float lt = 0.0;
+    for (uint i = 0u; i < WG; i++)
+        if (sh_m[i] != VKA_NEG_INF) lt += exp(sh_m[i] - mt) * sh_l[i];
+    bool empty = lt == 0.0;
+    float inv = empty ? 0.0 : 1.0 / lt;
+    uint orow = o_row(b, h, t);
+    for (uint c = lane; c < DV; c += WG) {
+        vec4 acc = vec4(0.0);
+        for (uint i = 0u; i < WG; i++)
+            if (sh_m[i] != VKA_NEG_INF) add_weighted(acc, exp(sh_m[i] - mt), sh_o[i * DV + c]);
+        st_o(orow, c, empty ? vec4(0.0) : acc * inv);
+    }
+    if (lane == 0u && (pc.flags & F_NO_LSE) == 0u)
+        lse_[lse_at(b, h, t)] = empty ? VKA_NEG_INF : mt + log(lt);
+}
+
 #ifdef VKA_TEXEL
-void main() { forward_cpu(); }
+void main() {
+    if (SPLIT)
+        forward_split();
+    else
+        forward_cpu();
+}
 #else
 // GPU: workgroup = WG consecutive query rows of one (b, h), one per invocation; tiles of TK key
 // and value rows staged in shared memory by the whole workgroup.
-shared vec4 sh_k[VKA_CPU ? 1u : TK * DV];
-shared vec4 sh_v[VKA_CPU ? 1u : TK * DV];
+shared vec4 sh_k[VKA_CPU || SPLIT ? 1u : TK * DV];
+shared vec4 sh_v[VKA_CPU || SPLIT ? 1u : TK * DV];
 
 void forward_gpu() {
     uint nqb = (pc.Tq + WG - 1u) / WG;
@@ -147,7 +218,9 @@ void forward_gpu() {
 }
 
 void main() {
-    if (VKA_CPU)
+    if (SPLIT)
+        forward_split();
+    else if (VKA_CPU)
         forward_cpu();
     else
         forward_gpu();

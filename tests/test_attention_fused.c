@@ -321,6 +321,7 @@ static void att_case_run(vka_context *ctx, att_case s, uint64_t seed) {
 static const int lens_0_T[2] = {0, 130};
 static const int lens_7_20[2] = {7, 20};
 static const int lens_cross[3] = {70, 1, 33};
+static const int lens_decode[2] = {333, 150};
 
 /* heads: -1 every shape, 0 those with HS <= 8, 1 those with HS > 8. */
 static void shape_cases_of(vka_context *ctx, int heads) {
@@ -346,6 +347,18 @@ static void shape_cases_of(vka_context *ctx, int heads) {
          .out_btc = true},
         {.B = 2, .NH = 1, .Tq = 100, .Tk = 100, .HS = 4, .causal = VKA_CAUSAL_TOP_LEFT,
          .mask = 2, .mask_style = 1},
+        /* Decoding shapes: Vulkan splits each row's keys over a workgroup for Tq <= 8
+         * (vk_ops_attention.c, split_keys): many key tiles a lane, fewer keys than lanes, Tq at
+         * the threshold and past it. */
+        {.B = 2, .NH = 3, .Tq = 2, .Tk = 333, .HS = 8, .causal = VKA_CAUSAL_BOTTOM_RIGHT,
+         .key_lens = lens_decode},
+        {.B = 1, .NH = 2, .Tq = 1, .Tk = 1000, .HS = 4, .mask = 1},
+        {.B = 1, .NH = 1, .Tq = 1, .Tk = 3, .HS = 7, .causal = VKA_CAUSAL_BOTTOM_RIGHT},
+        {.B = 1, .NH = 2, .Tq = 8, .Tk = 90, .HS = 6, .causal = VKA_CAUSAL_BOTTOM_RIGHT,
+         .mask = 1},
+        {.B = 1, .NH = 2, .Tq = 9, .Tk = 90, .HS = 6, .causal = VKA_CAUSAL_BOTTOM_RIGHT},
+        {.B = 1, .NH = 12, .Tq = 1, .Tk = 65, .HS = 64, .causal = VKA_CAUSAL_BOTTOM_RIGHT,
+         .mask = 1},
     };
     for (size_t i = 0; i < TU_LEN(cases); i++)
         if (heads < 0 || (cases[i].HS > 8) == heads) att_case_run(ctx, cases[i], 10 + i);

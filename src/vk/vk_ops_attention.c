@@ -131,6 +131,27 @@ static att_shape shape_of(vkv_backend *vb, const vkb_attention *at) {
     return s;
 }
 
+/* Whether the forward splits each query row's keys over a workgroup (forward_split in
+ * shaders/attention_forward.comp; Flash-Decoding) rather than giving each invocation whole rows:
+ * for few query rows (decoding against a KV cache: Tq = 1), where the row-parallel kernels
+ * would leave all but Tq invocations of a (b, h) idle and walk every key serially. Measured on
+ * lavapipe (2 cores, loaded), B1 NH12 HS64, ms a call split / row-parallel: Tq 1: Tk 128 0.30 /
+ * 2.4, Tk 512 0.72 / 6.1, Tk 1024 0.83 / 7.4; Tq 8: 1.9 / 2.3, 4.4 / 7.2; Tq 16: 1.9 / 2.7,
+ * 5.9 / 5.8 (even). On a GPU (not measured yet) a row-parallel workgroup of 64 keeps Tq of its
+ * invocations busy; split, all of them walk keys. */
+enum { SPLIT_MAX_TQ = 8 };
+
+static bool split_keys(const vkb_attention *at) { return at->Tq <= SPLIT_MAX_TQ; }
+
+/* Invocations of a split workgroup: the variant's, halved on a GPU until the per-invocation
+ * states (WG x (DV vec4s + m + l)) fit the shared memory every device has (16 KiB). */
+static uint32_t split_wg(vkv_backend *vb, const att_shape *s) {
+    uint32_t shared = VKA_MIN(vkv_device(vb)->props.limits.maxComputeSharedMemorySize, 16384u);
+    uint32_t wg = s->wg;
+    while (wg > 1 && wg * (16u * s->dv + 8u) > shared) wg /= 2;
+    return wg;
+}
+
 /* Rows can be read as vec4 when HS, every stride and the offset of every row view (all but
  * lse, mask and key_lens) call binds are multiples of 4. */
 static bool vec_ok(const vkv_backend *vb, const vkb_attention *at, const vkv_call *call,
@@ -210,15 +231,20 @@ static void run_pass(vkv_backend *vb, const vkb_attention *at, const att_pass *p
         }
         uint64_t bh = (uint64_t)n * (uint64_t)at->NH;
         uint64_t rows = p->over_keys ? (uint64_t)at->Tk : (uint64_t)at->Tq;
+        bool split = p->shader == VKA_SHADER_ATTENTION_FORWARD && split_keys(at);
         if (delta) {
             vkv_call_elems(vb, &call, bh * rows, 64);
             sp.wg = call.spec[0];
+        } else if (split) {
+            sp.wg = split_wg(vb, &sp);
+            sp.tq = 1;
+            call.groups = bh * rows;
         } else {
             call.groups = bh * VKA_CEIL_DIV(rows, (uint64_t)sp.wg * sp.tq);
         }
-        uint32_t spec[6] = {sp.wg, sp.cpu, sp.dv, sp.tq, sp.tk, vec};
+        uint32_t spec[7] = {sp.wg, sp.cpu, sp.dv, sp.tq, sp.tk, vec, split};
         memcpy(call.spec, spec, sizeof spec);
-        call.n_spec = 6;
+        call.n_spec = 7;
         vkv_dispatch(vb, &call);
     }
 }
