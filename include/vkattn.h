@@ -398,15 +398,16 @@ vka_result vka_context_selected_device(const vka_context *ctx, vka_device_info *
  * (float32, or int32 token ids; vka_tensor_create) or 16-bit ones (bf16, fp16;
  * vka_tensor_create_desc). The ops that take 16-bit tensors: vka_matmul (a and b, both bf16 or
  * both fp16), vka_copy (conversions), vka_layernorm_forward (out, inp), vka_gelu_forward (out,
- * inp), vka_gelu_backward (inp, dout) and vka_residual_forward (out, a, b); the 16-bit tensors
- * of one call have one type. Elsewhere a 16-bit tensor fails with VKA_ERROR_INVALID_ARGUMENT
+ * inp), vka_gelu_backward (inp, dout), vka_residual_forward (out, a, b) and
+ * vka_attention_forward (q, k, v or qkv, out; lse stays float32); the 16-bit tensors of one call
+ * have one type. Elsewhere a 16-bit tensor fails with VKA_ERROR_INVALID_ARGUMENT
  * naming the op and the tensor. The 16-bit rule of these ops: a 16-bit input is widened to
  * float32 exactly, the arithmetic is the float32 op's, and a 16-bit output is the float32
  * result rounded to nearest, ties to even (vka_convert's rounding: NaN stays NaN, fp16 past
  * 65520 gives Inf), so it equals vka_copy of the float32 op's output, bit for bit (a NaN may
  * differ in sign: on Vulkan a layernorm row holding NaN with both infinities); with an odd
  * element count the high half of an output's last word keeps its value. In place (an output
- * that is also an input) is allowed for these four ops. Ops are recorded into a graph between vka_graph_begin() and
+ * that is also an input) is allowed for the four elementwise and layernorm ops. Ops are recorded into a graph between vka_graph_begin() and
  * vka_graph_end(); nothing runs until vka_graph_run(), which submits the whole graph once and
  * waits once (Vulkan: one command buffer with the barriers it needs). A graph can be run any
  * number of times; write new inputs with vka_tensor_write() between runs. An op called outside
@@ -739,6 +740,12 @@ typedef enum vka_causal {
  * it while running and checks after, so nothing out of range is read). A row with a +inf score
  * (an overflow, or a +INFINITY mask entry) has no softmax: its out and lse are NaN on both
  * backends, never zeros.
+ * 16-bit (the forward only; the rule above vka_tensor): q, k, v (or qkv) and out may each be
+ * float32 or the call's one 16-bit type, lse is float32. Softmax max and sum, lse and out's
+ * accumulation are float32, so out and lse are bitwise the float32 op's on the widened inputs,
+ * a 16-bit out rounded from it as vka_copy rounds. A KV cache in bf16 with a float32 q is the
+ * decoding case. A 16-bit qkv needs an even C = NH*HS (its k and v parts begin 32-bit words).
+ * The backward takes float32 tensors only.
  */
 #define VKA_ATTENTION_MAX_HS 256
 typedef struct vka_attention_desc {

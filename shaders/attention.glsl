@@ -26,6 +26,12 @@ layout(constant_id = 3) const uint TQ = 1;   // CPU: rows per invocation
 layout(constant_id = 4) const uint TK = 4;   // CPU: rows per unrolled step; GPU: rows per tile
 layout(constant_id = 5) const bool VEC = false; // rows may be read and written as vec4
 
+// 16-bit views (the forward only; backend.h's 16-bit rule): bit i (0 q, 1 k, 2 v, 3 out) set
+// when binding i holds 16-bit elements, two a 32-bit word (element 2i in the low half); bit 4:
+// they are fp16, else bf16. A 16-bit view's bind_off counts words, and flags bit 4 + i says it
+// starts at the high half of its first word (F_HALF0).
+layout(constant_id = 7) const uint H16 = 0u;
+
 const uint WG = gl_WorkGroupSize.x;
 
 layout(set = 0, binding = 0) buffer Q { float q_[]; };
@@ -47,14 +53,29 @@ layout(set = 0, binding = 7) buffer DO4 { vec4 do4[]; };
 layout(set = 0, binding = 8) buffer DQ4 { vec4 dq4[]; };
 layout(set = 0, binding = 9) buffer DK4 { vec4 dk4[]; };
 layout(set = 0, binding = 10) buffer DV4 { vec4 dv4[]; };
+layout(set = 0, binding = 0) buffer Q16 { uint q16[]; };
+layout(set = 0, binding = 1) buffer K16 { uint k16[]; };
+layout(set = 0, binding = 2) buffer V16 { uint v16[]; };
+layout(set = 0, binding = 3) buffer O16 { uint o16[]; };
+layout(set = 0, binding = 0) buffer Q16v { uvec2 q16v[]; };
+layout(set = 0, binding = 1) buffer K16v { uvec2 k16v[]; };
+layout(set = 0, binding = 2) buffer V16v { uvec2 v16v[]; };
+layout(set = 0, binding = 3) buffer O16v { uvec2 o16v[]; };
 
+#include "half.glsl"
 #include "pc/attention.h"
 VKA_PC_BLOCK(VKA_PC_ATTENTION_VIEWS, VKA_PC_ATTENTION)
 
-// The element offset of binding i in its bound range.
-uint boff(uint i) { return pc.bind_off[i]; }
+const uint F_MASK = 1u, F_MASK_PER_BATCH = 2u, F_KEY_LENS = 4u, F_NO_LSE = 8u, F_HALF0 = 16u;
 
-const uint F_MASK = 1u, F_MASK_PER_BATCH = 2u, F_KEY_LENS = 4u, F_NO_LSE = 8u;
+bool is16(uint i) { return i < 4u && (H16 & (1u << i)) != 0u; }
+const bool H16_F16 = (H16 & 16u) != 0u;
+
+// The element offset of binding i in its bound range (16-bit: counted in 16-bit elements).
+uint boff(uint i) {
+    if (!is16(i)) return pc.bind_off[i];
+    return 2u * pc.bind_off[i] + ((pc.flags & (F_HALF0 << i)) != 0u ? 1u : 0u);
+}
 
 // Valid keys of batch b: key_lens[b] clamped to [0, Tk], or Tk.
 uint valid_keys(uint b) {
@@ -115,6 +136,26 @@ uint lse_at(uint b, uint h, uint t) { return boff(4u) + (b * pc.NH + h) * pc.Tq 
             if (4u * c + e_ < pc.HS) r[e_] = X[row + 4u * c + e_];                            \
         return r;                                                                             \
     }
+// The same from a 16-bit view's words W (W2: as uvec2s, four elements each), widened exactly.
+#define VKA_LOAD4_16(NAME, W, W2)                                                              \
+    vec4 NAME(uint row, uint c) {                                                             \
+        if (VEC) {                                                                            \
+            uvec2 w_ = W2[(row >> 2) + c];                                                    \
+            return vec4(widen16_to(H16_F16, w_.x & 0xFFFFu), widen16_to(H16_F16, w_.x >> 16), \
+                        widen16_to(H16_F16, w_.y & 0xFFFFu), widen16_to(H16_F16, w_.y >> 16)); \
+        }                                                                                     \
+        vec4 r = vec4(0.0);                                                                   \
+        [[unroll]] for (uint e_ = 0u; e_ < 4u; e_++) {                                        \
+            uint i_ = row + 4u * c + e_;                                                      \
+            if (4u * c + e_ < pc.HS)                                                          \
+                r[e_] = widen16_to(H16_F16, (i_ & 1u) != 0u ? W[i_ >> 1] >> 16                \
+                                                            : W[i_ >> 1] & 0xFFFFu);          \
+        }                                                                                     \
+        return r;                                                                             \
+    }
+VKA_LOAD4_16(ld16_q, q16, q16v)
+VKA_LOAD4_16(ld16_k, k16, k16v)
+VKA_LOAD4_16(ld16_v, v16, v16v)
 #ifdef VKA_TEXEL
 // Texel builds (vka:texel-variant; CPU-type variant only, VEC holds): q, k, v and dout are
 // also bound as uniform texel buffers of vec4s over the same bytes (bindings 12..15 over 0, 1,
@@ -124,14 +165,18 @@ layout(set = 0, binding = 12) uniform samplerBuffer q_tex;
 layout(set = 0, binding = 13) uniform samplerBuffer k_tex;
 layout(set = 0, binding = 14) uniform samplerBuffer v_tex;
 layout(set = 0, binding = 15) uniform samplerBuffer do_tex;
-vec4 ld_q(uint row, uint c) { return texelFetch(q_tex, int((row >> 2) + c)); }
-vec4 ld_k(uint row, uint c) { return texelFetch(k_tex, int((row >> 2) + c)); }
-vec4 ld_v(uint row, uint c) { return texelFetch(v_tex, int((row >> 2) + c)); }
+// (16-bit q, k, v have no texel view: read from their words.)
+vec4 ld_q(uint row, uint c) { return is16(0u) ? ld16_q(row, c) : texelFetch(q_tex, int((row >> 2) + c)); }
+vec4 ld_k(uint row, uint c) { return is16(1u) ? ld16_k(row, c) : texelFetch(k_tex, int((row >> 2) + c)); }
+vec4 ld_v(uint row, uint c) { return is16(2u) ? ld16_v(row, c) : texelFetch(v_tex, int((row >> 2) + c)); }
 vec4 ld_do(uint row, uint c) { return texelFetch(do_tex, int((row >> 2) + c)); }
 #else
-VKA_LOAD4(ld_q, q_, q4)
-VKA_LOAD4(ld_k, k_, k4)
-VKA_LOAD4(ld_v, v_, v4)
+VKA_LOAD4(ld32_q, q_, q4)
+VKA_LOAD4(ld32_k, k_, k4)
+VKA_LOAD4(ld32_v, v_, v4)
+vec4 ld_q(uint row, uint c) { return is16(0u) ? ld16_q(row, c) : ld32_q(row, c); }
+vec4 ld_k(uint row, uint c) { return is16(1u) ? ld16_k(row, c) : ld32_k(row, c); }
+vec4 ld_v(uint row, uint c) { return is16(2u) ? ld16_v(row, c) : ld32_v(row, c); }
 VKA_LOAD4(ld_do, do_, do4)
 #endif
 VKA_LOAD4(ld_o, o_, o4)
@@ -145,7 +190,35 @@ VKA_LOAD4(ld_o, o_, o4)
             if (4u * (c) + e_ < pc.HS) X[(row) + 4u * (c) + e_] = (val)[e_];                  \
     }
 
-void st_o(uint row, uint c, vec4 x) { VKA_STORE4(o_, o4, row, c, x) }
+// A 16-bit out: rounded as vka_copy rounds; with VEC a vec4 is two whole words, else each
+// element's half of its word is replaced atomically (a word may hold two rows' elements, or two
+// invocations' columns of a split row), the other half kept.
+void st16_o(uint row, uint c, vec4 x) {
+    if (VEC) {
+        o16v[(row >> 2) + c] = uvec2(narrow16_to(H16_F16, x.x) | (narrow16_to(H16_F16, x.y) << 16),
+                                     narrow16_to(H16_F16, x.z) | (narrow16_to(H16_F16, x.w) << 16));
+        return;
+    }
+    [[unroll]] for (uint e_ = 0u; e_ < 4u; e_++) {
+        uint i_ = row + 4u * c + e_;
+        if (4u * c + e_ >= pc.HS) continue;
+        uint h_ = narrow16_to(H16_F16, x[e_]);
+        if ((i_ & 1u) != 0u) {
+            atomicAnd(o16[i_ >> 1], 0x0000FFFFu);
+            atomicOr(o16[i_ >> 1], h_ << 16);
+        } else {
+            atomicAnd(o16[i_ >> 1], 0xFFFF0000u);
+            atomicOr(o16[i_ >> 1], h_);
+        }
+    }
+}
+void st_o(uint row, uint c, vec4 x) {
+    if (is16(3u)) {
+        st16_o(row, c, x);
+        return;
+    }
+    VKA_STORE4(o_, o4, row, c, x)
+}
 void st_dq(uint row, uint c, vec4 x) { VKA_STORE4(dq_, dq4, row, c, x) }
 void st_dk(uint row, uint c, vec4 x) { VKA_STORE4(dk_, dk4, row, c, x) }
 void st_dv(uint row, uint c, vec4 x) { VKA_STORE4(dv_, dv4, row, c, x) }

@@ -422,9 +422,20 @@ static void chk_attention(chk *c, const vka_attention_desc *d, vkb_attention *at
     };
     if (d->qkv) { /* q, k, v start at elements 0, C, 2C of each position's 3C */
         vkb_tensor x = d->qkv->t;
+        size_t unit = 1; /* elements a view element holds: 16-bit views count words */
+        if (x.dtype == VKA_BF16 || x.dtype == VKA_F16) {
+            if (C % 2) {
+                chk_fail(c, VKA_ERROR_INVALID_ARGUMENT,
+                         "a %s qkv needs an even C = NH*HS (got %zu): its k and v parts start "
+                         "at elements C and 2C, which must begin 32-bit words",
+                         vka_dtype_string((vka_dtype)x.dtype), C);
+                return;
+            }
+            unit = 2;
+        }
         at->q = x;
-        at->k = part(x, C);
-        at->v = part(x, 2 * C);
+        at->k = part(x, C / unit);
+        at->v = part(x, 2 * C / unit);
         at->lq = at->lk = at->lv = vkb_attn_in_qkv(NH, Tq, HS);
     } else {
         at->q = bt(d->q);

@@ -76,7 +76,8 @@ static inline size_t vkb_elems(vkb_tensor t) { return t.dtype == 0 ? t.n : 2 * t
 /* The hint of every message refusing a tensor's type (op_checks.c, api_ops.c). */
 #define VKB_DTYPE_HINT                                                                        \
     "(the ops that take 16-bit tensors: matmul's a and b, copy, layernorm_forward's out and inp, " \
-    "gelu_forward's out and inp, gelu_backward's inp and dout, residual_forward's out, a and b)"
+    "gelu_forward's out and inp, gelu_backward's inp and dout, residual_forward's out, a and b, " \
+    "attention_forward's q, k, v and out)"
 
 /* Elements [off, off + n) of t (must lie inside t). */
 static inline vkb_tensor vkb_slice(vkb_tensor t, size_t off, size_t n) {
@@ -179,7 +180,11 @@ typedef struct vkb_limits {
  * Backward WRITES dq, dk, dv (the probabilities recomputed from lse; delta = rowsum(dout * out)
  * computed by the op itself). mask is (Tq, Tk), or (B, Tq, Tk) with mask_per_batch.
  * key_lens are read when the graph runs: a value outside [0, Tk] fails the run, naming it (CPU:
- * before computing; Vulkan: the shaders clamp it, the host checks after the run). */
+ * before computing; Vulkan: the shaders clamp it, the host checks after the run).
+ * 16-bit (forward only): q, k, v, out each f32 or the call's one 16-bit type (lse f32), by the
+ * 16-bit rule of layernorm_forward: out and lse bitwise the f32 op's on the widened inputs, a
+ * 16-bit out its rounding (vka_copy's bits); odd HS rows share words, none lost. A 16-bit view's
+ * vkb_tensor starts at a word: a packed 16-bit qkv has an even C. */
 typedef enum vkb_causal {
     VKB_CAUSAL_NONE = 0,
     VKB_CAUSAL_TOP_LEFT = 1,     /* key j masked when j > t (PyTorch is_causal) */

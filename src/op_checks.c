@@ -545,6 +545,11 @@ static bool layout_is(vkb_attn_layout a, vkb_attn_layout b) {
 static bool packed_qkv(const vkb_attention *at, vkb_tensor q, vkb_tensor k, vkb_tensor v) {
     vkb_attn_layout l = vkb_attn_in_qkv(at->NH, at->Tq, at->HS);
     size_t C = (size_t)at->NH * at->HS;
+    if (q.dtype != k.dtype || q.dtype != v.dtype) return false;
+    if (q.dtype != VKA_F32) { /* 16-bit: the parts start C elements = C / 2 words apart */
+        if (C % 2) return false;
+        C /= 2;
+    }
     return at->Tq == at->Tk && layout_is(at->lq, l) && layout_is(at->lk, l) &&
            layout_is(at->lv, l) && vkb_present(q) && k.arena == q.arena && v.arena == q.arena &&
            k.chunk == q.chunk && v.chunk == q.chunk && k.offset == q.offset + C &&
@@ -579,16 +584,24 @@ static need need_view(const vkb_attention *at, vkb_attn_layout l, int T, const c
     return nd;
 }
 
-/* q, k, v (or the packed qkv, named qkv_name) inside their tensors. */
+/* q, k, v (or the packed qkv, named qkv_name) inside their tensors; with kind16 (the forward)
+ * each may be f32 or the call's one 16-bit type (*kind16, named by *name16), else f32. */
 static void ck_qkv_views(ck *c, const vkb_attention *at, bool packed, const char *qkv_name,
-                         const char *const *names, vkb_tensor q, vkb_tensor k, vkb_tensor v) {
+                         const char *const *names, vkb_tensor q, vkb_tensor k, vkb_tensor v,
+                         uint8_t *kind16, const char **name16) {
+    const vkb_tensor t[3] = {q, k, v};
+    need nd[3] = {need_view(at, at->lq, at->Tq, "Tq"), need_view(at, at->lk, at->Tk, "Tk"),
+                  need_view(at, at->lv, at->Tk, "Tk")};
+    int n = 3;
     if (packed) {
-        ck_holds(c, qkv_name, q, NEED("B*T*3*NH*HS", at->B, at->Tq, 3, at->NH, at->HS));
-        return;
+        nd[0] = NEED("B*T*3*NH*HS", at->B, at->Tq, 3, at->NH, at->HS);
+        names = &qkv_name;
+        n = 1;
     }
-    ck_holds(c, names[0], q, need_view(at, at->lq, at->Tq, "Tq"));
-    ck_holds(c, names[1], k, need_view(at, at->lk, at->Tk, "Tk"));
-    ck_holds(c, names[2], v, need_view(at, at->lv, at->Tk, "Tk"));
+    for (int i = 0; i < n; i++) {
+        if (kind16) ck_holds_any(c, names[i], t[i], nd[i], kind16, name16);
+        else ck_holds(c, names[i], t[i], nd[i]);
+    }
 }
 
 /* written[i] is none of the n tensors read[]; else the op fails with msg. */
@@ -618,8 +631,13 @@ static ck attention_checks(vkb_backend *be, const char *op, const vkb_attention 
     if (!isfinite(at->scale)) ck_fail(&c, "scale = %g is not finite", (double)at->scale);
     if (c.stop) return c;
     bool packed = packed_qkv(at, at->q, at->k, at->v);
-    ck_qkv_views(&c, at, packed, "qkv", (const char *const[]){"q", "k", "v"}, at->q, at->k, at->v);
-    ck_holds(&c, "out", at->out, need_view(at, at->lo, at->Tq, "Tq"));
+    /* The forward's q, k, v and out: each f32 or the call's one 16-bit type (backend.h) */
+    uint8_t k16 = 0;
+    const char *n16 = NULL;
+    ck_qkv_views(&c, at, packed, "qkv", (const char *const[]){"q", "k", "v"}, at->q, at->k,
+                 at->v, backward ? NULL : &k16, &n16);
+    if (backward) ck_holds(&c, "out", at->out, need_view(at, at->lo, at->Tq, "Tq"));
+    else ck_holds_any(&c, "out", at->out, need_view(at, at->lo, at->Tq, "Tq"), &k16, &n16);
     need lse_n = NEED("B*NH*Tq", at->B, at->NH, at->Tq);
     if (backward) ck_holds(&c, "lse", at->lse, lse_n);
     else ck_holds_opt(&c, "lse", at->lse, lse_n);
@@ -638,7 +656,7 @@ static ck attention_checks(vkb_backend *be, const char *op, const vkb_attention 
     /* The gradients of a packed qkv are a packed dqkv (named so when absent). */
     bool dpacked = packed && (!vkb_present(at->dq) || packed_qkv(at, at->dq, at->dk, at->dv));
     ck_qkv_views(&c, at, dpacked, "dqkv", (const char *const[]){"dq", "dk", "dv"}, at->dq,
-                 at->dk, at->dv);
+                 at->dk, at->dv, NULL, NULL);
     const vkb_tensor in[] = {at->q, at->k, at->v, at->out, at->lse, at->mask, at->key_lens,
                              at->dout};
     ck_distinct(&c, (const vkb_tensor[]){at->dq, at->dk, at->dv}, 3, NULL, in, 8,

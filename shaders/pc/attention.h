@@ -16,7 +16,8 @@
     U(o_sb) U(o_sh) U(o_st)      /* out, dout */                                            \
     F(scale)                                                                                \
     U(causal)                    /* vkb_causal */                                           \
-    U(flags) /* bit 0: mask; 1: mask per batch; 2: key_lens; 3: no lse (forward) */
+    U(flags) /* bit 0: mask; 1: mask per batch; 2: key_lens; 3: no lse (forward);  \
+                              * 4 + i: 16-bit view i (q, k, v, out) starts at a word's high half */
 VKA_PC_STRUCT(pc_attention, VKA_PC_ATTENTION_VIEWS, VKA_PC_ATTENTION)
 
 #endif

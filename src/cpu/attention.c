@@ -26,6 +26,8 @@
  * those below, the reference (VKATTN_CPU_KERNELS=reference, `vkattn check`), or the fast ones
  * for the CPU's vector ISA (attention_fast.c). */
 #include "cpu/attention_kern.h"
+#include "cpu/convert.h"
+#include "vkattn.h" /* vka_dtype */
 
 #include <math.h>
 #include <string.h>
@@ -583,4 +585,76 @@ void vkc_attention_backward(const vkc_attention *a, vkc_isa isa, int nt) {
     for (int bh = 0; bh < heads; bh++)
         if (!at_backward_head(kn, a, bh / a->NH, bh % a->NH, false))
             at_backward_head(kn, a, bh / a->NH, bh % a->NH, true);
+}
+
+/* --- 16-bit q, k, v, out (backend.h: the forward's 16-bit rule) ------------------------------ */
+
+/* Floats of one head's scratch: q (Tq rows), k and v (Tk rows) widened, out (Tq rows) before
+ * narrowing; each rounded up to 16 floats (64 bytes). */
+static size_t at16_head_floats(const vkc_attention *a) {
+    size_t q = ((size_t)a->Tq * a->HS + 15) / 16 * 16, k = ((size_t)a->Tk * a->HS + 15) / 16 * 16;
+    return 2 * q + 2 * k;
+}
+
+size_t vkc_attention_forward16_scratch(const vkc_attention *a, int nt) {
+    int heads = a->B * a->NH;
+    return (size_t)(heads < nt ? heads : nt) * at16_head_floats(a);
+}
+
+/* The T rows (b, h, 0 .. T) of view x (dtype dt; 16-bit: uint16_t elements) into dst (T, HS)
+ * as f32; f32 rows are copied too, so that the head's descriptor has one layout. */
+static void at16_widen(float *dst, const void *x, int dt, vkc_attn_strides s, int b, int h,
+                       int T, int HS, unsigned cvt) {
+    for (int t = 0; t < T; t++) {
+        size_t e = at_off(s, b, h, t);
+        float *row = dst + (size_t)t * HS;
+        if (dt == VKA_F32) memcpy(row, (const float *)x + e, (size_t)HS * sizeof *row);
+        else vkc_convert_serial(row, VKA_F32, (const uint16_t *)x + e, dt, (size_t)HS, cvt);
+    }
+}
+
+void vkc_attention_forward16(const vkc_attention *a, const int dt[4], float *scratch,
+                             vkc_isa isa, unsigned cvt, int nt) {
+    const at_kern *kn = at_kern_for(isa);
+    int heads = a->B * a->NH, blocks = heads < nt ? heads : nt, HS = a->HS;
+    size_t per = at16_head_floats(a), nq = ((size_t)a->Tq * HS + 15) / 16 * 16;
+    size_t nk = ((size_t)a->Tk * HS + 15) / 16 * 16;
+    double work = (double)heads * a->Tq * a->Tk * HS;
+    (void)work;
+    VKA_OMP_FOR(nt, work > VKA_OMP_MIN_WORK)
+    for (int bl = 0; bl < blocks; bl++) {
+        float *q = scratch + (size_t)bl * per, *k = q + nq, *v = k + nk, *o = v + nk;
+        for (int bh = (int)((long long)heads * bl / blocks);
+             bh < (int)((long long)heads * (bl + 1) / blocks); bh++) {
+            int b = bh / a->NH, h = bh % a->NH;
+            at16_widen(q, a->q, dt[0], a->sq, b, h, a->Tq, HS, cvt);
+            at16_widen(k, a->k, dt[1], a->sk, b, h, a->Tk, HS, cvt);
+            at16_widen(v, a->v, dt[2], a->sv, b, h, a->Tk, HS, cvt);
+            /* the head alone: B = NH = 1, rows packed; out in place when f32 */
+            vkc_attention one = *a;
+            vkc_attn_strides rows = {0, 0, (size_t)HS};
+            one.q = q, one.k = k, one.v = v, one.sq = one.sk = one.sv = rows;
+            one.B = one.NH = 1;
+            if (dt[3] == VKA_F32) {
+                one.out = a->out + at_off(a->so, b, h, 0);
+                one.so = (vkc_attn_strides){0, 0, a->so.st};
+            } else {
+                one.out = o, one.so = rows;
+            }
+            one.lse = a->lse ? a->lse + (size_t)bh * a->Tq : NULL;
+            one.mask = a->mask && a->mask_per_batch ? a->mask + (size_t)b * a->Tq * a->Tk
+                                                    : a->mask;
+            one.mask_per_batch = false;
+            one.key_lens = a->key_lens ? a->key_lens + b : NULL;
+            for (int i0 = 0; i0 < a->Tq; i0 += AT_BQ) {
+                int n = a->Tq - i0 < AT_BQ ? a->Tq - i0 : AT_BQ;
+                if (!at_forward_block(kn, &one, 0, 0, i0, n, false))
+                    at_forward_block(kn, &one, 0, 0, i0, n, true);
+            }
+            if (dt[3] != VKA_F32)
+                for (int t = 0; t < a->Tq; t++)
+                    vkc_convert_serial((uint16_t *)(void *)a->out + at_off(a->so, b, h, t),
+                                       dt[3], o + (size_t)t * HS, VKA_F32, (size_t)HS, cvt);
+        }
+    }
 }

@@ -593,9 +593,32 @@ static attention_args attention_resolve(const vkb_attention *at) {
     }};
     return x;
 }
+/* 16-bit q, k, v or out: their types, and the per-head rows in f32 (scratch, allocated with
+ * the command when recorded, never per run). */
+typedef struct {
+    vkc_attention a;
+    int dt[4];
+    float *scratch;
+} attention16_args;
+static vka_result run_attention_forward16(cpu_backend *cb, const void *p) {
+    const attention16_args *x = p;
+    vka_result r = check_key_lens(cb, "attention_forward", &x->a);
+    if (r == VKA_SUCCESS) vkc_attention_forward16(&x->a, x->dt, x->scratch, cb->isa, cb->cvt, cb->nt);
+    return r;
+}
 static void op_attention_forward(vkb_backend *be, const vkb_attention *at) {
+    cpu_backend *cb = (cpu_backend *)be;
     attention_args x = attention_resolve(at);
-    vkc_record((cpu_backend *)be, "attention_forward", run_attention_forward, &x, sizeof x, 0);
+    if (at->q.dtype || at->k.dtype || at->v.dtype || at->out.dtype) {
+        attention16_args a = {.a = x.a, .dt = {at->q.dtype, at->k.dtype, at->v.dtype, at->out.dtype}};
+        size_t floats = vkc_attention_forward16_scratch(&a.a, cb->nt);
+        attention16_args *rec = vkc_record(cb, "attention_forward", run_attention_forward16, &a,
+                                           sizeof a, floats * 4 + 64);
+        if (rec) /* after the arguments, 64-byte aligned */
+            rec->scratch = (float *)(((uintptr_t)(rec + 1) + 63) & ~(uintptr_t)63);
+        return;
+    }
+    vkc_record(cb, "attention_forward", run_attention_forward, &x, sizeof x, 0);
 }
 static void op_attention_backward(vkb_backend *be, const vkb_attention *at) {
     attention_args x = attention_resolve(at);

@@ -208,6 +208,14 @@ typedef struct vkc_attention {
  * isa: the fast kernels' vector ISA (fused multiply-adds, a polynomial exp, vector sums: last
  * bits differ from the reference); VKC_ISA_BASELINE runs the reference. */
 void vkc_attention_forward(const vkc_attention *a, vkc_isa isa, int nt);
+/* The forward with 16-bit q, k, v and/or out: dt[0..3] their types (VKA_F32, or one 16-bit type;
+ * a 16-bit view's pointer is its uint16_t elements, strides in elements). Each head's rows are
+ * widened (exactly) into scratch and run through the f32 forward's blocks, a 16-bit out narrowed
+ * from its f32 rows: bit for bit the f32 op on the widened inputs, then vka_copy. scratch:
+ * vkc_attention_forward16_scratch(a, nt) floats, 64-byte aligned (the caller's, per command). */
+size_t vkc_attention_forward16_scratch(const vkc_attention *a, int nt);
+void vkc_attention_forward16(const vkc_attention *a, const int dt[4], float *scratch,
+                             vkc_isa isa, unsigned cvt, int nt);
 /* Backward (probabilities recomputed from lse), threads over (b, h): each head's dq, dk, dv
  * are summed by one thread in a fixed order. */
 void vkc_attention_backward(const vkc_attention *a, vkc_isa isa, int nt);

@@ -26,7 +26,21 @@ enum {
 };
 _Static_assert(N_BIND <= VKV_MAX_BINDINGS, "attention binds 11 tensors");
 
-enum { F_MASK = 1, F_MASK_PER_BATCH = 2, F_KEY_LENS = 4, F_NO_LSE = 8 };
+enum { F_MASK = 1, F_MASK_PER_BATCH = 2, F_KEY_LENS = 4, F_NO_LSE = 8, F_HALF0 = 16 };
+
+/* The forward's 16-bit views (specialization constant H16, shaders/attention.glsl): bit i for
+ * binding i (q, k, v, out) of a 16-bit type, bit 4 when that type is fp16. */
+static uint32_t h16_of(const vkb_attention *at) {
+    const vkb_tensor t[4] = {at->q, at->k, at->v, at->out};
+    uint32_t h = 0;
+    for (int i = 0; i < 4; i++)
+        if (vkb_present(t[i]) && t[i].dtype != VKA_F32)
+            h |= 1u << i | (t[i].dtype == VKA_F16 ? 16u : 0u);
+    return h;
+}
+static bool bind16(const vkb_attention *at, int i) {
+    return i <= BIND_O && (h16_of(at) >> i & 1u);
+}
 
 /* Which tensors a pass binds, and which it writes. */
 typedef struct att_pass {
@@ -89,11 +103,13 @@ static size_t batch_block(vkv_backend *vb, const char *op, const vkb_attention *
         if (!(uses & (1u << i)) || !vkb_present(bound(at, i))) continue;
         size_t off, one, two;
         view_of(at, i, 0, 1, &off, &one);
+        size_t one_words = bind16(at, i) ? one / 2 + 1 : one;
         char what[64];
         snprintf(what, sizeof what, "one batch of %s", bind_names[i]);
-        if (!vkv_fits(vb, op, what, one)) return 0;
+        if (!vkv_fits(vb, op, what, one_words)) return 0;
         view_of(at, i, 0, 2, &off, &two);
-        size_t per = two - one; /* elements each further batch adds */
+        if (bind16(at, i)) one = one / 2 + 1, two = two / 2 + 1; /* words, from either half */
+        size_t per = two - one; /* elements (words) each further batch adds */
         if (per) nb = VKA_MIN(nb, (most - one) / per + 1);
     }
     return VKA_MAX(nb, 1);
@@ -157,6 +173,7 @@ static uint32_t split_wg(vkv_backend *vb, const att_shape *s) {
 static bool vec_ok(const vkv_backend *vb, const vkb_attention *at, const vkv_call *call,
                    const pc_attention *pc, uint32_t uses) {
     if (at->HS % 4) return false;
+    if (pc->flags >> 4 & 0xFu) return false; /* a 16-bit view from a word's high half */
     const uint32_t *st = &pc->q_sb;
     for (int i = 0; i < 12; i++)
         if (st[i] % 4) return false;
@@ -213,19 +230,27 @@ static void run_pass(vkv_backend *vb, const vkb_attention *at, const att_pass *p
             if (!(p->uses & (1u << i)) || !vkb_present(t)) continue;
             size_t off, cnt;
             view_of(at, i, b0, n, &off, &cnt);
-            call.bind[i] = vkb_slice(t, off, cnt);
+            if (bind16(at, i)) { /* the words holding elements [off, off + cnt) */
+                if (off & 1) pc.flags |= (uint32_t)F_HALF0 << i;
+                call.bind[i] = vkb_slice(t, off / 2, ((off & 1) + cnt + 1) / 2);
+                call.bind[i].pad16 = 0;
+            } else {
+                call.bind[i] = vkb_slice(t, off, cnt);
+            }
             call.writes[i] = (p->writes >> i) & 1u;
         }
+        uint32_t h16 = p->shader == VKA_SHADER_ATTENTION_FORWARD ? h16_of(at) : 0;
         bool vec = vec_ok(vb, at, &call, &pc, p->uses);
         /* CPU-type devices with texel_operands: the texel build where rows are vec4s. Rows
          * then cost little to load, and at most 4 per invocation measured faster (registers;
          * fewer causal steps wasted): B12 T64 NH4 HS32 forward 1.9 -> 1.75 ms, backward 6.7 ->
          * 4.4 ms of CPU time on lavapipe; HS 16 likewise, HS 64 unchanged. */
         att_shape sp = s;
-        if (s.cpu && vec && p->texel_shader != p->shader && texel_ok(vb, &call, p->uses)) {
+        uint32_t texels = p->uses & ~(h16 & 0xFu); /* 16-bit views are read from their words */
+        if (s.cpu && vec && p->texel_shader != p->shader && texel_ok(vb, &call, texels)) {
             call.shader = p->texel_shader;
             for (int j = 0; j < VKV_MAX_TEXELS; j++)
-                call.texel[j] = (p->uses >> texel_binds[j]) & 1u ? texel_binds[j] : VKV_NO_TEXEL;
+                call.texel[j] = (texels >> texel_binds[j]) & 1u ? texel_binds[j] : VKV_NO_TEXEL;
             call.n_texel = VKV_MAX_TEXELS;
             sp.tq = VKA_MIN(sp.tq, 4u);
         }
@@ -242,9 +267,9 @@ static void run_pass(vkv_backend *vb, const vkb_attention *at, const att_pass *p
         } else {
             call.groups = bh * VKA_CEIL_DIV(rows, (uint64_t)sp.wg * sp.tq);
         }
-        uint32_t spec[7] = {sp.wg, sp.cpu, sp.dv, sp.tq, sp.tk, vec, split};
+        uint32_t spec[8] = {sp.wg, sp.cpu, sp.dv, sp.tq, sp.tk, vec, split, h16};
         memcpy(call.spec, spec, sizeof spec);
-        call.n_spec = 7;
+        call.n_spec = 8;
         vkv_dispatch(vb, &call);
     }
 }
