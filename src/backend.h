@@ -77,7 +77,7 @@ static inline size_t vkb_elems(vkb_tensor t) { return t.dtype == 0 ? t.n : 2 * t
 #define VKB_DTYPE_HINT                                                                        \
     "(the ops that take 16-bit tensors: matmul's a and b, copy, layernorm_forward's out and inp, " \
     "gelu_forward's out and inp, gelu_backward's inp and dout, residual_forward's out, a and b, " \
-    "attention_forward's q, k, v and out)"
+    "attention_forward's q, k, v and out, kv_write's caches and qkv)"
 
 /* Elements [off, off + n) of t (must lie inside t). */
 static inline vkb_tensor vkb_slice(vkb_tensor t, size_t off, size_t n) {

@@ -527,9 +527,15 @@ static void ck_kv_write(vkb_backend *be, vkb_tensor kcache, vkb_tensor vcache, v
     ck_positive(&c, "HS", HS);
     ck_positive(&c, "max_T", max_T);
     need cache = NEED("NH*max_T*HS", NH, max_T, HS);
-    ck_holds(&c, "kcache", kcache, cache);
-    ck_holds(&c, "vcache", vcache, cache);
-    ck_holds(&c, "qkv", qkv, NEED("T*3*NH*HS", T, 3, NH, HS));
+    /* kcache, vcache and qkv: each f32 or the call's one 16-bit type; the two caches alike */
+    uint8_t k16 = 0;
+    const char *n16 = NULL;
+    ck_holds_any(&c, "kcache", kcache, cache, &k16, &n16);
+    ck_holds_any(&c, "vcache", vcache, cache, &k16, &n16);
+    ck_holds_any(&c, "qkv", qkv, NEED("T*3*NH*HS", T, 3, NH, HS), &k16, &n16);
+    if (!c.stop && kcache.dtype != vcache.dtype)
+        ck_fail(&c, "kcache holds %s elements and vcache %s ones; the caches have one type",
+                vka_dtype_string((vka_dtype)kcache.dtype), vka_dtype_string((vka_dtype)vcache.dtype));
     ck_holds(&c, "pos", pos, need_n("2", 2));
     if (ck_ok(&c)) be->impl->kv_write(be, kcache, vcache, qkv, pos, T, NH, HS, max_T);
 }

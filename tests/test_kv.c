@@ -6,6 +6,7 @@
  */
 #include <string.h>
 #include "gpt_util.h"
+#include "op_util.h"
 
 #include <stdint.h>
 
@@ -77,6 +78,81 @@ static void kv_write_shapes(vka_context *gpu) {
         {5, 1, 1, 9, 2, 0},     /* nothing to write */
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) kv_write_case(gpu, &shapes[i]);
+}
+
+/* 16-bit caches (bf16 or fp16) from an f32 qkv or a qkv of the caches' type: each written
+ * element is the qkv value rounded by vka_convert (or its word), every other element -- the
+ * rest of the caches and one element past them, which shares the last word where the count is
+ * odd -- keeps its word. */
+static void kv_write16_case(vka_context *ctx, const kv_shape *s, vka_dtype type, bool qkv16) {
+    size_t cache = (size_t)s->NH * s->max_T * s->HS, C = (size_t)s->NH * s->HS;
+    size_t nx = (size_t)s->T * 3 * C;
+    float *initf = malloc(2 * (cache + 1) * sizeof *initf), *qkv = malloc(nx * sizeof *qkv);
+    tu_random(initf, 2 * (cache + 1), 17, 1.0f);
+    tu_random(qkv, nx, 18, 3.0f);
+    uint16_t *init = malloc(2 * (cache + 1) * sizeof *init), *q16 = malloc(nx * sizeof *q16);
+    assert_int_equal(vka_convert(type, init, VKA_F32, initf, 2 * (cache + 1)), VKA_SUCCESS);
+    assert_int_equal(vka_convert(type, q16, VKA_F32, qkv, nx), VKA_SUCCESS);
+    uint16_t *want = malloc(2 * (cache + 1) * sizeof *want);
+    memcpy(want, init, 2 * (cache + 1) * sizeof *want);
+    for (int t = 0; t < s->T && t < s->n; t++) {
+        int p = s->p0 + t;
+        if (p < 0 || p >= s->max_T) continue;
+        for (int h = 0; h < s->NH; h++)
+            for (int d = 0; d < s->HS; d++) {
+                size_t dst = ((size_t)h * s->max_T + p) * s->HS + d;
+                size_t src = (size_t)t * 3 * C + (size_t)h * s->HS + d;
+                want[dst] = q16[src + C];
+                want[cache + 1 + dst] = q16[src + 2 * C];
+            }
+    }
+    vka_tensor *kc = tu_tensor_typed(ctx, type, cache + 1, init);
+    vka_tensor *vc = tu_tensor_typed(ctx, type, cache + 1, init + cache + 1);
+    vka_tensor *x = qkv16 ? tu_tensor_typed(ctx, type, nx, q16) : tu_tensor(ctx, nx, qkv);
+    int32_t pos[2] = {s->p0, s->n};
+    vka_tensor *p = tu_tensor(ctx, 2, pos);
+    tu_begin(ctx);
+    assert_int_equal(vka_kv_write(ctx, kc, vc, x, p, s->T, s->NH, s->HS, s->max_T), VKA_SUCCESS);
+    tu_run(ctx);
+    uint16_t *got = malloc(2 * (cache + 1) * sizeof *got);
+    assert_int_equal(vka_tensor_read(kc, 0, got, cache + 1), VKA_SUCCESS);
+    assert_int_equal(vka_tensor_read(vc, 0, got + cache + 1, cache + 1), VKA_SUCCESS);
+    for (size_t i = 0; i < 2 * (cache + 1); i++)
+        if (got[i] != want[i])
+            fail_msg("kv_write %s caches, %s qkv, T=%d NH=%d HS=%d max_T=%d p0=%d n=%d: %s[%zu] "
+                     "= 0x%04X, expected 0x%04X", vka_dtype_string(type), qkv16 ? "16-bit" : "f32",
+                     s->T, s->NH, s->HS, s->max_T, s->p0, s->n, i <= cache ? "kcache" : "vcache",
+                     i % (cache + 1), got[i], want[i]);
+    vka_tensor *all[] = {kc, vc, x, p};
+    for (size_t i = 0; i < TU_LEN(all); i++) vka_tensor_destroy(all[i]);
+    free(initf), free(qkv), free(init), free(q16), free(want), free(got);
+}
+
+static void kv_write16_shapes(vka_context *ctx) {
+    static const kv_shape shapes[] = {
+        {7, 3, 5, 19, 11, 5},   /* odd HS: rows share words */
+        {1, 4, 33, 64, 63, 1},  /* the last position */
+        {64, 2, 17, 100, 0, 64},
+    };
+    const vka_dtype types[] = {VKA_BF16, VKA_F16};
+    for (size_t t = 0; t < TU_LEN(types); t++)
+        for (size_t i = 0; i < TU_LEN(shapes); i++) {
+            kv_write16_case(ctx, &shapes[i], types[t], false);
+            kv_write16_case(ctx, &shapes[i], types[t], i == 0);
+        }
+}
+
+static void test_kv_write16(void **state) {
+    (void)state;
+    vka_context *cpu = tu_cpu();
+    kv_write16_shapes(cpu);
+    tu_done(cpu);
+    const vka_kernels kinds[] = {VKA_KERNELS_GPU, VKA_KERNELS_CPU};
+    for (size_t k = 0; k < TU_LEN(kinds); k++) {
+        vka_context *gpu = tu_gpu_kernels(kinds[k]);
+        kv_write16_shapes(gpu);
+        tu_done(gpu);
+    }
 }
 
 static void test_kv_write_matches_cpu_gpu_kernels(void **state) {
@@ -289,6 +365,7 @@ static void test_greedy_cache_equals_recompute(void **state) {
 int main(int argc, char **argv) {
     const struct CMUnitTest split_tests[] = {
         cmocka_unit_test(test_kv_write_matches_cpu_gpu_kernels),
+        cmocka_unit_test(test_kv_write16),
         cmocka_unit_test(test_kv_write_matches_cpu_cpu_kernels),
         TM_BOTH(test_session_pieces_equal_at_once),
     };
@@ -297,6 +374,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kv_write_matches_cpu_gpu_kernels),
         cmocka_unit_test(test_kv_write_matches_cpu_cpu_kernels),
+        cmocka_unit_test(test_kv_write16),
         cmocka_unit_test(test_kv_write_rejects_small_cache),
         TM_BOTH(test_session_pieces_equal_at_once),
         cmocka_unit_test(test_session_outliving_its_model),

@@ -8,7 +8,8 @@
     U(HS) U(max_T) U(C) /* C = NH * HS, channels of a qkv row */                           \
     U(r0) U(nr)         /* bound cache rows (h * max_T + p) */                             \
     U(h0) U(nh)         /* heads of this dispatch */                                        \
-    U(t0) U(nt)         /* bound qkv rows */
+    U(t0) U(nt)         /* bound qkv rows */                                               \
+    U(c_half) U(q_half) /* 16-bit caches / qkv: their views start at a word's high half */
 VKA_PC_STRUCT(pc_kv_write, VKA_PC_KV_WRITE_VIEWS, VKA_PC_KV_WRITE)
 
 #endif

@@ -547,16 +547,22 @@ typedef struct {
     const float *qkv;
     const int32_t *pos;
     int T, NH, HS, max_T;
+    int cache_dt, qkv_dt; /* vka_dtype: f32, or 16-bit (vkc_kv_write16) */
 } kv_write_args;
 
 static vka_result run_kv_write(cpu_backend *cb, const void *p) {
     const kv_write_args *a = p;
-    vkc_kv_write(a->kcache, a->vcache, a->qkv, a->pos, a->T, a->NH, a->HS, a->max_T, cb->nt);
+    if (a->cache_dt != VKA_F32 || a->qkv_dt != VKA_F32)
+        vkc_kv_write16(a->kcache, a->vcache, a->cache_dt, a->qkv, a->qkv_dt, a->pos, a->T, a->NH,
+                       a->HS, a->max_T, cb->cvt, cb->nt);
+    else
+        vkc_kv_write(a->kcache, a->vcache, a->qkv, a->pos, a->T, a->NH, a->HS, a->max_T, cb->nt);
     return VKA_SUCCESS;
 }
 static void op_kv_write(vkb_backend *be, vkb_tensor kcache, vkb_tensor vcache, vkb_tensor qkv,
                         vkb_tensor pos, int T, int NH, int HS, int max_T) {
-    kv_write_args a = {cpu_ptr(kcache), cpu_ptr(vcache), cpu_ptr(qkv), ids(pos), T, NH, HS, max_T};
+    kv_write_args a = {cpu_ptr(kcache), cpu_ptr(vcache), cpu_ptr(qkv), ids(pos), T, NH, HS, max_T,
+                       kcache.dtype, qkv.dtype};
     vkc_record((cpu_backend *)be, "kv_write", run_kv_write, &a, sizeof a, 0);
 }
 

@@ -132,6 +132,9 @@ size_t vkc_layernorm_forward16_scratch(int N, int C, int out_dtype, int nt);
  * k and v parts of qkv (T, 3C), C = NH*HS; pos (2) int32. */
 void vkc_kv_write(float *kcache, float *vcache, const float *qkv, const int32_t *pos, int T,
                   int NH, int HS, int max_T, int nt);
+/* kv_write with 16-bit caches and/or qkv (kv.c). */
+void vkc_kv_write16(void *kcache, void *vcache, int cache_dt, const void *qkv, int qkv_dt,
+                    const int32_t *pos, int T, int NH, int HS, int max_T, unsigned cvt, int nt);
 
 void vkc_permute_forward(float *q, float *k, float *v, const float *inp, int B, int T, int NH,
                          int HS, int nt);

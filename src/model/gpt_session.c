@@ -414,14 +414,22 @@ static vka_result make_arenas(vka_gpt_session *ss) {
     const char **cn = vka_malloc(gpt->ctx, 2 * (size_t)L * sizeof *cn);
     vkb_tensor *ct = vka_malloc(gpt->ctx, 2 * (size_t)L * sizeof *ct);
     vka_result r = VKA_ERROR_OUT_OF_HOST_MEMORY;
+    /* In mixed precision with the fused op the caches hold the precision's 16-bit type (k and
+     * v rounded as the products' inputs are; half the bytes each token reads); the composed
+     * ops' products take a and b of one type, so they keep f32 caches. */
+    bool cache16 = gpt->precision != VKA_F32 && ss->attention == VKA_ATTENTION_FUSED;
+    size_t cache_elems = (size_t)T * C;
     if (cs && cn && ct) {
         for (int i = 0; i < 2 * L; i++) {
-            cs[i] = (size_t)T * C;
+            cs[i] = cache16 ? (cache_elems + 1) / 2 : cache_elems; /* words */
             cn[i] = i < L ? "kv cache K" : "kv cache V";
         }
         r = vkm_gpt_make_arena(gpt, "kv cache", VKB_ARENA_DEVICE, cs, cn, 2 * L, ct,
                                &ss->cache_arena, hint);
         if (r == VKA_SUCCESS) {
+            if (cache16)
+                for (int i = 0; i < 2 * L; i++)
+                    ct[i] = vkm_gpt_view16(ct[i], (uint8_t)gpt->precision, cache_elems);
             memcpy(ss->kc, ct, (size_t)L * sizeof *ct);
             memcpy(ss->vc, ct + L, (size_t)L * sizeof *ct);
             ss->cache_bytes = vkm_gpt_sum_bytes(cs, 2 * (size_t)L);
