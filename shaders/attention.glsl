@@ -158,18 +158,23 @@ VKA_LOAD4_16(ld16_k, k16, k16v)
 VKA_LOAD4_16(ld16_v, v16, v16v)
 #ifdef VKA_TEXEL
 // Texel builds (vka:texel-variant; CPU-type variant only, VEC holds): q, k, v and dout are
-// also bound as uniform texel buffers of vec4s over the same bytes (bindings 12..15 over 0, 1,
-// 2 and 7; src/vk/vk_internal.h), which llvmpipe reads with one gather where a storage buffer
-// load is a loop over the lanes.
-layout(set = 0, binding = 12) uniform samplerBuffer q_tex;
-layout(set = 0, binding = 13) uniform samplerBuffer k_tex;
-layout(set = 0, binding = 14) uniform samplerBuffer v_tex;
-layout(set = 0, binding = 15) uniform samplerBuffer do_tex;
-// (16-bit q, k, v have no texel view: read from their words.)
-vec4 ld_q(uint row, uint c) { return is16(0u) ? ld16_q(row, c) : texelFetch(q_tex, int((row >> 2) + c)); }
-vec4 ld_k(uint row, uint c) { return is16(1u) ? ld16_k(row, c) : texelFetch(k_tex, int((row >> 2) + c)); }
-vec4 ld_v(uint row, uint c) { return is16(2u) ? ld16_v(row, c) : texelFetch(v_tex, int((row >> 2) + c)); }
-vec4 ld_do(uint row, uint c) { return texelFetch(do_tex, int((row >> 2) + c)); }
+// also bound as uniform texel buffers over the same bytes (bindings 12..15 over 0, 1, 2 and 7;
+// src/vk/vk_internal.h), which llvmpipe reads with one gather where a storage buffer load is a
+// loop over the lanes: four floats' bits a texel (R32G32B32A32_UINT), or for a 16-bit view
+// four 16-bit elements (R16G16B16A16_UINT).
+layout(set = 0, binding = 12) uniform usamplerBuffer q_tex;
+layout(set = 0, binding = 13) uniform usamplerBuffer k_tex;
+layout(set = 0, binding = 14) uniform usamplerBuffer v_tex;
+layout(set = 0, binding = 15) uniform usamplerBuffer do_tex;
+vec4 tex4(bool h16, uvec4 u) {
+    if (!h16) return uintBitsToFloat(u);
+    return vec4(widen16_to(H16_F16, u.x), widen16_to(H16_F16, u.y), widen16_to(H16_F16, u.z),
+                widen16_to(H16_F16, u.w));
+}
+vec4 ld_q(uint row, uint c) { return tex4(is16(0u), texelFetch(q_tex, int((row >> 2) + c))); }
+vec4 ld_k(uint row, uint c) { return tex4(is16(1u), texelFetch(k_tex, int((row >> 2) + c))); }
+vec4 ld_v(uint row, uint c) { return tex4(is16(2u), texelFetch(v_tex, int((row >> 2) + c))); }
+vec4 ld_do(uint row, uint c) { return uintBitsToFloat(texelFetch(do_tex, int((row >> 2) + c))); }
 #else
 VKA_LOAD4(ld32_q, q_, q4)
 VKA_LOAD4(ld32_k, k_, k4)

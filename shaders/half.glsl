@@ -30,14 +30,16 @@ uint f32_to_f16(uint u) {
     return sign | q;
 }
 
-// Exact; a signalling NaN comes back quiet (as VCVTPH2PS).
+// Exact; a signalling NaN comes back quiet (as VCVTPH2PS). Written without branches (a CPU-type
+// driver runs every path of a branch whose condition differs across lanes): normal numbers
+// rebias the exponent; a subnormal or zero m 2^-24 is float(m) * 2^-24, exact, and normal in
+// f32; Inf and NaN keep their mantissa, a NaN made quiet.
 uint f16_to_f32(uint h) {
-    uint sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
-    if (e == 31u) return sign | 0x7F800000u | (m << 13) | (m != 0u ? 0x400000u : 0u);
-    if (e != 0u) return sign | ((e + 112u) << 23) | (m << 13);
-    if (m == 0u) return sign;
-    uint msb = uint(findMSB(m)), shift = 10u - msb; // subnormal m 2^-24: normalise
-    return sign | ((103u + msb) << 23) | (((m << shift) & 0x3FFu) << 13);
+    uint sign = (h & 0x8000u) << 16, em = h & 0x7FFFu, e = em >> 10, m = h & 0x3FFu;
+    uint normal = (em << 13) + 0x38000000u; // exponent + 112
+    uint sub = floatBitsToUint(float(em) * 5.9604644775390625e-8); // em = m < 1024 here
+    uint special = 0x7F800000u | (m << 13) | (m != 0u ? 0x400000u : 0u);
+    return sign | (e == 0u ? sub : e == 31u ? special : normal);
 }
 
 // A 16-bit element h (low 16 bits) of type f16 (else bf16) widened to f32, exactly.

@@ -159,6 +159,44 @@ static void test_dtype_copy_vulkan(void **state) {
     tu_done(ctx);
 }
 
+/* Every bf16 and fp16 bit pattern widened to float32 on ctx (shaders/half.glsl's f16_to_f32 on
+ * Vulkan, branch-free: normal, subnormal, zero, Inf and NaN paths) equals vka_convert's bits. */
+static void widen_every_pattern(vka_context *ctx) {
+    const vka_dtype types[] = {VKA_BF16, VKA_F16};
+    uint16_t *all = malloc(65536 * sizeof *all);
+    uint32_t *want = malloc(65536 * sizeof *want), *got = malloc(65536 * sizeof *got);
+    for (uint32_t p = 0; p < 65536; p++) all[p] = (uint16_t)p;
+    for (size_t t = 0; t < TU_LEN(types); t++) {
+        assert_int_equal(vka_convert(VKA_F32, want, types[t], all, 65536), VKA_SUCCESS);
+        vka_tensor *h = make(ctx, 65536, types[t]), *x = make(ctx, 65536, VKA_F32);
+        assert_int_equal(vka_tensor_write(h, 0, all, 65536), VKA_SUCCESS);
+        tu_begin(ctx);
+        assert_int_equal(vka_copy(ctx, x, h, 65536), VKA_SUCCESS);
+        tu_run(ctx);
+        assert_int_equal(vka_tensor_read(x, 0, got, 65536), VKA_SUCCESS);
+        for (uint32_t p = 0; p < 65536; p++)
+            if (got[p] != want[p])
+                fail_msg("%s 0x%04X widened to 0x%08X, vka_convert gives 0x%08X",
+                         vka_dtype_string(types[t]), p, got[p], want[p]);
+        vka_tensor_destroy(h);
+        vka_tensor_destroy(x);
+    }
+    free(all);
+    free(want);
+    free(got);
+}
+
+static void test_dtype_copy_widens_every_pattern(void **state) {
+    (void)state;
+    vka_context *ctx = tu_cpu();
+    widen_every_pattern(ctx);
+    tu_done(ctx);
+    ctx = tu_gpu();
+    if (!ctx) return;
+    widen_every_pattern(ctx);
+    tu_done(ctx);
+}
+
 /* A binding limit of 4 KiB: 70001 elements go in blocks (of 1022 words' worth), each block's
  * 16-bit views starting at whole words. */
 static void test_dtype_copy_beyond_binding_limit(void **state) {
@@ -177,6 +215,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_dtype_copy_cpu),
         cmocka_unit_test(test_dtype_copy_vulkan),
         cmocka_unit_test(test_dtype_copy_beyond_binding_limit),
+        cmocka_unit_test(test_dtype_copy_widens_every_pattern),
     };
     (void)argc;
     (void)argv;

@@ -487,6 +487,7 @@ static const struct {
     [VKV_TEXEL_U16] = {VK_FORMAT_R16_UINT, 2, VK_FORMAT_R32_UINT},
     [VKV_TEXEL_U16X4] = {VK_FORMAT_R16G16B16A16_UINT, 8, VK_FORMAT_R32_UINT},
     [VKV_TEXEL_U16X8] = {VK_FORMAT_R32G32B32A32_UINT, 16, VK_FORMAT_R32_UINT},
+    [VKV_TEXEL_U32X4] = {VK_FORMAT_R32G32B32A32_UINT, 16, VK_FORMAT_R32_UINT},
 };
 static VkDeviceSize texel_unit(vkv_texel_format f) { return texel_formats[f].unit; }
 
@@ -546,7 +547,7 @@ bool vkv_views_texel(const vkv_backend *vb, const vkv_call *call, uint32_t views
 bool vkv_views_texel_as(const vkv_backend *vb, const vkv_call *call, uint32_t views,
                         vkv_texel_format format) {
     if (!vb->dev->texel_operands) return false;
-    if (format >= VKV_TEXEL_U16 && !vb->dev->texel_16bit)
+    if (format >= VKV_TEXEL_U16 && format <= VKV_TEXEL_U16X8 && !vb->dev->texel_16bit)
         return false;
     for (int i = 0; i < call->n_bind; i++)
         if ((views >> i & 1) && !texel_fits(vb, call->bind[i], texel_unit(format))) return false;

@@ -215,6 +215,8 @@ typedef enum vkv_texel_format {
     VKV_TEXEL_U16,
     VKV_TEXEL_U16X4,
     VKV_TEXEL_U16X8,
+    VKV_TEXEL_U32X4, /* four 32-bit words (R32G32B32A32_UINT, a format every device has for
+                      * texel buffers): a vec4 of floats as bits, beside 16-bit views */
 } vkv_texel_format;
 /* vkv_views_texel for views of the given texels. */
 bool vkv_views_texel_as(const vkv_backend *vb, const vkv_call *call, uint32_t views,

@@ -184,11 +184,14 @@ static bool vec_ok(const vkv_backend *vb, const vkb_attention *at, const vkv_cal
 /* The texel views of the texel builds (shaders/attention.glsl): q, k, v, dout. */
 static const uint8_t texel_binds[VKV_MAX_TEXELS] = {BIND_Q, BIND_K, BIND_V, BIND_DOUT};
 
-/* Whether a CPU-type pass with vec4 rows may read its bound q, k, v, dout as texels. */
-static bool texel_ok(vkv_backend *vb, const vkv_call *call, uint32_t uses) {
+/* Whether a CPU-type pass with vec4 rows may read its bound q, k, v, dout as texels: four
+ * floats' bits a texel, four elements of a 16-bit view (h16's bits 0..3). */
+static bool texel_ok(vkv_backend *vb, const vkv_call *call, uint32_t uses, uint32_t h16) {
     uint32_t views = 0;
     for (int j = 0; j < VKV_MAX_TEXELS; j++) views |= 1u << texel_binds[j];
-    return vkv_views_texel(vb, call, uses & views);
+    uint32_t v16 = uses & views & h16, v32 = uses & views & ~h16;
+    return vkv_views_texel_as(vb, call, v32, VKV_TEXEL_U32X4) &&
+           (!v16 || vkv_views_texel_as(vb, call, v16, VKV_TEXEL_U16X4));
 }
 
 /* Iterations of the longest loop nest per invocation (llvmpipe's budget, vk_reduce.h). */
@@ -246,11 +249,14 @@ static void run_pass(vkv_backend *vb, const vkb_attention *at, const att_pass *p
          * fewer causal steps wasted): B12 T64 NH4 HS32 forward 1.9 -> 1.75 ms, backward 6.7 ->
          * 4.4 ms of CPU time on lavapipe; HS 16 likewise, HS 64 unchanged. */
         att_shape sp = s;
-        uint32_t texels = p->uses & ~(h16 & 0xFu); /* 16-bit views are read from their words */
-        if (s.cpu && vec && p->texel_shader != p->shader && texel_ok(vb, &call, texels)) {
+        if (s.cpu && vec && p->texel_shader != p->shader &&
+            texel_ok(vb, &call, p->uses, h16 & 0xFu)) {
             call.shader = p->texel_shader;
-            for (int j = 0; j < VKV_MAX_TEXELS; j++)
-                call.texel[j] = (texels >> texel_binds[j]) & 1u ? texel_binds[j] : VKV_NO_TEXEL;
+            for (int j = 0; j < VKV_MAX_TEXELS; j++) {
+                call.texel[j] = (p->uses >> texel_binds[j]) & 1u ? texel_binds[j] : VKV_NO_TEXEL;
+                call.texel_format[j] = (uint8_t)((h16 >> texel_binds[j]) & 1u ? VKV_TEXEL_U16X4
+                                                                              : VKV_TEXEL_U32X4);
+            }
             call.n_texel = VKV_MAX_TEXELS;
             sp.tq = VKA_MIN(sp.tq, 4u);
         }
