@@ -399,8 +399,8 @@ vka_result vka_context_selected_device(const vka_context *ctx, vka_device_info *
  * vka_tensor_create_desc). The ops that take 16-bit tensors: vka_matmul (a and b, both bf16 or
  * both fp16), vka_copy (conversions), vka_layernorm_forward (out, inp), vka_gelu_forward (out,
  * inp), vka_gelu_backward (inp, dout), vka_residual_forward (out, a, b) and
- * vka_attention_forward (q, k, v or qkv, out; lse stays float32); the 16-bit tensors of one call
- * have one type. Elsewhere a 16-bit tensor fails with VKA_ERROR_INVALID_ARGUMENT
+ * vka_attention_forward (q, k, v or qkv, out; lse stays float32) and vka_kv_write (kcache,
+ * vcache, qkv); the 16-bit tensors of one call have one type. Elsewhere a 16-bit tensor fails with VKA_ERROR_INVALID_ARGUMENT
  * naming the op and the tensor. The 16-bit rule of these ops: a 16-bit input is widened to
  * float32 exactly, the arithmetic is the float32 op's, and a 16-bit output is the float32
  * result rounded to nearest, ties to even (vka_convert's rounding: NaN stays NaN, fp16 past
@@ -791,7 +791,11 @@ vka_result vka_attention_backward(vka_context *ctx, const vka_attention_desc *de
  * for t < min(T, n) and p = p0 + t in [0, max_T):
  *   kcache[h, p, :] = qkv[t, C + h*HS : C + (h+1)*HS], vcache[h, p, :] = qkv[t, 2C + h*HS : ...]
  * kcache, vcache (NH, max_T, HS); qkv (T, 3C), C = NH*HS; pos (2). Other cache rows keep their
- * values; rows falling outside [0, max_T) are skipped. */
+ * values; rows falling outside [0, max_T) are skipped. The caches (both of one type) and qkv
+ * may each be float32 or one 16-bit type (the 16-bit rule above vka_tensor: a float32 qkv
+ * element rounded into a 16-bit cache as vka_copy rounds; odd HS rows share words, none lost).
+ * Errors: VKA_ERROR_INVALID_ARGUMENT (a tensor NULL or too small, caches of two types, a
+ * bf16/fp16 mix), VKA_ERROR_DEVICE_LIMIT (one row past the binding limit). */
 vka_result vka_kv_write(vka_context *ctx, vka_tensor *kcache, vka_tensor *vcache,
                         const vka_tensor *qkv, const vka_tensor *pos, int T, int NH, int HS,
                         int max_T);

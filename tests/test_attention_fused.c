@@ -357,7 +357,7 @@ static void shape_cases_of(vka_context *ctx, int heads) {
         {.B = 1, .NH = 2, .Tq = 8, .Tk = 90, .HS = 6, .causal = VKA_CAUSAL_BOTTOM_RIGHT,
          .mask = 1},
         {.B = 1, .NH = 2, .Tq = 9, .Tk = 90, .HS = 6, .causal = VKA_CAUSAL_BOTTOM_RIGHT},
-        {.B = 1, .NH = 12, .Tq = 1, .Tk = 65, .HS = 64, .causal = VKA_CAUSAL_BOTTOM_RIGHT,
+        {.B = 1, .NH = 7, .Tq = 1, .Tk = 65, .HS = 64, .causal = VKA_CAUSAL_BOTTOM_RIGHT,
          .mask = 1},
     };
     for (size_t i = 0; i < TU_LEN(cases); i++)

@@ -586,6 +586,17 @@ bool vkv_fits(vkv_backend *vb, const char *op, const char *what, size_t n) {
     return false;
 }
 
+bool vkv_fits16(vkv_backend *vb, const char *op, const char *what, size_t elems, uint8_t dtype) {
+    size_t words = elems / 2 + 1; /* from either half of a word */
+    if (words <= vkv_bind_elems(vb)) return true;
+    vkb_fail(&vb->base, VKA_ERROR_DEVICE_LIMIT,
+             "%s: %s: %zu %s elements (%.1f KiB), more than this device's binding limit of "
+             "%llu bytes (maxStorageBufferRange or VKATTN_MAX_BINDING_BYTES)", op, what, elems,
+             vka_dtype_string((vka_dtype)dtype), (double)elems * 2 / 1024,
+             (unsigned long long)vb->dev->max_binding_bytes);
+    return false;
+}
+
 void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
     const char *label = call->label ? call->label : vka_shader_registry[call->shader].name;
     if (!can_record(vb, label) || call->groups == 0) return;

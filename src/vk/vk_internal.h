@@ -235,6 +235,9 @@ size_t vkv_block_rows(vkv_backend *vb, const char *op, size_t rows, const size_t
 
 /* Fails like vkv_block_rows unless a view of n elements (op's `what`, bound whole) fits. */
 bool vkv_fits(vkv_backend *vb, const char *op, const char *what, size_t n);
+/* The same for a view of elems 16-bit elements of dtype (elems / 2 + 1 words at most), the
+ * message counting its elements. */
+bool vkv_fits16(vkv_backend *vb, const char *op, const char *what, size_t elems, uint8_t dtype);
 
 /* The largest power of two <= want within the device's workgroup limits (Vulkan guarantees
  * only 128 invocations). */

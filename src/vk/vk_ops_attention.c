@@ -103,10 +103,11 @@ static size_t batch_block(vkv_backend *vb, const char *op, const vkb_attention *
         if (!(uses & (1u << i)) || !vkb_present(bound(at, i))) continue;
         size_t off, one, two;
         view_of(at, i, 0, 1, &off, &one);
-        size_t one_words = bind16(at, i) ? one / 2 + 1 : one;
         char what[64];
         snprintf(what, sizeof what, "one batch of %s", bind_names[i]);
-        if (!vkv_fits(vb, op, what, one_words)) return 0;
+        if (bind16(at, i) ? !vkv_fits16(vb, op, what, one, bound(at, i).dtype)
+                          : !vkv_fits(vb, op, what, one))
+            return 0;
         view_of(at, i, 0, 2, &off, &two);
         if (bind16(at, i)) one = one / 2 + 1, two = two / 2 + 1; /* words, from either half */
         size_t per = two - one; /* elements (words) each further batch adds */
