@@ -16,8 +16,8 @@
  * rounded to nearest even (matmul.comp). Its view is words too (pc.out_half for a block starting
  * at a high half) and the blocks count them; its stores are scalar (no VEC_OUT). It is never
  * split along K: K blocks add to out, which would round it twice; a product that needs K
- * blocks (a row of op(A) or column of op(B) past the binding limit) fails with
- * VKA_ERROR_DEVICE_LIMIT. */
+ * blocks (a row of A (M, K) or B (N, K) past the binding limit, or A (K, M) or B (K, N) past
+ * it: their rows are k) fails with VKA_ERROR_DEVICE_LIMIT. */
 #include "vk/vk_internal.h"
 #include "pc/matmul.h"
 
@@ -315,9 +315,9 @@ void vkv_matmul(vkb_backend *be, const vkb_matmul *mm) {
     }
     if (mm->out.dtype != VKA_F32 && blk.kn < K) {
         vkb_fail(be, VKA_ERROR_DEVICE_LIMIT,
-                 "matmul: a %s out cannot take a product split along K (K = %d: a row of op(a) "
-                 "or a column of op(b) passes the binding limit of %zu words; the K blocks "
-                 "would round out twice); use an f32 out",
+                 "matmul: a %s out cannot take a product split along K (K = %d: a or b passes "
+                 "the binding limit of %zu elements or words along K; the K blocks would round "
+                 "out twice); use an f32 out",
                  vka_dtype_string((vka_dtype)mm->out.dtype), mm->K, vkv_bind_elems(vb));
         return;
     }
