@@ -75,8 +75,8 @@ static inline size_t vkb_elems(vkb_tensor t) { return t.dtype == 0 ? t.n : 2 * t
 
 /* The hint of every message refusing a tensor's type (op_checks.c, api_ops.c). */
 #define VKB_DTYPE_HINT                                                                        \
-    "(the ops that take 16-bit tensors: matmul's out, a and b, copy, layernorm_forward's out and inp, " \
-    "gelu_forward's out and inp, gelu_backward's inp and dout, residual_forward's out, a and b)"
+    "(the ops that take 16-bit tensors: matmul's out, a and b, copy, layernorm_forward's out and " \
+    "inp, gelu_forward's out and inp, gelu_backward's inp and dout, residual_forward's out, a and b)"
 
 /* Elements [off, off + n) of t (must lie inside t). */
 static inline vkb_tensor vkb_slice(vkb_tensor t, size_t off, size_t n) {

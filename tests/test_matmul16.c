@@ -359,7 +359,8 @@ static vka_result record_matmul(vka_context *ctx, const vka_matmul_desc *d, vka_
     return r != VKA_SUCCESS ? r : end;
 }
 
-/* Mixed pairs (every order of f32, bf16, f16) are refused naming the tensors and their types; an odd count of 16-bit elements does not count its word's padding half;
+/* Mixed pairs (every order of f32, bf16, f16) are refused naming the tensors and their types;
+ * an odd count of 16-bit elements does not count its word's padding half;
  * matching pairs run. */
 static void refusal_cases(vka_context *ctx) {
     vka_tensor *h = tensor16(ctx, VKA_BF16, NULL, 64), *f = tu_tensor(ctx, 64, NULL);
