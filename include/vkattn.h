@@ -397,17 +397,19 @@ vka_result vka_context_selected_device(const vka_context *ctx, vka_device_info *
  * A vka_tensor is n elements on the context's device, zero-filled when created: 4-byte ones
  * (float32, or int32 token ids; vka_tensor_create) or 16-bit ones (bf16, fp16;
  * vka_tensor_create_desc). The ops that take 16-bit tensors: vka_matmul (a and b, both bf16 or
- * both fp16), vka_copy (conversions), vka_layernorm_forward (out, inp), vka_gelu_forward (out,
- * inp), vka_gelu_backward (inp, dout), vka_residual_forward (out, a, b) and
- * vka_attention_forward (q, k, v or qkv, out; lse stays float32) and vka_kv_write (kcache,
- * vcache, qkv); the 16-bit tensors of one call have one type. Elsewhere a 16-bit tensor fails with VKA_ERROR_INVALID_ARGUMENT
+ * both fp16; out, bf16 or fp16 whatever a and b are), vka_copy (conversions),
+ * vka_layernorm_forward (out, inp), vka_gelu_forward (out, inp), vka_gelu_backward (inp, dout),
+ * vka_residual_forward (out, a, b), vka_attention_forward (q, k, v or qkv, out; lse stays
+ * float32) and vka_kv_write (kcache, vcache, qkv); the 16-bit tensors of one call have one type
+ * (except vka_matmul's out). Elsewhere a 16-bit tensor fails with VKA_ERROR_INVALID_ARGUMENT
  * naming the op and the tensor. The 16-bit rule of these ops: a 16-bit input is widened to
  * float32 exactly, the arithmetic is the float32 op's, and a 16-bit output is the float32
  * result rounded to nearest, ties to even (vka_convert's rounding: NaN stays NaN, fp16 past
  * 65520 gives Inf), so it equals vka_copy of the float32 op's output, bit for bit (a NaN may
  * differ in sign: on Vulkan a layernorm row holding NaN with both infinities); with an odd
- * element count the high half of an output's last word keeps its value. In place (an output
- * that is also an input) is allowed for the four elementwise and layernorm ops. Ops are recorded into a graph between vka_graph_begin() and
+ * element count the high half of an output's last word keeps its value. vka_matmul's 16-bit
+ * out takes no accumulate; in place (an output that is also an input) is allowed for the four
+ * elementwise and layernorm ops. Ops are recorded into a graph between vka_graph_begin() and
  * vka_graph_end(); nothing runs until vka_graph_run(), which submits the whole graph once and
  * waits once (Vulkan: one command buffer with the barriers it needs). A graph can be run any
  * number of times; write new inputs with vka_tensor_write() between runs. An op called outside
@@ -645,15 +647,25 @@ vka_result vka_copy(vka_context *ctx, vka_tensor *dst, const vka_tensor *src, si
  * product is exact in float32 (fp16 always; bf16 unless it underflows below 1.2e-38) and the sums
  * are float32 as with float32 inputs (llm.c's mixed precision; Vulkan reads the 16-bit elements
  * from their 32-bit words and widens them in the shader, fp16 with unpackHalf2x16, on any
- * device), out and bias stay float32; NaN and infinities propagate as in float32 (on Vulkan as
+ * device); bias stays float32. out is float32, or bf16 / fp16 whatever a and b are: a 16-bit
+ * out holds exactly the float32 out's values (the same kernels and summation order, alpha and
+ * bias applied in float32) rounded to nearest, ties to even, i.e. vka_copy of the float32
+ * call's out, bit for bit (NaN stays NaN, fp16 past 65520 gives Inf); its strides count its
+ * elements, an odd count keeps the high half of its last word, rows or batches sharing a word
+ * lose neither half; accumulate into a 16-bit out is refused (it would round twice: accumulate
+ * into a float32 out and vka_copy it). NaN and infinities propagate as in float32 (on Vulkan as
  * far as the device keeps them: lavapipe does). Except: the CPU backend's fast kernels on a CPU
  * with AVX512-BF16 use vdpbf16ps for bf16, which adds k + 1 before k in each pair and flushes
  * subnormal bf16 inputs and subnormal partial sums to zero (below 1.2e-38; the reference kernels
  * and Vulkan do not). On Vulkan a product whose out, a or b passes the binding limit is split
  * into blocks (of batches, rows, columns and K, whatever the type; the K blocks add to out in
- * order), so its sums may round differently from the unsplit product's. Errors:
- * VKA_ERROR_INVALID_ARGUMENT (sizes; a tensor of another type, a and b of different types: the
- * message names the tensors and their types). */
+ * order), so its sums may round differently from the unsplit product's; a 16-bit out is never
+ * split along K, and a product that would need it (a row of a stored (M, K) or of b stored
+ * (N, K) past the binding limit, or a stored (K, M) or b stored (K, N) past it) fails with
+ * VKA_ERROR_DEVICE_LIMIT. Errors: VKA_ERROR_INVALID_ARGUMENT (sizes;
+ * a tensor of another type, a and b of different types: the message names the tensors and their
+ * types; accumulate with a 16-bit out, naming out's type), VKA_ERROR_DEVICE_LIMIT (above).
+ * Source: shaders/matmul.comp, src/cpu/matmul.c, matmul_fast.c, matmul16.c. */
 typedef struct vka_matmul_desc {
     vka_tensor *out;        /* (batch, M, N) */
     const vka_tensor *a;    /* (batch, M, K), or (batch, K, M) if trans_a */

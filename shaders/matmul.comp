@@ -7,6 +7,18 @@
 // (N, K) when trans_b. Each workgroup computes one BM x BN tile of one batch's out, summing
 // k = 0..K-1 in order, so results do not depend on the dispatch.
 //
+// A 16-bit out (bf16 or fp16, specialization constant OUT16, both variants and builds): each
+// element's f32 value is store_out's (alpha * acc, + bias; no accumulate, which op_checks.c
+// refuses for a 16-bit out), rounded to nearest even by the convert op's integer arithmetic
+// (half.glsl), so out16 == convert(out32) of the same pipeline's kind. out is then bound as
+// 32-bit words of two elements (element 2i in the low half); a word whose two halves lie in one
+// invocation's run of consecutive columns (the GPU variant's groups of 4, the CPU variant's TN)
+// is stored whole, one whose other half belongs to another invocation (a neighbouring column
+// group or, with odd N or strides, another row or batch) or lies outside out (the padding half,
+// a gap between batches) is updated on its own half only with atomicAnd / atomicOr, as
+// layernorm_forward.comp does, so no half is lost to a race. With OUT16 = 0 none of this code
+// is live: the f32 pipelines are specialised from the same module as before.
+//
 // vka:texel-variant: also built with VKA_TEXEL defined (VKA_SHADER_MATMUL_TEXEL): the CPU-type
 // variant only, with op(A) and op(B) also bound as uniform texel buffers (bindings 12 and 13,
 // over the same bytes as bindings 1 and 2; VEC bits 3 and 4 say which it reads that way: of
@@ -28,6 +40,7 @@ layout(constant_id = 7) const uint VEC = 0;     // CPU: vec4 access; bit 0: A, 1
                                                 // 32-bit word; bit 7 (CPU, with bits 0, 1 and
                                                 // 5 or 6): A (M, K) and B (N, K) read 8
                                                 // elements a load along k (matmul_cpu.glsl)
+layout(constant_id = 8) const uint OUT16 = 0u;  // vka_dtype of out: 0 f32, 1 bf16, 2 fp16
 
 const bool AB_BF16 = (VEC & 32u) != 0u;
 const bool AB_F16 = (VEC & 64u) != 0u;
@@ -49,6 +62,8 @@ layout(set = 0, binding = 1) readonly buffer A4 { vec4 a4[]; };
 layout(set = 0, binding = 2) readonly buffer B4 { vec4 b4[]; };
 layout(set = 0, binding = 0) buffer Out4 { vec4 out4[]; };
 layout(set = 0, binding = 3) readonly buffer Bias4 { vec4 bias4[]; };
+// A 16-bit out (OUT16) as its 32-bit words: element 2i in the low half of word i.
+layout(set = 0, binding = 0) buffer OutU { uint out_u[]; };
 // And as 32-bit words of two 16-bit elements each (AB_16): element 2i in the low half.
 layout(set = 0, binding = 1) readonly buffer AU { uint a_u[]; };
 layout(set = 0, binding = 2) readonly buffer BU { uint b_u[]; };
@@ -67,6 +82,8 @@ layout(set = 0, binding = 15) uniform usamplerBuffer b_htex;
 
 #include "pc/matmul.h"
 VKA_PC_BLOCK(VKA_PC_MATMUL_VIEWS, VKA_PC_MATMUL)
+
+#include "half.glsl"
 
 // Invocations along N and the tile of out a workgroup computes. The CPU-type variant takes
 // its ln as a push constant (pc.ln): it only places invocations, so one pipeline serves every
@@ -153,6 +170,36 @@ void store_out(uint bi, uint i, uint j, float acc) {
     if (pc.has_bias != 0u) v += bias[pc.bias_off + j];
     if (pc.accumulate != 0u) v += out_[o];
     out_[o] = v;
+}
+
+// A 16-bit out's element at column j from the accumulated product: store_out's f32 value
+// (no accumulate) rounded to out's type, in the low 16 bits.
+uint out16_value(uint j, float acc) {
+    float v = pc.alpha * acc;
+    if (pc.has_bias != 0u) v += bias[pc.bias_off + j];
+    return narrow16_to(OUT16 == 2u, v);
+}
+
+// 16-bit out[i, j] of batch bi (OUT16; i, j inside out). prev: column j - 1 is this
+// invocation's too (the one before in its run); next: so is column j + 1 (inside out), whose
+// accumulated product is acc1. The word holding both j and j + 1 (j at its low half) is stored
+// whole when both are this invocation's (j + 1 then stores nothing); a half whose partner is
+// another invocation's, or no element of out, is updated alone, atomically.
+void store_out16(uint bi, uint i, uint j, float acc, bool prev, bool next, float acc1) {
+    uint e = 2u * pc.out_off + pc.out_half + bi * pc.stride_out + i * pc.ldo + j;
+    uint w = e >> 1;
+    bool high = (e & 1u) != 0u;
+    if (high && prev) return; // stored whole with column j - 1
+    uint h = out16_value(j, acc);
+    if (!high && next) {
+        out_u[w] = h | (out16_value(j + 1u, acc1) << 16);
+    } else if (!high) {
+        atomicAnd(out_u[w], 0xFFFF0000u);
+        atomicOr(out_u[w], h);
+    } else {
+        atomicAnd(out_u[w], 0x0000FFFFu);
+        atomicOr(out_u[w], h << 16);
+    }
 }
 
 #include "matmul_cpu.glsl"

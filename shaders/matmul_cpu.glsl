@@ -237,7 +237,12 @@ void matmul_cpu() {
     [[unroll]] for (uint r = 0u; r < TM; r++) {
         [[unroll]] for (uint s = 0u; s < TN; s++) {
             uint i = i0 + r, j = j0 + s;
-            if (i < pc.M && j < pc.N) store_out(bi, i, j, acc[r][s]);
+            if (OUT16 == 0u) {
+                if (i < pc.M && j < pc.N) store_out(bi, i, j, acc[r][s]);
+            } else if (i < pc.M && j < pc.N) { // this invocation's run: j0 .. j0 + TN - 1
+                store_out16(bi, i, j, acc[r][s], s != 0u, s + 1u < TN && j + 1u < pc.N,
+                            acc[r][min(s + 1u, TN - 1u)]);
+            }
         }
     }
 }

@@ -97,7 +97,12 @@ void matmul_gpu() {
         uint i = row0 + 4u * (tm + LM * (r / 4u)) + r % 4u;
         [[unroll]] for (uint s = 0u; s < TN; s++) {
             uint j = col0 + 4u * (tn + LN * (s / 4u)) + s % 4u;
-            if (i < pc.M && j < pc.N) store_out(bi, i, j, acc[r][s]);
+            if (OUT16 == 0u) {
+                if (i < pc.M && j < pc.N) store_out(bi, i, j, acc[r][s]);
+            } else if (i < pc.M && j < pc.N) { // this invocation's run: groups of 4
+                store_out16(bi, i, j, acc[r][s], s % 4u != 0u, s % 4u != 3u && j + 1u < pc.N,
+                            acc[r][min(s + 1u, TN - 1u)]);
+            }
         }
     }
 }

@@ -75,9 +75,9 @@ static inline size_t vkb_elems(vkb_tensor t) { return t.dtype == 0 ? t.n : 2 * t
 
 /* The hint of every message refusing a tensor's type (op_checks.c, api_ops.c). */
 #define VKB_DTYPE_HINT                                                                        \
-    "(the ops that take 16-bit tensors: matmul's a and b, copy, layernorm_forward's out and inp, " \
-    "gelu_forward's out and inp, gelu_backward's inp and dout, residual_forward's out, a and b, " \
-    "attention_forward's q, k, v and out, kv_write's caches and qkv)"
+    "(the ops that take 16-bit tensors: matmul's out, a and b, copy, layernorm_forward's out and " \
+    "inp, gelu_forward's out and inp, gelu_backward's inp and dout, residual_forward's out, a and " \
+    "b, attention_forward's q, k, v and out, kv_write's caches and qkv)"
 
 /* Elements [off, off + n) of t (must lie inside t). */
 static inline vkb_tensor vkb_slice(vkb_tensor t, size_t off, size_t n) {
@@ -119,7 +119,17 @@ typedef enum vkb_arena_kind {
  *   out[b] = alpha * op(A[b]) * op(B[b]) (+ bias) (+ out[b] if accumulate)
  * op(A) is (M, K): A stored (M, K), or (K, M) when trans_a. op(B) is (K, N): B stored (K, N), or
  * (N, K) when trans_b. out is (M, N). Matrices are packed; batches are stride_* elements apart
- * (0 = packed: M*K, K*N, M*N). bias (N) is added to every row of the product. */
+ * (0 = packed: M*K, K*N, M*N). bias (N) is added to every row of the product.
+ * a and b: both f32, both bf16 or both fp16 (widened exactly; f32 sums). out: f32, or bf16 /
+ * fp16 whatever a and b are: then out holds exactly the f32 out's values (the same kernels and
+ * summation order, alpha and bias applied in f32) rounded to nearest even by vkb_ops.convert's
+ * rounding, so out16 == convert(out32) bit for bit (NaN stays NaN, fp16 past 65520 gives Inf);
+ * strides and sizes count its elements; elements of out outside the product (an odd count's
+ * padding half, gaps between batches) keep their values, and rows or batches sharing a 32-bit
+ * word lose neither half (CPU: uint16_t stores; Vulkan: atomicAnd/atomicOr on a shared word's
+ * half). accumulate with a 16-bit out is refused (op_checks.c): it would round twice. Vulkan
+ * refuses (VKA_ERROR_DEVICE_LIMIT) a 16-bit out whose product its binding limit would split
+ * along K (vk_ops_matmul.c). bias stays f32. */
 typedef struct vkb_matmul {
     vkb_tensor out;  /* (batch, M, N) */
     vkb_tensor a;    /* (batch, M, K) or (batch, K, M) */

@@ -211,8 +211,18 @@ static void ck_matmul(vkb_backend *be, const vkb_matmul *mm) {
     ck_positive(&c, "N", N);
     ck_positive(&c, "K", K);
     ck_positive(&c, "batch", batch);
-    ck_holds(&c, "out", mm->out, need_batched("M*N", "stride_out", batch, mm->stride_out, M, N));
-    /* a and b: both f32, both bf16 or both f16 (out and bias stay f32: fp32 accumulation) */
+    /* out: f32, bf16 or f16, whatever a and b are (a 16-bit out is the f32 result rounded,
+     * backend.h); its elements counted as elements, two a word */
+    uint8_t ot = vkb_present(mm->out) && (mm->out.dtype == VKA_BF16 || mm->out.dtype == VKA_F16)
+                     ? mm->out.dtype
+                     : VKA_F32;
+    ck_holds_typed(&c, "out", mm->out,
+                   need_batched("M*N", "stride_out", batch, mm->stride_out, M, N), ot);
+    if (ot != VKA_F32 && mm->accumulate)
+        ck_fail(&c, "accumulate into a %s out is not supported (out += ... would round out "
+                "twice); accumulate into an f32 out and vka_copy it",
+                vka_dtype_string((vka_dtype)ot));
+    /* a and b: both f32, both bf16 or both f16 (bias stays f32: fp32 accumulation) */
     bool both = vkb_present(mm->a) && vkb_present(mm->b);
     if (both && mm->a.dtype != mm->b.dtype)
         ck_fail(&c, "a holds %s elements and b %s ones; this op takes a and b of one type (f32, "

@@ -79,8 +79,8 @@ static float *run(const problem *p, vkc_mm16_path path, const float *bias, float
     float *out = malloc(p->no * sizeof *out + 4);
     assert_non_null(out);
     for (size_t i = 0; i < p->no; i++) out[i] = init ? init[i] : NAN;
-    vkc_matmul16(out, p->a, p->b, bias, p->M, p->N, p->K, p->batch, p->ta, p->tb, p->sa, p->sb,
-                 p->so, alpha, init != NULL, p->type, path, nt);
+    vkc_matmul16(out, VKA_F32, p->a, p->b, bias, p->M, p->N, p->K, p->batch, p->ta, p->tb, p->sa,
+                 p->sb, p->so, alpha, init != NULL, p->type, path, 0, nt);
     return out;
 }
 
@@ -396,6 +396,56 @@ static void test_mm16_epilogue(void **state) {
             }
 }
 
+/* A 16-bit out (bf16 and fp16, for a and b of either type), every path: the float32 out of the
+ * same call rounded by the convert op's reference conversion, bit for bit; on the tiles and the
+ * GEMV (M = 1, 3, its largest), odd N (rows sharing words) and odd batch strides (batches
+ * starting at high halves) on 1 and 3 threads; the gaps and the element past the end untouched. */
+static void test_mm16_out16_is_convert_of_f32(void **state) {
+    (void)state;
+    static const struct { int M, N, K; bool ta, tb; } shapes[] = {
+        {37, 131, 65, true, false},
+        {1, 301, 77, false, true},
+        {3, 7, 300, false, true},
+        {VKC_MM16_GEMV_MAX_M, 129, 33, false, true},
+        {97, 257, 9, false, false},
+    };
+    for (int ti = 0; ti < N_TYPES; ti++)
+        for (int pi = 0; pi < N_PATHS; pi++)
+            for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+                for (int oi = 0; oi < N_TYPES; oi++) {
+                    if (!runs(ti, pi)) continue;
+                    problem p;
+                    problem_make(&p, TYPES[ti], shapes[si].M, shapes[si].N, shapes[si].K, 2,
+                                 shapes[si].ta, shapes[si].tb, rng_unit);
+                    float *bias = malloc((size_t)p.N * sizeof *bias);
+                    uint16_t *want = malloc(p.no * sizeof *want);
+                    uint16_t *got = malloc((p.no + 1) * sizeof *got);
+                    assert_non_null(bias), assert_non_null(want), assert_non_null(got);
+                    for (int j = 0; j < p.N; j++) bias[j] = rng_unit();
+                    float *c = run(&p, PATHS[pi], bias, -0.37f, NULL, 2);
+                    vkc_convert_serial(want, TYPES[oi], c, VKA_F32, p.no, 0);
+                    for (int nt = 1; nt <= 3; nt += 2) {
+                        for (size_t i = 0; i <= p.no; i++) got[i] = 0xABCD;
+                        vkc_matmul16(got, TYPES[oi], p.a, p.b, bias, p.M, p.N, p.K, p.batch,
+                                     p.ta, p.tb, p.sa, p.sb, p.so, -0.37f, false, p.type,
+                                     PATHS[pi], vkc_cvt_features(VKC_ISA_AVX512), nt);
+                        for (int bi = 0; bi < p.batch; bi++)
+                            for (size_t e = 0; e < p.so; e++) {
+                                size_t x = (size_t)bi * p.so + e;
+                                uint16_t w = e < (size_t)p.M * p.N ? want[x] : 0xABCD;
+                                if (got[x] != w)
+                                    fail_msg("%s to %s, %d threads, M=%d N=%d K=%d: out[%zu] = "
+                                             "0x%04X, want 0x%04X",
+                                             run_name(TYPES[ti], PATHS[pi]),
+                                             vka_dtype_string(TYPES[oi]), nt, p.M, p.N, p.K, x,
+                                             got[x], w);
+                            }
+                        assert_int_equal(got[p.no], 0xABCD);
+                    }
+                    free(c), free(bias), free(want), free(got), problem_free(&p);
+                }
+}
+
 /* The GEMV's shapes (matmul16.h): M on both sides of its cut-off, K of one element, within one
  * strand step, odd, GPT-2's 4C (3072) and past two blocks of a (4096) with a tail, N odd (the
  * last work item part); a transposed or b not: the tiles. Each path within the bound of float64
@@ -466,6 +516,7 @@ int main(void) {
         cmocka_unit_test(test_mm16_nan_inf),
         cmocka_unit_test(test_mm16_summation_order),
         cmocka_unit_test(test_mm16_epilogue),
+        cmocka_unit_test(test_mm16_out16_is_convert_of_f32),
         cmocka_unit_test(test_mm16_gemv_shapes),
         cmocka_unit_test(test_mm16_gemv_lm_head),
     };

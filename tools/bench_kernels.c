@@ -237,8 +237,8 @@ typedef struct mm16_run {
 static vka_result mm16_once(void *user, double *ms) {
     const mm16_run *u = user;
     double t0 = cli_now();
-    vkc_matmul16(u->out, u->a, u->b, NULL, u->M, u->N, u->K, 1, false, false, 0, 0, 0, 1.0f,
-                 false, u->type, u->path, u->nt);
+    vkc_matmul16(u->out, VKA_F32, u->a, u->b, NULL, u->M, u->N, u->K, 1, false, false, 0, 0, 0,
+                 1.0f, false, u->type, u->path, 0, u->nt);
     *ms = (cli_now() - t0) * 1e3;
     return VKA_SUCCESS;
 }

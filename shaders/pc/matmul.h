@@ -13,7 +13,8 @@
     U(ln) /* CPU variant: invocations along N (the GPU variant's is specialization constant \
            * LN) */                                                                         \
     U(a_half) U(b_half) /* 16-bit A (B): 1 when its block starts at the high half of its   \
-                         * view's first word (a block of a larger product), else 0 */
+                         * view's first word (a block of a larger product), else 0 */      \
+    U(out_half) /* 16-bit out (OUT16): the same for out */
 VKA_PC_STRUCT(pc_matmul, VKA_PC_MATMUL_VIEWS, VKA_PC_MATMUL)
 
 #endif

@@ -130,7 +130,9 @@ static void op_add_inplace(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size
 
 /* --- matmul, bias_backward ------------------------------------------------------------------ */
 
-typedef struct { float *out; const float *a, *b, *bias; vkb_matmul mm; } matmul_args;
+/* out: float32, or (mm.out.dtype 16-bit) its words as a uint16_t array from its first element,
+ * each tile narrowed in the kernels' epilogue as it is finished (matmul_tiles.h) */
+typedef struct { void *out; const float *a, *b, *bias; vkb_matmul mm; } matmul_args;
 
 /* The 16-bit path for the backend's kernels: the reference with the reference kernels, else the
  * fastest this CPU runs for type within the backend's ISA (vdpbf16ps for bf16 with
@@ -148,10 +150,10 @@ static vka_result run_matmul16(cpu_backend *cb, const void *p) {
     const matmul_args *x = p;
     const vkb_matmul *mm = &x->mm;
     vka_dtype type = (vka_dtype)mm->a.dtype;
-    vkc_matmul16(x->out, (const uint16_t *)(const void *)x->a,
+    vkc_matmul16(x->out, mm->out.dtype, (const uint16_t *)(const void *)x->a,
                  (const uint16_t *)(const void *)x->b, x->bias, mm->M, mm->N, mm->K, mm->batch,
                  mm->trans_a, mm->trans_b, mm->stride_a, mm->stride_b, mm->stride_out,
-                 mm->alpha, mm->accumulate, type, mm16_path(cb, type), cb->nt);
+                 mm->alpha, mm->accumulate, type, mm16_path(cb, type), cb->cvt, cb->nt);
     return VKA_SUCCESS;
 }
 
@@ -159,13 +161,14 @@ static vka_result run_matmul(cpu_backend *cb, const void *p) {
     const matmul_args *x = p;
     const vkb_matmul *mm = &x->mm;
     if (cb->reference)
-        vkc_matmul_forward(x->out, x->a, x->b, x->bias, mm->M, mm->N, mm->K, mm->batch,
-                           mm->trans_a, mm->trans_b, mm->stride_a, mm->stride_b, mm->stride_out,
-                           mm->alpha, mm->accumulate, cb->nt);
+        vkc_matmul_forward(x->out, mm->out.dtype, x->a, x->b, x->bias, mm->M, mm->N, mm->K,
+                           mm->batch, mm->trans_a, mm->trans_b, mm->stride_a, mm->stride_b,
+                           mm->stride_out, mm->alpha, mm->accumulate, cb->cvt, cb->nt);
     else
-        vkc_matmul_forward_fast(x->out, x->a, x->b, x->bias, mm->M, mm->N, mm->K, mm->batch,
-                                mm->trans_a, mm->trans_b, mm->stride_a, mm->stride_b,
-                                mm->stride_out, mm->alpha, mm->accumulate, cb->isa, cb->nt);
+        vkc_matmul_forward_fast(x->out, mm->out.dtype, x->a, x->b, x->bias, mm->M, mm->N, mm->K,
+                                mm->batch, mm->trans_a, mm->trans_b, mm->stride_a, mm->stride_b,
+                                mm->stride_out, mm->alpha, mm->accumulate, cb->isa, cb->cvt,
+                                cb->nt);
     return VKA_SUCCESS;
 }
 static void op_matmul(vkb_backend *be, const vkb_matmul *mm) {

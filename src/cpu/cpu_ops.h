@@ -50,10 +50,15 @@ void vkc_add_inplace(float *dst, const float *src, size_t N, int nt);
 /* --- matmul.c ------------------------------------------------------------------------------- */
 /* out[b] (M,N) = alpha * op(a[b]) (M,K) * op(b[b]) (K,N) (+ bias (N)) (+ out[b] if accumulate);
  * op(a) stored (K,M) when trans_a, op(b) stored (N,K) when trans_b; batches stride_* apart.
- * Each element is summed over k = 0..K-1 in order, then scaled, then bias, then out added. */
-void vkc_matmul_forward(float *out, const float *a, const float *b, const float *bias, int M,
-                        int N, int K, int batch, bool trans_a, bool trans_b, size_t stride_a,
-                        size_t stride_b, size_t stride_out, float alpha, bool accumulate, int nt);
+ * Each element is summed over k = 0..K-1 in order, then scaled, then bias, then out added.
+ * out is float32 (out_dtype VKA_F32) or 16-bit words of VKA_BF16 / VKA_F16 (a uint16_t array,
+ * element i at [i]): then each element's float32 value is rounded to nearest even by the convert
+ * op's conversion (cvt: its vkc_cvt_features; the same bits whatever it is) as each tile is
+ * finished, so out16 == convert(out32); accumulate is refused for a 16-bit out (op_checks.c). */
+void vkc_matmul_forward(void *out, int out_dtype, const float *a, const float *b,
+                        const float *bias, int M, int N, int K, int batch, bool trans_a,
+                        bool trans_b, size_t stride_a, size_t stride_b, size_t stride_out,
+                        float alpha, bool accumulate, unsigned cvt, int nt);
 
 /* --- matmul_fast.c -------------------------------------------------------------------------- */
 /* The widest vector ISA this CPU (and its OS) supports, from cpuid. */
@@ -62,10 +67,10 @@ vkc_isa vkc_cpu_isa(void);
 const char *vkc_isa_name(vkc_isa isa);
 /* vkc_matmul_forward with micro-kernels for isa: the same k order, but each term a fused
  * multiply-add (last bits differ from the reference); VKC_ISA_BASELINE runs the reference. */
-void vkc_matmul_forward_fast(float *out, const float *a, const float *b, const float *bias, int M,
-                             int N, int K, int batch, bool trans_a, bool trans_b, size_t stride_a,
-                             size_t stride_b, size_t stride_out, float alpha, bool accumulate,
-                             vkc_isa isa, int nt);
+void vkc_matmul_forward_fast(void *out, int out_dtype, const float *a, const float *b,
+                             const float *bias, int M, int N, int K, int batch, bool trans_a,
+                             bool trans_b, size_t stride_a, size_t stride_b, size_t stride_out,
+                             float alpha, bool accumulate, vkc_isa isa, unsigned cvt, int nt);
 
 /* Peak of the processor (peak.c): nt threads each run `iters` steps of fused multiply-add chains
  * at isa's width, out[t] the threads' sums; returns the FLOPs done (0: no FMA ISA to measure). */

@@ -100,7 +100,7 @@ static void kernel_1x8(float *c, const float *a, size_t cs, const float *bp, int
 }
 
 /* One mb x nb tile of one batch: out(i0.., j0..). */
-static void matmul_tile(const vkc_mm *mm, float *out, vkc_mm_view a, vkc_mm_view b, int i0,
+static void matmul_tile(const vkc_mm *mm, void *out, vkc_mm_view a, vkc_mm_view b, int i0,
                         int mb, int j0, int nb, const void *user) {
     (void)user;
     int K = mm->K;
@@ -143,14 +143,16 @@ void vkc_matmul_tiles(const vkc_mm *mm, int tile_m, int tile_n, vkc_mm_tile_fn t
         vkc_mm_view bv = {mm->b + (size_t)bi * sb, mm->trans_b ? 1 : (size_t)N,
                           mm->trans_b ? (size_t)K : 1};
         int mb = M - i0 < tile_m ? M - i0 : tile_m, nb = N - j0 < tile_n ? N - j0 : tile_n;
-        tile(mm, mm->out + (size_t)bi * so, av, bv, i0, mb, j0, nb, user);
+        tile(mm, vkc_mm_out_at(mm->out, mm->out_dtype, (size_t)bi * so), av, bv, i0, mb, j0, nb,
+             user);
     }
 }
 
-void vkc_matmul_forward(float *out, const float *a, const float *b, const float *bias, int M,
-                        int N, int K, int batch, bool trans_a, bool trans_b, size_t stride_a,
-                        size_t stride_b, size_t stride_out, float alpha, bool accumulate, int nt) {
-    vkc_mm mm = {out, a, b, bias, M, N, K, batch, trans_a, trans_b,
+void vkc_matmul_forward(void *out, int out_dtype, const float *a, const float *b,
+                        const float *bias, int M, int N, int K, int batch, bool trans_a,
+                        bool trans_b, size_t stride_a, size_t stride_b, size_t stride_out,
+                        float alpha, bool accumulate, unsigned cvt, int nt) {
+    vkc_mm mm = {out, out_dtype, cvt, a, b, bias, M, N, K, batch, trans_a, trans_b,
                  stride_a, stride_b, stride_out, alpha, accumulate};
     vkc_matmul_tiles(&mm, MM_MB, MM_NB, matmul_tile, NULL, nt);
 }

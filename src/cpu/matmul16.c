@@ -23,6 +23,7 @@
 #include "cpu/matmul16.h"
 
 #include "cpu/cpu_ops.h"
+#include "cpu/matmul_tiles.h" /* vkc_mm_epilogue16, vkc_mm_out_at: a 16-bit out */
 #include "cpu/simd.h"
 
 enum {
@@ -30,6 +31,7 @@ enum {
     BM_NB = 128, /* columns per tile: a multiple of 32 and 16 */
     BM_KC = 256, /* k per block: even */
 };
+_Static_assert((int)BM_NB <= VKC_MM_MAX_NB, "a tile wider than a 16-bit out's epilogue row");
 
 /* op(x)(r, c) = p[r * rs + c * cs] */
 typedef struct bm_view {
@@ -38,7 +40,9 @@ typedef struct bm_view {
 } bm_view;
 
 typedef struct bm_mm {
-    float *out;
+    void *out;     /* float32, or 16-bit words (uint16_t) when out_dtype is 16-bit */
+    int out_dtype; /* VKA_F32, VKA_BF16 or VKA_F16 */
+    unsigned cvt;  /* a 16-bit out's narrowing: the conversions it may use (vkc_cvt_features) */
     const uint16_t *a, *b;
     const float *bias;
     int M, N, K, batch;
@@ -90,13 +94,19 @@ static void bm_widen(const bm_mm *mm, float *dst, size_t drs, size_t dcs, bm_vie
 }
 
 /* out(i0 + r, j0 + j) = alpha * acc[r * BM_NB + j], + bias, + out if accumulate: the fp32
- * matmul's epilogue (matmul_tiles.h's vkc_mm_epilogue, the same operations in the same order). */
-static void bm_epilogue(const bm_mm *mm, float *out, const float *acc, int i0, int mb, int j0,
+ * matmul's epilogue (matmul_tiles.h's vkc_mm_epilogue, the same operations in the same order);
+ * a 16-bit out: its vkc_mm_epilogue16. */
+static void bm_epilogue(const bm_mm *mm, void *out, const float *acc, int i0, int mb, int j0,
                         int nb) {
     const float alpha = mm->alpha, *bias = mm->bias;
     const bool accumulate = mm->accumulate;
+    if (mm->out_dtype != VKA_F32) {
+        vkc_mm_epilogue16(out, mm->out_dtype, mm->cvt, mm->N, alpha, bias, acc, BM_NB, i0, mb,
+                          j0, nb);
+        return;
+    }
     for (int r = 0; r < mb; r++) {
-        float *restrict o = out + (size_t)(i0 + r) * mm->N + j0;
+        float *restrict o = (float *)out + (size_t)(i0 + r) * mm->N + j0;
         const float *restrict s = acc + (size_t)r * BM_NB;
         if (!bias && !accumulate) { /* the common case, in a loop the compiler vectorises */
             for (int j = 0; j < nb; j++) o[j] = alpha * s[j];
@@ -110,12 +120,12 @@ static void bm_epilogue(const bm_mm *mm, float *out, const float *acc, int i0, i
     }
 }
 
-typedef void (*bm_tile_fn)(const bm_mm *mm, float *out, bm_view a, bm_view b, int i0, int mb,
+typedef void (*bm_tile_fn)(const bm_mm *mm, void *out, bm_view a, bm_view b, int i0, int mb,
                            int j0, int nb);
 
 /* The reference tile: c = 0, c = c + a * b over k in order, in fp32, the block of K at a time
  * widened first (with the reference's conversions: mm->feat is 0). */
-static void ref_tile(const bm_mm *mm, float *out, bm_view a, bm_view b, int i0, int mb, int j0,
+static void ref_tile(const bm_mm *mm, void *out, bm_view a, bm_view b, int i0, int mb, int j0,
                      int nb) {
     float acc[BM_MB * BM_NB], ab[BM_MB * BM_KC], bb[BM_KC * BM_NB];
     for (int r = 0; r < mb; r++)
@@ -147,7 +157,7 @@ enum {
     GV_KB = 4096, /* k per block of a widened (a multiple of GV_S): GPT-2's K in one */
     GV_NC = 64,   /* columns per work item (at most BM_NB, the epilogue's row stride) */
 };
-typedef void (*gv_cols_fn)(const bm_mm *mm, float *out, const uint16_t *a, const uint16_t *b,
+typedef void (*gv_cols_fn)(const bm_mm *mm, void *out, const uint16_t *a, const uint16_t *b,
                            int j0, int nb);
 #define VKC_SIMD_BODY "cpu/matmul16_gemv_simd.h" /* gv_cols_{bf16,f16}_{avx512,avx2} */
 #include "cpu/simd_each.h"
@@ -162,8 +172,8 @@ static void gv_run(const bm_mm *mm, gv_cols_fn cols, size_t sa, size_t sb, size_
     for (long t = 0; t < items; t++) {
         long bi = t / blocks;
         int j0 = (int)(t % blocks) * GV_NC, nb = mm->N - j0 < GV_NC ? mm->N - j0 : GV_NC;
-        cols(mm, mm->out + (size_t)bi * so, mm->a + (size_t)bi * sa, mm->b + (size_t)bi * sb,
-             j0, nb);
+        cols(mm, vkc_mm_out_at(mm->out, mm->out_dtype, (size_t)bi * so), mm->a + (size_t)bi * sa,
+             mm->b + (size_t)bi * sb, j0, nb);
     }
 }
 
@@ -267,7 +277,7 @@ BM_TARGET_BF16 static void dp_pack_a(uint32_t *dst, bm_view a, int k0, int kc, i
 }
 
 /* One tile with vdpbf16ps (the packing in this file's comment). */
-BM_TARGET_BF16 static void dp_tile(const bm_mm *mm, float *out, bm_view a, bm_view b, int i0,
+BM_TARGET_BF16 static void dp_tile(const bm_mm *mm, void *out, bm_view a, bm_view b, int i0,
                                    int mb, int j0, int nb) {
     const int K = mm->K;
     _Alignas(64) float acc[BM_MB * BM_NB];
@@ -331,11 +341,11 @@ const char *vkc_mm16_path_name(vkc_mm16_path path) {
     }
 }
 
-void vkc_matmul16(float *out, const uint16_t *a, const uint16_t *b, const float *bias, int M,
-                  int N, int K, int batch, bool trans_a, bool trans_b, size_t stride_a,
-                  size_t stride_b, size_t stride_out, float alpha, bool accumulate,
-                  vka_dtype type, vkc_mm16_path path, int nt) {
-    bm_mm mm = {out, a, b, bias, M, N, K, batch, trans_a, trans_b,
+void vkc_matmul16(void *out, int out_dtype, const uint16_t *a, const uint16_t *b,
+                  const float *bias, int M, int N, int K, int batch, bool trans_a, bool trans_b,
+                  size_t stride_a, size_t stride_b, size_t stride_out, float alpha,
+                  bool accumulate, vka_dtype type, vkc_mm16_path path, unsigned cvt, int nt) {
+    bm_mm mm = {out, out_dtype, cvt, a, b, bias, M, N, K, batch, trans_a, trans_b,
                 stride_a, stride_b, stride_out, alpha, accumulate, type, 0};
     bm_tile_fn tile = ref_tile;
     size_t sa = stride_a ? stride_a : (size_t)M * K;
@@ -371,6 +381,6 @@ void vkc_matmul16(float *out, const uint16_t *a, const uint16_t *b, const float 
         bm_view av = {a + (size_t)bi * sa, trans_a ? 1 : (size_t)K, trans_a ? (size_t)M : 1};
         bm_view bv = {b + (size_t)bi * sb, trans_b ? 1 : (size_t)N, trans_b ? (size_t)K : 1};
         int mb = M - i0 < BM_MB ? M - i0 : BM_MB, nb = N - j0 < BM_NB ? N - j0 : BM_NB;
-        tile(&mm, out + (size_t)bi * so, av, bv, i0, mb, j0, nb);
+        tile(&mm, vkc_mm_out_at(out, out_dtype, (size_t)bi * so), av, bv, i0, mb, j0, nb);
     }
 }

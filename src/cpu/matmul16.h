@@ -42,7 +42,8 @@
  *    reference's bound (each term meets at most K / 32 + 5 roundings). It streams each row of b
  *    once, where the tiles widen b into fp32 panels and compute at least 6 or 8 rows: at
  *    M = 1, 5x faster on Zen 3 (AVX2), 1.7x at M = 8 (matmul16_gemv_simd.h).
- * Then the fp32 matmul's epilogue: alpha * c, + bias (fp32), + out if accumulate. */
+ * Then the fp32 matmul's epilogue: alpha * c, + bias (fp32), + out if accumulate; a 16-bit out
+ * gets that float32 value rounded to nearest even (matmul_tiles.h, vkc_mm_epilogue16). */
 /* The most rows of a the fast paths take the GEMV for (above): past 8 the tiles catch up (at
  * 12 the GEMV is 1.4x faster, at 16 1.25x, on Zen 3) and its stack scratch grows with M. */
 #define VKC_MM16_GEMV_MAX_M 8
@@ -69,10 +70,12 @@ const char *vkc_mm16_path_name(vkc_mm16_path path);
 
 /* out[b] (M,N) = alpha * op(a[b]) . op(b[b]) (+ bias (N)) (+ out[b] if accumulate), the
  * arguments as vkc_matmul_forward's (cpu_ops.h) with a and b 16-bit words of type (VKA_BF16 or
- * VKA_F16); path must be supported for type (an unsupported one runs the reference). */
-void vkc_matmul16(float *out, const uint16_t *a, const uint16_t *b, const float *bias, int M,
-                  int N, int K, int batch, bool trans_a, bool trans_b, size_t stride_a,
-                  size_t stride_b, size_t stride_out, float alpha, bool accumulate,
-                  vka_dtype type, vkc_mm16_path path, int nt);
+ * VKA_F16); path must be supported for type (an unsupported one runs the reference). out as
+ * vkc_matmul_forward's: float32, or (out_dtype VKA_BF16 / VKA_F16, of any type) 16-bit words
+ * holding the float32 result rounded by the convert op's conversion (cvt), without accumulate. */
+void vkc_matmul16(void *out, int out_dtype, const uint16_t *a, const uint16_t *b,
+                  const float *bias, int M, int N, int K, int batch, bool trans_a, bool trans_b,
+                  size_t stride_a, size_t stride_b, size_t stride_out, float alpha,
+                  bool accumulate, vka_dtype type, vkc_mm16_path path, unsigned cvt, int nt);
 
 #endif

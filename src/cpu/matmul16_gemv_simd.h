@@ -78,7 +78,7 @@ VS_TARGET_F16C VS_INLINE void VS_NAME(gv_rows)(float *c, float *st, const float 
 }
 
 /* out(0 .. M, j0 .. j0 + nb) of one batch entry (a (M, K), b (N, K) its own), nb <= BM_NB. */
-VS_TARGET_F16C VS_INLINE void VS_NAME(gv_cols)(const bm_mm *mm, float *out, const uint16_t *a,
+VS_TARGET_F16C VS_INLINE void VS_NAME(gv_cols)(const bm_mm *mm, void *out, const uint16_t *a,
                                                const uint16_t *b, int j0, int nb,
                                                const bool f16) {
     const int M = mm->M, K = mm->K;
@@ -121,12 +121,12 @@ VS_TARGET_F16C VS_INLINE void VS_NAME(gv_cols)(const bm_mm *mm, float *out, cons
     bm_epilogue(mm, out, c, 0, M, j0, nb);
 }
 
-VS_TARGET_F16C static void VS_NAME(gv_cols_bf16)(const bm_mm *mm, float *out, const uint16_t *a,
+VS_TARGET_F16C static void VS_NAME(gv_cols_bf16)(const bm_mm *mm, void *out, const uint16_t *a,
                                                  const uint16_t *b, int j0, int nb) {
     VS_NAME(gv_cols)(mm, out, a, b, j0, nb, false);
 }
 
-VS_TARGET_F16C static void VS_NAME(gv_cols_f16)(const bm_mm *mm, float *out, const uint16_t *a,
+VS_TARGET_F16C static void VS_NAME(gv_cols_f16)(const bm_mm *mm, void *out, const uint16_t *a,
                                                 const uint16_t *b, int j0, int nb) {
     VS_NAME(gv_cols)(mm, out, a, b, j0, nb, true);
 }

@@ -7,7 +7,7 @@
 
 #undef BW_MR
 #define BW_MR (VS_W == 16 ? 8 : 6)
-VS_TARGET static void VS_NAME(bw_tile)(const bm_mm *mm, float *out, bm_view a, bm_view b, int i0,
+VS_TARGET static void VS_NAME(bw_tile)(const bm_mm *mm, void *out, bm_view a, bm_view b, int i0,
                                        int mb, int j0, int nb) {
     enum { NR = 2 * VS_W };
     const int K = mm->K;

@@ -25,6 +25,7 @@ enum {
     FM_MR_MAX = 8,
     FM_NR_MAX = 32,
 };
+_Static_assert((int)FM_NB <= VKC_MM_MAX_NB, "a tile wider than a 16-bit out's epilogue row");
 
 vkc_isa vkc_cpu_isa(void) {
 #ifdef VKC_X86
@@ -57,6 +58,7 @@ typedef void (*fm_kernel)(float *c, const float *const *a, size_t cs, const floa
  * is still summed over k in order with one fused multiply-add per term from 0, then the same
  * epilogue: the bits are the tiled kernel's (test_matmul_cpu_few_rows_equal_tiled). */
 enum { FM_FEW_ROWS = 4, FM_FEW_NB = 256 };
+_Static_assert((int)FM_FEW_NB <= VKC_MM_MAX_NB, "a tile wider than a 16-bit out's epilogue row");
 
 #define VKC_SIMD_BODY "cpu/matmul_simd.h" /* fm_kernel_*, fm_few_rows_*: 8 x 32 and 6 x 16 */
 #include "cpu/simd_each.h"
@@ -68,7 +70,7 @@ typedef struct fm_isa_kernel {
 } fm_isa_kernel;
 
 /* One mb x nb tile of one batch: out(i0.., j0..); user is the fm_isa_kernel. */
-static void fast_tile(const vkc_mm *mm, float *out, vkc_mm_view a, vkc_mm_view b, int i0, int mb,
+static void fast_tile(const vkc_mm *mm, void *out, vkc_mm_view a, vkc_mm_view b, int i0, int mb,
                       int j0, int nb, const void *user) {
     const fm_isa_kernel *ik = user;
     fm_kernel kernel = ik->kernel;
@@ -93,10 +95,10 @@ static void fast_tile(const vkc_mm *mm, float *out, vkc_mm_view a, vkc_mm_view b
     vkc_mm_epilogue(mm, out, acc, FM_NB, i0, mb, j0, nb); /* the reference's */
 }
 
-void vkc_matmul_forward_fast(float *out, const float *a, const float *b, const float *bias, int M,
-                             int N, int K, int batch, bool trans_a, bool trans_b, size_t stride_a,
-                             size_t stride_b, size_t stride_out, float alpha, bool accumulate,
-                             vkc_isa isa, int nt) {
+void vkc_matmul_forward_fast(void *out, int out_dtype, const float *a, const float *b,
+                             const float *bias, int M, int N, int K, int batch, bool trans_a,
+                             bool trans_b, size_t stride_a, size_t stride_b, size_t stride_out,
+                             float alpha, bool accumulate, vkc_isa isa, unsigned cvt, int nt) {
     fm_kernel kernel = NULL;
     int mr = 0, nr = 0;
 #ifdef VKC_X86
@@ -104,11 +106,11 @@ void vkc_matmul_forward_fast(float *out, const float *a, const float *b, const f
     else if (isa == VKC_ISA_AVX2) kernel = fm_kernel_avx2, mr = 6, nr = 16;
 #endif
     if (!kernel || K == 0) { /* no vector unit to use: the portable reference */
-        vkc_matmul_forward(out, a, b, bias, M, N, K, batch, trans_a, trans_b, stride_a, stride_b,
-                           stride_out, alpha, accumulate, nt);
+        vkc_matmul_forward(out, out_dtype, a, b, bias, M, N, K, batch, trans_a, trans_b, stride_a,
+                           stride_b, stride_out, alpha, accumulate, cvt, nt);
         return;
     }
-    vkc_mm mm = {out, a, b, bias, M, N, K, batch, trans_a, trans_b,
+    vkc_mm mm = {out, out_dtype, cvt, a, b, bias, M, N, K, batch, trans_a, trans_b,
                  stride_a, stride_b, stride_out, alpha, accumulate};
 #ifdef VKC_X86
     if (M <= FM_FEW_ROWS) {

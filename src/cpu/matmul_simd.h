@@ -15,7 +15,7 @@ VS_TARGET static void VS_NAME(fm_kernel)(float *c, const float *const *a, size_t
 
 /* The few-rows product (vkc_mm_tile_fn, M <= FM_FEW_ROWS): op(b) read in place, VS_W columns
  * at a time, each output summed over k in order, one FMA per term from 0. */
-VS_TARGET static void VS_NAME(fm_few_rows)(const vkc_mm *mm, float *out, vkc_mm_view a,
+VS_TARGET static void VS_NAME(fm_few_rows)(const vkc_mm *mm, void *out, vkc_mm_view a,
                                            vkc_mm_view b, int i0, int mb, int j0, int nb,
                                            const void *user) {
     (void)user;

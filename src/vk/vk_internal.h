@@ -55,7 +55,7 @@
 #define VKV_MAX_BINDINGS 12 /* fused attention's backward binds 10 tensors */
 #define VKV_MAX_TEXELS 4    /* uniform texel buffer bindings after them (texel_operands) */
 #define VKV_NO_TEXEL 0xFF   /* vkv_call.texel[j]: the dummy view */
-#define VKV_MAX_SPEC 8
+#define VKV_MAX_SPEC 9 /* matmul.comp: 0 and 1..8 */
 #define VKV_PUSH_CONSTANT_BYTES 128 /* what every device allows; shaders/pc/push_constants.h */
 
 /* Instance-level functions, per context (volk keeps only the loader entry point globally). */

@@ -9,7 +9,15 @@
  * BM x BN tile of out per batch, in a linear grid that vkv_dispatch folds past
  * maxComputeWorkGroupCount. The tile shape is chosen here from the
  * problem size and the device; transposes, the variant and the tile shape are specialization
- * constants, so every combination is its own straight-line pipeline. */
+ * constants, so every combination is its own straight-line pipeline.
+ *
+ * A 16-bit out (bf16 or fp16, any A and B): specialization constant 8 (OUT16) set to its dtype,
+ * the rest chosen as for a float32 out, so each element is the float32 pipeline's value
+ * rounded to nearest even (matmul.comp). Its view is words too (pc.out_half for a block starting
+ * at a high half) and the blocks count them; its stores are scalar (no VEC_OUT). It is never
+ * split along K: K blocks add to out, which would round it twice; a product that needs K
+ * blocks (a row of A (M, K) or B (N, K) past the binding limit, or A (K, M) or B (K, N) past
+ * it: their rows are k) fails with VKA_ERROR_DEVICE_LIMIT. */
 #include "vk/vk_internal.h"
 #include "pc/matmul.h"
 
@@ -113,7 +121,8 @@ static uint32_t cpu_vec_flags(const vkv_backend *vb, const vkv_call *call, const
     if (vkv_views_vec4(vb, call, 0x4) && !pc->b_half && pc->stride_b % 4 == 0 &&
         pc->ldb % 4 == 0 && (mm->trans_b ? mm->K % 4 == 0 : mm->N % 4 == 0 && t.tn % 4 == 0))
         vec |= VEC_B;
-    if (vkv_views_vec4(vb, call, 0x1) && pc->stride_out % 4 == 0 && pc->ldo % 4 == 0 &&
+    if (mm->out.dtype == VKA_F32 && vkv_views_vec4(vb, call, 0x1) && pc->stride_out % 4 == 0 &&
+        pc->ldo % 4 == 0 &&
         mm->N % 4 == 0 && t.tn % 4 == 0 && (!bias || vkv_views_vec4(vb, call, 0x8)))
         vec |= VEC_OUT;
     return vec;
@@ -159,8 +168,8 @@ static size_t half(size_t n) {
     return h > 16 ? (h + 15) / 16 * 16 : h;
 }
 
-/* Block sizes such that every view fits `most` elements (words of 16-bit A and B): batches
- * first, then the dimension that makes the largest view too long (its rows before its
+/* Block sizes such that every view fits `most` elements (words of 16-bit out, A and B):
+ * batches first, then the dimension that makes the largest view too long (its rows before its
  * contiguous extent). */
 static bool choose_blocks(const vkb_matmul *mm, size_t so, size_t sa, size_t sb, size_t most,
                           mm_block *b) {
@@ -171,6 +180,7 @@ static bool choose_blocks(const vkb_matmul *mm, size_t so, size_t sa, size_t sb,
         block_spans(mm, so, sa, sb, b, span);
         if (mm->a.dtype != VKA_F32) /* 16-bit A and B: their views count words */
             span[1] = words16(span[1], whole), span[2] = words16(span[2], whole);
+        if (mm->out.dtype != VKA_F32) span[0] = words16(span[0], whole);
         int worst = 0;
         for (int i = 1; i < 3; i++)
             if (span[i] > span[worst]) worst = i;
@@ -211,7 +221,8 @@ static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, siz
     sub.M = (int)blk->mn, sub.N = (int)blk->nn, sub.K = (int)blk->kn, sub.batch = (int)blk->bn;
     size_t span[3];
     block_spans(mm, so, sa, sb, blk, span);
-    vkb_tensor o = vkb_slice(mm->out, blk->b0 * so + blk->m0 * N + blk->n0, span[0]);
+    uint32_t out_half;
+    vkb_tensor o = operand_view(mm->out, blk->b0 * so + blk->m0 * N + blk->n0, span[0], &out_half);
     size_t a0 = blk->b0 * sa + (mm->trans_a ? blk->k0 * M + blk->m0 : blk->m0 * K + blk->k0);
     size_t b0 = blk->b0 * sb + (mm->trans_b ? blk->n0 * K + blk->k0 : blk->k0 * N + blk->n0);
     bool is16 = mm->a.dtype != VKA_F32; /* a and b alike (op_checks.c) */
@@ -227,7 +238,7 @@ static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, siz
                     .has_bias = bias, .accumulate = mm->accumulate || blk->k0 > 0,
                     .alpha = mm->alpha, .lda = (uint32_t)(mm->trans_a ? M : K),
                     .ldb = (uint32_t)(mm->trans_b ? K : N), .ldo = (uint32_t)N,
-                    .a_half = a_half, .b_half = b_half};
+                    .a_half = a_half, .b_half = b_half, .out_half = out_half};
     vkv_call call = {.shader = VKA_SHADER_MATMUL,
                      .n_spec = 8,
                      .bind = {o, a, b, bs},
@@ -269,9 +280,11 @@ static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, siz
     }
     /* The CPU variant's ln is pc.ln: its LN constant stays 1, so widths share a pipeline. */
     pc.ln = t.ln;
-    uint32_t spec[8] = {t.wg, (mm->trans_a ? 1u : 0u) | (mm->trans_b ? 2u : 0u),
-                        dev->is_cpu ? 1u : 0u, t.tm, t.tn, dev->is_cpu ? 1u : t.ln, t.bk, vec};
+    uint32_t spec[9] = {t.wg, (mm->trans_a ? 1u : 0u) | (mm->trans_b ? 2u : 0u),
+                        dev->is_cpu ? 1u : 0u, t.tm, t.tn, dev->is_cpu ? 1u : t.ln, t.bk, vec,
+                        mm->out.dtype};
     memcpy(call.spec, spec, sizeof spec);
+    if (mm->out.dtype != VKA_F32) call.n_spec = 9; /* float32: the 8 constants it always had */
     vkv_dispatch(vb, &call);
 }
 
@@ -286,6 +299,7 @@ void vkv_matmul(vkb_backend *be, const vkb_matmul *mm) {
     size_t span_b = vkb_batch_span(mm->batch, sb, K * N);
     bool bias = vkb_present(mm->bias);
     /* vkb_overlap counts 32-bit words: a 16-bit operand's span is half its elements */
+    if (mm->out.dtype != VKA_F32) span_out = (span_out + 1) / 2;
     if (mm->a.dtype != VKA_F32) span_a = (span_a + 1) / 2;
     if (mm->b.dtype != VKA_F32) span_b = (span_b + 1) / 2;
     if (vkb_overlap(mm->out, span_out, mm->a, span_a) ||
@@ -297,6 +311,14 @@ void vkv_matmul(vkb_backend *be, const vkb_matmul *mm) {
     mm_block blk;
     if (!choose_blocks(mm, so, sa, sb, vkv_bind_elems(vb), &blk)) {
         vkb_fail(be, VKA_ERROR_DEVICE_LIMIT, "matmul: no block fits the binding limit");
+        return;
+    }
+    if (mm->out.dtype != VKA_F32 && blk.kn < K) {
+        vkb_fail(be, VKA_ERROR_DEVICE_LIMIT,
+                 "matmul: a %s out cannot take a product split along K (K = %d: a or b passes "
+                 "the binding limit of %zu elements or words along K; the K blocks would round "
+                 "out twice); use an f32 out",
+                 vka_dtype_string((vka_dtype)mm->out.dtype), mm->K, vkv_bind_elems(vb));
         return;
     }
     size_t bn = blk.bn, mn = blk.mn, nn = blk.nn, kn = blk.kn;
