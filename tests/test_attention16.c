@@ -212,13 +212,7 @@ static void vulkan_cases(vka_context *ctx) { sweep(ctx, 200); }
 
 /* Past 4 KiB a view: the batches of q, k, v in several dispatches, starting mid-word. */
 static void split_cases(vka_kernels kernels) {
-    vka_context_desc d = {.backend = VKA_BACKEND_VULKAN, .validation = 1, .log = tu_log,
-                          .kernels = kernels, .max_binding_bytes = 4096};
-    vka_context *ctx = NULL;
-    if (vka_context_create(&d, &ctx) != VKA_SUCCESS) {
-        vka_context_destroy(ctx);
-        skip();
-    }
+    vka_context *ctx = tu_gpu_limited(kernels, 4096);
     const a16_case cases[] = {
         {.type = VKA_BF16, .is16 = Q16 | K16 | V16 | O16, .B = 5, .NH = 3, .Tq = 11, .Tk = 30,
          .HS = 7, .causal = VKA_CAUSAL_BOTTOM_RIGHT},

@@ -356,25 +356,8 @@ static void test_layernorm16_special_values_cpu(void **state) {
 
 static void vulkan_cases(vka_context *ctx) { sweep(ctx, SHAPES, TU_LEN(SHAPES), 20); }
 
-/* A Vulkan context binding at most 4096 bytes a view (about 1020 floats, 2040 16-bit
- * elements), or NULL after skip() as tu_gpu_kernels. */
-static vka_context *split_ctx(vka_kernels kernels) {
-    vka_context_desc d = {.backend = VKA_BACKEND_VULKAN, .validation = 1, .log = tu_log,
-                          .kernels = kernels, .max_binding_bytes = 4096};
-    const char *v = getenv("VKATTN_VALIDATION");
-    if (v && strcmp(v, "0") == 0) d.validation = -1;
-    vka_context *ctx = NULL;
-    if (vka_context_create(&d, &ctx) != VKA_SUCCESS) {
-        char msg[1200];
-        snprintf(msg, sizeof msg, "%s", vka_last_error(ctx));
-        vka_context_destroy(ctx);
-        const char *req = getenv("VKATTN_REQUIRE_GPU");
-        if (req && strcmp(req, "1") == 0) fail_msg("no Vulkan context: %s", msg);
-        print_message("skipping: no Vulkan context (%s)\n", msg);
-        skip();
-    }
-    return ctx;
-}
+/* A Vulkan context binding at most 4 KiB a view (1020 floats, 2040 16-bit elements). */
+static vka_context *split_ctx(vka_kernels kernels) { return tu_gpu_limited(kernels, 4096); }
 
 /* Past 4 KiB a view, in blocks of rows: 300 x 7 (f32 views: blocks of 145 rows, 16-bit ones of
  * 255: blocks start at odd elements, mid-word), 40 x 77, 3 x 769 (a row a block for f32). */

@@ -10,24 +10,7 @@
 
 #define LIMIT 4096
 
-static vka_context *split_ctx(vka_kernels kernels) {
-    vka_context_desc d = {.backend = VKA_BACKEND_VULKAN, .validation = 1, .log = tu_log,
-                          .kernels = kernels, .max_binding_bytes = LIMIT};
-    const char *v = getenv("VKATTN_VALIDATION");
-    if (v && strcmp(v, "0") == 0) d.validation = -1;
-    vka_context *ctx = NULL;
-    vka_result r = vka_context_create(&d, &ctx);
-    if (r != VKA_SUCCESS) {
-        char msg[1200];
-        snprintf(msg, sizeof msg, "%s", vka_last_error(ctx));
-        vka_context_destroy(ctx);
-        const char *req = getenv("VKATTN_REQUIRE_GPU");
-        if (req && strcmp(req, "1") == 0) fail_msg("no Vulkan context: %s", msg);
-        print_message("skipping: no Vulkan context (%s)\n", msg);
-        skip();
-    }
-    return ctx;
-}
+static vka_context *split_ctx(vka_kernels kernels) { return tu_gpu_limited(kernels, LIMIT); }
 
 static const vka_kernels KERNELS[2] = {VKA_KERNELS_GPU, VKA_KERNELS_CPU};
 

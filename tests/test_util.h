@@ -45,9 +45,16 @@ static inline vka_context *tu_cpu(void) {
  * and VKA_KERNELS_CPU both run on any device, so both are tested on lavapipe), or NULL after
  * skip() when there is no Vulkan device -- unless VKATTN_REQUIRE_GPU=1, when that fails the
  * test. */
+static inline vka_context *tu_gpu_limited(vka_kernels kernels, uint64_t max_binding_bytes);
 static inline vka_context *tu_gpu_kernels(vka_kernels kernels) {
+    return tu_gpu_limited(kernels, 0);
+}
+
+/* tu_gpu_kernels() binding at most max_binding_bytes a view (0: the device's limit), so that
+ * ops split their tensors into blocks (vka_context_desc.max_binding_bytes). */
+static inline vka_context *tu_gpu_limited(vka_kernels kernels, uint64_t max_binding_bytes) {
     vka_context_desc d = {.backend = VKA_BACKEND_VULKAN, .validation = 1, .log = tu_log,
-                          .kernels = kernels};
+                          .kernels = kernels, .max_binding_bytes = max_binding_bytes};
     const char *v = getenv("VKATTN_VALIDATION");
     if (v && strcmp(v, "0") == 0) d.validation = -1;
     vka_context *ctx = NULL;
