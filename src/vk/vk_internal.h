@@ -233,6 +233,16 @@ size_t vkv_bind_elems(const vkv_backend *vb);
 size_t vkv_block_rows(vkv_backend *vb, const char *op, size_t rows, const size_t *per_row,
                       const char *const *names, int n);
 
+/* The view a dispatch binds for elements [e0, e0 + n) of t: f32 elements as they are; for a
+ * 16-bit t the words holding them, from the word of element e0, *half (if not NULL) = 1 where
+ * e0 is that word's high half (the shaders' half0 / a_half / F_HALF0 push constants). */
+static inline vkb_tensor vkv_elem_view(vkb_tensor t, size_t e0, size_t n, uint32_t *half) {
+    uint32_t h = t.dtype == VKA_F32 ? 0u : (uint32_t)(e0 & 1);
+    if (half) *half = h;
+    if (t.dtype == VKA_F32) return vkb_slice(t, e0, n);
+    return vkb_slice(t, e0 / 2, (h + n + 1) / 2);
+}
+
 /* Fails like vkv_block_rows unless a view of n elements (op's `what`, bound whole) fits. */
 bool vkv_fits(vkv_backend *vb, const char *op, const char *what, size_t n);
 /* The same for a view of elems 16-bit elements of dtype (elems / 2 + 1 words at most), the

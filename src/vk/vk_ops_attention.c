@@ -234,13 +234,9 @@ static void run_pass(vkv_backend *vb, const vkb_attention *at, const att_pass *p
             if (!(p->uses & (1u << i)) || !vkb_present(t)) continue;
             size_t off, cnt;
             view_of(at, i, b0, n, &off, &cnt);
-            if (bind16(at, i)) { /* the words holding elements [off, off + cnt) */
-                if (off & 1) pc.flags |= (uint32_t)F_HALF0 << i;
-                call.bind[i] = vkb_slice(t, off / 2, ((off & 1) + cnt + 1) / 2);
-                call.bind[i].pad16 = 0;
-            } else {
-                call.bind[i] = vkb_slice(t, off, cnt);
-            }
+            uint32_t half;
+            call.bind[i] = vkv_elem_view(t, off, cnt, &half);
+            pc.flags |= half * ((uint32_t)F_HALF0 << i);
             call.writes[i] = (p->writes >> i) & 1u;
         }
         uint32_t h16 = p->shader == VKA_SHADER_ATTENTION_FORWARD ? h16_of(at) : 0;

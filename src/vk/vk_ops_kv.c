@@ -8,16 +8,6 @@
 
 #define WG 256 /* wanted workgroup size */
 
-/* Elements [e0, e0 + n) of t: f32 as is; 16-bit as the words holding them, *half = 1 where e0 is
- * a word's high half (the shader's c_half / q_half). */
-static vkb_tensor view16(vkb_tensor t, size_t e0, size_t n, uint32_t *half) {
-    if (t.dtype == VKA_F32) return vkb_slice(t, e0, n);
-    *half = (uint32_t)(e0 & 1);
-    vkb_tensor s = vkb_slice(t, e0 / 2, (*half + n + 1) / 2);
-    s.pad16 = 0;
-    return s;
-}
-
 void vkv_kv_write(vkb_backend *be, vkb_tensor kcache, vkb_tensor vcache, vkb_tensor qkv,
                   vkb_tensor pos, int T, int NH, int HS, int max_T) {
     vkv_backend *vb = (vkv_backend *)be;
@@ -39,11 +29,11 @@ void vkv_kv_write(vkb_backend *be, vkb_tensor kcache, vkb_tensor vcache, vkb_ten
         size_t nr = VKA_MIN(rb, rows - r0);
         size_t h0 = r0 / (size_t)max_T, h1 = (r0 + nr - 1) / (size_t)max_T + 1;
         uint32_t c_half = 0, q_half = 0;
-        vkb_tensor ks = view16(kcache, r0 * HS, nr * HS, &c_half);
-        vkb_tensor vs = view16(vcache, r0 * HS, nr * HS, &c_half);
+        vkb_tensor ks = vkv_elem_view(kcache, r0 * HS, nr * HS, &c_half);
+        vkb_tensor vs = vkv_elem_view(vcache, r0 * HS, nr * HS, &c_half);
         for (size_t t0 = 0; t0 < (size_t)T; t0 += tb) {
             size_t nt = VKA_MIN(tb, (size_t)T - t0);
-            vkb_tensor qs = view16(qkv, t0 * 3 * C, nt * 3 * C, &q_half);
+            vkb_tensor qs = vkv_elem_view(qkv, t0 * 3 * C, nt * 3 * C, &q_half);
             pc_kv_write pc = {.HS = (uint32_t)HS, .max_T = (uint32_t)max_T, .C = (uint32_t)C,
                               .r0 = (uint32_t)r0, .nr = (uint32_t)nr, .h0 = (uint32_t)h0,
                               .nh = (uint32_t)(h1 - h0), .t0 = (uint32_t)t0, .nt = (uint32_t)nt,

@@ -38,13 +38,6 @@ static bool rows_layout(vkv_backend *vb, size_t n, int C, const vkv_call *call, 
  * <= n (C / 2 + 1) words for n rows from either half of a word. */
 static size_t per_row16(int C) { return (size_t)C / 2 + 1; }
 
-/* The view of elements [e0, e0 + n) of t: f32 elements, or the words holding 16-bit ones (from
- * the word of element e0, whichever half it is). */
-static vkb_tensor rows_view(vkb_tensor t, size_t e0, size_t n) {
-    if (t.dtype == VKA_F32) return vkb_slice(t, e0, n);
-    return vkb_slice(t, e0 / 2, ((e0 & 1) + n + 1) / 2);
-}
-
 /* 16-bit out or inp (backend.h): INP16 / OUT16 (spec 3, 4) set to their dtypes, in the build
  * the f32 op takes for the shape (the texel build's sums run in another order than the storage
  * build's: out16 == convert(out32) needs the same one), with the 16-bit views read and written
@@ -68,7 +61,8 @@ void vkv_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mean, vkb
     vkb_tensor ws = vkb_slice(weight, 0, C), bs = vkb_slice(bias, 0, C);
     for (size_t r0 = 0; r0 < (size_t)N; r0 += block) {
         size_t n = VKA_MIN(block, (size_t)N - r0), e0 = r0 * C;
-        vkb_tensor os = rows_view(out, e0, n * C), is = rows_view(inp, e0, n * C);
+        vkb_tensor os = vkv_elem_view(out, e0, n * C, NULL);
+        vkb_tensor is = vkv_elem_view(inp, e0, n * C, NULL);
         vkb_tensor ms = vkb_slice(mean, r0, n), rs = vkb_slice(rstd, r0, n);
         pc_layernorm_forward pc = {.N = (uint32_t)n, .C = (uint32_t)C,
                                    .half0 = (uint32_t)(e0 & 1)};

@@ -203,15 +203,6 @@ static bool choose_blocks(const vkb_matmul *mm, size_t so, size_t sa, size_t sb,
     }
 }
 
-/* The view of operand t's elements [e0, e0 + n): float32 as is; 16-bit as the words that hold
- * them, *half = 1 where e0 is the high half of the first (the shader skips it: pc.a_half). */
-static vkb_tensor operand_view(vkb_tensor t, size_t e0, size_t n, uint32_t *half) {
-    *half = 0;
-    if (t.dtype == VKA_F32) return vkb_slice(t, e0, n);
-    *half = (uint32_t)(e0 & 1);
-    return vkb_slice(t, e0 / 2, (*half + n + 1) / 2);
-}
-
 static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, size_t sa,
                            size_t sb, const mm_block *blk) {
     const vkr_device *dev = vkv_device(vb);
@@ -222,13 +213,14 @@ static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, siz
     size_t span[3];
     block_spans(mm, so, sa, sb, blk, span);
     uint32_t out_half;
-    vkb_tensor o = operand_view(mm->out, blk->b0 * so + blk->m0 * N + blk->n0, span[0], &out_half);
+    size_t o0 = blk->b0 * so + blk->m0 * N + blk->n0;
+    vkb_tensor o = vkv_elem_view(mm->out, o0, span[0], &out_half);
     size_t a0 = blk->b0 * sa + (mm->trans_a ? blk->k0 * M + blk->m0 : blk->m0 * K + blk->k0);
     size_t b0 = blk->b0 * sb + (mm->trans_b ? blk->n0 * K + blk->k0 : blk->k0 * N + blk->n0);
     bool is16 = mm->a.dtype != VKA_F32; /* a and b alike (op_checks.c) */
     uint32_t a_half, b_half;
-    vkb_tensor a = operand_view(mm->a, a0, span[1], &a_half);
-    vkb_tensor b = operand_view(mm->b, b0, span[2], &b_half);
+    vkb_tensor a = vkv_elem_view(mm->a, a0, span[1], &a_half);
+    vkb_tensor b = vkv_elem_view(mm->b, b0, span[2], &b_half);
     vkb_tensor bs = bias ? vkb_slice(mm->bias, blk->n0, blk->nn) : VKB_NONE;
     bool one = blk->bn == 1; /* strides unused: keep them in 32 bits */
     mm_tile t = dev->is_cpu ? cpu_tile(&sub) : gpu_tile(dev, &sub);
