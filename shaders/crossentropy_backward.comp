@@ -9,6 +9,14 @@
 // May run in place (dlogits and logits the same memory, as llm.c): pass 1 reads the whole row
 // before the reduction's barrier, and in pass 2 each element is read by the invocation that then
 // overwrites it. Row layout and reductions: rowreduce.glsl.
+//
+// 16-bit logits and/or dlogits (specialization constants L16, crossentropy.glsl, and D16, the
+// same codes): logits widen exactly where read, dlogits' f32 value is the f32 kernel's
+// expression, rounded to nearest even by half.glsl (the convert op's bits). A 16-bit dlogits is
+// written a word (two columns) per iteration; a word the row shares with its neighbour (odd Vp,
+// or a view starting mid-word) is updated on this row's half only, by atomicAnd / atomicOr, so
+// rows in other invocations do not race. In place, both halves of a whole word are read by the
+// invocation that then stores it.
 #include "common.glsl"
 #include "rowreduce.glsl"
 
@@ -21,14 +29,29 @@ layout(set = 0, binding = 3) readonly buffer Dloss { float dlosses[]; };
 #include "pc/crossentropy.h"
 VKA_PC_BLOCK(VKA_PC_CROSSENTROPY_BACKWARD_VIEWS, VKA_PC_CROSSENTROPY)
 
+#include "crossentropy.glsl"
+
+layout(constant_id = 4) const uint D16 = 0u;
+layout(set = 0, binding = 0) buffer Dlogits16 { uint dlogits16[]; };
+
+// dlogits' f32 value at column j of the row whose first logit is at index row.
+float dvalue(uint row, uint j, vec2 ms, float inv_sum, int t, bool counted, float dloss) {
+    float d = 0.0;
+    if (j < pc.V && counted) {
+        float p = exp(logit(row + j) - ms.x) * inv_sum;
+        d = (p - (int(j) == t ? 1.0 : 0.0)) * dloss;
+    }
+    return d;
+}
+
 void main() {
     uint i = seg_row(), lane = seg_lane();
     if (SEG == 1u && i >= pc.N) return;
     uint len = i < pc.N ? pc.V : 0u;
-    uint row = i * pc.Vp;
+    uint row = logits_row(i);
 
     vec2 ms = MS_EMPTY;
-    for (uint j = lane; j < len; j += SEG) ms_add(ms, logits[pc.logits_off + row + j]);
+    for (uint j = lane; j < len; j += SEG) ms_add(ms, logit(row + j));
     ms = seg_reduce(ms, RED_MAXSUM);
     if (i >= pc.N) return;
 
@@ -36,12 +59,28 @@ void main() {
     bool counted = t >= 0 && uint(t) < pc.V;
     float dloss = pc.has_dloss != 0u ? dlosses[pc.dloss_off] : pc.dloss;
     float inv_sum = 1.0 / ms.y;
-    for (uint j = lane; j < pc.Vp; j += SEG) {
-        float d = 0.0;
-        if (j < pc.V && counted) {
-            float p = exp(logits[pc.logits_off + row + j] - ms.x) * inv_sum;
-            d = (p - (int(j) == t ? 1.0 : 0.0)) * dloss;
+    if (D16 == 0u) {
+        uint o = pc.dlogits_off + i * pc.Vp;
+        for (uint j = lane; j < pc.Vp; j += SEG)
+            dlogits[o + j] = dvalue(row, j, ms, inv_sum, t, counted, dloss);
+        return;
+    }
+    bool f16 = D16 == 2u;
+    uint e0 = 2u * pc.dlogits_off + pc.out_half + i * pc.Vp; // the row's first element
+    uint w1 = (e0 + pc.Vp - 1u) >> 1;
+    for (uint w = (e0 >> 1) + lane; w <= w1; w += SEG) {
+        uint c = 2u * w - e0; // column of the low half (wraps to -1 when it is the row before's)
+        bool lo_in = 2u * w >= e0, hi_in = 2u * w + 1u < e0 + pc.Vp;
+        uint lo = lo_in ? narrow16_to(f16, dvalue(row, c, ms, inv_sum, t, counted, dloss)) : 0u;
+        uint hi = hi_in ? narrow16_to(f16, dvalue(row, c + 1u, ms, inv_sum, t, counted, dloss)) : 0u;
+        if (lo_in && hi_in) {
+            dlogits16[w] = lo | (hi << 16);
+        } else if (lo_in) {
+            atomicAnd(dlogits16[w], 0xFFFF0000u);
+            atomicOr(dlogits16[w], lo);
+        } else {
+            atomicAnd(dlogits16[w], 0x0000FFFFu);
+            atomicOr(dlogits16[w], hi << 16);
         }
-        dlogits[pc.dlogits_off + row + j] = d;
     }
 }

@@ -77,7 +77,8 @@ static inline size_t vkb_elems(vkb_tensor t) { return t.dtype == 0 ? t.n : 2 * t
 #define VKB_DTYPE_HINT                                                                        \
     "(the ops that take 16-bit tensors: matmul's out, a and b, copy, layernorm_forward's out and " \
     "inp, gelu_forward's out and inp, gelu_backward's inp and dout, residual_forward's out, a and " \
-    "b, attention_forward's q, k, v and out, kv_write's caches and qkv)"
+    "b, attention_forward's q, k, v and out, kv_write's caches and qkv, crossentropy's logits and " \
+    "dlogits)"
 
 /* Elements [off, off + n) of t (must lie inside t). */
 static inline vkb_tensor vkb_slice(vkb_tensor t, size_t off, size_t n) {
@@ -370,7 +371,11 @@ typedef struct vkb_ops {
     /* WRITES dlogits (N,Vp) = (softmax(logits[i, :V]) - onehot(targets[i])) * dloss for j < V,
      * 0 for the padding columns; dlogits may be logits itself (in place, as llm.c). dloss_t:
      * VKB_NONE, or a tensor whose element 0 is used instead of dloss, read at run time (the
-     * model's 1 / counted positions of each batch). */
+     * model's 1 / counted positions of each batch).
+     * 16-bit rule of both (issue 19): logits and dlogits each f32 or the call's one 16-bit type
+     * (in place: the same type); a 16-bit logit widens exactly and the arithmetic (max, sum,
+     * loss, dlogits' f32 value) is the f32 op's, so losses are bitwise the f32 op's on the
+     * widened logits and a 16-bit dlogits is its f32 result rounded as convert rounds. */
     void (*crossentropy_backward)(vkb_backend *be, vkb_tensor dlogits, vkb_tensor logits,
                                   vkb_tensor targets, float dloss, vkb_tensor dloss_t, int N,
                                   int V, int Vp);

@@ -461,9 +461,17 @@ static ck crossentropy_checks(vkb_backend *be, const char *op, vkb_tensor out,
     ck_positive(&c, "Vp", Vp);
     if (V > Vp) ck_fail(&c, "V = %d exceeds Vp = %d", V, Vp);
     need nvp = NEED("N*Vp", N, Vp), n = need_n("N", (uint64_t)N);
-    ck_holds(&c, out_name, out, out_rows ? nvp : n);
-    ck_holds(&c, "logits", logits, nvp);
+    /* logits, and the backward's dlogits: f32 or the call's one 16-bit type (issue 19) */
+    uint8_t k16 = 0;
+    const char *n16 = NULL;
+    ck_holds_any(&c, "logits", logits, nvp, &k16, &n16);
+    if (out_rows) ck_holds_any(&c, out_name, out, nvp, &k16, &n16);
+    else ck_holds(&c, out_name, out, n);
     ck_holds(&c, "targets", targets, n);
+    if (out_rows && ck_ok(&c) && same(out, logits) && out.dtype != logits.dtype)
+        ck_fail(&c, "dlogits and logits are the same memory but dlogits holds %s elements and "
+                "logits %s ones: in place takes one type", vka_dtype_string((vka_dtype)out.dtype),
+                vka_dtype_string((vka_dtype)logits.dtype));
     return c;
 }
 

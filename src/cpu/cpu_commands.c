@@ -418,37 +418,47 @@ static void op_gelu_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor inp, v
 /* --- crossentropy --------------------------------------------------------------------------- */
 
 typedef struct {
-    float *out;
-    const float *logits;
+    void *out;           /* losses (f32), or dlogits of out_dt */
+    const void *logits;  /* of logits_dt (16-bit: from its first element) */
     const int32_t *targets;
     float dloss;
     const float *dloss_t; /* NULL: dloss */
     int N, V, Vp;
+    uint8_t out_dt, logits_dt;
 } ce_args;
 
 static vka_result run_ce_forward(cpu_backend *cb, const void *p) {
     const ce_args *a = p;
     vka_result r = vkb_check_targets(cb->base.ctx, "crossentropy_forward", a->targets,
                                      (size_t)a->N, a->V);
-    if (r == VKA_SUCCESS)
+    if (r != VKA_SUCCESS) return r;
+    if (a->logits_dt == VKA_F32)
         vkc_crossentropy_forward(a->out, a->logits, a->targets, a->N, a->V, a->Vp, cb->nt);
+    else
+        vkc_crossentropy_forward16(a->out, a->logits, a->logits_dt, a->targets, a->N, a->V,
+                                   a->Vp, cb->cvt, cb->nt);
     return r;
 }
 static vka_result run_ce_backward(cpu_backend *cb, const void *p) {
     const ce_args *a = p;
     vka_result r = vkb_check_targets(cb->base.ctx, "crossentropy_backward", a->targets,
                                      (size_t)a->N, a->V);
-    if (r == VKA_SUCCESS)
-        vkc_crossentropy_backward(a->out, a->logits, a->targets,
-                                  a->dloss_t ? a->dloss_t[0] : a->dloss, a->N, a->V, a->Vp,
+    if (r != VKA_SUCCESS) return r;
+    float dloss = a->dloss_t ? a->dloss_t[0] : a->dloss;
+    if (a->out_dt == VKA_F32 && a->logits_dt == VKA_F32)
+        vkc_crossentropy_backward(a->out, a->logits, a->targets, dloss, a->N, a->V, a->Vp,
                                   cb->nt);
+    else
+        vkc_crossentropy_backward16(a->out, a->out_dt, a->logits, a->logits_dt, a->targets,
+                                    dloss, a->N, a->V, a->Vp, cb->cvt, cb->nt);
     return r;
 }
 static void record_ce(vkb_backend *be, const char *op, cpu_run_fn run, vkb_tensor out,
                       vkb_tensor logits, vkb_tensor targets, float dloss, vkb_tensor dloss_t,
                       int N, int V, int Vp) {
     ce_args a = {cpu_ptr(out), cpu_ptr(logits), ids(targets), dloss,
-                 vkb_present(dloss_t) ? cpu_ptr(dloss_t) : NULL, N, V, Vp};
+                 vkb_present(dloss_t) ? cpu_ptr(dloss_t) : NULL, N, V, Vp, out.dtype,
+                 logits.dtype};
     vkc_record((cpu_backend *)be, op, run, &a, sizeof a, 0);
 }
 static void op_crossentropy_forward(vkb_backend *be, vkb_tensor losses, vkb_tensor logits,

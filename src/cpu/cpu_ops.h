@@ -179,6 +179,15 @@ void vkc_crossentropy_forward(float *losses, const float *logits, const int32_t 
  * padding columns; dlogits may be logits (in place) */
 void vkc_crossentropy_backward(float *dlogits, const float *logits, const int32_t *targets,
                                float dloss, int N, int V, int Vp, int nt);
+/* The same with logits and dlogits of vka_dtype logits_dt / dlogits_dt (16-bit: uint16_t
+ * arrays, rows from element 0): bitwise the f32 kernels on the widened logits, a 16-bit dlogits
+ * rounded as vkc_convert (cvt: its features); in place with one type. */
+void vkc_crossentropy_forward16(float *losses, const void *logits, int logits_dt,
+                                const int32_t *targets, int N, int V, int Vp, unsigned cvt,
+                                int nt);
+void vkc_crossentropy_backward16(void *dlogits, int dlogits_dt, const void *logits,
+                                 int logits_dt, const int32_t *targets, float dloss, int N, int V,
+                                 int Vp, unsigned cvt, int nt);
 
 /* --- adamw.c -------------------------------------------------------------------------------- */
 /* One AdamW step on N elements; hyper = VKA_HYPER_* scalars, gscale = clip scale (1 = none):

@@ -1,7 +1,9 @@
 /*
  * Cross-entropy forward and the fused softmax + cross-entropy backward
  * (shaders/crossentropy_forward.comp, crossentropy_backward.comp): one row of logits per token,
- * spread over workgroups as in shaders/rowreduce.glsl.
+ * spread over workgroups as in shaders/rowreduce.glsl. logits and dlogits may be 16-bit
+ * (backend.h's 16-bit rule): specialization constants L16 and D16 (3, 4) their dtypes, their
+ * views counted in words with a half-start flag per block of rows.
  */
 #include "vk/vk_reduce.h"
 #include "pc/crossentropy.h"
@@ -15,7 +17,10 @@ static void dispatch(vkb_backend *be, vka_shader_id shader, const char *op, int 
     vkv_backend *vb = (vkv_backend *)be;
     /* Targets outside [0, V) and not -1 give zeros here; the host reports them after the run. */
     vkv_graph_check_targets(vb, op, targets, N, V);
-    size_t per_row[3] = {out_row, (size_t)Vp, 1};
+    /* a 16-bit view of n rows of Vp elements takes at most n (Vp / 2 + 1) words */
+    size_t row16 = (size_t)Vp / 2 + 1;
+    size_t per_row[3] = {out_row == 1 || out.dtype == VKA_F32 ? out_row : row16,
+                         logits.dtype == VKA_F32 ? (size_t)Vp : row16, 1};
     const char *names[3] = {out_row == 1 ? "losses" : "dlogits", "logits", "targets"};
     size_t block = vkv_block_rows(vb, op, (size_t)N, per_row, names, 3);
     if (!block) return;
@@ -23,12 +28,15 @@ static void dispatch(vkb_backend *be, vka_shader_id shader, const char *op, int 
     if (!vkv_check_layout(be, op, &lay)) return;
     for (size_t r0 = 0; r0 < (size_t)N; r0 += block) {
         size_t n = VKA_MIN(block, (size_t)N - r0);
-        vkb_tensor os = vkb_slice(out, r0 * out_row, n * out_row);
-        vkb_tensor ls = vkb_slice(logits, r0 * Vp, n * Vp), ts = vkb_slice(targets, r0, n);
+        uint32_t out_half = 0, logits_half = 0;
+        vkb_tensor os = vkv_elem_view(out, r0 * out_row, n * out_row, &out_half);
+        vkb_tensor ls = vkv_elem_view(logits, r0 * Vp, n * Vp, &logits_half);
+        vkb_tensor ts = vkb_slice(targets, r0, n);
         lay = vkv_rows_layout(vb, (uint64_t)n, (uint64_t)Vp, passes);
         vkb_tensor ds = vkb_present(dloss_t) ? vkb_slice(dloss_t, 0, 1) : VKB_NONE;
         pc_crossentropy pc = {.N = (uint32_t)n, .V = (uint32_t)V, .Vp = (uint32_t)Vp,
-                              .dloss = dloss, .has_dloss = vkb_present(dloss_t)};
+                              .dloss = dloss, .has_dloss = vkb_present(dloss_t),
+                              .logits_half = logits_half, .out_half = out_half};
         bool backward = shader == VKA_SHADER_CROSSENTROPY_BACKWARD;
         vkv_call call = {.shader = shader,
                          .bind = {os, ls, ts, ds},
@@ -37,6 +45,11 @@ static void dispatch(vkb_backend *be, vka_shader_id shader, const char *op, int 
                          VKV_PC(&pc),
                          .label = op};
         vkv_call_layout(&call, &lay);
+        if (logits.dtype != VKA_F32 || (backward && out.dtype != VKA_F32)) {
+            call.spec[3] = logits.dtype; /* L16 */
+            call.spec[4] = backward ? out.dtype : 0u; /* D16 */
+            call.n_spec = 5;
+        }
         vkv_dispatch(vb, &call);
     }
 }
