@@ -40,13 +40,15 @@ static const act_desc GLOBAL_ACTS[GPT_GLOBAL_ACTS] = {
 #define LA(field, size, use) {offsetof(gpt_layer_acts, field), #field, size, false, use, false}
 /* ln1, ln2 and fch_gelu are read only by the linear layers after them (forward, and backward
  * for dweight), which in mixed precision read them rounded to 16 bits: there layernorm and
- * GELU write them in 16 bits (the same rounding, the same bits), in half the memory. */
+ * GELU write them in 16 bits (the same rounding, the same bits), in half the memory. fch, the
+ * fc product's output, is written in 16 bits as autocast's products write theirs, and read so
+ * by GELU forward and backward. */
 #define LH(field, size) {offsetof(gpt_layer_acts, field), #field, size, false, U_BOTH, true}
 static const act_desc LAYER_ACTS[GPT_LAYER_ACTS] = {
     LH(ln1, S_BTC),               LA(ln1_mean, S_BT, U_BOTH),  LA(ln1_rstd, S_BT, U_BOTH),
     LA(qkvr, S_BT3C, U_BOTH),     LA(att, S_ATT, U_COMPOSED),  LA(atty, S_BTC, U_BOTH),
     LA(residual2, S_BTC, U_BOTH), LH(ln2, S_BTC),              LA(ln2_mean, S_BT, U_BOTH),
-    LA(ln2_rstd, S_BT, U_BOTH),   LA(fch, S_BT4C, U_BOTH),     LH(fch_gelu, S_BT4C),
+    LA(ln2_rstd, S_BT, U_BOTH),   LH(fch, S_BT4C),             LH(fch_gelu, S_BT4C),
     LA(residual3, S_BTC, U_BOTH), LA(lse, S_BNHT, U_FUSED),
 };
 #undef LA
@@ -63,10 +65,8 @@ static size_t act_elems(const vka_gpt *gpt, const gpt_shape *s, act_size size) {
     if ((size == S_X16 || size == S_D16) && gpt->precision == VKA_F32) return 1;
     switch (size) {
     case S_X16: return (BT * C + 1) / 2; /* words of 16-bit elements: atty, a block of lnf */
-    case S_D16: {
-        size_t head = (size_t)vkm_gpt_head_plan(gpt, BT, false).rows * (size_t)cfg->Vp;
-        return (VKA_MAX(BT * 4 * C, head) + 1) / 2;
-    }
+    case S_D16: return (BT * 4 * C + 1) / 2; /* the largest output gradient, dfch (dlogits
+                                               * are written in 16 bits in place) */
     case S_BT: return BT;
     case S_BTC: return BT * C;
     case S_BT3C: return BT * 3 * C;
@@ -111,21 +111,25 @@ static int act_list(vka_gpt *gpt, const gpt_shape *s, size_t *sizes, const char 
         }
     }
     /* Logit blocks: block 0 always (loss-only and training passes reuse it), every block when
-     * the logits of all positions are kept. */
+     * the logits of all positions are kept. In mixed precision the head's product writes them
+     * in 16 bits (as autocast's), cross-entropy reads them so and writes dlogits over them. */
     size_t BT = (size_t)s->B * (size_t)s->T;
     gpt_head h = vkm_gpt_head_plan(gpt, BT, s->logits);
+    bool half = gpt->precision != VKA_F32;
     for (int i = 0; i < GPT_LOGIT_BLOCKS; i++, n++) {
         size_t first = (size_t)i * (size_t)h.rows;
-        if (sizes)
+        if (sizes) {
             sizes[n] = (i == 0 || (s->logits && first < BT))
                            ? VKA_MIN((size_t)h.rows, BT - first) * (size_t)gpt->cfg.Vp
                            : 1;
+            if (half && sizes[n] > 1) sizes[n] = (sizes[n] + 1) / 2; /* words */
+        }
         if (names) {
             snprintf(name_buf[n], sizeof name_buf[n], "logits (block %d of %d rows)", i, h.rows);
             names[n] = name_buf[n];
         }
         if (slots) slots[n] = &gpt->logits[i];
-        if (halves) halves[n] = 0;
+        if (halves) halves[n] = half;
     }
     return n;
 }
@@ -226,7 +230,8 @@ vka_result vkm_gpt_reserve(vka_gpt *gpt, const gpt_shape *shape) {
                                  "model: the logits of B*T = %zu positions (%.1f GiB) would need "
                                  "%d tensors of at most %d rows, more than %d: ask for fewer "
                                  "positions' logits at once",
-                                 BT, (double)BT * gpt->cfg.Vp * 4 / (1 << 30), h.blocks, h.rows,
+                                 BT, (double)BT * gpt->cfg.Vp * vkm_gpt_logit_bytes(gpt) / (1 << 30),
+                                 h.blocks, h.rows,
                                  GPT_LOGIT_BLOCKS);
     }
     size_t n = n_acts(gpt);

@@ -16,6 +16,11 @@
 /* t cut to its first n elements (tensors are sized for the largest shape seen so far). */
 static vkb_tensor cut(vkb_tensor t, size_t n) { return vkb_slice(t, 0, n); }
 
+/* The same for a tensor that may be a 16-bit view (n elements, not words). */
+static vkb_tensor cut_elems(vkb_tensor t, size_t n) {
+    return t.dtype == VKA_F32 ? cut(t, n) : vkm_gpt_view16(t, t.dtype, n);
+}
+
 static vkb_tensor param(const vka_gpt *gpt, const vkb_tensor *set, gpt_param_kind k, int l) {
     return set[gpt_tensor_index(gpt->cfg.L, k, l)];
 }
@@ -52,7 +57,7 @@ static void linear_backward(vka_gpt *gpt, vkb_tensor dinp, vkb_tensor dweight, v
     vkb_matmul dw = {.out = dweight, .a = dout, .b = inp, .M = OC, .N = IC, .K = BT,
                      .batch = 1, .trans_a = true, .alpha = 1.0f, .accumulate = true};
     if (mixed(gpt)) {
-        dx.a = dw.a = vkm_gpt_round16(gpt, gpt->acts.d16, dout, (size_t)BT * OC);
+        dx.a = dw.a = input16(gpt, gpt->acts.d16, dout, (size_t)BT * OC);
         dx.b = gpt->w16[vkm_gpt_w16_index(k, l)];
         dw.b = input16(gpt, gpt->acts.x16, inp, (size_t)BT * IC);
     }
@@ -150,8 +155,11 @@ void vkm_gpt_record_forward(vka_gpt *gpt, int B, int T, bool train) {
                                param(gpt, p, P_LNFW, 0), param(gpt, p, P_LNFB, 0), BT, C);
 }
 
+unsigned vkm_gpt_logit_bytes(const vka_gpt *gpt) { return gpt->precision == VKA_F32 ? 4 : 2; }
+
 gpt_head vkm_gpt_head_plan(const vka_gpt *gpt, size_t BT, bool keep) {
-    uint64_t row = (uint64_t)gpt->cfg.Vp * sizeof(float), cap = gpt->be->limits.max_tensor_bytes;
+    uint64_t row = (uint64_t)gpt->cfg.Vp * vkm_gpt_logit_bytes(gpt);
+    uint64_t cap = gpt->be->limits.max_tensor_bytes;
     if (!keep && cap > GPT_HEAD_BYTES) cap = GPT_HEAD_BYTES;
     uint64_t rows = VKA_MAX(cap / row, 1);
     if (rows > BT) rows = VKA_MAX(BT, 1);
@@ -165,7 +173,8 @@ void vkm_gpt_record_head(vka_gpt *gpt, int B, int T, bool keep, bool loss, bool 
     gpt_head h = vkm_gpt_head_plan(gpt, (size_t)BT, keep);
     for (int i = 0, r0 = 0; r0 < BT; i++, r0 += h.rows) {
         int n = VKA_MIN(h.rows, BT - r0);
-        vkb_tensor logits = cut(gpt->logits[keep ? i : 0], (size_t)n * Vp); /* (n, Vp) */
+        /* (n, Vp): 16-bit in mixed precision */
+        vkb_tensor logits = cut_elems(gpt->logits[keep ? i : 0], (size_t)n * Vp);
         vkb_tensor lnf = vkb_slice(a->lnf, (size_t)r0 * C, (size_t)n * C);  /* (n, C) */
         vkb_tensor targets = vkb_slice(gpt->host.targets, (size_t)r0, (size_t)n);
         /* The LM head is tied to wte (GPT-2): logits (n, Vp) = lnf . wte^T, no bias. */
@@ -175,8 +184,8 @@ void vkm_gpt_record_head(vka_gpt *gpt, int B, int T, bool keep, bool loss, bool 
                                           logits, targets, n, V, Vp);
         if (!backward) continue;
         /* Mean loss over the counted positions (targets not -1): dloss = 1/count each, written
-         * per batch in host.dloss; dlogits replace logits in place. dlnf = dlogits . wte,
-         * dwte += dlogits^T . lnf. */
+         * per batch in host.dloss; dlogits replace logits in place (16-bit ones in mixed
+         * precision: the products read them so). dlnf = dlogits . wte, dwte += dlogits^T . lnf. */
         be->ops->crossentropy_backward(be, logits, logits, targets, 0.0f, gpt->host.dloss, n, V,
                                        Vp);
         linear_backward(gpt, vkb_slice(a->dln, (size_t)r0 * C, (size_t)n * C), gpt->grads[0],
@@ -323,7 +332,8 @@ void vkm_gpt_record_sample(vka_gpt *gpt, int T) {
     size_t Vp = (size_t)gpt->cfg.Vp;
     for (int i = 0, r0 = 0; r0 < T; i++, r0 += h.rows) {
         size_t n = (size_t)VKA_MIN(h.rows, T - r0);
-        gpt->be->ops->copy(gpt->be, vkb_slice(gpt->host.logits, (size_t)r0 * Vp, n * Vp),
-                           cut(gpt->logits[i], n * Vp));
+        vkb_tensor dst = vkb_slice(gpt->host.logits, (size_t)r0 * Vp, n * Vp);
+        if (gpt->logits[i].dtype == VKA_F32) gpt->be->ops->copy(gpt->be, dst, cut(gpt->logits[i], n * Vp));
+        else gpt->be->ops->convert(gpt->be, dst, cut_elems(gpt->logits[i], n * Vp), n * Vp);
     }
 }

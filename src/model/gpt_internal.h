@@ -291,6 +291,8 @@ static inline bool vkm_gpt_fused(const vka_gpt *gpt, int T) {
 }
 /* How vkm_gpt_record_head splits B*T positions (keep: every block kept). */
 gpt_head vkm_gpt_head_plan(const vka_gpt *gpt, size_t BT, bool keep);
+/* Bytes a logit takes: 4, or 2 in mixed precision (the head writes 16-bit logits). */
+unsigned vkm_gpt_logit_bytes(const vka_gpt *gpt);
 /* Mean loss to host.loss, and (copy_losses) per-position losses to host.losses. */
 void vkm_gpt_record_loss(vka_gpt *gpt, int B, int T, bool copy_losses);
 void vkm_gpt_record_zero_grads(vka_gpt *gpt);

@@ -219,11 +219,41 @@ static vka_result read_loss(vka_gpt *gpt, float *loss, size_t BT) {
  * Public run functions
  * ------------------------------------------------------------------------------------------- */
 
+/* The 16-bit logits (mixed precision) of rows [row0, row0 + n) of block, widened into logits
+ * (n, V): the words holding them read into buf, then each row's V elements converted. */
+static vka_result read_logits16(vka_gpt *gpt, vkb_tensor block, size_t row0, size_t n,
+                                float *logits, uint32_t *buf) {
+    size_t V = (size_t)gpt->cfg.V, Vp = (size_t)gpt->cfg.Vp;
+    size_t e0 = row0 * Vp, w0 = e0 / 2, w1 = ((row0 + n) * Vp + 1) / 2;
+    vka_result r = gpt->be->rt->read(gpt->be, block, w0, buf, w1 - w0);
+    /* element e of the block is half e of the words (element 2i the low half: little-endian) */
+    const uint16_t *h = (const uint16_t *)(const void *)buf;
+    for (size_t k = 0; r == VKA_SUCCESS && k < n; k++)
+        r = vka_convert(VKA_F32, logits + k * V, (vka_dtype)block.dtype,
+                        h + (e0 - 2 * w0) + k * Vp, V);
+    return r;
+}
+
 /* Copy the logits (B, T, Vp), kept in blocks of rows (vkm_gpt_record_head), out as (B, T, V),
- * through a host buffer of at most about 16 MiB when the padding columns must go. */
+ * through a host buffer of at most about 16 MiB when the padding columns must go (or the
+ * logits are 16-bit). */
 static vka_result read_logits(vka_gpt *gpt, float *logits, size_t BT) {
     size_t V = (size_t)gpt->cfg.V, Vp = (size_t)gpt->cfg.Vp;
     gpt_head h = vkm_gpt_head_plan(gpt, BT, true);
+    if (gpt->logits[0].dtype != VKA_F32) {
+        size_t piece = VKA_MAX((size_t)(16 << 20) / (Vp * 2), 1);
+        uint32_t *buf = vka_malloc(gpt->ctx, (VKA_MIN(piece, BT) * Vp / 2 + 2) * sizeof *buf);
+        if (!buf) return vka_set_error(gpt->ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "logits: out of memory");
+        vka_result r = VKA_SUCCESS;
+        for (size_t b0 = 0; r == VKA_SUCCESS && b0 < BT; b0 += (size_t)h.rows) {
+            size_t rows = VKA_MIN((size_t)h.rows, BT - b0);
+            for (size_t i = 0; r == VKA_SUCCESS && i < rows; i += piece)
+                r = read_logits16(gpt, gpt->logits[b0 / (size_t)h.rows], i,
+                                  VKA_MIN(piece, rows - i), logits + (b0 + i) * V, buf);
+        }
+        vka_free(gpt->ctx, buf);
+        return r;
+    }
     size_t piece = V == Vp ? (size_t)h.rows : VKA_MAX((size_t)(16 << 20) / (Vp * 4), 1);
     float *buf = V == Vp ? NULL : vka_malloc(gpt->ctx, VKA_MIN(piece, BT) * Vp * sizeof *buf);
     if (V != Vp && !buf)
