@@ -64,6 +64,8 @@ layout(set = 0, binding = 0) buffer Out4 { vec4 out4[]; };
 layout(set = 0, binding = 3) readonly buffer Bias4 { vec4 bias4[]; };
 // A 16-bit out (OUT16) as its 32-bit words: element 2i in the low half of word i.
 layout(set = 0, binding = 0) buffer OutU { uint out_u[]; };
+// And as pairs of words, 4 elements (CPU variant, VEC with OUT16: element offsets multiples of 4).
+layout(set = 0, binding = 0) buffer OutU2 { uvec2 out_u2[]; };
 // And as 32-bit words of two 16-bit elements each (AB_16): element 2i in the low half.
 layout(set = 0, binding = 1) readonly buffer AU { uint a_u[]; };
 layout(set = 0, binding = 2) readonly buffer BU { uint b_u[]; };

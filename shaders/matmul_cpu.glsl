@@ -223,10 +223,18 @@ void matmul_cpu() {
             [[unroll]] for (uint q = 0u; q < TN / 4u; q++) {
                 uint i = i0 + r, j = j0 + 4u * q;
                 if (i < pc.M && j < pc.N) {
-                    uint o = pc.out_off + bi * pc.stride_out + i * pc.ldo + j;
                     vec4 v = pc.alpha * vec4(acc[r][4u * q], acc[r][4u * q + 1u],
                                              acc[r][4u * q + 2u], acc[r][4u * q + 3u]);
                     if (pc.has_bias != 0u) v += bq[q];
+                    if (OUT16 != 0u) {
+                        // 16-bit out: the 4 elements are two whole words (no accumulate)
+                        uint e = 2u * pc.out_off + bi * pc.stride_out + i * pc.ldo + j;
+                        bool f16 = OUT16 == 2u;
+                        out_u2[e >> 2] = uvec2(narrow16_to(f16, v.x) | (narrow16_to(f16, v.y) << 16),
+                                               narrow16_to(f16, v.z) | (narrow16_to(f16, v.w) << 16));
+                        continue;
+                    }
+                    uint o = pc.out_off + bi * pc.stride_out + i * pc.ldo + j;
                     if (pc.accumulate != 0u) v += out4[o >> 2];
                     out4[o >> 2] = v;
                 }

@@ -14,7 +14,8 @@
  * A 16-bit out (bf16 or fp16, any A and B): specialization constant 8 (OUT16) set to its dtype,
  * the rest chosen as for a float32 out, so each element is the float32 pipeline's value
  * rounded to nearest even (matmul.comp). Its view is words too (pc.out_half for a block starting
- * at a high half) and the blocks count them; its stores are scalar (no VEC_OUT). It is never
+ * at a high half) and the blocks count them; the CPU variant stores 4 elements as a uvec2 where
+ * a float32 out would take vec4s (VEC_OUT), else each is scalar. It is never
  * split along K: K blocks add to out, which would round it twice; a product that needs K
  * blocks (a row of A (M, K) or B (N, K) past the binding limit, or A (K, M) or B (K, N) past
  * it: their rows are k) fails with VKA_ERROR_DEVICE_LIMIT. */
@@ -121,8 +122,10 @@ static uint32_t cpu_vec_flags(const vkv_backend *vb, const vkv_call *call, const
     if (vkv_views_vec4(vb, call, 0x4) && !pc->b_half && pc->stride_b % 4 == 0 &&
         pc->ldb % 4 == 0 && (mm->trans_b ? mm->K % 4 == 0 : mm->N % 4 == 0 && t.tn % 4 == 0))
         vec |= VEC_B;
-    if (mm->out.dtype == VKA_F32 && vkv_views_vec4(vb, call, 0x1) && pc->stride_out % 4 == 0 &&
-        pc->ldo % 4 == 0 &&
+    /* a 16-bit out: 4 elements are a uvec2 of two whole words (its view's offset counts words:
+     * a multiple of 4 of them is one of 8 elements; no half start) */
+    if (vkv_views_vec4(vb, call, 0x1) && pc->stride_out % 4 == 0 && pc->ldo % 4 == 0 &&
+        (mm->out.dtype == VKA_F32 || !pc->out_half) &&
         mm->N % 4 == 0 && t.tn % 4 == 0 && (!bias || vkv_views_vec4(vb, call, 0x8)))
         vec |= VEC_OUT;
     return vec;
