@@ -864,12 +864,20 @@ void vka_encoder_buckets(const int32_t *tokens, int BT, int32_t *buckets);
 /** Cross-entropy of softmax(logits): losses (N) = logsumexp(logits[i,:V]) -
  * logits[i, targets[i]] (nats); logits (N,Vp) with V real columns, targets (N) int32 in [0, V),
  * or -1: ignored (loss 0; the backward's row is 0). Any other target fails the graph's run with
- * VKA_ERROR_INVALID_ARGUMENT naming it, on every backend. */
+ * VKA_ERROR_INVALID_ARGUMENT naming it, on every backend. logits may be f32, bf16 or fp16 (a
+ * 16-bit logit widens exactly; max, sum and loss are f32: the losses are bitwise the f32 op's on
+ * the widened logits); losses and targets are 4-byte. Errors: VKA_ERROR_INVALID_ARGUMENT naming
+ * the tensor for a size or type it cannot take. Math: the log-sum-exp form of llm.c's
+ * crossentropy_forward. */
 vka_result vka_crossentropy_forward(vka_context *ctx, vka_tensor *losses,
                                     const vka_tensor *logits, const vka_tensor *targets, int N,
                                     int V, int Vp);
 /** WRITES dlogits (N,Vp) = (softmax(logits[i,:V]) - onehot(targets[i])) * dloss for j < V and 0
- * in the padding columns; dlogits may be logits (in place). dloss = 1/N for a mean loss. */
+ * in the padding columns; dlogits may be logits (in place). dloss = 1/N for a mean loss.
+ * logits and dlogits may each be f32 or the call's one 16-bit type (bf16 or fp16; in place:
+ * the same type): the arithmetic is the f32 op's on the widened logits and a 16-bit dlogits is
+ * its result rounded to nearest even (vka_copy's bits). Errors as vka_crossentropy_forward's,
+ * and a bf16/fp16 mix naming both tensors. Math: llm.c crossentropy_softmax_backward. */
 vka_result vka_crossentropy_backward(vka_context *ctx, vka_tensor *dlogits,
                                      const vka_tensor *logits, const vka_tensor *targets,
                                      float dloss, int N, int V, int Vp);
