@@ -986,8 +986,9 @@ static void test_cli_info(void **state) {
         vka_device_info sel;
         assert_int_equal(vka_context_selected_device(ctx, &sel), VKA_SUCCESS);
         char line[160];
-        snprintf(line, sizeof line, "16-bit data                %s\n",
-                 vka_16bit_path_string(sel.path_16bit));
+        snprintf(line, sizeof line, "16-bit data                %s (%s)\n",
+                 vka_16bit_path_string(sel.path_16bit),
+                 "the kernels read bf16 and fp16 as packed 32-bit words, fp32 arithmetic");
         tu_done(ctx);
         r = cu_run(&d, "info");
         cu_expect(&r, 0, NULL, "info");

@@ -107,8 +107,8 @@ void cli_device_name(vka_context *ctx, char *out, size_t cap) {
 
 void cli_16bit_text(const vka_device_info *d, char *out, size_t cap) {
     const char *path = vka_16bit_path_string(d->path_16bit);
-    if (d->path_16bit != VKA_16BIT_HOST) {
-        snprintf(out, cap, "%s", path);
+    if (d->path_16bit != VKA_16BIT_HOST) { /* the features; what today's kernels do with them */
+        snprintf(out, cap, "%s (%s)", path, CLI_16BIT_KERNELS);
         return;
     }
     const char *isa = d->cpu_f16c && d->cpu_avx512_bf16 ? "F16C, AVX512-BF16"
