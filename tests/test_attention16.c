@@ -28,17 +28,6 @@ typedef struct a16_case {
 static size_t nq_of(const a16_case *c) { return (size_t)c->B * c->NH * c->Tq * c->HS; }
 static size_t nk_of(const a16_case *c) { return (size_t)c->B * c->NH * c->Tk * c->HS; }
 
-/* n values of x rounded to type (through vka_convert) and widened back: what a 16-bit tensor
- * of them holds; *words gets the 16-bit words (malloc'd). */
-static float *rounded(const float *x, size_t n, vka_dtype type, uint16_t **words) {
-    uint16_t *w = malloc(n * sizeof *w);
-    float *r = malloc(n * sizeof *r);
-    assert_int_equal(vka_convert(type, w, VKA_F32, x, n), VKA_SUCCESS);
-    assert_int_equal(vka_convert(VKA_F32, r, type, w, n), VKA_SUCCESS);
-    *words = w;
-    return r;
-}
-
 typedef struct a16_out {
     uint32_t *out; /* out's elements (16-bit words in the low bits, or f32 bits), n + 1 */
     float *lse;
@@ -106,7 +95,7 @@ static void case_on(vka_context *ctx, a16_case c, uint64_t seed) {
     for (int i = 0; i < (c.qkv ? 1 : 3); i++) {
         x[i] = malloc(n[i] * sizeof *x[i]);
         tu_random(x[i], n[i], seed + (uint64_t)i, 2.0f);
-        w[i] = rounded(x[i], n[i], c.type, &words[i]);
+        w[i] = tu_rounded16(x[i], n[i], c.type, &words[i]);
     }
     float *mask = NULL;
     if (c.mask) {
