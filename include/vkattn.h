@@ -399,8 +399,9 @@ vka_result vka_context_selected_device(const vka_context *ctx, vka_device_info *
  * vka_tensor_create_desc). The ops that take 16-bit tensors: vka_matmul (a and b, both bf16 or
  * both fp16; out, bf16 or fp16 whatever a and b are), vka_copy (conversions),
  * vka_layernorm_forward (out, inp), vka_gelu_forward (out, inp), vka_gelu_backward (inp, dout),
- * vka_residual_forward (out, a, b), vka_attention_forward (q, k, v or qkv, out; lse stays
- * float32) and vka_kv_write (kcache, vcache, qkv); the 16-bit tensors of one call have one type
+ * vka_residual_forward (out, a, b), vka_attention_forward and vka_attention_backward (q, k, v
+ * or qkv, out; lse, and the backward's dout and gradients, stay float32) and vka_kv_write
+ * (kcache, vcache, qkv); the 16-bit tensors of one call have one type
  * (except vka_matmul's out). Elsewhere a 16-bit tensor fails with VKA_ERROR_INVALID_ARGUMENT
  * naming the op and the tensor. The 16-bit rule of these ops: a 16-bit input is widened to
  * float32 exactly, the arithmetic is the float32 op's, and a 16-bit output is the float32
@@ -752,12 +753,11 @@ typedef enum vka_causal {
  * it while running and checks after, so nothing out of range is read). A row with a +inf score
  * (an overflow, or a +INFINITY mask entry) has no softmax: its out and lse are NaN on both
  * backends, never zeros.
- * 16-bit (the forward only; the rule above vka_tensor): q, k, v (or qkv) and out may each be
- * float32 or the call's one 16-bit type, lse is float32. Softmax max and sum, lse and out's
+ * 16-bit (the rule above vka_tensor; the backward: below): q, k, v (or qkv) and out may each
+ * be float32 or the call's one 16-bit type, lse is float32. Softmax max and sum, lse and out's
  * accumulation are float32, so out and lse are bitwise the float32 op's on the widened inputs,
  * a 16-bit out rounded from it as vka_copy rounds. A KV cache in bf16 with a float32 q is the
  * decoding case. A 16-bit qkv needs an even C = NH*HS (its k and v parts begin 32-bit words).
- * The backward takes float32 tensors only.
  */
 #define VKA_ATTENTION_MAX_HS 256
 typedef struct vka_attention_desc {
@@ -788,7 +788,18 @@ vka_result vka_attention_forward(vka_context *ctx, const vka_attention_desc *des
  * gradients are those of the softmax of the float scores the forward used, to float rounding
  * (uniform weights over the keys: 1/L, not 1 each); other rows use exp(s - lse) unchanged.
  * Rows with lse = -INFINITY (no visible key) get zero gradients; +inf scores give NaN as in
- * the forward. */
+ * the forward. delta = rowsum(dout * out) is computed from desc->out, so that out must be what
+ * the forward wrote (or its 16-bit rounding: see below).
+ * 16-bit (the rule above vka_tensor): q, k, v (or qkv) and out may each be float32 or the
+ * call's one 16-bit type (bf16 or fp16), as the forward takes them; lse, dout and the gradients
+ * dq, dk, dv (or dqkv) are float32 (gradients are summed in float32). Every 16-bit element is
+ * widened exactly and the rest is the float32 op, so the gradients are bitwise those of the
+ * float32 backward on the widened tensors (vka_copy of each to float32) on either backend and
+ * kernel variant. A 16-bit out is read as it is: when the forward wrote a 16-bit out, delta
+ * uses its rounded values, so the gradients are the float32 backward's with that rounded out,
+ * not with the float32 out it was rounded from. Errors (VKA_ERROR_INVALID_ARGUMENT, naming the
+ * op and the tensor) besides those above: a bf16 and fp16 mix among q, k, v, out (naming both
+ * tensors), a 16-bit lse, dout, dq, dk, dv or dqkv, a 16-bit qkv of odd C. */
 typedef struct vka_attention_grads {
     const vka_tensor *dout; /* laid out as desc->out */
     vka_tensor *dq;         /* WRITTEN (B, NH, Tq, HS); NULL with qkv */

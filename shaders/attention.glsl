@@ -26,10 +26,11 @@ layout(constant_id = 3) const uint TQ = 1;   // CPU: rows per invocation
 layout(constant_id = 4) const uint TK = 4;   // CPU: rows per unrolled step; GPU: rows per tile
 layout(constant_id = 5) const bool VEC = false; // rows may be read and written as vec4
 
-// 16-bit views (the forward only; backend.h's 16-bit rule): bit i (0 q, 1 k, 2 v, 3 out) set
-// when binding i holds 16-bit elements, two a 32-bit word (element 2i in the low half); bit 4:
-// they are fp16, else bf16. A 16-bit view's bind_off counts words, and flags bit 4 + i says it
-// starts at the high half of its first word (F_HALF0).
+// 16-bit views (backend.h's 16-bit rule; the forward and the three backward passes): bit i (0 q,
+// 1 k, 2 v, 3 out) set when binding i holds 16-bit elements, two a 32-bit word (element 2i in
+// the low half); bit 4: they are fp16, else bf16. The forward writes a 16-bit out, the backward
+// reads it (delta); dout and the gradients stay f32. A 16-bit view's bind_off counts words, and
+// flags bit 4 + i says it starts at the high half of its first word (F_HALF0).
 layout(constant_id = 7) const uint H16 = 0u;
 
 const uint WG = gl_WorkGroupSize.x;
@@ -156,6 +157,7 @@ uint lse_at(uint b, uint h, uint t) { return boff(4u) + (b * pc.NH + h) * pc.Tq 
 VKA_LOAD4_16(ld16_q, q16, q16v)
 VKA_LOAD4_16(ld16_k, k16, k16v)
 VKA_LOAD4_16(ld16_v, v16, v16v)
+VKA_LOAD4_16(ld16_o, o16, o16v)
 #ifdef VKA_TEXEL
 // Texel builds (vka:texel-variant; CPU-type variant only, VEC holds): q, k, v and dout are
 // also bound as uniform texel buffers over the same bytes (bindings 12..15 over 0, 1, 2 and 7;
@@ -184,7 +186,8 @@ vec4 ld_k(uint row, uint c) { return is16(1u) ? ld16_k(row, c) : ld32_k(row, c);
 vec4 ld_v(uint row, uint c) { return is16(2u) ? ld16_v(row, c) : ld32_v(row, c); }
 VKA_LOAD4(ld_do, do_, do4)
 #endif
-VKA_LOAD4(ld_o, o_, o4)
+VKA_LOAD4(ld32_o, o_, o4)
+vec4 ld_o(uint row, uint c) { return is16(3u) ? ld16_o(row, c) : ld32_o(row, c); }
 
 // Store vec4 c of a row (only its first HS elements).
 #define VKA_STORE4(X, X4, row, c, val)                                                         \

@@ -77,8 +77,8 @@ static inline size_t vkb_elems(vkb_tensor t) { return t.dtype == 0 ? t.n : 2 * t
 #define VKB_DTYPE_HINT                                                                        \
     "(the ops that take 16-bit tensors: matmul's out, a and b, copy, layernorm_forward's out and " \
     "inp, gelu_forward's out and inp, gelu_backward's inp and dout, residual_forward's out, a and " \
-    "b, attention_forward's q, k, v and out, kv_write's caches and qkv, crossentropy's logits and " \
-    "dlogits)"
+    "b, attention_forward's and attention_backward's q, k, v and out, kv_write's caches and qkv, " \
+    "crossentropy's logits and dlogits)"
 
 /* Elements [off, off + n) of t (must lie inside t). */
 static inline vkb_tensor vkb_slice(vkb_tensor t, size_t off, size_t n) {
@@ -192,10 +192,12 @@ typedef struct vkb_limits {
  * computed by the op itself). mask is (Tq, Tk), or (B, Tq, Tk) with mask_per_batch.
  * key_lens are read when the graph runs: a value outside [0, Tk] fails the run, naming it (CPU:
  * before computing; Vulkan: the shaders clamp it, the host checks after the run).
- * 16-bit (forward only): q, k, v, out each f32 or the call's one 16-bit type (lse f32), by the
- * 16-bit rule of layernorm_forward: out and lse bitwise the f32 op's on the widened inputs, a
- * 16-bit out its rounding (vka_copy's bits); odd HS rows share words, none lost. A 16-bit view's
- * vkb_tensor starts at a word: a packed 16-bit qkv has an even C. */
+ * 16-bit: q, k, v, out each f32 or the call's one 16-bit type (lse f32), by the 16-bit rule of
+ * layernorm_forward: the forward's out and lse bitwise the f32 op's on the widened inputs, a
+ * 16-bit out its rounding (vka_copy's bits); odd HS rows share words, none lost. The backward
+ * reads a 16-bit q, k, v, out widened exactly: dq, dk, dv (f32, as dout) bitwise the f32 op's on
+ * the widened inputs. A 16-bit view's vkb_tensor starts at a word: a packed 16-bit qkv has an
+ * even C. */
 typedef enum vkb_causal {
     VKB_CAUSAL_NONE = 0,
     VKB_CAUSAL_TOP_LEFT = 1,     /* key j masked when j > t (PyTorch is_causal) */

@@ -608,8 +608,9 @@ static need need_view(const vkb_attention *at, vkb_attn_layout l, int T, const c
     return nd;
 }
 
-/* q, k, v (or the packed qkv, named qkv_name) inside their tensors; with kind16 (the forward)
- * each may be f32 or the call's one 16-bit type (*kind16, named by *name16), else f32. */
+/* q, k, v (or the packed qkv, named qkv_name) inside their tensors; with kind16 (the inputs)
+ * each may be f32 or the call's one 16-bit type (*kind16, named by *name16), else (the
+ * gradients) f32. */
 static void ck_qkv_views(ck *c, const vkb_attention *at, bool packed, const char *qkv_name,
                          const char *const *names, vkb_tensor q, vkb_tensor k, vkb_tensor v,
                          uint8_t *kind16, const char **name16) {
@@ -655,13 +656,13 @@ static ck attention_checks(vkb_backend *be, const char *op, const vkb_attention 
     if (!isfinite(at->scale)) ck_fail(&c, "scale = %g is not finite", (double)at->scale);
     if (c.stop) return c;
     bool packed = packed_qkv(at, at->q, at->k, at->v);
-    /* The forward's q, k, v and out: each f32 or the call's one 16-bit type (backend.h) */
+    /* q, k, v and out (written by the forward, read by the backward): each f32 or the call's
+     * one 16-bit type (backend.h) */
     uint8_t k16 = 0;
     const char *n16 = NULL;
     ck_qkv_views(&c, at, packed, "qkv", (const char *const[]){"q", "k", "v"}, at->q, at->k,
-                 at->v, backward ? NULL : &k16, &n16);
-    if (backward) ck_holds(&c, "out", at->out, need_view(at, at->lo, at->Tq, "Tq"));
-    else ck_holds_any(&c, "out", at->out, need_view(at, at->lo, at->Tq, "Tq"), &k16, &n16);
+                 at->v, &k16, &n16);
+    ck_holds_any(&c, "out", at->out, need_view(at, at->lo, at->Tq, "Tq"), &k16, &n16);
     need lse_n = NEED("B*NH*Tq", at->B, at->NH, at->Tq);
     if (backward) ck_holds(&c, "lse", at->lse, lse_n);
     else ck_holds_opt(&c, "lse", at->lse, lse_n);
@@ -677,8 +678,10 @@ static ck attention_checks(vkb_backend *be, const char *op, const vkb_attention 
     if (!backward || c.stop) return c;
 
     ck_holds(&c, "dout", at->dout, need_view(at, at->lo, at->Tq, "Tq"));
-    /* The gradients of a packed qkv are a packed dqkv (named so when absent). */
-    bool dpacked = packed && (!vkb_present(at->dq) || packed_qkv(at, at->dq, at->dk, at->dv));
+    /* The gradients of a packed qkv are a packed dqkv (named so when absent, or not f32: a
+     * 16-bit dqkv's parts were cut at f32 offsets). dout and the gradients are f32. */
+    bool dpacked = packed && (!vkb_present(at->dq) || at->dq.dtype != VKA_F32 ||
+                              packed_qkv(at, at->dq, at->dk, at->dv));
     ck_qkv_views(&c, at, dpacked, "dqkv", (const char *const[]){"dq", "dk", "dv"}, at->dq,
                  at->dk, at->dv, NULL, NULL);
     const vkb_tensor in[] = {at->q, at->k, at->v, at->out, at->lse, at->mask, at->key_lens,

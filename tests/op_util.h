@@ -151,6 +151,18 @@ static inline vka_tensor *tu_tensor_typed(vka_context *ctx, vka_dtype dtype, siz
     return t;
 }
 
+/* n values of x rounded to dtype (bf16 or fp16) and widened back, both by vka_convert: what a
+ * 16-bit tensor of them holds, malloc'd; *words (malloc'd) gets the 16-bit words. */
+static inline float *tu_rounded16(const float *x, size_t n, vka_dtype dtype, uint16_t **words) {
+    uint16_t *w = malloc((n ? n : 1) * sizeof *w);
+    float *r = malloc((n ? n : 1) * sizeof *r);
+    if (vka_convert(dtype, w, VKA_F32, x, n) != VKA_SUCCESS ||
+        vka_convert(VKA_F32, r, dtype, w, n) != VKA_SUCCESS)
+        fail_msg("vka_convert to and from %s failed", vka_dtype_string(dtype));
+    *words = w;
+    return r;
+}
+
 /* Run cases on a Vulkan context with the given kernel variants; TU_VULKAN_TESTS(name, cases)
  * defines the cmocka tests name_gpu_kernels and name_cpu_kernels doing so with each. */
 static inline void tu_on_vulkan(vka_kernels kernels, void (*cases)(vka_context *ctx)) {

@@ -587,13 +587,15 @@ void vkc_attention_backward(const vkc_attention *a, vkc_isa isa, int nt) {
             at_backward_head(kn, a, bh / a->NH, bh % a->NH, true);
 }
 
-/* --- 16-bit q, k, v, out (backend.h: the forward's 16-bit rule) ------------------------------ */
+/* --- 16-bit q, k, v, out (backend.h: the 16-bit rule of both directions) -------------------- */
 
-/* Floats of one head's scratch: q (Tq rows), k and v (Tk rows) widened, out (Tq rows) before
- * narrowing; each rounded up to 16 floats (64 bytes). */
+/* Floats of T rows of HS, rounded up to 16 (64 bytes). */
+static size_t at16_floats(int T, int HS) { return ((size_t)T * HS + 15) / 16 * 16; }
+
+/* Floats of one head's forward scratch: q (Tq rows), k and v (Tk rows) widened, out (Tq rows)
+ * before narrowing. */
 static size_t at16_head_floats(const vkc_attention *a) {
-    size_t q = ((size_t)a->Tq * a->HS + 15) / 16 * 16, k = ((size_t)a->Tk * a->HS + 15) / 16 * 16;
-    return 2 * q + 2 * k;
+    return 2 * at16_floats(a->Tq, a->HS) + 2 * at16_floats(a->Tk, a->HS);
 }
 
 size_t vkc_attention_forward16_scratch(const vkc_attention *a, int nt) {
@@ -613,12 +615,22 @@ static void at16_widen(float *dst, const void *x, int dt, vkc_attn_strides s, in
     }
 }
 
+/* Head (b, h) of a alone (B = NH = 1): its lse, mask and key length; views are the caller's. */
+static vkc_attention at16_head(const vkc_attention *a, int b, int h) {
+    vkc_attention one = *a;
+    one.B = one.NH = 1;
+    one.lse = a->lse ? a->lse + ((size_t)b * a->NH + h) * a->Tq : NULL;
+    one.mask = a->mask && a->mask_per_batch ? a->mask + (size_t)b * a->Tq * a->Tk : a->mask;
+    one.mask_per_batch = false;
+    one.key_lens = a->key_lens ? a->key_lens + b : NULL;
+    return one;
+}
+
 void vkc_attention_forward16(const vkc_attention *a, const int dt[4], float *scratch,
                              vkc_isa isa, unsigned cvt, int nt) {
     const at_kern *kn = at_kern_for(isa);
     int heads = a->B * a->NH, blocks = heads < nt ? heads : nt, HS = a->HS;
-    size_t per = at16_head_floats(a), nq = ((size_t)a->Tq * HS + 15) / 16 * 16;
-    size_t nk = ((size_t)a->Tk * HS + 15) / 16 * 16;
+    size_t per = at16_head_floats(a), nq = at16_floats(a->Tq, HS), nk = at16_floats(a->Tk, HS);
     double work = (double)heads * a->Tq * a->Tk * HS;
     (void)work;
     VKA_OMP_FOR(nt, work > VKA_OMP_MIN_WORK)
@@ -631,21 +643,15 @@ void vkc_attention_forward16(const vkc_attention *a, const int dt[4], float *scr
             at16_widen(k, a->k, dt[1], a->sk, b, h, a->Tk, HS, cvt);
             at16_widen(v, a->v, dt[2], a->sv, b, h, a->Tk, HS, cvt);
             /* the head alone: B = NH = 1, rows packed; out in place when f32 */
-            vkc_attention one = *a;
+            vkc_attention one = at16_head(a, b, h);
             vkc_attn_strides rows = {0, 0, (size_t)HS};
             one.q = q, one.k = k, one.v = v, one.sq = one.sk = one.sv = rows;
-            one.B = one.NH = 1;
             if (dt[3] == VKA_F32) {
                 one.out = a->out + at_off(a->so, b, h, 0);
                 one.so = (vkc_attn_strides){0, 0, a->so.st};
             } else {
                 one.out = o, one.so = rows;
             }
-            one.lse = a->lse ? a->lse + (size_t)bh * a->Tq : NULL;
-            one.mask = a->mask && a->mask_per_batch ? a->mask + (size_t)b * a->Tq * a->Tk
-                                                    : a->mask;
-            one.mask_per_batch = false;
-            one.key_lens = a->key_lens ? a->key_lens + b : NULL;
             for (int i0 = 0; i0 < a->Tq; i0 += AT_BQ) {
                 int n = a->Tq - i0 < AT_BQ ? a->Tq - i0 : AT_BQ;
                 if (!at_forward_block(kn, &one, 0, 0, i0, n, false))
@@ -655,6 +661,76 @@ void vkc_attention_forward16(const vkc_attention *a, const int dt[4], float *scr
                 for (int t = 0; t < a->Tq; t++)
                     vkc_convert_serial((uint16_t *)(void *)a->out + at_off(a->so, b, h, t),
                                        dt[3], o + (size_t)t * HS, VKA_F32, (size_t)HS, cvt);
+        }
+    }
+}
+
+/* The backward's scratch of one head: q, dq, out, dout (Tq rows), k, dk, v, dv (Tk rows). */
+size_t vkc_attention_backward16_scratch(const vkc_attention *a, int nt) {
+    int heads = a->B * a->NH;
+    size_t per = 4 * at16_floats(a->Tq, a->HS) + 4 * at16_floats(a->Tk, a->HS);
+    return (size_t)(heads < nt ? heads : nt) * per;
+}
+
+/* An input and its gradient (which share strides s) of head (b, h) for the head alone: an f32
+ * input's rows and the gradient's in place (strides from the head's start); a 16-bit input's
+ * rows widened into x16, the gradient's computed in g16 (rows packed), at16_store'd after. */
+static void at16_pair(const void *x, float *g, int dt, vkc_attn_strides s, int b, int h, int T,
+                      int HS, unsigned cvt, float *x16, float *g16, const float **one_x,
+                      float **one_g, vkc_attn_strides *one_s) {
+    if (dt == VKA_F32) {
+        *one_x = (const float *)x + at_off(s, b, h, 0);
+        *one_g = g + at_off(s, b, h, 0);
+        *one_s = (vkc_attn_strides){0, 0, s.st};
+        return;
+    }
+    at16_widen(x16, x, dt, s, b, h, T, HS, cvt);
+    *one_x = x16, *one_g = g16;
+    *one_s = (vkc_attn_strides){0, 0, (size_t)HS};
+}
+
+/* Rows 0 .. T of HS from packed src to head (b, h) of view dst. */
+static void at16_store(float *dst, vkc_attn_strides s, int b, int h, const float *src, int T,
+                       int HS) {
+    for (int t = 0; t < T; t++)
+        memcpy(dst + at_off(s, b, h, t), src + (size_t)t * HS, (size_t)HS * sizeof *dst);
+}
+
+void vkc_attention_backward16(const vkc_attention *a, const int dt[4], float *scratch,
+                              vkc_isa isa, unsigned cvt, int nt) {
+    const at_kern *kn = at_kern_for(isa);
+    int heads = a->B * a->NH, blocks = heads < nt ? heads : nt, HS = a->HS;
+    size_t nq = at16_floats(a->Tq, HS), nk = at16_floats(a->Tk, HS), per = 4 * nq + 4 * nk;
+    double work = (double)heads * a->Tq * a->Tk * HS;
+    (void)work;
+    VKA_OMP_FOR(nt, work > VKA_OMP_MIN_WORK)
+    for (int bl = 0; bl < blocks; bl++) {
+        float *q = scratch + (size_t)bl * per, *dq = q + nq, *o = dq + nq, *dout = o + nq;
+        float *k = dout + nq, *dk = k + nk, *v = dk + nk, *dv = v + nk;
+        for (int bh = (int)((long long)heads * bl / blocks);
+             bh < (int)((long long)heads * (bl + 1) / blocks); bh++) {
+            int b = bh / a->NH, h = bh % a->NH;
+            vkc_attention one = at16_head(a, b, h);
+            at16_pair(a->q, a->dq, dt[0], a->sq, b, h, a->Tq, HS, cvt, q, dq, &one.q, &one.dq,
+                      &one.sq);
+            at16_pair(a->k, a->dk, dt[1], a->sk, b, h, a->Tk, HS, cvt, k, dk, &one.k, &one.dk,
+                      &one.sk);
+            at16_pair(a->v, a->dv, dt[2], a->sv, b, h, a->Tk, HS, cvt, v, dv, &one.v, &one.dv,
+                      &one.sv);
+            /* out and dout share so: a 16-bit out widened and dout copied beside it */
+            if (dt[3] == VKA_F32) {
+                one.out = a->out + at_off(a->so, b, h, 0);
+                one.dout = a->dout + at_off(a->so, b, h, 0);
+                one.so = (vkc_attn_strides){0, 0, a->so.st};
+            } else {
+                at16_widen(o, a->out, dt[3], a->so, b, h, a->Tq, HS, cvt);
+                at16_widen(dout, a->dout, VKA_F32, a->so, b, h, a->Tq, HS, cvt);
+                one.out = o, one.dout = dout, one.so = (vkc_attn_strides){0, 0, (size_t)HS};
+            }
+            if (!at_backward_head(kn, &one, 0, 0, false)) at_backward_head(kn, &one, 0, 0, true);
+            if (dt[0] != VKA_F32) at16_store(a->dq, a->sq, b, h, dq, a->Tq, HS);
+            if (dt[1] != VKA_F32) at16_store(a->dk, a->sk, b, h, dk, a->Tk, HS);
+            if (dt[2] != VKA_F32) at16_store(a->dv, a->sv, b, h, dv, a->Tk, HS);
         }
     }
 }

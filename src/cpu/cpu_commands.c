@@ -625,23 +625,40 @@ static vka_result run_attention_forward16(cpu_backend *cb, const void *p) {
     if (r == VKA_SUCCESS) vkc_attention_forward16(&x->a, x->dt, x->scratch, cb->isa, cb->cvt, cb->nt);
     return r;
 }
+static vka_result run_attention_backward16(cpu_backend *cb, const void *p) {
+    const attention16_args *x = p;
+    vka_result r = check_key_lens(cb, "attention_backward", &x->a);
+    if (r == VKA_SUCCESS)
+        vkc_attention_backward16(&x->a, x->dt, x->scratch, cb->isa, cb->cvt, cb->nt);
+    return r;
+}
+static bool attention16(const vkb_attention *at) {
+    return at->q.dtype || at->k.dtype || at->v.dtype || at->out.dtype;
+}
+/* Record the 16-bit command with its scratch of `floats` after the arguments, 64-byte aligned. */
+static void record16(cpu_backend *cb, const char *name, cpu_run_fn run, const vkb_attention *at,
+                     const attention_args *x, size_t floats) {
+    attention16_args a = {.a = x->a, .dt = {at->q.dtype, at->k.dtype, at->v.dtype, at->out.dtype}};
+    attention16_args *rec = vkc_record(cb, name, run, &a, sizeof a, floats * 4 + 64);
+    if (rec) rec->scratch = (float *)(((uintptr_t)(rec + 1) + 63) & ~(uintptr_t)63);
+}
 static void op_attention_forward(vkb_backend *be, const vkb_attention *at) {
     cpu_backend *cb = (cpu_backend *)be;
     attention_args x = attention_resolve(at);
-    if (at->q.dtype || at->k.dtype || at->v.dtype || at->out.dtype) {
-        attention16_args a = {.a = x.a, .dt = {at->q.dtype, at->k.dtype, at->v.dtype, at->out.dtype}};
-        size_t floats = vkc_attention_forward16_scratch(&a.a, cb->nt);
-        attention16_args *rec = vkc_record(cb, "attention_forward", run_attention_forward16, &a,
-                                           sizeof a, floats * 4 + 64);
-        if (rec) /* after the arguments, 64-byte aligned */
-            rec->scratch = (float *)(((uintptr_t)(rec + 1) + 63) & ~(uintptr_t)63);
-        return;
-    }
-    vkc_record(cb, "attention_forward", run_attention_forward, &x, sizeof x, 0);
+    if (attention16(at))
+        record16(cb, "attention_forward", run_attention_forward16, at, &x,
+                 vkc_attention_forward16_scratch(&x.a, cb->nt));
+    else
+        vkc_record(cb, "attention_forward", run_attention_forward, &x, sizeof x, 0);
 }
 static void op_attention_backward(vkb_backend *be, const vkb_attention *at) {
+    cpu_backend *cb = (cpu_backend *)be;
     attention_args x = attention_resolve(at);
-    vkc_record((cpu_backend *)be, "attention_backward", run_attention_backward, &x, sizeof x, 0);
+    if (attention16(at))
+        record16(cb, "attention_backward", run_attention_backward16, at, &x,
+                 vkc_attention_backward16_scratch(&x.a, cb->nt));
+    else
+        vkc_record(cb, "attention_backward", run_attention_backward, &x, sizeof x, 0);
 }
 
 void vkc_fill_op_table(vkb_ops *ops) {

@@ -236,5 +236,13 @@ void vkc_attention_forward16(const vkc_attention *a, const int dt[4], float *scr
 /* Backward (probabilities recomputed from lse), threads over (b, h): each head's dq, dk, dv
  * are summed by one thread in a fixed order. */
 void vkc_attention_backward(const vkc_attention *a, vkc_isa isa, int nt);
+/* The backward with 16-bit q, k, v and/or out (dt[0..3] as the forward16's; dout, lse and the
+ * gradients f32): each head's 16-bit rows widened into scratch (an f32 input and its gradient
+ * stay in place, a 16-bit one's gradient is computed in scratch and copied out) and run through
+ * the f32 backward's head: bit for bit the f32 op on the widened inputs. scratch:
+ * vkc_attention_backward16_scratch(a, nt) floats, 64-byte aligned (the caller's, per command). */
+size_t vkc_attention_backward16_scratch(const vkc_attention *a, int nt);
+void vkc_attention_backward16(const vkc_attention *a, const int dt[4], float *scratch,
+                              vkc_isa isa, unsigned cvt, int nt);
 
 #endif

@@ -28,8 +28,9 @@ _Static_assert(N_BIND <= VKV_MAX_BINDINGS, "attention binds 11 tensors");
 
 enum { F_MASK = 1, F_MASK_PER_BATCH = 2, F_KEY_LENS = 4, F_NO_LSE = 8, F_HALF0 = 16 };
 
-/* The forward's 16-bit views (specialization constant H16, shaders/attention.glsl): bit i for
- * binding i (q, k, v, out) of a 16-bit type, bit 4 when that type is fp16. */
+/* The 16-bit views of every pass (specialization constant H16, shaders/attention.glsl): bit i
+ * for binding i (q, k, v, out) of a 16-bit type, bit 4 when that type is fp16; 0 for f32 ones,
+ * whose pipelines are those of before. */
 static uint32_t h16_of(const vkb_attention *at) {
     const vkb_tensor t[4] = {at->q, at->k, at->v, at->out};
     uint32_t h = 0;
@@ -239,7 +240,7 @@ static void run_pass(vkv_backend *vb, const vkb_attention *at, const att_pass *p
             pc.flags |= half * ((uint32_t)F_HALF0 << i);
             call.writes[i] = (p->writes >> i) & 1u;
         }
-        uint32_t h16 = p->shader == VKA_SHADER_ATTENTION_FORWARD ? h16_of(at) : 0;
+        uint32_t h16 = h16_of(at);
         bool vec = vec_ok(vb, at, &call, &pc, p->uses);
         /* CPU-type devices with texel_operands: the texel build where rows are vec4s. Rows
          * then cost little to load, and at most 4 per invocation measured faster (registers;
