@@ -483,14 +483,15 @@ static void test_gpt_set_precision_errors_and_memory(void **state) {
     assert_int_equal(vka_gpt_forward(gpt, in, tg, B, T, &loss, NULL), VKA_SUCCESS);
     uint64_t m16 = vka_gpt_memory_bytes(gpt);
     /* + the copies of wte (Vp C) and each layer's 12 C^2 matrix weights, 2 bytes each; + the
-     * scratch x16 (B T C 16-bit elements); - 2 bytes an element of ln1, ln2, fch and fch_gelu
-     * (B T 10C: layer 0's, a forward pass keeps one layer's) and of the logits (B T Vp), stored
-     * in 16 bits. Each tensor is aligned in its arena: a few hundred bytes either way. */
+     * scratch x16 (B T C 16-bit elements); - 2 bytes an element of ln1, ln2, fch, fch_gelu
+     * and, with the fused attention (the default), qkv and atty (B T 14C: layer 0's, a forward
+     * pass keeps one layer's) and of the logits (B T Vp), stored in 16 bits. Each tensor is
+     * aligned in its arena: a few hundred bytes either way. */
     uint64_t C = (uint64_t)CFG.C, Vp = 128, want = (Vp * C + 12 * C * C * CFG.L) * 2;
-    uint64_t x16 = (uint64_t)BT * C * 2, halves = (uint64_t)BT * (10 * C + Vp) * 2;
+    uint64_t x16 = (uint64_t)BT * C * 2, halves = (uint64_t)BT * (14 * C + Vp) * 2;
     int64_t off = (int64_t)m16 - (int64_t)(m32 + want + x16 - halves);
-    print_message("memory: fp32 %llu bytes, bf16 %llu (copies %llu, x16 %llu, -16-bit ln, fc, "
-                  "gelu and logits %llu: %+lld)\n", (unsigned long long)m32, (unsigned long long)m16,
+    print_message("memory: fp32 %llu bytes, bf16 %llu (copies %llu, x16 %llu, -16-bit ln, qkv, "
+                  "atty, fc, gelu and logits %llu: %+lld)\n", (unsigned long long)m32, (unsigned long long)m16,
                   (unsigned long long)want, (unsigned long long)x16, (unsigned long long)halves,
                   (long long)off);
     assert_true(off >= -1024 && off <= 1024);

@@ -14,17 +14,23 @@ typedef enum act_size { S_ONE, S_BT, S_BTC, S_BT3C, S_BT4C, S_ATT, S_BNHT, S_X16
 /* Which attention a tensor serves (1 element for the other). */
 typedef enum act_use { U_BOTH, U_COMPOSED, U_FUSED } act_use;
 
+/* Which tensors mixed precision keeps in 16 bits: none, these always, these where the passes
+ * use the fused attention and C is even (its forward and backward read a 16-bit qkv whose k
+ * and v parts start at whole words, and a 16-bit out; the composed ops' permutes and products
+ * take float32 ones). */
+typedef enum act_half { H_NO, H_YES, H_FUSED } act_half;
+
 typedef struct act_desc {
     size_t offset;   /* of the tensor in gpt_acts / gpt_layer_acts */
     const char *name;
     act_size size;
     bool backward;   /* needed only by backward (1 element otherwise) */
     act_use use;
-    bool half;       /* in mixed precision: 16-bit elements (only the products read it) */
+    act_half half;   /* in mixed precision: whether it holds 16-bit elements */
 } act_desc;
 
-#define GA(field, size, bw) {offsetof(gpt_acts, field), #field, size, bw, U_BOTH, false}
-#define GC(field, size, bw) {offsetof(gpt_acts, field), #field, size, bw, U_COMPOSED, false}
+#define GA(field, size, bw) {offsetof(gpt_acts, field), #field, size, bw, U_BOTH, H_NO}
+#define GC(field, size, bw) {offsetof(gpt_acts, field), #field, size, bw, U_COMPOSED, H_NO}
 static const act_desc GLOBAL_ACTS[GPT_GLOBAL_ACTS] = {
     GA(encoded, S_BTC, false),   GA(lnf, S_BTC, false),      GA(lnf_mean, S_BT, false),
     GA(lnf_rstd, S_BT, false),   GA(losses, S_BT, false),
@@ -37,16 +43,20 @@ static const act_desc GLOBAL_ACTS[GPT_GLOBAL_ACTS] = {
 };
 #undef GA
 #undef GC
-#define LA(field, size, use) {offsetof(gpt_layer_acts, field), #field, size, false, use, false}
+#define LA(field, size, use) {offsetof(gpt_layer_acts, field), #field, size, false, use, H_NO}
 /* ln1, ln2 and fch_gelu are read only by the linear layers after them (forward, and backward
  * for dweight), which in mixed precision read them rounded to 16 bits: there layernorm and
  * GELU write them in 16 bits (the same rounding, the same bits), in half the memory. fch, the
  * fc product's output, is written in 16 bits as autocast's products write theirs, and read so
  * by GELU forward and backward. */
-#define LH(field, size) {offsetof(gpt_layer_acts, field), #field, size, false, U_BOTH, true}
+#define LH(field, size) {offsetof(gpt_layer_acts, field), #field, size, false, U_BOTH, H_YES}
+/* qkvr and atty, the fused attention's input and output, are written in 16 bits by the qkv
+ * product and the attention forward (autocast's scaled_dot_product_attention runs in bf16), and
+ * read so by the attention backward and the attention projection. */
+#define LF(field, size) {offsetof(gpt_layer_acts, field), #field, size, false, U_BOTH, H_FUSED}
 static const act_desc LAYER_ACTS[GPT_LAYER_ACTS] = {
     LH(ln1, S_BTC),               LA(ln1_mean, S_BT, U_BOTH),  LA(ln1_rstd, S_BT, U_BOTH),
-    LA(qkvr, S_BT3C, U_BOTH),     LA(att, S_ATT, U_COMPOSED),  LA(atty, S_BTC, U_BOTH),
+    LF(qkvr, S_BT3C),             LA(att, S_ATT, U_COMPOSED),  LF(atty, S_BTC),
     LA(residual2, S_BTC, U_BOTH), LH(ln2, S_BTC),              LA(ln2_mean, S_BT, U_BOTH),
     LA(ln2_rstd, S_BT, U_BOTH),   LH(fch, S_BT4C),             LH(fch_gelu, S_BT4C),
     LA(residual3, S_BTC, U_BOTH), LA(lse, S_BNHT, U_FUSED),
@@ -95,7 +105,9 @@ static int act_list(vka_gpt *gpt, const gpt_shape *s, size_t *sizes, const char 
     for (int l = 0; l < gpt->cfg.L; l++) {
         for (size_t i = 0; i < GPT_LAYER_ACTS; i++, n++) {
             const act_desc *d = &LAYER_ACTS[i];
-            bool half = d->half && gpt->precision != VKA_F32;
+            bool half = gpt->precision != VKA_F32 &&
+                        (d->half == H_YES || (d->half == H_FUSED && vkm_gpt_fused(gpt, s->T) &&
+                                              gpt->cfg.C % 2 == 0)); /* k, v at whole words */
             if (sizes) {
                 sizes[n] = ((l > 0 && !s->train) || !act_used(gpt, d, s))
                                ? 1

@@ -88,9 +88,13 @@ static vkb_attention fused_attention(const vka_gpt *gpt, vkb_tensor qkv, vkb_ten
     int C = gpt->cfg.C, NH = gpt->cfg.NH, HS = C / NH;
     size_t n = (size_t)B * T * 3 * C;
     vkb_attn_layout lqkv = vkb_attn_in_qkv(NH, T, HS);
-    return (vkb_attention){.q = vkb_slice(qkv, 0, n), .k = vkb_slice(qkv, C, n - C),
-                           .v = vkb_slice(qkv, 2 * (size_t)C, n - 2 * (size_t)C),
-                           .out = vkb_slice(atty, 0, (size_t)B * T * C),
+    /* k and v start at elements C and 2C: in a 16-bit qkv (mixed precision, even C: gpt_acts.c)
+     * whole words */
+    vkb_tensor q = cut_elems(qkv, n);
+    size_t unit = q.dtype == VKA_F32 ? 1 : 2;
+    return (vkb_attention){.q = q, .k = vkb_slice(q, C / unit, q.n - C / unit),
+                           .v = vkb_slice(q, 2 * (size_t)C / unit, q.n - 2 * (size_t)C / unit),
+                           .out = cut_elems(atty, (size_t)B * T * C),
                            .lse = vkb_slice(lse, 0, (size_t)B * NH * T),
                            .lq = lqkv, .lk = lqkv, .lv = lqkv,
                            .lo = vkb_attn_in_btc(NH, T, HS), .B = B, .NH = NH, .Tq = T, .Tk = T,
