@@ -33,9 +33,14 @@ void vkv_call_vec4(const vkv_backend *vb, vkv_call *call, uint64_t n, int n_vec,
         if (texel_mask >> i & 1) call->texel[call->n_texel++] = (uint8_t)i;
 }
 
-/* o (written) and a, b (read; b only when present) of N elements each (checked in front of the
- * backend, vkb_checked_ops), in blocks of at most vkv_bind_elems elements. reads: the bindings
- * the texel build reads through texel views (bit i: binding i). */
+/* An elementwise op: its shader's builds and the bindings its texel build reads through texel
+ * views (bit i: binding i). */
+typedef struct ew_op {
+    vka_shader_id shader, texel;
+    uint32_t reads;
+    const char *label;
+} ew_op;
+
 /* With 16-bit views (the shaders' T16 path, elementwise.glsl): one invocation per pair of
  * elements, in blocks of an even number of elements so that each block's 16-bit views start
  * at whole words and its float32 ones within the binding limit. */
@@ -73,13 +78,14 @@ static void dispatch3_16(vkv_backend *vb, vka_shader_id shader, const char *labe
     }
 }
 
-static void dispatch3(vkb_backend *be, vka_shader_id shader, vka_shader_id texel_shader,
-                      uint32_t reads, const char *label, vkb_tensor o, vkb_tensor a,
-                      vkb_tensor b, size_t N) {
+/* o (written) and a, b (read; b only when present) of N elements each (checked in front of the
+ * backend, vkb_checked_ops), in blocks of at most vkv_bind_elems elements. */
+static void dispatch3(vkb_backend *be, const ew_op *op, vkb_tensor o, vkb_tensor a, vkb_tensor b,
+                      size_t N) {
     vkv_backend *vb = (vkv_backend *)be;
     bool has_b = vkb_present(b);
     if (o.dtype != VKA_F32 || a.dtype != VKA_F32 || (has_b && b.dtype != VKA_F32)) {
-        dispatch3_16(vb, shader, label, o, a, b, N);
+        dispatch3_16(vb, op->shader, op->label, o, a, b, N);
         return;
     }
     size_t block = vkv_bind_elems(vb);
@@ -88,36 +94,40 @@ static void dispatch3(vkb_backend *be, vka_shader_id shader, vka_shader_id texel
         vkb_tensor os = vkb_slice(o, i0, n), as = vkb_slice(a, i0, n);
         vkb_tensor bs = has_b ? vkb_slice(b, i0, n) : VKB_NONE;
         pc_binary pc = {.N = (uint32_t)n};
-        vkv_call call = {.shader = shader,
+        vkv_call call = {.shader = op->shader,
                          .bind = {os, as, bs},
                          .writes = {true, false, false},
                          .n_bind = has_b ? 3 : 2,
                          VKV_PC(&pc),
-                         .label = label};
-        vkv_call_vec4(vb, &call, n, call.n_bind, reads, texel_shader, WG);
+                         .label = op->label};
+        vkv_call_vec4(vb, &call, n, call.n_bind, op->reads, op->texel, WG);
         vkv_dispatch(vb, &call);
     }
 }
 
 void vkv_residual_forward(vkb_backend *be, vkb_tensor out, vkb_tensor a, vkb_tensor b, size_t N) {
-    dispatch3(be, VKA_SHADER_RESIDUAL_FORWARD, VKA_SHADER_RESIDUAL_FORWARD_TEXEL, 0x6,
-              "residual_forward", out, a, b, N);
+    static const ew_op op = {VKA_SHADER_RESIDUAL_FORWARD, VKA_SHADER_RESIDUAL_FORWARD_TEXEL, 0x6,
+                             "residual_forward"};
+    dispatch3(be, &op, out, a, b, N);
 }
 
 void vkv_add_inplace(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size_t N) {
-    dispatch3(be, VKA_SHADER_ADD_INPLACE, VKA_SHADER_ADD_INPLACE_TEXEL, 0x3, "add_inplace", dst,
-              src, VKB_NONE, N);
+    static const ew_op op = {VKA_SHADER_ADD_INPLACE, VKA_SHADER_ADD_INPLACE_TEXEL, 0x3,
+                             "add_inplace"};
+    dispatch3(be, &op, dst, src, VKB_NONE, N);
 }
 
 void vkv_gelu_forward(vkb_backend *be, vkb_tensor out, vkb_tensor inp, size_t N) {
-    dispatch3(be, VKA_SHADER_GELU_FORWARD, VKA_SHADER_GELU_FORWARD_TEXEL, 0x2, "gelu_forward",
-              out, inp, VKB_NONE, N);
+    static const ew_op op = {VKA_SHADER_GELU_FORWARD, VKA_SHADER_GELU_FORWARD_TEXEL, 0x2,
+                             "gelu_forward"};
+    dispatch3(be, &op, out, inp, VKB_NONE, N);
 }
 
 void vkv_gelu_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor inp, vkb_tensor dout,
                        size_t N) {
-    dispatch3(be, VKA_SHADER_GELU_BACKWARD, VKA_SHADER_GELU_BACKWARD_TEXEL, 0x7, "gelu_backward",
-              dinp, inp, dout, N);
+    static const ew_op op = {VKA_SHADER_GELU_BACKWARD, VKA_SHADER_GELU_BACKWARD_TEXEL, 0x7,
+                             "gelu_backward"};
+    dispatch3(be, &op, dinp, inp, dout, N);
 }
 
 /* convert.comp's MODE for (dst, src) types (op_checks.c allows these pairs only). */
