@@ -4,6 +4,8 @@
 // out = a + b over N elements (residual connection).
 // vka:texel-variant: the CPU-type vec4 layout of elementwise.glsl, a and b read through texel
 // views (bindings 12, 13) in the VKA_TEXEL build.
+// vka:texel16-variant: with 16-bit tensors, the CPU-type group layout of elementwise.glsl, the
+// same through texel views of words in the VKA_TEXEL16 build.
 #include "common.glsl"
 #include "elementwise.glsl"
 
@@ -16,7 +18,13 @@ layout(set = 0, binding = 2) readonly buffer B4 { vec4 b4[]; };
 layout(set = 0, binding = 0) buffer OutW { uint out_w[]; }; // 16-bit views (T16)
 layout(set = 0, binding = 1) readonly buffer AW { uint a_w[]; };
 layout(set = 0, binding = 2) readonly buffer BW { uint b_w[]; };
-#ifdef VKA_TEXEL
+layout(set = 0, binding = 0) buffer OutW4 { uvec4 out_w4[]; };
+layout(set = 0, binding = 1) readonly buffer AW4 { uvec4 a_w4[]; };
+layout(set = 0, binding = 2) readonly buffer BW4 { uvec4 b_w4[]; };
+#if defined(VKA_TEXEL16)
+layout(set = 0, binding = 12) uniform usamplerBuffer a_tex;
+layout(set = 0, binding = 13) uniform usamplerBuffer b_tex;
+#elif defined(VKA_TEXEL)
 layout(set = 0, binding = 12) uniform samplerBuffer a_tex;
 layout(set = 0, binding = 13) uniform samplerBuffer b_tex;
 #endif
@@ -25,6 +33,18 @@ layout(set = 0, binding = 13) uniform samplerBuffer b_tex;
 VKA_PC_BLOCK(VKA_PC_RESIDUAL_FORWARD_VIEWS, VKA_PC_BINARY)
 
 void main() {
+    if (T16 != 0u && VEC4S != 0u) {
+        [[unroll]] for (uint r = 0u; r < VEC4S; r++) {
+            uint q = vec4_index(r);
+            if (q >= pc.N >> 3) return;
+            vec4 alo, ahi, blo, bhi;
+            VKA_LOAD8(1u, a_tex, a4, a_w4, pc.a_off, q, alo, ahi);
+            VKA_LOAD8(2u, b_tex, b4, b_w4, pc.b_off, q, blo, bhi);
+            vec4 lo = alo + blo, hi = ahi + bhi;
+            VKA_STORE8(0u, out4, out_w4, pc.out_off, q, lo, hi);
+        }
+        return;
+    }
     if (T16 != 0u) {
         uint w = vka_global_id(), n2 = pair_count(w, pc.N);
         if (n2 == 0u) return;

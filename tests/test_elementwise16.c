@@ -2,8 +2,8 @@
  * out and inp of the forward, inp and dout of the backward (dinp stays float32), out, a and b of
  * the residual, each float32 or 16-bit (src/backend.h, above gelu_forward). For every allowed
  * combination, on lengths 1, 2, 3, 7 (a word's halves, an odd last word), 1032 and 20008
- * (multiples of 8, not of a workgroup), 100003 and 1000003
- * (odd: a word per invocation; several CPU threads and work items), on both Vulkan kernel
+ * (multiples of 8, not of a workgroup: the CPU-type variant's groups of 8), 100003 and 1000003
+ * (odd: groups of 8, then word pairs; several CPU threads and work items), on both Vulkan kernel
  * variants and the CPU backend (its default kernels, the reference and AVX2 ones):
  *  (a) the 16-bit op gives the float32 op's bits on the widened inputs, a 16-bit out rounded by
  *      vka_copy (the backend's convert op), on the same context; the residual's bits also

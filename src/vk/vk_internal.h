@@ -29,7 +29,10 @@
  *    per component, a texel fetch into one gather (Mesa 22.3: matmul 2.3x, GELU 2-3x with
  *    vec4s). The op uses the texel shader only where vkv_views_texel holds for those views
  *    (not for an application's buffers) and vkv_views_vec4 for the views it accesses as vec4s;
- *    stores stay storage buffer writes. GPUs never use these builds.
+ *    stores stay storage buffer writes. GPUs never use these builds. A shader with the line
+ *    "// vka:texel16-variant" is also built with VKA_TEXEL16 defined (VKA_SHADER_<NAME>_TEXEL16):
+ *    the same with `uniform usamplerBuffer`s of VKV_TEXEL_U32X4 texels, for its 16-bit
+ *    tensors (16-bit words and float bits through one kind of binding; the elementwise ops).
  *  - Hazards are tracked on the bound byte ranges, which is what synchronization validation
  *    sees.
  *  - Shapes (B, T, C, NH, HS, V, ...) and offsets are in a push-constant block defined once for
