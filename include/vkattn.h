@@ -315,7 +315,8 @@ typedef enum vka_device_type {
 } vka_device_type;
 
 /** How a device can hold bf16 and fp16 data (vka_device_info.path_16bit): the features it
- * enables. Today's Vulkan kernels (16-bit matmul, layernorm, GELU, residual, conversions)
+ * enables. Today's Vulkan kernels (16-bit matmul, attention, cross-entropy, kv_write,
+ * layernorm, GELU, residual, conversions)
  * read every 16-bit tensor as packed 32-bit words and compute in fp32 on every path; kernels
  * using 16-bit loads and fp16 arithmetic are to come. Whatever the path, arithmetic that
  * needs it (sums, statistics) stays fp32. */
@@ -400,17 +401,19 @@ vka_result vka_context_selected_device(const vka_context *ctx, vka_device_info *
  * both fp16; out, bf16 or fp16 whatever a and b are), vka_copy (conversions),
  * vka_layernorm_forward (out, inp), vka_gelu_forward (out, inp), vka_gelu_backward (inp, dout),
  * vka_residual_forward (out, a, b), vka_attention_forward and vka_attention_backward (q, k, v
- * or qkv, out; lse, and the backward's dout and gradients, stay float32) and vka_kv_write
- * (kcache, vcache, qkv); the 16-bit tensors of one call have one type
+ * or qkv, out; lse, and the backward's dout and gradients, stay float32), vka_kv_write
+ * (kcache, vcache, qkv) and vka_crossentropy_forward/_backward (logits, dlogits; losses stay
+ * float32); the 16-bit tensors of one call have one type
  * (except vka_matmul's out). Elsewhere a 16-bit tensor fails with VKA_ERROR_INVALID_ARGUMENT
  * naming the op and the tensor. The 16-bit rule of these ops: a 16-bit input is widened to
  * float32 exactly, the arithmetic is the float32 op's, and a 16-bit output is the float32
  * result rounded to nearest, ties to even (vka_convert's rounding: NaN stays NaN, fp16 past
  * 65520 gives Inf), so it equals vka_copy of the float32 op's output, bit for bit (a NaN may
- * differ in sign: on Vulkan a layernorm row holding NaN with both infinities); with an odd
+ * differ in sign: on Vulkan a layernorm row holding NaN with both infinities, and a NaN loss
+ * of a cross-entropy row holding NaN and Inf on the CPU backend); with an odd
  * element count the high half of an output's last word keeps its value. vka_matmul's 16-bit
  * out takes no accumulate; in place (an output that is also an input) is allowed for the four
- * elementwise and layernorm ops. Ops are recorded into a graph between vka_graph_begin() and
+ * elementwise and layernorm ops and the cross-entropy backward (one type). Ops are recorded into a graph between vka_graph_begin() and
  * vka_graph_end(); nothing runs until vka_graph_run(), which submits the whole graph once and
  * waits once (Vulkan: one command buffer with the barriers it needs). A graph can be run any
  * number of times; write new inputs with vka_tensor_write() between runs. An op called outside
@@ -1218,11 +1221,14 @@ vka_attention_impl vka_gpt_get_attention(const vka_gpt *gpt);
  *  - VKA_F32 (the default): everything float32.
  *  - VKA_BF16: every linear layer's product (qkv, attention projection, fc, fc projection, and
  *    the LM head on wte) reads bf16 copies of its weight and of its input activation, and in
- *    backward of its output gradient, accumulates in float32 and writes float32 (vka_matmul's
- *    bf16 products). The master weights, the gradients, AdamW's m and v, layernorm, attention,
- *    GELU, the residual stream, softmax and cross-entropy compute in float32; the activations only
- *    the products read (the layernorms' outputs, GELU's output) are stored in bf16, the others
- *    in float32. The weights' copies
+ *    backward of its output gradient, and accumulates in float32 (vka_matmul's bf16 products).
+ *    The master weights, the gradients, AdamW's m and v, layernorm, attention, GELU, the
+ *    residual stream, softmax and cross-entropy compute in float32. Stored in bf16, as autocast
+ *    stores them: the layernorms' and GELU's outputs, the fc product's output, the logits (and
+ *    their gradient, which cross-entropy writes over them), and with the fused attention and an
+ *    even C the qkv product's output and the attention's output; the residual stream and the
+ *    other gradients stay float32 (a session's single-position qkv, fc output and logits too;
+ *    its KV cache is bf16). The weights' copies
  *    (2 bytes a matrix weight, device memory counted by vka_gpt_memory_bytes) are remade from
  *    the float32 weights after every AdamW step inside the step's graph, and before the next
  *    pass when the parameters were written from the host (load, vka_gpt_set_params, a state).
