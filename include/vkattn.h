@@ -409,8 +409,7 @@ vka_result vka_context_selected_device(const vka_context *ctx, vka_device_info *
  * float32 exactly, the arithmetic is the float32 op's, and a 16-bit output is the float32
  * result rounded to nearest, ties to even (vka_convert's rounding: NaN stays NaN, fp16 past
  * 65520 gives Inf), so it equals vka_copy of the float32 op's output, bit for bit (a NaN may
- * differ in sign: on Vulkan a layernorm row holding NaN with both infinities, and a NaN loss
- * of a cross-entropy row holding NaN and Inf on the CPU backend); with an odd
+ * differ in sign: on Vulkan a layernorm row holding NaN with both infinities); with an odd
  * element count the high half of an output's last word keeps its value. vka_matmul's 16-bit
  * out takes no accumulate; in place (an output that is also an input) is allowed for the four
  * elementwise and layernorm ops and the cross-entropy backward (one type). Ops are recorded into a graph between vka_graph_begin() and

@@ -432,11 +432,8 @@ static vka_result run_ce_forward(cpu_backend *cb, const void *p) {
     vka_result r = vkb_check_targets(cb->base.ctx, "crossentropy_forward", a->targets,
                                      (size_t)a->N, a->V);
     if (r != VKA_SUCCESS) return r;
-    if (a->logits_dt == VKA_F32)
-        vkc_crossentropy_forward(a->out, a->logits, a->targets, a->N, a->V, a->Vp, cb->nt);
-    else
-        vkc_crossentropy_forward16(a->out, a->logits, a->logits_dt, a->targets, a->N, a->V,
-                                   a->Vp, cb->cvt, cb->nt);
+    vkc_crossentropy_forward(a->out, a->logits, a->logits_dt, a->targets, a->N, a->V, a->Vp,
+                             cb->cvt, cb->nt);
     return r;
 }
 static vka_result run_ce_backward(cpu_backend *cb, const void *p) {
@@ -445,12 +442,8 @@ static vka_result run_ce_backward(cpu_backend *cb, const void *p) {
                                      (size_t)a->N, a->V);
     if (r != VKA_SUCCESS) return r;
     float dloss = a->dloss_t ? a->dloss_t[0] : a->dloss;
-    if (a->out_dt == VKA_F32 && a->logits_dt == VKA_F32)
-        vkc_crossentropy_backward(a->out, a->logits, a->targets, dloss, a->N, a->V, a->Vp,
-                                  cb->nt);
-    else
-        vkc_crossentropy_backward16(a->out, a->out_dt, a->logits, a->logits_dt, a->targets,
-                                    dloss, a->N, a->V, a->Vp, cb->cvt, cb->nt);
+    vkc_crossentropy_backward(a->out, a->out_dt, a->logits, a->logits_dt, a->targets, dloss,
+                              a->N, a->V, a->Vp, cb->cvt, cb->nt);
     return r;
 }
 static void record_ce(vkb_backend *be, const char *op, cpu_run_fn run, vkb_tensor out,

@@ -172,22 +172,16 @@ void vkc_gelu_backward_fast(float *dinp, const float *inp, const float *dout, si
                             vkc_isa isa, int nt);
 
 /* --- crossentropy.c ------------------------------------------------------------------------- */
-/* losses (N) = logsumexp(logits[i,:V]) - logits[i,targets[i]]; logits (N,Vp), targets in [0,V) */
-void vkc_crossentropy_forward(float *losses, const float *logits, const int32_t *targets, int N,
-                              int V, int Vp, int nt);
-/* WRITES dlogits (N,Vp) = (softmax(logits[i,:V]) - onehot(targets[i])) * dloss, 0 in the
- * padding columns; dlogits may be logits (in place) */
-void vkc_crossentropy_backward(float *dlogits, const float *logits, const int32_t *targets,
-                               float dloss, int N, int V, int Vp, int nt);
-/* The same with logits and dlogits of vka_dtype logits_dt / dlogits_dt (16-bit: uint16_t
- * arrays, rows from element 0): bitwise the f32 kernels on the widened logits, a 16-bit dlogits
- * rounded as vkc_convert (cvt: its features); in place with one type. */
-void vkc_crossentropy_forward16(float *losses, const void *logits, int logits_dt,
-                                const int32_t *targets, int N, int V, int Vp, unsigned cvt,
-                                int nt);
-void vkc_crossentropy_backward16(void *dlogits, int dlogits_dt, const void *logits,
-                                 int logits_dt, const int32_t *targets, float dloss, int N, int V,
-                                 int Vp, unsigned cvt, int nt);
+/* losses (N) = logsumexp(logits[i,:V]) - logits[i,targets[i]]; logits (N,Vp) of vka_dtype
+ * logits_dt (16-bit: a uint16_t array, rows from element 0), targets in [0,V) */
+void vkc_crossentropy_forward(float *losses, const void *logits, int logits_dt,
+                              const int32_t *targets, int N, int V, int Vp, unsigned cvt, int nt);
+/* WRITES dlogits (N,Vp) of dlogits_dt = (softmax(logits[i,:V]) - onehot(targets[i])) * dloss, 0
+ * in the padding columns, a 16-bit one rounded as vkc_convert (cvt: its features); dlogits may
+ * be logits (in place, one type). A 16-bit row's results are its widened f32 row's. */
+void vkc_crossentropy_backward(void *dlogits, int dlogits_dt, const void *logits, int logits_dt,
+                               const int32_t *targets, float dloss, int N, int V, int Vp,
+                               unsigned cvt, int nt);
 
 /* --- adamw.c -------------------------------------------------------------------------------- */
 /* One AdamW step on N elements; hyper = VKA_HYPER_* scalars, gscale = clip scale (1 = none):

@@ -8,66 +8,15 @@
 
 #include <math.h>
 
-/* max and sum_j exp(l[j] - max) over l[0:V) */
-static void row_stats(const float *l, int V, float *max, double *sum) {
-    float mx = -INFINITY;
-    for (int j = 0; j < V; j++)
-        if (l[j] > mx) mx = l[j];
-    double s = 0.0;
-    for (int j = 0; j < V; j++) s += exp((double)l[j] - mx);
-    *max = mx;
-    *sum = s;
-}
-
-void vkc_crossentropy_forward(float *losses, const float *logits, const int32_t *targets, int N,
-                              int V, int Vp, int nt) {
-    VKA_OMP_FOR(nt, (double)N * V > VKA_OMP_MIN_WORK / 8)
-    for (int i = 0; i < N; i++) {
-        const float *l = logits + (size_t)i * Vp; // (Vp)
-        if (targets[i] < 0 || targets[i] >= V) {
-            losses[i] = 0.0f;
-            continue;
-        }
-        float max;
-        double sum;
-        row_stats(l, V, &max, &sum);
-        losses[i] = (float)((double)max + log(sum) - l[targets[i]]);
-    }
-}
-
-void vkc_crossentropy_backward(float *dlogits, const float *logits, const int32_t *targets,
-                               float dloss, int N, int V, int Vp, int nt) {
-    VKA_OMP_FOR(nt, (double)N * V > VKA_OMP_MIN_WORK / 8)
-    for (int i = 0; i < N; i++) {
-        const float *l = logits + (size_t)i * Vp;
-        float *dl = dlogits + (size_t)i * Vp;
-        if (targets[i] < 0 || targets[i] >= V) {
-            for (int j = 0; j < Vp; j++) dl[j] = 0.0f;
-            continue;
-        }
-        float max;
-        double sum;
-        row_stats(l, V, &max, &sum);
-        int t = targets[i];
-        /* In place (dl == l) is fine: l[j] is read before dl[j] is written. */
-        for (int j = 0; j < V; j++) {
-            double p = exp((double)l[j] - max) / sum;
-            dl[j] = (float)((p - (j == t ? 1.0 : 0.0)) * dloss);
-        }
-        for (int j = V; j < Vp; j++) dl[j] = 0.0f;
-    }
-}
-
-/* --- 16-bit logits and dlogits (backend.h's 16-bit rule) ------------------------------------ */
-
-/* The 16-bit rows are widened into a stack buffer CE16_CHUNK elements at a time (exactly, by
- * the convert op's conversions), and each pass runs the f32 kernel's expressions on the widened
- * values in the same order: the same max, sum, losses and dlogits bits. */
-#define CE16_CHUNK 2048
+/* Rows of f32 logits are read in place; 16-bit ones (backend.h's 16-bit rule) are widened into
+ * a stack buffer CE_CHUNK elements at a time (exactly, by the convert op's conversions). Every
+ * pass is the same code on either, in the same order: the same max, sum, losses and dlogits
+ * bits for a 16-bit row as for its widened f32 row. */
+#define CE_CHUNK 2048
 
 typedef struct { const void *p; int dt; unsigned cvt; } ce_row;
 
-/* elements [j0, j0 + n) of row r widened into buf (n <= CE16_CHUNK); f32 rows are read in place */
+/* elements [j0, j0 + n) of row r widened into buf (n <= CE_CHUNK); f32 rows are read in place */
 static const float *ce_chunk(ce_row r, int j0, int n, float *buf) {
     if (r.dt == VKA_F32) return (const float *)r.p + j0;
     vkc_convert_serial(buf, VKA_F32, (const uint16_t *)r.p + j0, r.dt, (size_t)n, r.cvt);
@@ -79,19 +28,19 @@ static float ce_at(ce_row r, int j) {
     return *ce_chunk(r, j, 1, &x);
 }
 
-/* row_stats on a possibly 16-bit row */
-static void row_stats16(ce_row r, int V, float *max, double *sum) {
-    float buf[CE16_CHUNK];
+/* max and sum_j exp(l[j] - max) over the row's first V logits */
+static void row_stats(ce_row r, int V, float *max, double *sum) {
+    float buf[CE_CHUNK];
     float mx = -INFINITY;
-    for (int j0 = 0; j0 < V; j0 += CE16_CHUNK) {
-        int n = VKA_MIN(CE16_CHUNK, V - j0);
+    for (int j0 = 0; j0 < V; j0 += CE_CHUNK) {
+        int n = VKA_MIN(CE_CHUNK, V - j0);
         const float *l = ce_chunk(r, j0, n, buf);
         for (int j = 0; j < n; j++)
             if (l[j] > mx) mx = l[j];
     }
     double s = 0.0;
-    for (int j0 = 0; j0 < V; j0 += CE16_CHUNK) {
-        int n = VKA_MIN(CE16_CHUNK, V - j0);
+    for (int j0 = 0; j0 < V; j0 += CE_CHUNK) {
+        int n = VKA_MIN(CE_CHUNK, V - j0);
         const float *l = ce_chunk(r, j0, n, buf);
         for (int j = 0; j < n; j++) s += exp((double)l[j] - mx);
     }
@@ -105,7 +54,7 @@ static ce_row ce_row_of(const void *base, int dt, size_t first, unsigned cvt) {
     return (ce_row){p, dt, cvt};
 }
 
-void vkc_crossentropy_forward16(float *losses, const void *logits, int logits_dt,
+void vkc_crossentropy_forward(float *losses, const void *logits, int logits_dt,
                                 const int32_t *targets, int N, int V, int Vp, unsigned cvt,
                                 int nt) {
     VKA_OMP_FOR(nt, (double)N * V > VKA_OMP_MIN_WORK / 8)
@@ -117,12 +66,12 @@ void vkc_crossentropy_forward16(float *losses, const void *logits, int logits_dt
         }
         float max;
         double sum;
-        row_stats16(r, V, &max, &sum);
+        row_stats(r, V, &max, &sum);
         losses[i] = (float)((double)max + log(sum) - ce_at(r, targets[i]));
     }
 }
 
-void vkc_crossentropy_backward16(void *dlogits, int dlogits_dt, const void *logits,
+void vkc_crossentropy_backward(void *dlogits, int dlogits_dt, const void *logits,
                                  int logits_dt, const int32_t *targets, float dloss, int N, int V,
                                  int Vp, unsigned cvt, int nt) {
     VKA_OMP_FOR(nt, (double)N * V > VKA_OMP_MIN_WORK / 8)
@@ -134,12 +83,12 @@ void vkc_crossentropy_backward16(void *dlogits, int dlogits_dt, const void *logi
         bool counted = targets[i] >= 0 && targets[i] < V;
         float max = 0.0f;
         double sum = 1.0;
-        if (counted) row_stats16(r, V, &max, &sum);
+        if (counted) row_stats(r, V, &max, &sum);
         int t = targets[i];
-        float in[CE16_CHUNK], out[CE16_CHUNK];
+        float in[CE_CHUNK], out[CE_CHUNK];
         /* In place: a chunk is widened (or, f32, each element read) before it is written. */
-        for (int j0 = 0; j0 < Vp; j0 += CE16_CHUNK) {
-            int n = VKA_MIN(CE16_CHUNK, Vp - j0), nv = counted ? VKA_MAX(VKA_MIN(n, V - j0), 0) : 0;
+        for (int j0 = 0; j0 < Vp; j0 += CE_CHUNK) {
+            int n = VKA_MIN(CE_CHUNK, Vp - j0), nv = counted ? VKA_MAX(VKA_MIN(n, V - j0), 0) : 0;
             const float *l = ce_chunk(r, j0, nv, in);
             float *d = dl32 ? dl32 + j0 : out;
             for (int j = 0; j < nv; j++) {
