@@ -119,25 +119,32 @@ static void linear(vka_gpt_session *ss, vkb_tensor out, vkb_tensor inp, gpt_para
     gpt->be->ops->matmul(gpt->be, &mm);
 }
 
-/* Attention of one layer's chunk of Tq rows against the first Tk cache rows. */
-static void attention(vka_gpt_session *ss, int l, int Tq, int Tk) {
+/* Attention of one layer's chunk of Tq rows against the first Tk cache rows; returns its
+ * output (Tq, C): atty, or with the fused attention in mixed precision a 16-bit view of x16
+ * (the attention projection's input, rounded by the attention as linear() would round atty:
+ * the same bits, one dispatch fewer; x16 is free once the qkv product has read it). */
+static vkb_tensor attention(vka_gpt_session *ss, int l, int Tq, int Tk) {
     vkb_backend *be = ss->gpt->be;
     session_scratch *s = &ss->s;
     int NH = ss->gpt->cfg.NH, HS = ss->gpt->cfg.C / NH;
+    size_t TC = (size_t)Tq * NH * HS;
     size_t cache_stride = (size_t)ss->max_T * HS;
     be->ops->kv_write(be, ss->kc[l], ss->vc[l], s->qkv, ss->h.kvpos, Tq, NH, HS, ss->max_T);
     if (ss->attention == VKA_ATTENTION_FUSED) {
         /* q from the chunk's qkv, k and v the cache's first Tk rows; the mask's first Tq rows
          * (head 0's) are the (Tq, Tk) mask every head shares. */
         vkb_attn_layout cache = {(size_t)NH * cache_stride, cache_stride, (size_t)HS};
+        vkb_tensor out = ss->gpt->precision != VKA_F32
+                             ? vkm_gpt_view16(s->x16, (uint8_t)ss->gpt->precision, TC)
+                             : cut(s->atty, TC);
         vkb_attention at = {.q = cut(s->qkv, (size_t)Tq * 3 * NH * HS), .k = ss->kc[l],
-                            .v = ss->vc[l], .out = cut(s->atty, (size_t)Tq * NH * HS),
+                            .v = ss->vc[l], .out = out,
                             .mask = cut(ss->h.mask, (size_t)Tq * Tk),
                             .lq = vkb_attn_in_qkv(NH, Tq, HS), .lk = cache, .lv = cache,
                             .lo = vkb_attn_in_btc(NH, Tq, HS), .B = 1, .NH = NH, .Tq = Tq,
                             .Tk = Tk, .HS = HS, .scale = 1.0f / sqrtf((float)HS)};
         be->ops->attention_forward(be, &at);
-        return;
+        return out;
     }
     be->ops->permute_forward(be, s->q, s->k, s->v, s->qkv, 1, Tq, NH, HS);
     vkb_matmul qk = {.out = s->preatt, .a = s->q, .b = ss->kc[l], .M = Tq, .N = Tk, .K = HS,
@@ -152,6 +159,7 @@ static void attention(vka_gpt_session *ss, int l, int Tq, int Tk) {
                      .stride_out = (size_t)Tq * HS, .alpha = 1.0f};
     be->ops->matmul(be, &av);
     be->ops->unpermute_forward(be, s->atty, s->vaccum, 1, Tq, NH, HS);
+    return s->atty;
 }
 
 static void record_step(vka_gpt_session *ss, int Tq, int Tk) {
@@ -161,8 +169,9 @@ static void record_step(vka_gpt_session *ss, int Tq, int Tk) {
     int C = gpt->cfg.C;
     size_t TC = (size_t)Tq * C;
     vkb_tensor zeros = cut(s->zeros, TC);
-    /* Mixed precision: layernorm and GELU write the products' 16-bit inputs into x16 (the
-     * rounding linear() would do, without its conversions). */
+    /* Mixed precision: layernorm (ln1, ln2, lnf), GELU and the fused attention write the
+     * products' 16-bit inputs into x16 (the rounding linear() would do, without its
+     * conversions). */
     bool mixed = gpt->precision != VKA_F32;
     vkb_tensor ln = mixed ? vkm_gpt_view16(s->x16, (uint8_t)gpt->precision, TC) : s->ln;
     vkb_tensor fch_gelu =
@@ -174,8 +183,8 @@ static void record_step(vka_gpt_session *ss, int Tq, int Tk) {
         be->ops->layernorm_forward(be, ln, s->mean, s->rstd, s->x, param(gpt, P_LN1W, l),
                                    param(gpt, P_LN1B, l), Tq, C);
         linear(ss, s->qkv, ln, P_QKVW, l, param(gpt, P_QKVB, l), Tq, C, 3 * C);
-        attention(ss, l, Tq, Tk);
-        linear(ss, s->proj, s->atty, P_ATTPROJW, l, param(gpt, P_ATTPROJB, l), Tq, C, C);
+        vkb_tensor atty = attention(ss, l, Tq, Tk);
+        linear(ss, s->proj, atty, P_ATTPROJW, l, param(gpt, P_ATTPROJB, l), Tq, C, C);
         be->ops->residual_forward(be, s->x2, s->x, s->proj, TC);
         be->ops->layernorm_forward(be, ln, s->mean, s->rstd, s->x2, param(gpt, P_LN2W, l),
                                    param(gpt, P_LN2B, l), Tq, C);
@@ -186,9 +195,10 @@ static void record_step(vka_gpt_session *ss, int Tq, int Tk) {
     }
     /* Only the last real row goes on: lnf and the LM head (tied to wte) for one position. */
     be->ops->encoder_forward(be, s->last, ss->h.last, cut(s->x, TC), cut(s->zeros, C), 1, 1, C);
-    be->ops->layernorm_forward(be, s->lnf, s->mean, s->rstd, s->last, param(gpt, P_LNFW, 0),
+    vkb_tensor lnf = mixed ? vkm_gpt_view16(s->x16, (uint8_t)gpt->precision, C) : s->lnf;
+    be->ops->layernorm_forward(be, lnf, s->mean, s->rstd, s->last, param(gpt, P_LNFW, 0),
                                param(gpt, P_LNFB, 0), 1, C);
-    linear(ss, s->logits, s->lnf, P_WTE, 0, VKB_NONE, 1, C, gpt->cfg.Vp);
+    linear(ss, s->logits, lnf, P_WTE, 0, VKB_NONE, 1, C, gpt->cfg.Vp);
     be->ops->copy(be, ss->h.logits, s->logits);
 }
 
