@@ -1568,7 +1568,11 @@ typedef void (*vka_check_fn)(void *user_data, const vka_check_row *row);
 
 /**
  * Run every op forward and backward, and one training step of a small model, on ctx (Vulkan)
- * and on the CPU reference with the same random data (from seed); report each to fn.
+ * and on the CPU reference with the same random data (from seed); report each to fn. The
+ * 16-bit rows (op names ending in " bf16" or " f16": the ops that take 16-bit tensors, and the
+ * training step in each mixed precision) also require, on each context, a 16-bit output equal
+ * bit for bit to vka_copy's rounding of the float32 op's output (the 16-bit rule above
+ * vka_tensor); their tolerance against the CPU adds one unit in the 16-bit last place.
  * *n_failed = rows past tolerance. Returns VKA_ERROR_MISMATCH if any failed.
  */
 vka_result vka_check(vka_context *ctx, uint64_t seed, vka_check_fn fn, void *user_data,

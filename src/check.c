@@ -21,8 +21,14 @@ typedef struct ck_case {
     float *data[MAX_T];    /* initial contents; NULL = NaN (an output the op must fill) */
     bool compare[MAX_T];
     uint8_t dtype[MAX_T];  /* vka_dtype of each tensor (0 = f32): 16-bit tensors get their data
-                            * rounded by vka_convert and are never compared */
+                            * rounded by vka_convert (NaN where NULL); compared ones are read
+                            * back widened to float32 and compared with tol16 */
     double tol;            /* max |diff| allowed, relative to max(1, max |reference|) */
+    double tol16;          /* the same for the compared 16-bit tensors */
+    /* Pairs of compared tensors that must be equal bit for bit on each context (a 16-bit op's
+     * output and vka_copy of the float32 op's, the 16-bit rule above vka_tensor). */
+    int n_same;
+    int8_t same[4][2];
     vka_result (*record)(vka_context *ctx, vka_tensor **t, const struct ck_case *c);
     int d[8];              /* shape arguments of the op */
     float f;               /* a scalar argument (scale, alpha, dloss, max_norm, ...) */
@@ -89,7 +95,9 @@ static vka_result ck_execute(vka_context *ctx, const ck_case *c, float **out) {
                   : vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "check: out of host memory");
             if (r == VKA_SUCCESS && c->data[k])
                 r = vka_convert((vka_dtype)c->dtype[k], h, VKA_F32, c->data[k], c->n[k]);
-            if (r == VKA_SUCCESS && c->data[k]) r = vka_tensor_write(t[k], 0, h, c->n[k]);
+            for (size_t i = 0; r == VKA_SUCCESS && !c->data[k] && i < c->n[k]; i++)
+                h[i] = c->dtype[k] == VKA_BF16 ? 0x7FC0u : 0x7E00u; /* a quiet NaN */
+            if (r == VKA_SUCCESS) r = vka_tensor_write(t[k], 0, h, c->n[k]);
             vka_free(ctx, h);
             continue;
         }
@@ -119,8 +127,14 @@ static vka_result ck_execute(vka_context *ctx, const ck_case *c, float **out) {
     for (int k = 0; k < c->n_tensors && r == VKA_SUCCESS; k++) {
         if (!c->compare[k]) continue;
         out[k] = vka_malloc(ctx, c->n[k] * sizeof(float));
-        r = out[k] ? vka_tensor_read(t[k], 0, out[k], c->n[k])
-                   : vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "check: out of host memory");
+        uint16_t *h = c->dtype[k] ? vka_malloc(ctx, c->n[k] * sizeof *h) : NULL;
+        if (!out[k] || (c->dtype[k] && !h))
+            r = vka_set_error(ctx, VKA_ERROR_OUT_OF_HOST_MEMORY, "check: out of host memory");
+        else if (h && (r = vka_tensor_read(t[k], 0, h, c->n[k])) == VKA_SUCCESS)
+            r = vka_convert(VKA_F32, out[k], (vka_dtype)c->dtype[k], h, c->n[k]);
+        else if (!h)
+            r = vka_tensor_read(t[k], 0, out[k], c->n[k]);
+        vka_free(ctx, h);
     }
     vka_graph_destroy(g);
     for (int k = 0; k < c->n_tensors; k++) vka_tensor_destroy(t[k]);
@@ -170,7 +184,13 @@ static void ck_run(ck_state *st, ck_case *c) {
         row.max_abs = INFINITY;
     } else {
         for (int k = 0; k < c->n_tensors; k++)
-            if (c->compare[k]) ck_compare(got[k], want[k], c->n[k], c->tol, &row);
+            if (c->compare[k])
+                ck_compare(got[k], want[k], c->n[k], c->dtype[k] ? c->tol16 : c->tol, &row);
+        for (int i = 0; i < c->n_same; i++) { /* tolerance 0: bit for bit, on both contexts */
+            int a = c->same[i][0], b = c->same[i][1];
+            ck_compare(got[a], got[b], c->n[a], 0.0, &row);
+            ck_compare(want[a], want[b], c->n[a], 0.0, &row);
+        }
     }
     ck_report(st, &row);
     for (int k = 0; k < MAX_T; k++) {
@@ -178,6 +198,39 @@ static void ck_run(ck_state *st, ck_case *c) {
         vka_free(st->gpu, want[k]);
         vka_free(st->gpu, c->data[k]);
     }
+}
+
+/* The 16-bit cases' helpers. */
+static const char *ck_name16(const char *op, vka_dtype dtype, char *buf, size_t size) {
+    snprintf(buf, size, "%s %s", op, vka_dtype_string(dtype));
+    return buf;
+}
+/* One unit in the last place of dtype, relative: 2^-7 (bf16's 8-bit significand), 2^-10. */
+static double ck_ulp16(vka_dtype dtype) { return dtype == VKA_BF16 ? 0x1p-7 : 0x1p-10; }
+static int ck_in16(ck_state *st, ck_case *c, size_t n, float scale, vka_dtype dtype) {
+    int k = ck_in(st, c, n, scale);
+    c->dtype[k] = (uint8_t)dtype;
+    return k;
+}
+static int ck_out16(ck_case *c, size_t n, vka_dtype dtype) {
+    int k = ck_out(c, n);
+    c->dtype[k] = (uint8_t)dtype;
+    return k;
+}
+/* A float32 tensor the record writes before it reads it (random data, not compared). */
+static int ck_scratch(ck_state *st, ck_case *c, size_t n) { return ck_in(st, c, n, 1.0f); }
+/* A compared copy of tensor k's initial data (an accumulated output's twin). */
+static int ck_dup(ck_state *st, ck_case *c, int k) {
+    float *x = vka_malloc(st->gpu, (c->n[k] ? c->n[k] : 1) * sizeof *x);
+    if (x && c->data[k]) memcpy(x, c->data[k], c->n[k] * sizeof *x);
+    int j = ck_add(c, c->n[k], x, true);
+    c->dtype[j] = c->dtype[k];
+    return j;
+}
+static void ck_same(ck_case *c, int a, int b) {
+    c->same[c->n_same][0] = (int8_t)a;
+    c->same[c->n_same][1] = (int8_t)b;
+    c->n_same++;
 }
 
 /* --- op cases ------------------------------------------------------------------------------- */
@@ -524,25 +577,34 @@ static vka_result rec_attention(vka_context *ctx, vka_tensor **t, const ck_case 
 
 /* Fused attention; masks keep key 0 of every row (no row fully masked, so lse stays finite
  * for the comparison), key lengths are 1 .. Tk. */
+/* dtype (not VKA_F32): q, k, v (or qkv) and out in 16 bits, the others float32; the 16-bit
+ * rule gives the forward's out within one unit in the last place of the CPU's, and the
+ * backward (which reads that 16-bit out as it is) the same allowance on top of its own. */
 static void case_attention(ck_state *st, int B, int NH, int Tq, int Tk, int HS, vka_causal causal,
-                           int flags) {
+                           int flags, vka_dtype dtype) {
     bool bwd = flags & CK_BACKWARD;
-    ck_case c = {.op = bwd ? "attention_backward" : "attention_forward", .record = rec_attention,
-                 .tol = bwd ? 1e-4 : 1e-5, .d = {B, NH, Tq, Tk, HS, causal, flags}};
+    char name[64];
+    const char *op = bwd ? "attention_backward" : "attention_forward";
+    ck_case c = {.op = dtype ? ck_name16(op, dtype, name, sizeof name) : op,
+                 .record = rec_attention, .tol = bwd ? 1e-4 : 1e-5,
+                 .d = {B, NH, Tq, Tk, HS, causal, flags}};
+    c.tol16 = c.tol + (dtype ? ck_ulp16(dtype) : 0.0);
+    if (bwd && dtype) c.tol = c.tol16;
     static const char *const causal_name[] = {"", " causal", " causal_bottom_right"};
-    snprintf(c.shape, sizeof c.shape, "B=%d NH=%d Tq=%d Tk=%d HS=%d%s%s%s%s%s", B, NH, Tq, Tk, HS,
-             causal_name[causal], flags & CK_QKV ? " qkv" : "", flags & CK_BTC ? " out_btc" : "",
+    snprintf(c.shape, sizeof c.shape, "B=%d NH=%d Tq=%d Tk=%d HS=%d%s%s%s%s%s%s%s", B, NH, Tq, Tk,
+             HS, causal_name[causal], flags & CK_QKV ? " qkv" : "", flags & CK_BTC ? " out_btc" : "",
              flags & CK_MASK ? (flags & CK_MASK_PER_BATCH ? " mask/batch" : " mask") : "",
-             flags & CK_KEY_LENS ? " key_lens" : "");
+             flags & CK_KEY_LENS ? " key_lens" : "", dtype ? " 16-bit: inputs, out " : "",
+             dtype ? vka_dtype_string(dtype) : "");
     size_t nq = (size_t)B * NH * Tq * HS, nk = (size_t)B * NH * Tk * HS;
-    ck_out(&c, nq);
+    c.dtype[ck_out(&c, nq)] = (uint8_t)dtype;
     ck_out(&c, (size_t)B * NH * Tq);
     if (flags & CK_QKV) {
-        ck_in(st, &c, 3 * nq, 1.5f);
+        c.dtype[ck_in(st, &c, 3 * nq, 1.5f)] = (uint8_t)dtype;
     } else {
-        ck_in(st, &c, nq, 1.5f);
-        ck_in(st, &c, nk, 1.5f);
-        ck_in(st, &c, nk, 1.5f);
+        c.dtype[ck_in(st, &c, nq, 1.5f)] = (uint8_t)dtype;
+        c.dtype[ck_in(st, &c, nk, 1.5f)] = (uint8_t)dtype;
+        c.dtype[ck_in(st, &c, nk, 1.5f)] = (uint8_t)dtype;
     }
     if (flags & CK_MASK) {
         int rows = (flags & CK_MASK_PER_BATCH ? B : 1) * Tq;
@@ -572,6 +634,165 @@ static void case_attention(ck_state *st, int B, int NH, int Tq, int Tk, int HS, 
     ck_run(st, &c);
 }
 
+/* --- 16-bit ops ------------------------------------------------------------------------------
+ * Each 16-bit case runs the op with its 16-bit tensors (data rounded to dtype) and, on the same
+ * context, the float32 op on vka_copy's widening of them, whose output vka_copy rounds to dtype:
+ * the 16-bit output must equal that rounding bit for bit on each context (the 16-bit rule above
+ * vka_tensor in vkattn.h), and both agree with the CPU reference's within tol (float32) and
+ * tol16 (16-bit outputs: the float32 tolerance plus one unit in the last place of dtype, as a
+ * float32 difference far inside tol may round the other way). */
+
+static vka_result rec_layernorm16(vka_context *ctx, vka_tensor **t, const ck_case *c) {
+    /* t: out16 mean rstd inp16 weight bias | inp32 out32 r16 mean32 rstd32 */
+    int N = c->d[0], C = c->d[1];
+    size_t n = (size_t)N * C;
+    vka_result r = vka_copy(ctx, t[6], t[3], n);
+    if (r == VKA_SUCCESS) r = vka_layernorm_forward(ctx, t[7], t[9], t[10], t[6], t[4], t[5], N, C);
+    if (r == VKA_SUCCESS) r = vka_layernorm_forward(ctx, t[0], t[1], t[2], t[3], t[4], t[5], N, C);
+    if (r == VKA_SUCCESS) r = vka_copy(ctx, t[8], t[7], n);
+    return r;
+}
+
+static void case_layernorm16(ck_state *st, vka_dtype dtype, int N, int C) {
+    char name[64];
+    ck_case c = {.op = ck_name16("layernorm_forward", dtype, name, sizeof name),
+                 .record = rec_layernorm16, .tol = 1e-5, .d = {N, C}};
+    c.tol16 = c.tol + ck_ulp16(dtype);
+    snprintf(c.shape, sizeof c.shape, "N=%d C=%d out, inp %s", N, C, vka_dtype_string(dtype));
+    size_t n = (size_t)N * C;
+    int out = ck_out16(&c, n, dtype), mean = ck_out(&c, (size_t)N), rstd = ck_out(&c, (size_t)N);
+    int inp = ck_in16(st, &c, n, 3.0f, dtype);
+    for (size_t i = 0; c.data[inp] && i < n; i++) c.data[inp][i] += 10.0f; /* an offset mean */
+    ck_in(st, &c, (size_t)C, 1.0f);
+    ck_in(st, &c, (size_t)C, 1.0f);
+    ck_scratch(st, &c, n);
+    ck_out(&c, n);
+    int r16 = ck_out16(&c, n, dtype), mean32 = ck_out(&c, (size_t)N), rstd32 = ck_out(&c, (size_t)N);
+    ck_same(&c, out, r16);
+    ck_same(&c, mean, mean32);
+    ck_same(&c, rstd, rstd32);
+    ck_run(st, &c);
+}
+
+static vka_result rec_gelu16(vka_context *ctx, vka_tensor **t, const ck_case *c) {
+    /* t: out16 inp16 dinp dout16 | inp32 out32 r16 dout32 dinp32 */
+    size_t n = (size_t)c->d[0];
+    vka_result r = vka_copy(ctx, t[4], t[1], n);
+    if (r == VKA_SUCCESS) r = vka_copy(ctx, t[7], t[3], n);
+    if (r == VKA_SUCCESS) r = vka_gelu_forward(ctx, t[5], t[4], n);
+    if (r == VKA_SUCCESS) r = vka_gelu_forward(ctx, t[0], t[1], n);
+    if (r == VKA_SUCCESS) r = vka_copy(ctx, t[6], t[5], n);
+    if (r == VKA_SUCCESS) r = vka_gelu_backward(ctx, t[8], t[4], t[7], n);
+    if (r == VKA_SUCCESS) r = vka_gelu_backward(ctx, t[2], t[1], t[3], n);
+    return r;
+}
+
+static void case_gelu16(ck_state *st, vka_dtype dtype, int N) {
+    char name[64];
+    ck_case c = {.op = ck_name16("gelu_forward_backward", dtype, name, sizeof name),
+                 .record = rec_gelu16, .tol = 1e-5, .d = {N}};
+    c.tol16 = c.tol + ck_ulp16(dtype);
+    snprintf(c.shape, sizeof c.shape, "N=%d out, inp, dout %s", N, vka_dtype_string(dtype));
+    int out = ck_out16(&c, (size_t)N, dtype);
+    ck_in16(st, &c, (size_t)N, 8.0f, dtype);
+    int dinp = ck_acc(st, &c, (size_t)N);
+    ck_in16(st, &c, (size_t)N, 1.0f, dtype);
+    ck_scratch(st, &c, (size_t)N);
+    ck_out(&c, (size_t)N);
+    int r16 = ck_out16(&c, (size_t)N, dtype);
+    ck_scratch(st, &c, (size_t)N);
+    int dinp32 = ck_dup(st, &c, dinp);
+    ck_same(&c, out, r16);
+    ck_same(&c, dinp, dinp32);
+    ck_run(st, &c);
+}
+
+static vka_result rec_residual16(vka_context *ctx, vka_tensor **t, const ck_case *c) {
+    /* t: out16 a16 b16 | a32 b32 out32 r16 */
+    size_t n = (size_t)c->d[0];
+    vka_result r = vka_copy(ctx, t[3], t[1], n);
+    if (r == VKA_SUCCESS) r = vka_copy(ctx, t[4], t[2], n);
+    if (r == VKA_SUCCESS) r = vka_residual_forward(ctx, t[5], t[3], t[4], n);
+    if (r == VKA_SUCCESS) r = vka_residual_forward(ctx, t[0], t[1], t[2], n);
+    if (r == VKA_SUCCESS) r = vka_copy(ctx, t[6], t[5], n);
+    return r;
+}
+
+static void case_residual16(ck_state *st, vka_dtype dtype, int N) {
+    char name[64];
+    ck_case c = {.op = ck_name16("residual_add", dtype, name, sizeof name),
+                 .record = rec_residual16, .tol = 1e-6, .d = {N}};
+    c.tol16 = c.tol + ck_ulp16(dtype);
+    snprintf(c.shape, sizeof c.shape, "N=%d out, a, b %s", N, vka_dtype_string(dtype));
+    int out = ck_out16(&c, (size_t)N, dtype);
+    ck_in16(st, &c, (size_t)N, 1.0f, dtype);
+    ck_in16(st, &c, (size_t)N, 1.0f, dtype);
+    ck_scratch(st, &c, (size_t)N);
+    ck_scratch(st, &c, (size_t)N);
+    ck_out(&c, (size_t)N);
+    ck_same(&c, out, ck_out16(&c, (size_t)N, dtype));
+    ck_run(st, &c);
+}
+
+/* A 16-bit KV cache (kv_write rounds each element once, as vka_copy: exact on every device),
+ * from a float32 qkv (decoding) or one of the cache's type. */
+static void case_kv_write16(ck_state *st, vka_dtype dtype, bool qkv16, int T, int NH, int HS,
+                            int max_T, int p0, int n) {
+    char name[64];
+    ck_case c = {.op = ck_name16("kv_write", dtype, name, sizeof name), .record = rec_kv_write,
+                 .tol = 0.0, .tol16 = 0.0, .d = {T, NH, HS, max_T}};
+    snprintf(c.shape, sizeof c.shape, "T=%d NH=%d HS=%d max_T=%d pos=%d n=%d qkv %s", T, NH, HS,
+             max_T, p0, n, qkv16 ? vka_dtype_string(dtype) : "f32");
+    size_t cache = (size_t)NH * max_T * HS;
+    c.dtype[ck_acc(st, &c, cache)] = (uint8_t)dtype;
+    c.dtype[ck_acc(st, &c, cache)] = (uint8_t)dtype;
+    int qkv = ck_in(st, &c, (size_t)T * 3 * NH * HS, 1.0f);
+    if (qkv16) c.dtype[qkv] = (uint8_t)dtype;
+    float *pos = vka_malloc(st->gpu, 2 * sizeof *pos);
+    if (pos) {
+        int32_t p[2] = {p0, n};
+        memcpy(pos, p, sizeof p);
+    }
+    ck_add(&c, 2, pos, false);
+    ck_run(st, &c);
+}
+
+static vka_result rec_crossentropy16(vka_context *ctx, vka_tensor **t, const ck_case *c) {
+    /* t: losses logits16 targets dlogits16 | logits32 losses32 dlogits32 r16 */
+    int N = c->d[0], V = c->d[1], Vp = c->d[2];
+    size_t n = (size_t)N * Vp;
+    vka_result r = vka_copy(ctx, t[4], t[1], n);
+    if (r == VKA_SUCCESS) r = vka_crossentropy_forward(ctx, t[5], t[4], t[2], N, V, Vp);
+    if (r == VKA_SUCCESS) r = vka_crossentropy_backward(ctx, t[6], t[4], t[2], c->f, N, V, Vp);
+    if (r == VKA_SUCCESS) r = vka_copy(ctx, t[7], t[6], n);
+    if (r == VKA_SUCCESS) r = vka_crossentropy_forward(ctx, t[0], t[1], t[2], N, V, Vp);
+    if (r == VKA_SUCCESS) r = vka_crossentropy_backward(ctx, t[3], t[1], t[2], c->f, N, V, Vp);
+    return r;
+}
+
+/* 16-bit logits and dlogits (an odd Vp starts rows mid-word), float32 losses. */
+static void case_crossentropy16(ck_state *st, vka_dtype dtype, int N, int V, int Vp) {
+    char name[64];
+    ck_case c = {.op = ck_name16("crossentropy_forward_backward", dtype, name, sizeof name),
+                 .record = rec_crossentropy16, .tol = 1e-5, .d = {N, V, Vp},
+                 .f = 1.0f / (float)N};
+    c.tol16 = c.tol + ck_ulp16(dtype);
+    snprintf(c.shape, sizeof c.shape, "N=%d V=%d Vp=%d logits, dlogits %s", N, V, Vp,
+             vka_dtype_string(dtype));
+    size_t n = (size_t)N * Vp;
+    int losses = ck_out(&c, (size_t)N);
+    ck_in16(st, &c, n, 5.0f, dtype);
+    ck_ids(st, &c, (size_t)N, V);
+    int dlogits = ck_out16(&c, n, dtype);
+    ck_scratch(st, &c, n);
+    int losses32 = ck_out(&c, (size_t)N);
+    ck_scratch(st, &c, n);
+    int r16 = ck_out16(&c, n, dtype);
+    ck_same(&c, losses, losses32);
+    ck_same(&c, dlogits, r16);
+    ck_run(st, &c);
+}
+
 /* --- one training step of a small model ------------------------------------------------------ */
 
 static void report_model(ck_state *st, const char *op, const char *shape, const float *got,
@@ -581,12 +802,29 @@ static void report_model(ck_state *st, const char *op, const char *shape, const 
     ck_report(st, &row);
 }
 
-static void case_train_step(ck_state *st, uint64_t seed) {
+/* dtype VKA_F32: the float32 model. Else its mixed precision in dtype on both contexts, with
+ * the fused attention on both (the composed one keeps its tensors in float32, so it is not the
+ * same computation): the same 16-bit roundings of the same values, so the rows differ only
+ * where a float32 difference makes one rounding go the other way (tolerances: 10-30 times the
+ * largest difference seen on lavapipe's two kernel variants over seeds 1-3: loss 3.3e-6,
+ * gradients 7.3e-5). */
+static void case_train_step(ck_state *st, uint64_t seed, vka_dtype dtype) {
     vka_gpt_config cfg = {.max_T = 32, .V = 65, .L = 2, .NH = 4, .C = 64};
     enum { B = 4, T = 32 };
     /* The device runs the model as it trains (fused attention); the reference the composed
      * path (matmul, softmax, matmul), so both the op and its use in the model are checked. */
-    const char *shape = "V=65 L=2 NH=4 C=64 B=4 T=32 fused vs composed";
+    char shape[96], names[4][48];
+    snprintf(shape, sizeof shape, "V=65 L=2 NH=4 C=64 B=4 T=32 %s",
+             dtype ? (dtype == VKA_BF16 ? "bf16 mixed precision, fused"
+                                        : "fp16 mixed precision, fused")
+                   : "fused vs composed");
+    static const char *const rows[4] = {"forward_loss", "backward_grads", "train_step_loss",
+                                        "train_step_params"};
+    for (int i = 0; i < 4; i++)
+        snprintf(names[i], sizeof names[i], "%s%s%s", rows[i], dtype ? " " : "",
+                 dtype ? vka_dtype_string(dtype) : "");
+    double tol_loss = dtype ? 1e-4 : 1e-5, tol_grads = dtype ? 1e-3 : 1e-4,
+           tol_params = 1e-5;
     vka_gpt *cpu = NULL, *gpu = NULL;
     float *params = NULL, *grads_cpu = NULL, *grads_gpu = NULL, *p_gpu = NULL;
     int32_t inputs[B * T], targets[B * T];
@@ -597,8 +835,15 @@ static void case_train_step(ck_state *st, uint64_t seed) {
     const char *what = "train_step";
     vka_result r = ck_on_cpu(st, vka_gpt_create(st->cpu, &cfg, seed, &cpu), what);
     if (r != VKA_SUCCESS) goto done;
-    r = ck_on_cpu(st, vka_gpt_set_attention(cpu, VKA_ATTENTION_COMPOSED), what);
+    if (dtype) {
+        r = ck_on_cpu(st, vka_gpt_set_precision(cpu, dtype), what);
+    } else {
+        r = ck_on_cpu(st, vka_gpt_set_attention(cpu, VKA_ATTENTION_COMPOSED), what);
+    }
     if (r == VKA_SUCCESS) r = vka_gpt_create(st->gpu, &cfg, seed, &gpu);
+    if (r == VKA_SUCCESS && dtype) r = vka_gpt_set_precision(gpu, dtype);
+    if (r == VKA_SUCCESS && dtype) r = vka_gpt_set_attention(gpu, VKA_ATTENTION_FUSED);
+    if (r == VKA_SUCCESS && dtype) r = ck_on_cpu(st, vka_gpt_set_attention(cpu, VKA_ATTENTION_FUSED), what);
     size_t n = vka_gpt_num_params(cpu);
     params = vka_malloc(st->gpu, n * sizeof *params);
     grads_cpu = vka_malloc(st->gpu, n * sizeof *grads_cpu);
@@ -615,8 +860,8 @@ static void case_train_step(ck_state *st, uint64_t seed) {
     if (r == VKA_SUCCESS) r = ck_on_cpu(st, vka_gpt_get_grads(cpu, grads_cpu, n), what);
     if (r == VKA_SUCCESS) r = vka_gpt_get_grads(gpu, grads_gpu, n);
     if (r != VKA_SUCCESS) goto done;
-    report_model(st, "forward_loss", shape, &loss_gpu, &loss_cpu, 1, 1e-5);
-    report_model(st, "backward_grads", shape, grads_gpu, grads_cpu, n, 1e-4);
+    report_model(st, names[0], shape, &loss_gpu, &loss_cpu, 1, tol_loss);
+    report_model(st, names[1], shape, grads_gpu, grads_cpu, n, tol_grads);
     vka_adamw_desc opt = {.lr = 1e-3f, .beta2 = 0.99f, .weight_decay = 0.1f, .grad_clip = 1.0f};
     r = ck_on_cpu(st, vka_gpt_train_step(cpu, inputs, targets, B, T, &opt, &loss_cpu, NULL),
                   what);
@@ -624,15 +869,19 @@ static void case_train_step(ck_state *st, uint64_t seed) {
     if (r == VKA_SUCCESS) r = ck_on_cpu(st, vka_gpt_get_params(cpu, params, n), what);
     if (r == VKA_SUCCESS) r = vka_gpt_get_params(gpu, p_gpu, n);
     if (r != VKA_SUCCESS) goto done;
-    report_model(st, "train_step_loss", shape, &loss_gpu, &loss_cpu, 1, 1e-5);
+    report_model(st, names[2], shape, &loss_gpu, &loss_cpu, 1, tol_loss);
     /* AdamW's first step moves a parameter by lr * g / (|g| + eps), eps = 1e-8: where |g| is
      * within a few eps of zero, gradient rounding differences far inside backward_grads'
      * tolerance (e.g. 2.08e-8 vs 2.02e-8) change the step by a sizeable fraction of lr. Those
      * parameters (|g| < 100 eps on the CPU; the same batch as the backward_grads row) are left
-     * out; everywhere else the step is insensitive to rounding. */
+     * out; everywhere else the step is insensitive to rounding. In 16 bits the gradients differ
+     * by up to ~1e-4 (one 16-bit rounding going the other way), which flips the sign of a
+     * gradient below that and moves its parameter 2 lr the other way: there parameters with
+     * |g| < 1e-3 are left out. */
+    float small_g = dtype ? 1e-3f : 1e-6f; /* in 16 bits: 10x backward_grads' differences */
     for (size_t i = 0; i < n; i++)
-        if (fabsf(grads_cpu[i]) < 1e-6f) p_gpu[i] = params[i];
-    report_model(st, "train_step_params", shape, p_gpu, params, n, 1e-5);
+        if (fabsf(grads_cpu[i]) < small_g) p_gpu[i] = params[i];
+    report_model(st, names[3], shape, p_gpu, params, n, tol_params);
 done:
     if (r != VKA_SUCCESS) {
         if (st->err == VKA_SUCCESS) st->err = r;
@@ -699,14 +948,34 @@ vka_result vka_check(vka_context *ctx, uint64_t seed, vka_check_fn fn, void *use
     case_reduce(&st, 130, 36, 0.5f);
     case_adamw(&st, 1003);
     case_adamw(&st, 1004);
-    case_attention(&st, 2, 3, 37, 37, 24, VKA_CAUSAL_TOP_LEFT, CK_QKV | CK_BTC);
-    case_attention(&st, 2, 2, 5, 70, 72, VKA_CAUSAL_BOTTOM_RIGHT, CK_MASK);
+    case_attention(&st, 2, 3, 37, 37, 24, VKA_CAUSAL_TOP_LEFT, CK_QKV | CK_BTC, VKA_F32);
+    case_attention(&st, 2, 2, 5, 70, 72, VKA_CAUSAL_BOTTOM_RIGHT, CK_MASK, VKA_F32);
     case_attention(&st, 3, 1, 65, 33, 128, VKA_CAUSAL_NONE,
-                   CK_MASK | CK_MASK_PER_BATCH | CK_KEY_LENS);
-    case_attention(&st, 2, 3, 37, 37, 24, VKA_CAUSAL_TOP_LEFT, CK_QKV | CK_BTC | CK_BACKWARD);
+                   CK_MASK | CK_MASK_PER_BATCH | CK_KEY_LENS, VKA_F32);
+    case_attention(&st, 2, 3, 37, 37, 24, VKA_CAUSAL_TOP_LEFT, CK_QKV | CK_BTC | CK_BACKWARD,
+                   VKA_F32);
     case_attention(&st, 2, 2, 9, 70, 40, VKA_CAUSAL_TOP_LEFT,
-                   CK_MASK | CK_KEY_LENS | CK_BACKWARD);
-    case_train_step(&st, seed);
+                   CK_MASK | CK_KEY_LENS | CK_BACKWARD, VKA_F32);
+    case_train_step(&st, seed, VKA_F32);
+    /* 16-bit: odd lengths and row sizes (rows and outputs starting mid-word), both formats */
+    case_layernorm16(&st, VKA_BF16, 37, 129);
+    case_layernorm16(&st, VKA_F16, 5, 1601);
+    case_gelu16(&st, VKA_BF16, 1001);
+    case_gelu16(&st, VKA_F16, 1024);
+    case_residual16(&st, VKA_BF16, 70001);
+    case_residual16(&st, VKA_F16, 1000);
+    case_kv_write16(&st, VKA_BF16, false, 7, 3, 5, 19, 11, 5);
+    case_kv_write16(&st, VKA_F16, true, 1, 4, 33, 64, 63, 1);
+    case_crossentropy16(&st, VKA_BF16, 13, 65, 65);
+    case_crossentropy16(&st, VKA_F16, 3, 5000, 5001);
+    case_attention(&st, 2, 3, 37, 37, 24, VKA_CAUSAL_TOP_LEFT, CK_QKV | CK_BTC, VKA_BF16);
+    case_attention(&st, 2, 2, 5, 70, 9, VKA_CAUSAL_BOTTOM_RIGHT, CK_MASK, VKA_F16);
+    case_attention(&st, 2, 3, 37, 37, 24, VKA_CAUSAL_TOP_LEFT, CK_QKV | CK_BTC | CK_BACKWARD,
+                   VKA_BF16);
+    case_attention(&st, 2, 2, 9, 70, 5, VKA_CAUSAL_TOP_LEFT, CK_MASK | CK_KEY_LENS | CK_BACKWARD,
+                   VKA_F16);
+    case_train_step(&st, seed, VKA_BF16);
+    case_train_step(&st, seed, VKA_F16);
     vka_context_destroy(st.cpu);
     if (n_failed) *n_failed = st.failed;
     if (st.err != VKA_SUCCESS) return st.err;

@@ -1053,6 +1053,9 @@ static void test_cli_check_json_passes(void **state) {
     assert_non_null(strstr(r.out, "\"pass\":true}"));
     assert_true(cu_json_num(r.out, "failed") == 0);
     assert_non_null(strstr(r.out, "\"op\":\"train_step_params\""));
+    /* the 16-bit rows: the model's mixed precision and the widest op name */
+    assert_non_null(strstr(r.out, "\"op\":\"train_step_params bf16\""));
+    assert_non_null(strstr(r.out, "\"op\":\"crossentropy_forward_backward f16\""));
     assert_non_null(strstr(r.out, "\"path_16bit\":\""));
     cu_free(&r);
     /* The table: every row's columns line up, however long its shape. */

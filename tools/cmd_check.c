@@ -14,9 +14,9 @@ static const cli_command check_cmd = {
              "\"max_rel\",\"tol\",\"pass\"}...],\"failed\",\"pass\"}.",
 };
 
-/* Width of the op column: the longest op name, "crossentropy_forward_backward". The shape,
- * whose length varies most, is the last column so that the others stay aligned. */
-#define OP_WIDTH 29
+/* Width of the op column: the longest op name, "crossentropy_forward_backward bf16". The
+ * shape, whose length varies most, is the last column so that the others stay aligned. */
+#define OP_WIDTH 34
 
 typedef struct check_out {
     bool json;
