@@ -147,9 +147,12 @@ static int evaluate(vka_context *ctx, const eval_opts *o) {
     } else {
         char ppl[32];
         cli_perplexity_text(exp(loss), ppl, sizeof ppl);
+        /* a 16-bit run says so: its loss is not the float32 model's */
         printf("loss %.4f nats/token (%.4f bits per byte), perplexity %s, over %zu tokens (%zu "
-               "windows of %d+1) of the %zu tokens of %s\n", loss, bpb, ppl, scored, windows, T,
-               n, o->data);
+               "windows of %d+1) of the %zu tokens of %s%s%s%s\n", loss, bpb, ppl, scored,
+               windows, T, n, o->data, o->b.precision ? " (" : "",
+               o->b.precision ? cli_precision_names[o->b.precision] : "",
+               o->b.precision ? " mixed precision)" : "");
     }
 done:
     cli_free_paths(paths, n_paths);
