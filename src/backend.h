@@ -313,7 +313,10 @@ typedef struct vkb_ops {
     void (*matmul)(vkb_backend *be, const vkb_matmul *mm);
     /* dbias (OC) += column sums of dout (N, OC) */
     void (*bias_backward)(vkb_backend *be, vkb_tensor dbias, vkb_tensor dout, int N, int OC);
-    /* out (B,T,C) = wte[tokens[b,t]] + wpe[t]; tokens (B,T) int32, wte (Vp,C), wpe (maxT,C) */
+    /* out (B,T,C) = wte[tokens[b,t]] + wpe[t]; tokens (B,T) int32, wte (Vp,C), wpe (maxT,C).
+     * out, wte and wpe each f32 or the call's one 16-bit type, by layernorm_forward's 16-bit
+     * rule: each element the f32 sum of the widened ones, a 16-bit out that sum rounded as
+     * convert rounds (odd C: rows share words, none lost). */
     void (*encoder_forward)(vkb_backend *be, vkb_tensor out, vkb_tensor tokens, vkb_tensor wte,
                             vkb_tensor wpe, int B, int T, int C);
     /* dwte (Vp,C) += dout rows by token, dwpe (maxT,C) += dout summed over b; deterministic

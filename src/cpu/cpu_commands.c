@@ -209,8 +209,35 @@ static vka_result run_encoder_forward(cpu_backend *cb, const void *p) {
         vkc_encoder_forward(a->out, a->tokens, a->wte, a->wpe, a->B, a->T, a->C, cb->nt);
     return r;
 }
+/* out, wte and/or wpe 16-bit: their words as uint16_t arrays from their first elements. */
+typedef struct {
+    void *out;
+    const void *wte, *wpe;
+    const int32_t *tokens;
+    size_t rows; /* of wte */
+    int out_dtype, wte_dtype, wpe_dtype, B, T, C;
+} encoder16_args;
+
+static vka_result run_encoder_forward16(cpu_backend *cb, const void *p) {
+    const encoder16_args *a = p;
+    vka_result r = check_ids(cb, "encoder_forward", "tokens", a->tokens, (size_t)a->B * a->T,
+                             a->rows, "rows of wte");
+    if (r == VKA_SUCCESS)
+        vkc_encoder_forward16(a->out, a->out_dtype, a->tokens, a->wte, a->wte_dtype, a->wpe,
+                              a->wpe_dtype, a->B, a->T, a->C, cb->cvt, cb->nt);
+    return r;
+}
+
 static void op_encoder_forward(vkb_backend *be, vkb_tensor out, vkb_tensor tokens,
                                vkb_tensor wte, vkb_tensor wpe, int B, int T, int C) {
+    if (out.dtype != VKA_F32 || wte.dtype != VKA_F32 || wpe.dtype != VKA_F32) {
+        encoder16_args a = {.out = cpu_ptr(out), .wte = cpu_ptr(wte), .wpe = cpu_ptr(wpe),
+                            .tokens = ids(tokens), .rows = vkb_elems(wte) / (size_t)C,
+                            .out_dtype = out.dtype, .wte_dtype = wte.dtype,
+                            .wpe_dtype = wpe.dtype, .B = B, .T = T, .C = C};
+        vkc_record((cpu_backend *)be, "encoder_forward", run_encoder_forward16, &a, sizeof a, 0);
+        return;
+    }
     encoder_args a = {.out = cpu_ptr(out), .wte = cpu_ptr(wte), .wpe = cpu_ptr(wpe),
                       .tokens = ids(tokens), .rows = wte.n / (size_t)C, .B = B, .T = T, .C = C};
     vkc_record((cpu_backend *)be, "encoder_forward", run_encoder_forward, &a, sizeof a, 0);

@@ -96,6 +96,14 @@ void vkc_grad_norm(float *out, float *partials, const float *const *grads, const
 /* out (B,T,C) = wte[tokens[b,t]] + wpe[t]; tokens (B,T) must be valid rows of wte */
 void vkc_encoder_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe,
                          int B, int T, int C, int nt);
+/* The same with out, wte and wpe each f32 or 16-bit (dtypes: vka_dtype values; a 16-bit tensor
+ * is a uint16_t array, element i at [i]): each element widened exactly, added in f32 and, for a
+ * 16-bit out, rounded by the convert op (cvt: vkc_cvt_features), so out16 == convert(out32) bit
+ * for bit. Writes exactly B*T*C elements (odd C: rows share 32-bit words, each writes its own
+ * halves). */
+void vkc_encoder_forward16(void *out, int out_dtype, const int32_t *tokens, const void *wte,
+                           int wte_dtype, const void *wpe, int wpe_dtype, int B, int T, int C,
+                           unsigned cvt, int nt);
 /* dwte (Vp,C) += dout rows by token, dwpe (maxT,C) += dout summed over b (positions summed in
  * order b*T+t) */
 void vkc_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
