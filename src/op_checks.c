@@ -322,12 +322,15 @@ static void ck_layernorm_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor d
     ck_positive(&c, "N", N);
     ck_positive(&c, "C", C);
     need nc = NEED("N*C", N, C), n = need_n("N", (uint64_t)N), cn = need_n("C", (uint64_t)C);
+    uint8_t k16 = 0; /* dout, inp and weight: f32 or the call's one 16-bit type; the
+                      * statistics and the gradients f32 (they accumulate) */
+    const char *n16 = NULL;
     ck_holds(&c, "dinp", dinp, nc);
     ck_holds(&c, "dweight", dweight, cn);
     ck_holds(&c, "dbias", dbias, cn);
-    ck_holds(&c, "dout", dout, nc);
-    ck_holds(&c, "inp", inp, nc);
-    ck_holds(&c, "weight", weight, cn);
+    ck_holds_any(&c, "dout", dout, nc, &k16, &n16);
+    ck_holds_any(&c, "inp", inp, nc, &k16, &n16);
+    ck_holds_any(&c, "weight", weight, cn, &k16, &n16);
     ck_holds(&c, "mean", mean, n);
     ck_holds(&c, "rstd", rstd, n);
     if (ck_ok(&c))

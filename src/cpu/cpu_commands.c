@@ -322,15 +322,49 @@ static vka_result run_layernorm_backward(cpu_backend *cb, const void *p) {
                                 a->mean_in, a->rstd_in, a->N, a->C, cb->isa, cb->nt);
     return VKA_SUCCESS;
 }
+/* dout, inp and/or weight 16-bit (mask16 bits 0, 1, 2, of type dtype16); scratch: the widened
+ * weight and rows, allocated with the command. */
+typedef struct {
+    float *dinp, *dweight, *dbias, *scratch;
+    const void *dout, *inp, *weight;
+    const float *mean, *rstd;
+    int dtype16, N, C;
+    unsigned mask16;
+} layernorm16_bw_args;
+
+static vka_result run_layernorm_backward16(cpu_backend *cb, const void *p) {
+    const layernorm16_bw_args *a = p;
+    vkc_layernorm_backward16(a->dinp, a->dweight, a->dbias, a->dout, a->inp, a->weight,
+                             a->dtype16, a->mask16, a->mean, a->rstd, a->N, a->C, a->scratch,
+                             cb->isa, cb->cvt, cb->nt);
+    return VKA_SUCCESS;
+}
+
 static void op_layernorm_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dweight,
                                   vkb_tensor dbias, vkb_tensor dout, vkb_tensor inp,
                                   vkb_tensor weight, vkb_tensor mean, vkb_tensor rstd, int N,
                                   int C) {
+    cpu_backend *cb = (cpu_backend *)be;
+    unsigned mask16 = (dout.dtype ? 1u : 0u) | (inp.dtype ? 2u : 0u) | (weight.dtype ? 4u : 0u);
+    if (mask16) {
+        layernorm16_bw_args a = {.dinp = cpu_ptr(dinp), .dweight = cpu_ptr(dweight),
+                                 .dbias = cpu_ptr(dbias), .dout = cpu_ptr(dout),
+                                 .inp = cpu_ptr(inp), .weight = cpu_ptr(weight),
+                                 .mean = cpu_ptr(mean), .rstd = cpu_ptr(rstd),
+                                 .dtype16 = dout.dtype | inp.dtype | weight.dtype, .N = N,
+                                 .C = C, .mask16 = mask16};
+        size_t floats = vkc_layernorm_backward16_scratch(N, C, cb->nt);
+        layernorm16_bw_args *rec = vkc_record(cb, "layernorm_backward", run_layernorm_backward16,
+                                              &a, sizeof a, floats * 4 + 64);
+        if (rec) /* after the arguments, 64-byte aligned */
+            rec->scratch = (float *)(((uintptr_t)(rec + 1) + 63) & ~(uintptr_t)63);
+        return;
+    }
     layernorm_args a = {.dinp = cpu_ptr(dinp), .dweight = cpu_ptr(dweight),
                         .dbias = cpu_ptr(dbias), .dout = cpu_ptr(dout), .inp = cpu_ptr(inp),
                         .weight = cpu_ptr(weight), .mean_in = cpu_ptr(mean),
                         .rstd_in = cpu_ptr(rstd), .N = N, .C = C};
-    vkc_record((cpu_backend *)be, "layernorm_backward", run_layernorm_backward, &a, sizeof a, 0);
+    vkc_record(cb, "layernorm_backward", run_layernorm_backward, &a, sizeof a, 0);
 }
 
 /* --- permute, unpermute --------------------------------------------------------------------- */

@@ -137,6 +137,16 @@ void vkc_layernorm_forward16(void *out, int out_dtype, float *mean, float *rstd,
                              const float *bias, int N, int C, float *scratch, vkc_isa isa,
                              unsigned cvt, int nt);
 size_t vkc_layernorm_forward16_scratch(int N, int C, int out_dtype, int nt);
+/* vkc_layernorm_backward_fast (for isa; VKC_ISA_BASELINE: the reference) with dout, inp and/or
+ * weight 16-bit (mask16 bits 0, 1, 2; of type dtype16, a uint16_t array each): each widened
+ * exactly and run through the f32 kernel's arithmetic, so dinp, dweight and dbias (f32) are the
+ * f32 op's bits on the widened inputs. scratch: vkc_layernorm_backward16_scratch(N, C, nt)
+ * floats. */
+void vkc_layernorm_backward16(float *dinp, float *dweight, float *dbias, const void *dout,
+                              const void *inp, const void *weight, int dtype16, unsigned mask16,
+                              const float *mean, const float *rstd, int N, int C, float *scratch,
+                              vkc_isa isa, unsigned cvt, int nt);
+size_t vkc_layernorm_backward16_scratch(int N, int C, int nt);
 
 /* --- permute.c ------------------------------------------------------------------------------ */
 /* inp (B,T,3C) -> q, k, v (B,NH,T,HS), C = NH*HS */
