@@ -145,6 +145,7 @@ static void enc_shapes(vka_context *ctx) {
     enc_case(ctx, (enc_shape){2, 4, 8, 6}, 4);    /* even C */
     enc_case(ctx, (enc_shape){3, 5, 769, 11}, 5); /* rows past a workgroup */
     enc_case(ctx, (enc_shape){1, 3, 1601, 4}, 6);
+    enc_case(ctx, (enc_shape){4, 8, 769, 9}, 7); /* enough work for the CPU backend's threads */
 }
 
 /* --- layernorm_backward --------------------------------------------------------------------- */
@@ -321,6 +322,7 @@ static void lb_shapes(vka_context *ctx) {
     lb_case(ctx, (lb_shape){13, 96}, 15);
     lb_case(ctx, (lb_shape){3, 769}, 16);  /* rows past a workgroup */
     lb_case(ctx, (lb_shape){2, 1601}, 17);
+    lb_case(ctx, (lb_shape){24, 1601}, 18); /* enough rows and columns for the threads */
 }
 
 static void both_shapes(vka_context *ctx) {
