@@ -39,12 +39,12 @@ layout(set = 0, binding = 3) readonly buffer Wpe16 { uint wpe16[]; };
 float wte_at(uint i) {
     if ((E16 & 2u) == 0u) return wte[pc.wte_off + i];
     uint e = 2u * pc.wte_off + ((pc.half0 >> 1) & 1u) + i;
-    return widen16_to(F16, (wte16[e >> 1] >> ((e & 1u) << 4)) & 0xFFFFu);
+    return WIDEN16_AT(F16, wte16, e);
 }
 float wpe_at(uint i) {
     if ((E16 & 4u) == 0u) return wpe[pc.wpe_off + i];
     uint e = 2u * pc.wpe_off + ((pc.half0 >> 2) & 1u) + i;
-    return widen16_to(F16, (wpe16[e >> 1] >> ((e & 1u) << 4)) & 0xFFFFu);
+    return WIDEN16_AT(F16, wpe16, e);
 }
 
 // Whether this dispatch writes element i (< P * C) of out's view, and its value v.

@@ -42,10 +42,9 @@ layout(set = 0, binding = 1) readonly buffer Dout16 { uint dout16[]; };
 layout(set = 0, binding = 2) readonly buffer Inp16 { uint inp16[]; };
 layout(set = 0, binding = 3) readonly buffer Weight16 { uint weight16[]; };
 
-// Element k (of the bound range) of a 16-bit view, and the 4 from an even one, in f32.
-#define LN_WIDEN1(buf, T16, k) widen16_to(T16 == 2u, (buf[(k) >> 1] >> (((k) & 1u) << 4)) & 0xFFFFu)
-#define LN_WIDEN4(buf, T16, k) vec4(LN_WIDEN1(buf, T16, k), LN_WIDEN1(buf, T16, (k) + 1u), \
-                                    LN_WIDEN1(buf, T16, (k) + 2u), LN_WIDEN1(buf, T16, (k) + 3u))
+// Element k (of the bound range) of a 16-bit view, and the 4 from an even k, in f32.
+#define LN_WIDEN1(buf, T16, k) WIDEN16_AT(T16 == 2u, buf, k)
+#define LN_WIDEN4(buf, T16, k) widen16x4_to(T16 == 2u, buf[(k) >> 1], buf[((k) >> 1) + 1u])
 
 #ifdef VKA_TEXEL
 layout(set = 0, binding = 0) buffer Dinp4 { vec4 dinp4[]; };

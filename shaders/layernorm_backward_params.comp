@@ -39,8 +39,9 @@ layout(constant_id = 4) const uint INP16 = 0u;
 layout(set = 0, binding = 2) readonly buffer Dout16 { uint dout16[]; };
 layout(set = 0, binding = 3) readonly buffer Inp16 { uint inp16[]; };
 
-// Element k (of the bound range) of a 16-bit view, in f32.
-#define LN_WIDEN1(buf, T16, k) widen16_to(T16 == 2u, (buf[(k) >> 1] >> (((k) & 1u) << 4)) & 0xFFFFu)
+// Element k (of the bound range) of a 16-bit view, and the 4 from an even k, in f32.
+#define LN_WIDEN1(buf, T16, k) WIDEN16_AT(T16 == 2u, buf, k)
+#define LN_WIDEN4(buf, T16, k) widen16x4_to(T16 == 2u, buf[(k) >> 1], buf[((k) >> 1) + 1u])
 
 #ifdef VKA_TEXEL
 layout(constant_id = 1) const uint CQ = 8; // column quads per workgroup
@@ -60,12 +61,9 @@ void quad_terms(uint n, out vec4 tw, out vec4 tb) {
     uint e = n * pc.C + 4u * cq;
     uint kd = 2u * pc.dout_off + e, kx = 2u * pc.inp_off + e; // 16-bit: elements
     vec4 d = DOUT16 == 0u ? texelFetch(dout_tex, int((pc.dout_off + e) >> 2))
-                          : vec4(LN_WIDEN1(dout16, DOUT16, kd), LN_WIDEN1(dout16, DOUT16, kd + 1u),
-                                 LN_WIDEN1(dout16, DOUT16, kd + 2u),
-                                 LN_WIDEN1(dout16, DOUT16, kd + 3u));
+                          : LN_WIDEN4(dout16, DOUT16, kd);
     vec4 x = INP16 == 0u ? texelFetch(inp_tex, int((pc.inp_off + e) >> 2))
-                         : vec4(LN_WIDEN1(inp16, INP16, kx), LN_WIDEN1(inp16, INP16, kx + 1u),
-                                LN_WIDEN1(inp16, INP16, kx + 2u), LN_WIDEN1(inp16, INP16, kx + 3u));
+                         : LN_WIDEN4(inp16, INP16, kx);
     tw = d * ((x - mean_[pc.mean_off + n]) * rstd_[pc.rstd_off + n]);
     tb = d;
 }

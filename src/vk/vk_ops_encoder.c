@@ -40,8 +40,8 @@ static size_t next_block(pos_blocks pb, size_t p0, size_t BT, size_t T, size_t *
 }
 
 /* Blocks of positions (out, tokens, wpe) x blocks of vocabulary rows (wte) when they pass the
- * binding limit; one dispatch otherwise. */
-/* 16-bit out, wte and/or wpe (backend.h): spec constant 1 (E16, 0 for f32 calls: their
+ * binding limit; one dispatch otherwise.
+ * 16-bit out, wte and/or wpe (backend.h): spec constant 1 (E16, 0 for f32 calls: their
  * pipeline) says which and the type; the 16-bit views' blocks count words (C / 2 + 1 a row),
  * pc.half0 flags those starting mid-word, and an out16 dispatch has an invocation per word. */
 void vkv_encoder_forward(vkb_backend *be, vkb_tensor out, vkb_tensor tokens, vkb_tensor wte,
