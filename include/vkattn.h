@@ -316,7 +316,7 @@ typedef enum vka_device_type {
 
 /** How a device can hold bf16 and fp16 data (vka_device_info.path_16bit): the features it
  * enables. Today's Vulkan kernels (16-bit matmul, attention, cross-entropy, kv_write,
- * layernorm, GELU, residual, conversions)
+ * encoder, layernorm forward and backward, GELU, residual, conversions)
  * read every 16-bit tensor as packed 32-bit words and compute in fp32 on every path; kernels
  * using 16-bit loads and fp16 arithmetic are to come. Whatever the path, arithmetic that
  * needs it (sums, statistics) stays fp32. */
@@ -399,7 +399,9 @@ vka_result vka_context_selected_device(const vka_context *ctx, vka_device_info *
  * (float32, or int32 token ids; vka_tensor_create) or 16-bit ones (bf16, fp16;
  * vka_tensor_create_desc). The ops that take 16-bit tensors: vka_matmul (a and b, both bf16 or
  * both fp16; out, bf16 or fp16 whatever a and b are), vka_copy (conversions),
- * vka_layernorm_forward (out, inp), vka_gelu_forward (out, inp), vka_gelu_backward (inp, dout),
+ * vka_encoder_forward (out, wte, wpe), vka_layernorm_forward (out, inp),
+ * vka_layernorm_backward (dout, inp, weight; mean, rstd and the gradients stay float32),
+ * vka_gelu_forward (out, inp), vka_gelu_backward (inp, dout),
  * vka_residual_forward (out, a, b), vka_attention_forward and vka_attention_backward (q, k, v
  * or qkv, out; lse, and the backward's dout and gradients, stay float32), vka_kv_write
  * (kcache, vcache, qkv) and vka_crossentropy_forward/_backward (logits, dlogits; losses stay
@@ -829,11 +831,20 @@ vka_result vka_kv_write(vka_context *ctx, vka_tensor *kcache, vka_tensor *vcache
  * out (N,C) = (inp - mean) * rstd * weight (C) + bias (C); saves mean (N) and rstd (N) =
  * 1/sqrt(var + eps), var = mean((x - mean)^2) computed in a second pass (never E[x^2]-E[x]^2).
  * out and inp may be bf16 or fp16 (the 16-bit rule above: statistics and arithmetic in
- * float32); mean, rstd, weight and bias are float32. */
+ * float32); mean, rstd, weight and bias are float32. Errors: VKA_ERROR_INVALID_ARGUMENT (a
+ * tensor NULL or too small, a bf16/fp16 mix, a 16-bit mean, rstd, weight or bias),
+ * VKA_ERROR_DEVICE_LIMIT (one row past the binding limit). */
 vka_result vka_layernorm_forward(vka_context *ctx, vka_tensor *out, vka_tensor *mean,
                                  vka_tensor *rstd, const vka_tensor *inp,
                                  const vka_tensor *weight, const vka_tensor *bias, int N, int C);
-/** dinp (N,C), dweight (C), dbias (C) += gradients from dout (N,C) (llm.c layernorm_backward). */
+/** dinp (N,C), dweight (C), dbias (C) += gradients from dout (N,C) (llm.c layernorm_backward),
+ * given the forward's inp (N,C), weight (C), mean (N) and rstd (N). dout, inp and weight may each
+ * be float32 or the call's one 16-bit type (the rule above: each widened exactly, the float32
+ * op's arithmetic and order, so the gradients are the float32 op's bits on the widened inputs,
+ * as llm.c's mixed precision reads its bf16 activations); mean, rstd, dinp, dweight and dbias
+ * are float32 (gradients accumulate in float32). Errors: VKA_ERROR_INVALID_ARGUMENT (a tensor
+ * NULL or too small, a bf16/fp16 mix, a 16-bit mean, rstd, dinp, dweight or dbias),
+ * VKA_ERROR_DEVICE_LIMIT (one row past the binding limit). */
 vka_result vka_layernorm_backward(vka_context *ctx, vka_tensor *dinp, vka_tensor *dweight,
                                   vka_tensor *dbias, const vka_tensor *dout,
                                   const vka_tensor *inp, const vka_tensor *weight,
@@ -853,8 +864,14 @@ vka_result vka_residual_forward(vka_context *ctx, vka_tensor *out, const vka_ten
 /** dst += src, N elements (residual backward). */
 vka_result vka_add_inplace(vka_context *ctx, vka_tensor *dst, const vka_tensor *src, size_t N);
 
-/** Token + position embedding: out (B,T,C) = wte[tokens[b,t]] + wpe[t]; tokens (B,T) int32
- * ids < rows of wte (Vp,C); wpe (maxT,C), T <= maxT. */
+/** Token + position embedding (llm.c encoder_forward): out (B,T,C) = wte[tokens[b,t]] + wpe[t];
+ * tokens (B,T) int32 ids < rows of wte (Vp,C); wpe (maxT,C), T <= maxT. out, wte and wpe may each
+ * be float32 or the call's one 16-bit type (the rule above: each element the float32 sum of the
+ * widened ones, a 16-bit out that sum rounded once; odd C rows share words, none lost), as
+ * llm.c's mixed precision runs it with bf16 parameters and out. Errors:
+ * VKA_ERROR_INVALID_ARGUMENT (a tensor NULL or too small, a bf16/fp16 mix, 16-bit tokens; an id
+ * outside wte's rows fails the graph's run on the CPU backend and gives NaN on Vulkan),
+ * VKA_ERROR_DEVICE_LIMIT (one row past the binding limit). */
 vka_result vka_encoder_forward(vka_context *ctx, vka_tensor *out, const vka_tensor *tokens,
                                const vka_tensor *wte, const vka_tensor *wpe, int B, int T, int C);
 /** dwte (Vp,C) += dout rows gathered by token; dwpe (maxT,C) += dout summed over b.

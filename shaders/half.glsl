@@ -51,4 +51,12 @@ uint narrow16_to(bool f16, float x) {
     return f16 ? f32_to_f16(u) : f32_to_bf16(u);
 }
 
+// Element k of a 16-bit view bound as the uint array buf, widened (a macro: GLSL passes no
+// buffers), and the four elements of the two words a, b.
+#define WIDEN16_AT(f16, buf, k) widen16_to(f16, ((buf)[(k) >> 1] >> (((k) & 1u) << 4)) & 0xFFFFu)
+vec4 widen16x4_to(bool f16, uint a, uint b) {
+    return vec4(widen16_to(f16, a & 0xFFFFu), widen16_to(f16, a >> 16),
+                widen16_to(f16, b & 0xFFFFu), widen16_to(f16, b >> 16));
+}
+
 #endif

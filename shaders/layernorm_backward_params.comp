@@ -11,6 +11,10 @@
 // RL-th row; a workgroup holds CQ column quads (spec constant 1) times RL row lanes, whose
 // partial sums row lane 0 adds in order after one barrier (enough workgroups for every thread;
 // on llvmpipe the SIMD lanes are neighbouring quads of one row, so mean and rstd are uniform).
+//
+// 16-bit dout and/or inp (bf16 or fp16, specialization constants DOUT16, INP16 as in
+// layernorm_backward.comp, both builds): widened exactly where read (the texel build's 16-bit
+// views as words through their storage bindings), the f32 kernel's arithmetic and order.
 #include "common.glsl"
 #include "sumloop.glsl"
 #ifndef VKA_TEXEL
@@ -26,6 +30,18 @@ layout(set = 0, binding = 5) readonly buffer Rstd { float rstd_[]; };
 
 #include "pc/layernorm.h"
 VKA_PC_BLOCK(VKA_PC_LAYERNORM_PARAMS_VIEWS, VKA_PC_LAYERNORM_ROWS)
+
+#include "half.glsl"
+
+// vka_dtype of dout and inp (0: f32, the defaults), their 16-bit views as words
+layout(constant_id = 3) const uint DOUT16 = 0u;
+layout(constant_id = 4) const uint INP16 = 0u;
+layout(set = 0, binding = 2) readonly buffer Dout16 { uint dout16[]; };
+layout(set = 0, binding = 3) readonly buffer Inp16 { uint inp16[]; };
+
+// Element k (of the bound range) of a 16-bit view, and the 4 from an even k, in f32.
+#define LN_WIDEN1(buf, T16, k) WIDEN16_AT(T16 == 2u, buf, k)
+#define LN_WIDEN4(buf, T16, k) widen16x4_to(T16 == 2u, buf[(k) >> 1], buf[((k) >> 1) + 1u])
 
 #ifdef VKA_TEXEL
 layout(constant_id = 1) const uint CQ = 8; // column quads per workgroup
@@ -43,8 +59,11 @@ uint cq; // this invocation's column quad
 // Row n's terms of dweight and dbias for the quad.
 void quad_terms(uint n, out vec4 tw, out vec4 tb) {
     uint e = n * pc.C + 4u * cq;
-    vec4 d = texelFetch(dout_tex, int((pc.dout_off + e) >> 2));
-    vec4 x = texelFetch(inp_tex, int((pc.inp_off + e) >> 2));
+    uint kd = 2u * pc.dout_off + e, kx = 2u * pc.inp_off + e; // 16-bit: elements
+    vec4 d = DOUT16 == 0u ? texelFetch(dout_tex, int((pc.dout_off + e) >> 2))
+                          : LN_WIDEN4(dout16, DOUT16, kd);
+    vec4 x = INP16 == 0u ? texelFetch(inp_tex, int((pc.inp_off + e) >> 2))
+                         : LN_WIDEN4(inp16, INP16, kx);
     tw = d * ((x - mean_[pc.mean_off + n]) * rstd_[pc.rstd_off + n]);
     tb = d;
 }
@@ -92,8 +111,12 @@ uint c; // this invocation's column
 
 // Row n's terms of (dweight[c], dbias[c]).
 vec2 terms(uint n) {
-    float d = dout[pc.dout_off + n * pc.C + c];
-    float norm = (inp[pc.inp_off + n * pc.C + c] - mean_[pc.mean_off + n]) * rstd_[pc.rstd_off + n];
+    uint e = n * pc.C + c;
+    float d = DOUT16 == 0u ? dout[pc.dout_off + e]
+                           : LN_WIDEN1(dout16, DOUT16, 2u * pc.dout_off + pc.half0 + e);
+    float x = INP16 == 0u ? inp[pc.inp_off + e]
+                          : LN_WIDEN1(inp16, INP16, 2u * pc.inp_off + pc.half0 + e);
+    float norm = (x - mean_[pc.mean_off + n]) * rstd_[pc.rstd_off + n];
     return vec2(d * norm, d);
 }
 

@@ -75,8 +75,9 @@ static inline size_t vkb_elems(vkb_tensor t) { return t.dtype == 0 ? t.n : 2 * t
 
 /* The hint of every message refusing a tensor's type (op_checks.c, api_ops.c). */
 #define VKB_DTYPE_HINT                                                                        \
-    "(the ops that take 16-bit tensors: matmul's out, a and b, copy, layernorm_forward's out and " \
-    "inp, gelu_forward's out and inp, gelu_backward's inp and dout, residual_forward's out, a and " \
+    "(the ops that take 16-bit tensors: matmul's out, a and b, copy, encoder_forward's out, wte " \
+    "and wpe, layernorm_forward's out and inp, layernorm_backward's dout, inp and weight, "      \
+    "gelu_forward's out and inp, gelu_backward's inp and dout, residual_forward's out, a and " \
     "b, attention_forward's and attention_backward's q, k, v and out, kv_write's caches and qkv, " \
     "crossentropy's logits and dlogits)"
 
@@ -313,7 +314,10 @@ typedef struct vkb_ops {
     void (*matmul)(vkb_backend *be, const vkb_matmul *mm);
     /* dbias (OC) += column sums of dout (N, OC) */
     void (*bias_backward)(vkb_backend *be, vkb_tensor dbias, vkb_tensor dout, int N, int OC);
-    /* out (B,T,C) = wte[tokens[b,t]] + wpe[t]; tokens (B,T) int32, wte (Vp,C), wpe (maxT,C) */
+    /* out (B,T,C) = wte[tokens[b,t]] + wpe[t]; tokens (B,T) int32, wte (Vp,C), wpe (maxT,C).
+     * out, wte and wpe each f32 or the call's one 16-bit type, by layernorm_forward's 16-bit
+     * rule: each element the f32 sum of the widened ones, a 16-bit out that sum rounded as
+     * convert rounds (odd C: rows share words, none lost). */
     void (*encoder_forward)(vkb_backend *be, vkb_tensor out, vkb_tensor tokens, vkb_tensor wte,
                             vkb_tensor wpe, int B, int T, int C);
     /* dwte (Vp,C) += dout rows by token, dwpe (maxT,C) += dout summed over b; deterministic
@@ -329,7 +333,9 @@ typedef struct vkb_ops {
      * out16 == convert(out32). mean, rstd, weight and bias stay f32. */
     void (*layernorm_forward)(vkb_backend *be, vkb_tensor out, vkb_tensor mean, vkb_tensor rstd,
                               vkb_tensor inp, vkb_tensor weight, vkb_tensor bias, int N, int C);
-    /* dinp (N,C), dweight (C), dbias (C) += from dout (N,C); as llm.c layernorm_backward */
+    /* dinp (N,C), dweight (C), dbias (C) += from dout (N,C); as llm.c layernorm_backward.
+     * dout, inp and weight each f32 or the call's one 16-bit type, widened exactly: the
+     * gradients (f32, as mean and rstd) bitwise the f32 op's on the widened inputs. */
     void (*layernorm_backward)(vkb_backend *be, vkb_tensor dinp, vkb_tensor dweight,
                                vkb_tensor dbias, vkb_tensor dout, vkb_tensor inp,
                                vkb_tensor weight, vkb_tensor mean, vkb_tensor rstd, int N, int C);

@@ -136,8 +136,9 @@ static void ck_holds_opt(ck *c, const char *name, vkb_tensor t, need nd) {
 }
 
 /* t (required) holds nd.n elements of f32 or of a 16-bit type (the ops with 16-bit activations:
- * layernorm_forward, gelu_forward/backward, residual_forward). *kind16 is the 16-bit type seen
- * so far in this call (0: none): every 16-bit tensor of one call has the same one. */
+ * encoder_forward, layernorm_forward/_backward, gelu_forward/backward, residual_forward, ...).
+ * *kind16 is the 16-bit type seen so far in this call (0: none): every 16-bit tensor of one call
+ * has the same one. */
 static void ck_holds_any(ck *c, const char *name, vkb_tensor t, need nd, uint8_t *kind16,
                          const char **name16) {
     if (c->stop) return;
@@ -264,10 +265,12 @@ static void ck_encoder_forward(vkb_backend *be, vkb_tensor out, vkb_tensor token
     ck_positive(&c, "B", B);
     ck_positive(&c, "T", T);
     ck_positive(&c, "C", C);
-    ck_holds(&c, "out", out, NEED("B*T*C", B, T, C));
+    uint8_t k16 = 0; /* out, wte and wpe: f32 or the call's one 16-bit type */
+    const char *n16 = NULL;
+    ck_holds_any(&c, "out", out, NEED("B*T*C", B, T, C), &k16, &n16);
     ck_holds(&c, "tokens", tokens, NEED("B*T", B, T));
-    ck_holds(&c, "wte", wte, need_n("C (one row)", (uint64_t)C));
-    ck_holds(&c, "wpe", wpe, NEED("T*C", T, C));
+    ck_holds_any(&c, "wte", wte, need_n("C (one row)", (uint64_t)C), &k16, &n16);
+    ck_holds_any(&c, "wpe", wpe, NEED("T*C", T, C), &k16, &n16);
     if (ck_ok(&c)) be->impl->encoder_forward(be, out, tokens, wte, wpe, B, T, C);
 }
 
@@ -319,12 +322,15 @@ static void ck_layernorm_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor d
     ck_positive(&c, "N", N);
     ck_positive(&c, "C", C);
     need nc = NEED("N*C", N, C), n = need_n("N", (uint64_t)N), cn = need_n("C", (uint64_t)C);
+    uint8_t k16 = 0; /* dout, inp and weight: f32 or the call's one 16-bit type; the
+                      * statistics and the gradients f32 (they accumulate) */
+    const char *n16 = NULL;
     ck_holds(&c, "dinp", dinp, nc);
     ck_holds(&c, "dweight", dweight, cn);
     ck_holds(&c, "dbias", dbias, cn);
-    ck_holds(&c, "dout", dout, nc);
-    ck_holds(&c, "inp", inp, nc);
-    ck_holds(&c, "weight", weight, cn);
+    ck_holds_any(&c, "dout", dout, nc, &k16, &n16);
+    ck_holds_any(&c, "inp", inp, nc, &k16, &n16);
+    ck_holds_any(&c, "weight", weight, cn, &k16, &n16);
     ck_holds(&c, "mean", mean, n);
     ck_holds(&c, "rstd", rstd, n);
     if (ck_ok(&c))

@@ -11,7 +11,8 @@
     U(pos0)     /* global position of the first one (t = (pos0 + p) % T) */                 \
     U(wpe_row0) /* first wpe row bound */                                                   \
     U(tok0) U(tok_rows)                                                                     \
-    U(nan_ids)  /* this dispatch writes the positions with invalid ids */
+    U(nan_ids)  /* this dispatch writes the positions with invalid ids */                  \
+    U(half0)    /* bits 0 out, 1 wte, 2 wpe: a 16-bit view starting at a high half */
 VKA_PC_STRUCT(pc_encoder_forward, VKA_PC_ENCODER_FORWARD_VIEWS, VKA_PC_ENCODER_FORWARD)
 
 #define VKA_PC_ENCODER_WPE_VIEWS(V, VA) V(dwpe) V(dout)

@@ -4,7 +4,8 @@
 #define VKA_PC_LAYERNORM_H
 #include "push_constants.h"
 
-#define VKA_PC_LAYERNORM_ROWS(U, F, UA) U(N) U(C)
+/* the backward's: half0 as the forward's, for its 16-bit dout and inp views */
+#define VKA_PC_LAYERNORM_ROWS(U, F, UA) U(N) U(C) U(half0)
 
 #define VKA_PC_LAYERNORM_FORWARD_VIEWS(V, VA) V(out) V(mean) V(rstd) V(inp) V(weight) V(bias)
 /* half0: a 16-bit out or inp view starts this block's rows at the high half of its first word

@@ -209,8 +209,35 @@ static vka_result run_encoder_forward(cpu_backend *cb, const void *p) {
         vkc_encoder_forward(a->out, a->tokens, a->wte, a->wpe, a->B, a->T, a->C, cb->nt);
     return r;
 }
+/* out, wte and/or wpe 16-bit: their words as uint16_t arrays from their first elements. */
+typedef struct {
+    void *out;
+    const void *wte, *wpe;
+    const int32_t *tokens;
+    size_t rows; /* of wte */
+    int out_dtype, wte_dtype, wpe_dtype, B, T, C;
+} encoder16_args;
+
+static vka_result run_encoder_forward16(cpu_backend *cb, const void *p) {
+    const encoder16_args *a = p;
+    vka_result r = check_ids(cb, "encoder_forward", "tokens", a->tokens, (size_t)a->B * a->T,
+                             a->rows, "rows of wte");
+    if (r == VKA_SUCCESS)
+        vkc_encoder_forward16(a->out, a->out_dtype, a->tokens, a->wte, a->wte_dtype, a->wpe,
+                              a->wpe_dtype, a->B, a->T, a->C, cb->cvt, cb->nt);
+    return r;
+}
+
 static void op_encoder_forward(vkb_backend *be, vkb_tensor out, vkb_tensor tokens,
                                vkb_tensor wte, vkb_tensor wpe, int B, int T, int C) {
+    if (out.dtype != VKA_F32 || wte.dtype != VKA_F32 || wpe.dtype != VKA_F32) {
+        encoder16_args a = {.out = cpu_ptr(out), .wte = cpu_ptr(wte), .wpe = cpu_ptr(wpe),
+                            .tokens = ids(tokens), .rows = vkb_elems(wte) / (size_t)C,
+                            .out_dtype = out.dtype, .wte_dtype = wte.dtype,
+                            .wpe_dtype = wpe.dtype, .B = B, .T = T, .C = C};
+        vkc_record((cpu_backend *)be, "encoder_forward", run_encoder_forward16, &a, sizeof a, 0);
+        return;
+    }
     encoder_args a = {.out = cpu_ptr(out), .wte = cpu_ptr(wte), .wpe = cpu_ptr(wpe),
                       .tokens = ids(tokens), .rows = wte.n / (size_t)C, .B = B, .T = T, .C = C};
     vkc_record((cpu_backend *)be, "encoder_forward", run_encoder_forward, &a, sizeof a, 0);
@@ -295,15 +322,49 @@ static vka_result run_layernorm_backward(cpu_backend *cb, const void *p) {
                                 a->mean_in, a->rstd_in, a->N, a->C, cb->isa, cb->nt);
     return VKA_SUCCESS;
 }
+/* dout, inp and/or weight 16-bit (mask16 bits 0, 1, 2, of type dtype16); scratch: the widened
+ * weight and rows, allocated with the command. */
+typedef struct {
+    float *dinp, *dweight, *dbias, *scratch;
+    const void *dout, *inp, *weight;
+    const float *mean, *rstd;
+    int dtype16, N, C;
+    unsigned mask16;
+} layernorm16_bw_args;
+
+static vka_result run_layernorm_backward16(cpu_backend *cb, const void *p) {
+    const layernorm16_bw_args *a = p;
+    vkc_layernorm_backward16(a->dinp, a->dweight, a->dbias, a->dout, a->inp, a->weight,
+                             a->dtype16, a->mask16, a->mean, a->rstd, a->N, a->C, a->scratch,
+                             cb->isa, cb->cvt, cb->nt);
+    return VKA_SUCCESS;
+}
+
 static void op_layernorm_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dweight,
                                   vkb_tensor dbias, vkb_tensor dout, vkb_tensor inp,
                                   vkb_tensor weight, vkb_tensor mean, vkb_tensor rstd, int N,
                                   int C) {
+    cpu_backend *cb = (cpu_backend *)be;
+    unsigned mask16 = (dout.dtype ? 1u : 0u) | (inp.dtype ? 2u : 0u) | (weight.dtype ? 4u : 0u);
+    if (mask16) {
+        layernorm16_bw_args a = {.dinp = cpu_ptr(dinp), .dweight = cpu_ptr(dweight),
+                                 .dbias = cpu_ptr(dbias), .dout = cpu_ptr(dout),
+                                 .inp = cpu_ptr(inp), .weight = cpu_ptr(weight),
+                                 .mean = cpu_ptr(mean), .rstd = cpu_ptr(rstd),
+                                 .dtype16 = dout.dtype | inp.dtype | weight.dtype, .N = N,
+                                 .C = C, .mask16 = mask16};
+        size_t floats = vkc_layernorm_backward16_scratch(N, C, cb->nt);
+        layernorm16_bw_args *rec = vkc_record(cb, "layernorm_backward", run_layernorm_backward16,
+                                              &a, sizeof a, floats * 4 + 64);
+        if (rec) /* after the arguments, 64-byte aligned */
+            rec->scratch = (float *)(((uintptr_t)(rec + 1) + 63) & ~(uintptr_t)63);
+        return;
+    }
     layernorm_args a = {.dinp = cpu_ptr(dinp), .dweight = cpu_ptr(dweight),
                         .dbias = cpu_ptr(dbias), .dout = cpu_ptr(dout), .inp = cpu_ptr(inp),
                         .weight = cpu_ptr(weight), .mean_in = cpu_ptr(mean),
                         .rstd_in = cpu_ptr(rstd), .N = N, .C = C};
-    vkc_record((cpu_backend *)be, "layernorm_backward", run_layernorm_backward, &a, sizeof a, 0);
+    vkc_record(cb, "layernorm_backward", run_layernorm_backward, &a, sizeof a, 0);
 }
 
 /* --- permute, unpermute --------------------------------------------------------------------- */

@@ -96,6 +96,14 @@ void vkc_grad_norm(float *out, float *partials, const float *const *grads, const
 /* out (B,T,C) = wte[tokens[b,t]] + wpe[t]; tokens (B,T) must be valid rows of wte */
 void vkc_encoder_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe,
                          int B, int T, int C, int nt);
+/* The same with out, wte and wpe each f32 or 16-bit (dtypes: vka_dtype values; a 16-bit tensor
+ * is a uint16_t array, element i at [i]): each element widened exactly, added in f32 and, for a
+ * 16-bit out, rounded by the convert op (cvt: vkc_cvt_features), so out16 == convert(out32) bit
+ * for bit. Writes exactly B*T*C elements (odd C: rows share 32-bit words, each writes its own
+ * halves). */
+void vkc_encoder_forward16(void *out, int out_dtype, const int32_t *tokens, const void *wte,
+                           int wte_dtype, const void *wpe, int wpe_dtype, int B, int T, int C,
+                           unsigned cvt, int nt);
 /* dwte (Vp,C) += dout rows by token, dwpe (maxT,C) += dout summed over b (positions summed in
  * order b*T+t) */
 void vkc_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
@@ -129,6 +137,16 @@ void vkc_layernorm_forward16(void *out, int out_dtype, float *mean, float *rstd,
                              const float *bias, int N, int C, float *scratch, vkc_isa isa,
                              unsigned cvt, int nt);
 size_t vkc_layernorm_forward16_scratch(int N, int C, int out_dtype, int nt);
+/* vkc_layernorm_backward_fast (for isa; VKC_ISA_BASELINE: the reference) with dout, inp and/or
+ * weight 16-bit (mask16 bits 0, 1, 2; of type dtype16, a uint16_t array each): each widened
+ * exactly and run through the f32 kernel's arithmetic, so dinp, dweight and dbias (f32) are the
+ * f32 op's bits on the widened inputs. scratch: vkc_layernorm_backward16_scratch(N, C, nt)
+ * floats. */
+void vkc_layernorm_backward16(float *dinp, float *dweight, float *dbias, const void *dout,
+                              const void *inp, const void *weight, int dtype16, unsigned mask16,
+                              const float *mean, const float *rstd, int N, int C, float *scratch,
+                              vkc_isa isa, unsigned cvt, int nt);
+size_t vkc_layernorm_backward16_scratch(int N, int C, int nt);
 
 /* --- permute.c ------------------------------------------------------------------------------ */
 /* inp (B,T,3C) -> q, k, v (B,NH,T,HS), C = NH*HS */

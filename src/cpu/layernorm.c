@@ -39,28 +39,32 @@ void vkc_layernorm_forward(float *out, float *mean, float *rstd, const float *in
     }
 }
 
+/* One row of dinp (C) += ... from x, d (C); the 16-bit path runs it on widened rows. */
+static void ref_backward_row(float *di, const float *x, const float *d, const float *weight,
+                             float m, float r, int C) {
+    double dnorm_mean = 0.0, dnorm_norm_mean = 0.0;
+    for (int c = 0; c < C; c++) {
+        double dnorm = (double)weight[c] * d[c];
+        dnorm_mean += dnorm;
+        dnorm_norm_mean += dnorm * ((x[c] - m) * r);
+    }
+    dnorm_mean /= C;
+    dnorm_norm_mean /= C;
+    for (int c = 0; c < C; c++) {
+        double norm = (x[c] - m) * r;
+        double dval = (double)weight[c] * d[c] - dnorm_mean - norm * dnorm_norm_mean;
+        di[c] = (float)(di[c] + dval * r);
+    }
+}
+
 void vkc_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                             const float *inp, const float *weight, const float *mean,
                             const float *rstd, int N, int C, int nt) {
     /* dinp: rows are independent. */
     VKA_OMP_FOR(nt, (double)N * C > VKA_OMP_MIN_WORK / 4)
     for (int n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
-        float *di = dinp + (size_t)n * C;
-        float m = mean[n], r = rstd[n];
-        double dnorm_mean = 0.0, dnorm_norm_mean = 0.0;
-        for (int c = 0; c < C; c++) {
-            double dnorm = (double)weight[c] * d[c];
-            dnorm_mean += dnorm;
-            dnorm_norm_mean += dnorm * ((x[c] - m) * r);
-        }
-        dnorm_mean /= C;
-        dnorm_norm_mean /= C;
-        for (int c = 0; c < C; c++) {
-            double norm = (x[c] - m) * r;
-            double dval = (double)weight[c] * d[c] - dnorm_mean - norm * dnorm_norm_mean;
-            di[c] = (float)(di[c] + dval * r);
-        }
+        size_t o = (size_t)n * C;
+        ref_backward_row(dinp + o, inp + o, dout + o, weight, mean[n], rstd[n], C);
     }
     /* dweight, dbias: sums over rows; blocks of columns are independent, rows go in order. */
     int blocks = (C + VKA_COL_BLOCK - 1) / VKA_COL_BLOCK;
@@ -256,4 +260,77 @@ void vkc_layernorm_backward_fast(float *dinp, float *dweight, float *dbias, cons
 #endif
     (void)isa;
     vkc_layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, nt);
+}
+
+/* --- 16-bit dout, inp and/or weight (backend.h) --------------------------------------------- */
+/* dinp: the f32 kernel's row function for the ISA on whole widened rows (its sums run in vector
+ * lanes in the order the compiler picks for the loop as written, as the forward16's); dweight,
+ * dbias: each column's sum is its own chain down the rows, so rows widened a column block at a
+ * time give the f32 kernels' bits (the reference's loop, which the fast one matches). */
+
+static void backward_row(float *di, const float *x, const float *d, const float *weight, float m,
+                         float r, int C, vkc_isa isa) {
+#ifdef VKC_X86
+    if (isa == VKC_ISA_AVX512 || isa == VKC_ISA_AVX2) {
+        VKC_SIMD_PICK(isa, ln_bwd)(di, x, d, weight, m, r, C);
+        return;
+    }
+#endif
+    (void)isa;
+    ref_backward_row(di, x, d, weight, m, r, C);
+}
+
+/* Elements [e, e + n) of x (dtype) in f32: x's own (f32) or widened into buf. */
+static const float *widened(const void *x, int dtype, size_t e, size_t n, float *buf,
+                            unsigned cvt) {
+    if (dtype == VKA_F32) return (const float *)x + e;
+    vkc_convert_serial(buf, VKA_F32, (const uint16_t *)x + e, dtype, n, cvt);
+    return buf;
+}
+
+size_t vkc_layernorm_backward16_scratch(int N, int C, int nt) {
+    return (size_t)C + 2 * (size_t)(N < nt ? N : nt) * (size_t)C;
+}
+
+void vkc_layernorm_backward16(float *dinp, float *dweight, float *dbias, const void *dout,
+                              const void *inp, const void *weight, int dtype16, unsigned mask16,
+                              const float *mean, const float *rstd, int N, int C, float *scratch,
+                              vkc_isa isa, unsigned cvt, int nt) {
+    int dt = mask16 & 1u ? dtype16 : VKA_F32, it = mask16 & 2u ? dtype16 : VKA_F32;
+    const float *w = widened(weight, mask16 & 4u ? dtype16 : VKA_F32, 0, (size_t)C, scratch, cvt);
+    /* dinp: blocks of rows, each its two scratch rows (x, d) */
+    int blocks = N < nt ? N : nt;
+    VKA_OMP_FOR(nt, (double)N * C > VKA_OMP_MIN_WORK / 4)
+    for (int bl = 0; bl < blocks; bl++) {
+        int n0 = (int)((long long)N * bl / blocks), n1 = (int)((long long)N * (bl + 1) / blocks);
+        float *xs = scratch + C + 2 * (size_t)bl * C, *ds = xs + C;
+        for (int n = n0; n < n1; n++) {
+            size_t e = (size_t)n * C;
+            const float *x = widened(inp, it, e, (size_t)C, xs, cvt);
+            const float *d = widened(dout, dt, e, (size_t)C, ds, cvt);
+            backward_row(dinp + e, x, d, w, mean[n], rstd[n], C, isa);
+        }
+    }
+    int cblocks = (C + VKA_COL_BLOCK - 1) / VKA_COL_BLOCK;
+    VKA_OMP_FOR(nt, (double)N * C > VKA_OMP_MIN_WORK)
+    for (int bl = 0; bl < cblocks; bl++) {
+        int c0 = bl * VKA_COL_BLOCK, cw = C - c0 < VKA_COL_BLOCK ? C - c0 : VKA_COL_BLOCK;
+        double dw[VKA_COL_BLOCK] = {0}, db[VKA_COL_BLOCK] = {0};
+        float xb[VKA_COL_BLOCK], db16[VKA_COL_BLOCK];
+        for (int n = 0; n < N; n++) {
+            size_t e = (size_t)n * C + (size_t)c0;
+            const float *x = widened(inp, it, e, (size_t)cw, xb, cvt);
+            const float *d = widened(dout, dt, e, (size_t)cw, db16, cvt);
+            float m = mean[n], r = rstd[n];
+            for (int j = 0; j < cw; j++) {
+                float norm = (x[j] - m) * r;
+                dw[j] += (double)norm * d[j];
+                db[j] += d[j];
+            }
+        }
+        for (int j = 0; j < cw; j++) {
+            dweight[c0 + j] = (float)(dweight[c0 + j] + dw[j]);
+            dbias[c0 + j] = (float)(dbias[c0 + j] + db[j]);
+        }
+    }
 }

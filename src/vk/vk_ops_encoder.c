@@ -15,10 +15,12 @@ typedef struct pos_blocks {
     bool whole;    /* blocks of whole sequences */
 } pos_blocks;
 
-static pos_blocks position_blocks(vkv_backend *vb, const char *op, size_t BT, size_t T, size_t C) {
-    size_t per_row[2] = {C, 1};
-    const char *names[2] = {"a row of out", "tokens"};
-    size_t most = vkv_block_rows(vb, op, BT, per_row, names, 2);
+static pos_blocks position_blocks(vkv_backend *vb, const char *op, size_t BT, size_t T, size_t C,
+                                  vkb_tensor out, vkb_tensor wpe) {
+    /* a 16-bit view's rows from either half of a word: C / 2 + 1 words each */
+    size_t per_row[3] = {out.dtype ? C / 2 + 1 : C, 1, wpe.dtype ? C / 2 + 1 : C};
+    const char *names[3] = {"a row of out", "tokens", "a row of wpe"};
+    size_t most = vkv_block_rows(vb, op, BT, per_row, names, 3);
     if (most >= T) return (pos_blocks){most / T * T, true};
     return (pos_blocks){most, false};
 }
@@ -38,34 +40,45 @@ static size_t next_block(pos_blocks pb, size_t p0, size_t BT, size_t T, size_t *
 }
 
 /* Blocks of positions (out, tokens, wpe) x blocks of vocabulary rows (wte) when they pass the
- * binding limit; one dispatch otherwise. */
+ * binding limit; one dispatch otherwise.
+ * 16-bit out, wte and/or wpe (backend.h): spec constant 1 (E16, 0 for f32 calls: their
+ * pipeline) says which and the type; the 16-bit views' blocks count words (C / 2 + 1 a row),
+ * pc.half0 flags those starting mid-word, and an out16 dispatch has an invocation per word. */
 void vkv_encoder_forward(vkb_backend *be, vkb_tensor out, vkb_tensor tokens, vkb_tensor wte,
                          vkb_tensor wpe, int B, int T, int C) {
     const char *op = "encoder_forward";
     vkv_backend *vb = (vkv_backend *)be;
-    size_t BT = (size_t)B * T, Cs = (size_t)C, rows = wte.n / Cs;
-    pos_blocks pb = position_blocks(vb, op, BT, (size_t)T, Cs);
-    size_t per_row = Cs;
+    size_t BT = (size_t)B * T, Cs = (size_t)C, rows = vkb_elems(wte) / Cs;
+    uint8_t t16 = out.dtype ? out.dtype : wte.dtype ? wte.dtype : wpe.dtype;
+    uint32_t e16 = (out.dtype ? 1u : 0u) | (wte.dtype ? 2u : 0u) | (wpe.dtype ? 4u : 0u) |
+                   (t16 == VKA_F16 ? 8u : 0u);
+    pos_blocks pb = position_blocks(vb, op, BT, (size_t)T, Cs, out, wpe);
+    size_t per_row = wte.dtype ? Cs / 2 + 1 : Cs;
     const char *name = "wte";
     size_t vocab = vkv_block_rows(vb, op, rows, &per_row, &name, 1);
     if (!pb.per || !vocab) return;
     for (size_t p0 = 0; p0 < BT;) {
         size_t w0, wn, n = next_block(pb, p0, BT, (size_t)T, &w0, &wn);
-        vkb_tensor os = vkb_slice(out, p0 * Cs, n * Cs), ts = vkb_slice(tokens, p0, n);
-        vkb_tensor ps = vkb_slice(wpe, w0 * Cs, wn * Cs);
+        uint32_t ho, hp, he;
+        vkb_tensor os = vkv_elem_view(out, p0 * Cs, n * Cs, &ho), ts = vkb_slice(tokens, p0, n);
+        vkb_tensor ps = vkv_elem_view(wpe, w0 * Cs, wn * Cs, &hp);
         for (size_t v0 = 0; v0 < rows; v0 += vocab) {
             size_t nv = VKA_MIN(vocab, rows - v0);
-            vkb_tensor es = vkb_slice(wte, v0 * Cs, nv * Cs);
+            vkb_tensor es = vkv_elem_view(wte, v0 * Cs, nv * Cs, &he);
             pc_encoder_forward pc = {.P = (uint32_t)n, .T = (uint32_t)T, .C = (uint32_t)C,
                                      .wte_rows = (uint32_t)rows,
                                      .pos0 = (uint32_t)(p0 % (size_t)T), .wpe_row0 = (uint32_t)w0,
                                      .tok0 = (uint32_t)v0, .tok_rows = (uint32_t)nv,
-                                     .nan_ids = v0 == 0};
+                                     .nan_ids = v0 == 0, .half0 = ho | he << 1 | hp << 2};
             vkv_call call = {.shader = VKA_SHADER_ENCODER_FORWARD,
                              .bind = {os, ts, es, ps},
                              .writes = {true}, .n_bind = 4, VKV_PC(&pc),
                              .label = op};
-            vkv_call_elems(vb, &call, n * Cs, WG);
+            vkv_call_elems(vb, &call, out.dtype ? os.n : n * Cs, WG);
+            if (e16) {
+                call.spec[1] = e16;
+                call.n_spec = 2;
+            }
             vkv_dispatch(vb, &call);
         }
         p0 += n;

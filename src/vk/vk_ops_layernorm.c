@@ -89,55 +89,84 @@ void vkv_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mean, vkb
     }
 }
 
+/* Sets call's DOUT16, INP16, W16 (spec 3, 4, 5) to the dtypes of a call with 16-bit tensors;
+ * an f32 call keeps its layout's constants (its pipeline). */
+static void spec16(vkv_call *call, vkb_tensor dout, vkb_tensor inp, vkb_tensor weight) {
+    if (!dout.dtype && !inp.dtype && !weight.dtype) return;
+    for (int i = call->n_spec; i < 3; i++) call->spec[i] = 0; /* ids the shader may not have */
+    call->spec[3] = dout.dtype;
+    call->spec[4] = inp.dtype;
+    call->spec[5] = weight.dtype;
+    call->n_spec = 6;
+}
+
 /* Per block of rows, two independent dispatches (no barrier between them): dinp by rows,
  * dweight/dbias by columns. Both read dout and inp; the column sums need no scratch and stay
- * deterministic (blocks add to dweight/dbias one after another, in order). */
+ * deterministic (blocks add to dweight/dbias one after another, in order).
+ * 16-bit dout, inp and/or weight (backend.h): spec16 in the build the f32 op takes for the
+ * shape (as the forward's: only the f32 views decide for texels, 16-bit ones are read as words
+ * through their storage bindings); blocks count 16-bit views in words, pc.half0 flags a block
+ * starting at an odd element. */
 void vkv_layernorm_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dweight,
                             vkb_tensor dbias, vkb_tensor dout, vkb_tensor inp, vkb_tensor weight,
                             vkb_tensor mean, vkb_tensor rstd, int N, int C) {
     const char *op = "layernorm_backward";
     vkv_backend *vb = (vkv_backend *)be;
-    size_t per_row[5] = {(size_t)C, (size_t)C, (size_t)C, 1, 1};
+    size_t per_row[5] = {(size_t)C, dout.dtype ? per_row16(C) : (size_t)C,
+                         inp.dtype ? per_row16(C) : (size_t)C, 1, 1};
     const char *names[5] = {"dinp", "dout", "inp", "mean", "rstd"};
     size_t block = vkv_block_rows(vb, op, (size_t)N, per_row, names, 5);
-    if (!block || !vkv_fits(vb, op, "weight", (size_t)C)) return;
+    if (!block) return;
+    if (weight.dtype ? !vkv_fits16(vb, op, "weight", (size_t)C, weight.dtype)
+                     : !vkv_fits(vb, op, "weight", (size_t)C))
+        return;
     size_t first = VKA_MIN(block, (size_t)N);
     vkv_layout rows = vkv_rows_layout(vb, (uint64_t)first, (uint64_t)C, 2);
     vkv_layout cols = vkv_cols_layout(vb, (uint64_t)first, (uint64_t)C);
     if (!vkv_check_layout(be, op, &rows) || !vkv_check_layout(be, op, &cols)) return;
-    vkb_tensor ws = vkb_slice(weight, 0, C), dws = vkb_slice(dweight, 0, C);
+    vkb_tensor ws = vkv_elem_view(weight, 0, C, NULL), dws = vkb_slice(dweight, 0, C);
     vkb_tensor dbs = vkb_slice(dbias, 0, C);
+    /* f32 views among dout (bit 1), inp (2), weight (3) for the rows, dout (2), inp (3) for the
+     * columns: only they decide for texels and vec4s */
+    uint32_t f32_rows = (dout.dtype ? 0u : 0x2u) | (inp.dtype ? 0u : 0x4u) |
+                        (weight.dtype ? 0u : 0x8u);
+    uint32_t f32_cols = (dout.dtype ? 0u : 0x4u) | (inp.dtype ? 0u : 0x8u);
     for (size_t r0 = 0; r0 < (size_t)N; r0 += block) {
         size_t n = VKA_MIN(block, (size_t)N - r0);
-        vkb_tensor ds = vkb_slice(dinp, r0 * C, n * C), gs = vkb_slice(dout, r0 * C, n * C);
-        vkb_tensor is = vkb_slice(inp, r0 * C, n * C);
+        uint32_t hd, hi; /* both 16-bit views start at element r0 * C: one flag */
+        vkb_tensor ds = vkb_slice(dinp, r0 * C, n * C);
+        vkb_tensor gs = vkv_elem_view(dout, r0 * C, n * C, &hd);
+        vkb_tensor is = vkv_elem_view(inp, r0 * C, n * C, &hi);
+        uint32_t half = hd | hi;
         vkb_tensor ms = vkb_slice(mean, r0, n), rs = vkb_slice(rstd, r0, n);
-        pc_layernorm_backward pr = {.N = (uint32_t)n, .C = (uint32_t)C};
+        pc_layernorm_backward pr = {.N = (uint32_t)n, .C = (uint32_t)C, .half0 = half};
         vkv_call call = {.shader = VKA_SHADER_LAYERNORM_BACKWARD,
-                         .texel = {1, 2, 3},
+                         .texel = {dout.dtype ? VKV_NO_TEXEL : 1, inp.dtype ? VKV_NO_TEXEL : 2,
+                                   weight.dtype ? VKV_NO_TEXEL : 3},
                          .bind = {ds, gs, is, ws, ms, rs},
                          .writes = {true},
                          .n_bind = 6,
                          VKV_PC(&pr),
                          .label = op};
-        /* texels: dout, inp, weight; vec4s: dinp, dout, inp, weight */
-        if (rows_layout(vb, n, C, &call, 0xE, 0xF, 2, &rows)) {
+        /* texels: dout, inp, weight; vec4s: dinp, dout, inp, weight (f32 ones) */
+        if (rows_layout(vb, n, C, &call, f32_rows, 0x1u | f32_rows, 2, &rows)) {
             call.shader = VKA_SHADER_LAYERNORM_BACKWARD_TEXEL;
             call.n_texel = 3;
         }
         vkv_call_layout(&call, &rows);
+        spec16(&call, dout, inp, weight);
         vkv_dispatch(vb, &call);
 
-        pc_layernorm_params pp = {.N = (uint32_t)n, .C = (uint32_t)C};
+        pc_layernorm_params pp = {.N = (uint32_t)n, .C = (uint32_t)C, .half0 = half};
         call = (vkv_call){.shader = VKA_SHADER_LAYERNORM_BACKWARD_PARAMS,
-                          .texel = {2, 3},
+                          .texel = {dout.dtype ? VKV_NO_TEXEL : 2, inp.dtype ? VKV_NO_TEXEL : 3},
                           .bind = {dws, dbs, gs, is, ms, rs},
                           .writes = {true, true},
                           .n_bind = 6,
                           VKV_PC(&pp),
                           .label = op};
-        /* texels: dout, inp; vec4s: dweight, dbias, dout, inp */
-        bool texel = texel_path(vb, C, &call, 0xC, 0xF);
+        /* texels: dout, inp; vec4s: dweight, dbias, dout, inp (f32 ones) */
+        bool texel = texel_path(vb, C, &call, f32_cols, 0x3u | f32_cols);
         cols = texel ? vkv_quad_cols_layout(vb, (uint64_t)n, (uint64_t)C / 4)
                      : vkv_cols_layout(vb, (uint64_t)n, (uint64_t)C);
         if (texel) {
@@ -145,6 +174,7 @@ void vkv_layernorm_backward(vkb_backend *be, vkb_tensor dinp, vkb_tensor dweight
             call.n_texel = 2;
         }
         vkv_call_layout(&call, &cols);
+        spec16(&call, dout, inp, VKB_NONE);
         vkv_dispatch(vb, &call);
     }
 }
