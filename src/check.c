@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_T 12 /* tensors per case */
+#define MAX_T 16 /* tensors per case */
 
 /* One op case: tensors with their initial contents, which of them to compare, the op. */
 typedef struct ck_case {
@@ -674,6 +674,95 @@ static void case_layernorm16(ck_state *st, vka_dtype dtype, int N, int C) {
     ck_run(st, &c);
 }
 
+static vka_result rec_layernorm_bw16(vka_context *ctx, vka_tensor **t, const ck_case *c) {
+    /* t: dinp dweight dbias dout16 inp16 weight16 mean rstd | dout32 inp32 weight32 dinp32
+     * dweight32 dbias32 (mean and rstd: the forward's, on the widened inp) */
+    int N = c->d[0], C = c->d[1];
+    size_t n = (size_t)N * C;
+    vka_result r = vka_copy(ctx, t[8], t[3], n);
+    if (r == VKA_SUCCESS) r = vka_copy(ctx, t[9], t[4], n);
+    if (r == VKA_SUCCESS) r = vka_copy(ctx, t[10], t[5], (size_t)C);
+    if (r == VKA_SUCCESS)
+        r = vka_layernorm_backward(ctx, t[11], t[12], t[13], t[8], t[9], t[10], t[6], t[7], N, C);
+    if (r == VKA_SUCCESS)
+        r = vka_layernorm_backward(ctx, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], N, C);
+    return r;
+}
+
+/* The layernorm backward of 16-bit dout, inp and weight; gradients float32 (accumulated). */
+static void case_layernorm_bw16(ck_state *st, vka_dtype dtype, int N, int C) {
+    char name[64];
+    ck_case c = {.op = ck_name16("layernorm_backward", dtype, name, sizeof name),
+                 .record = rec_layernorm_bw16, .tol = 1e-6 * (N + 8), .d = {N, C}};
+    c.tol16 = c.tol;
+    snprintf(c.shape, sizeof c.shape, "N=%d C=%d dout, inp, weight %s", N, C,
+             vka_dtype_string(dtype));
+    size_t n = (size_t)N * C;
+    int dinp = ck_acc(st, &c, n), dw = ck_acc(st, &c, (size_t)C), db = ck_acc(st, &c, (size_t)C);
+    ck_in16(st, &c, n, 1.0f, dtype);
+    int inp = ck_in16(st, &c, n, 3.0f, dtype);
+    ck_in16(st, &c, (size_t)C, 1.0f, dtype);
+    /* mean and rstd of the rounded rows, as a forward on them would give (float64 here: the
+     * backward reads them as given, on both contexts) */
+    float *mean = vka_malloc(st->gpu, (size_t)N * sizeof *mean);
+    float *rstd = vka_malloc(st->gpu, (size_t)N * sizeof *rstd);
+    for (int i = 0; mean && rstd && c.data[inp] && i < N; i++) {
+        double sum = 0, sq = 0;
+        for (int j = 0; j < C; j++) {
+            uint16_t h;
+            float x;
+            vka_convert(dtype, &h, VKA_F32, &c.data[inp][(size_t)i * C + j], 1);
+            vka_convert(VKA_F32, &x, dtype, &h, 1);
+            sum += x;
+            sq += (double)x * x;
+        }
+        double m = sum / C, var = sq / C - m * m;
+        mean[i] = (float)m;
+        rstd[i] = (float)(1.0 / sqrt((var > 0 ? var : 0) + 1e-5));
+    }
+    ck_add(&c, (size_t)N, mean, false);
+    ck_add(&c, (size_t)N, rstd, false);
+    ck_scratch(st, &c, n);
+    ck_scratch(st, &c, n);
+    ck_scratch(st, &c, (size_t)C);
+    ck_same(&c, dinp, ck_dup(st, &c, dinp));
+    ck_same(&c, dw, ck_dup(st, &c, dw));
+    ck_same(&c, db, ck_dup(st, &c, db));
+    ck_run(st, &c);
+}
+
+static vka_result rec_encoder16(vka_context *ctx, vka_tensor **t, const ck_case *c) {
+    /* t: out16 tokens wte16 wpe16 | wte32 wpe32 out32 r16 */
+    int B = c->d[0], T = c->d[1], C = c->d[2], V = c->d[3];
+    vka_result r = vka_copy(ctx, t[4], t[2], (size_t)V * C);
+    if (r == VKA_SUCCESS) r = vka_copy(ctx, t[5], t[3], (size_t)T * C);
+    if (r == VKA_SUCCESS) r = vka_encoder_forward(ctx, t[6], t[1], t[4], t[5], B, T, C);
+    if (r == VKA_SUCCESS) r = vka_encoder_forward(ctx, t[0], t[1], t[2], t[3], B, T, C);
+    if (r == VKA_SUCCESS) r = vka_copy(ctx, t[7], t[6], (size_t)B * T * C);
+    return r;
+}
+
+/* The encoder with 16-bit out, wte and wpe (llm.c's bf16 encoder); an odd C starts rows
+ * mid-word. */
+static void case_encoder16(ck_state *st, vka_dtype dtype, int B, int T, int C, int V) {
+    char name[64];
+    ck_case c = {.op = ck_name16("encoder_forward", dtype, name, sizeof name),
+                 .record = rec_encoder16, .tol = 1e-6, .d = {B, T, C, V}};
+    c.tol16 = c.tol + ck_ulp16(dtype);
+    snprintf(c.shape, sizeof c.shape, "B=%d T=%d C=%d V=%d out, wte, wpe %s", B, T, C, V,
+             vka_dtype_string(dtype));
+    size_t n = (size_t)B * T * C;
+    int out = ck_out16(&c, n, dtype);
+    ck_ids(st, &c, (size_t)B * T, V);
+    ck_in16(st, &c, (size_t)V * C, 1.0f, dtype);
+    ck_in16(st, &c, (size_t)T * C, 1.0f, dtype);
+    ck_scratch(st, &c, (size_t)V * C);
+    ck_scratch(st, &c, (size_t)T * C);
+    ck_out(&c, n);
+    ck_same(&c, out, ck_out16(&c, n, dtype));
+    ck_run(st, &c);
+}
+
 static vka_result rec_gelu16(vka_context *ctx, vka_tensor **t, const ck_case *c) {
     /* t: out16 inp16 dinp dout16 | inp32 out32 r16 dout32 dinp32 */
     size_t n = (size_t)c->d[0];
@@ -960,6 +1049,10 @@ vka_result vka_check(vka_context *ctx, uint64_t seed, vka_check_fn fn, void *use
     /* 16-bit: odd lengths and row sizes (rows and outputs starting mid-word), both formats */
     case_layernorm16(&st, VKA_BF16, 37, 129);
     case_layernorm16(&st, VKA_F16, 5, 1601);
+    case_layernorm_bw16(&st, VKA_BF16, 65, 33);
+    case_layernorm_bw16(&st, VKA_F16, 3, 3001);
+    case_encoder16(&st, VKA_BF16, 3, 9, 17, 11);
+    case_encoder16(&st, VKA_F16, 2, 5, 768, 7);
     case_gelu16(&st, VKA_BF16, 1001);
     case_gelu16(&st, VKA_F16, 1024);
     case_residual16(&st, VKA_BF16, 70001);
