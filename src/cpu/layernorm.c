@@ -57,6 +57,44 @@ static void ref_backward_row(float *di, const float *x, const float *d, const fl
     }
 }
 
+/* Elements [e, e + n) of x (dtype) in f32: x's own (f32) or widened into buf. */
+static const float *widened(const void *x, int dtype, size_t e, size_t n, float *buf,
+                            unsigned cvt) {
+    if (dtype == VKA_F32) return (const float *)x + e;
+    vkc_convert_serial(buf, VKA_F32, (const uint16_t *)x + e, dtype, n, cvt);
+    return buf;
+}
+
+/* dweight += sum_n norm * dout, dbias += sum_n dout, for dout and inp of types dt and it
+ * (widened a column block of a row at a time: each column's sum is its own chain down the rows,
+ * in double, so the bits are the f32 loop's); blocks of columns are independent. */
+static void param_sums(float *dweight, float *dbias, const void *dout, int dt, const void *inp,
+                       int it, const float *mean, const float *rstd, int N, int C, unsigned cvt,
+                       int nt) {
+    int blocks = (C + VKA_COL_BLOCK - 1) / VKA_COL_BLOCK;
+    VKA_OMP_FOR(nt, (double)N * C > VKA_OMP_MIN_WORK)
+    for (int bl = 0; bl < blocks; bl++) {
+        int c0 = bl * VKA_COL_BLOCK, cw = C - c0 < VKA_COL_BLOCK ? C - c0 : VKA_COL_BLOCK;
+        double dw[VKA_COL_BLOCK] = {0}, db[VKA_COL_BLOCK] = {0};
+        float xb[VKA_COL_BLOCK], db16[VKA_COL_BLOCK];
+        for (int n = 0; n < N; n++) {
+            size_t e = (size_t)n * C + (size_t)c0;
+            const float *x = widened(inp, it, e, (size_t)cw, xb, cvt);
+            const float *d = widened(dout, dt, e, (size_t)cw, db16, cvt);
+            float m = mean[n], r = rstd[n];
+            for (int j = 0; j < cw; j++) {
+                float norm = (x[j] - m) * r;
+                dw[j] += (double)norm * d[j];
+                db[j] += d[j];
+            }
+        }
+        for (int j = 0; j < cw; j++) {
+            dweight[c0 + j] = (float)(dweight[c0 + j] + dw[j]);
+            dbias[c0 + j] = (float)(dbias[c0 + j] + db[j]);
+        }
+    }
+}
+
 void vkc_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                             const float *inp, const float *weight, const float *mean,
                             const float *rstd, int N, int C, int nt) {
@@ -67,25 +105,7 @@ void vkc_layernorm_backward(float *dinp, float *dweight, float *dbias, const flo
         ref_backward_row(dinp + o, inp + o, dout + o, weight, mean[n], rstd[n], C);
     }
     /* dweight, dbias: sums over rows; blocks of columns are independent, rows go in order. */
-    int blocks = (C + VKA_COL_BLOCK - 1) / VKA_COL_BLOCK;
-    VKA_OMP_FOR(nt, (double)N * C > VKA_OMP_MIN_WORK)
-    for (int bl = 0; bl < blocks; bl++) {
-        int c0 = bl * VKA_COL_BLOCK, w = C - c0 < VKA_COL_BLOCK ? C - c0 : VKA_COL_BLOCK;
-        double dw[VKA_COL_BLOCK] = {0}, db[VKA_COL_BLOCK] = {0};
-        for (int n = 0; n < N; n++) {
-            const float *x = inp + (size_t)n * C + c0, *d = dout + (size_t)n * C + c0;
-            float m = mean[n], r = rstd[n];
-            for (int j = 0; j < w; j++) {
-                float norm = (x[j] - m) * r;
-                dw[j] += (double)norm * d[j];
-                db[j] += d[j];
-            }
-        }
-        for (int j = 0; j < w; j++) {
-            dweight[c0 + j] = (float)(dweight[c0 + j] + dw[j]);
-            dbias[c0 + j] = (float)(dbias[c0 + j] + db[j]);
-        }
-    }
+    param_sums(dweight, dbias, dout, VKA_F32, inp, VKA_F32, mean, rstd, N, C, 0, nt);
 }
 
 /* --- fast: the same arithmetic, vectorised --------------------------------------------------- */
@@ -280,14 +300,6 @@ static void backward_row(float *di, const float *x, const float *d, const float 
     ref_backward_row(di, x, d, weight, m, r, C);
 }
 
-/* Elements [e, e + n) of x (dtype) in f32: x's own (f32) or widened into buf. */
-static const float *widened(const void *x, int dtype, size_t e, size_t n, float *buf,
-                            unsigned cvt) {
-    if (dtype == VKA_F32) return (const float *)x + e;
-    vkc_convert_serial(buf, VKA_F32, (const uint16_t *)x + e, dtype, n, cvt);
-    return buf;
-}
-
 size_t vkc_layernorm_backward16_scratch(int N, int C, int nt) {
     return (size_t)C + 2 * (size_t)(N < nt ? N : nt) * (size_t)C;
 }
@@ -311,26 +323,5 @@ void vkc_layernorm_backward16(float *dinp, float *dweight, float *dbias, const v
             backward_row(dinp + e, x, d, w, mean[n], rstd[n], C, isa);
         }
     }
-    int cblocks = (C + VKA_COL_BLOCK - 1) / VKA_COL_BLOCK;
-    VKA_OMP_FOR(nt, (double)N * C > VKA_OMP_MIN_WORK)
-    for (int bl = 0; bl < cblocks; bl++) {
-        int c0 = bl * VKA_COL_BLOCK, cw = C - c0 < VKA_COL_BLOCK ? C - c0 : VKA_COL_BLOCK;
-        double dw[VKA_COL_BLOCK] = {0}, db[VKA_COL_BLOCK] = {0};
-        float xb[VKA_COL_BLOCK], db16[VKA_COL_BLOCK];
-        for (int n = 0; n < N; n++) {
-            size_t e = (size_t)n * C + (size_t)c0;
-            const float *x = widened(inp, it, e, (size_t)cw, xb, cvt);
-            const float *d = widened(dout, dt, e, (size_t)cw, db16, cvt);
-            float m = mean[n], r = rstd[n];
-            for (int j = 0; j < cw; j++) {
-                float norm = (x[j] - m) * r;
-                dw[j] += (double)norm * d[j];
-                db[j] += d[j];
-            }
-        }
-        for (int j = 0; j < cw; j++) {
-            dweight[c0 + j] = (float)(dweight[c0 + j] + dw[j]);
-            dbias[c0 + j] = (float)(dbias[c0 + j] + db[j]);
-        }
-    }
+    param_sums(dweight, dbias, dout, dt, inp, it, mean, rstd, N, C, cvt, nt);
 }
