@@ -378,6 +378,10 @@ typedef struct vka_device_info {
      * and for Vulkan devices. */
     bool cpu_f16c;
     bool cpu_avx512_bf16;
+    /* The CPU backend's bf16 matmul runs on AMX tiles (AMX-BF16's TDPBF16PS: Intel Xeon from
+     * Sapphire Rapids on, the OS granting the tile state); false elsewhere, with
+     * VKATTN_CPU_KERNELS=reference or fast-avx2, and for Vulkan devices. */
+    bool cpu_amx_bf16;
 } vka_device_info;
 
 /** The name of a vka_16bit_path, as `vkattn info` and `check` print it ("fp16 compute + 16-bit
@@ -662,7 +666,9 @@ vka_result vka_copy(vka_context *ctx, vka_tensor *dst, const vka_tensor *src, si
  * far as the device keeps them: lavapipe does). Except: the CPU backend's fast kernels on a CPU
  * with AVX512-BF16 use vdpbf16ps for bf16, which adds k + 1 before k in each pair and flushes
  * subnormal bf16 inputs and subnormal partial sums to zero (below 1.2e-38; the reference kernels
- * and Vulkan do not). On Vulkan a product whose out, a or b passes the binding limit is split
+ * and Vulkan do not); on a CPU with AMX-BF16 (vka_device_info.cpu_amx_bf16) they use AMX tiles
+ * for the tiles instead (the few-row product of decoding stays vdpbf16ps's), which flush as vdpbf16ps does and round in an order of their own
+ * (deterministic, within the same error bound; src/cpu/matmul16.h). On Vulkan a product whose out, a or b passes the binding limit is split
  * into blocks (of batches, rows, columns and K, whatever the type; the K blocks add to out in
  * order), so its sums may round differently from the unsplit product's; a 16-bit out is never
  * split along K, and a product that would need it (a row of a stored (M, K) or of b stored

@@ -173,6 +173,7 @@ vka_result vka_context_device_info(const vka_context *ctx, uint32_t i, vka_devic
     unsigned cvt = ((const cpu_backend *)ctx->be)->cvt;
     out->cpu_f16c = (cvt & VKC_CVT_F16C) != 0 || (cvt & VKC_CVT_AVX512) != 0;
     out->cpu_avx512_bf16 = (cvt & VKC_CVT_BF16) != 0;
+    out->cpu_amx_bf16 = ((const cpu_backend *)ctx->be)->mm16_bf16 == VKC_MM16_AMX;
     return VKA_SUCCESS;
 }
 

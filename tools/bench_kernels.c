@@ -164,7 +164,8 @@ static vka_result run_on(bench *b, vka_context *ctx, int dev, bool timed, const 
 /* --- 16-bit matmuls: bf16 or fp16 a and b, out fp32 ------------------------------------------ */
 
 /* The 16-bit path the CPU backend's kernel setting stands for: its reference, or its ISA's fast
- * path (vdpbf16ps for bf16 where the processor has AVX512-BF16). */
+ * path (for bf16: AMX tiles where the processor has AMX-BF16, else vdpbf16ps with
+ * AVX512-BF16). */
 static vkc_mm16_path mm16_path(vka_dtype type, const char *cpu_kernels) {
     if (!cpu_kernels || strncmp(cpu_kernels, "fast", 4) != 0) return VKC_MM16_REFERENCE;
     if (strstr(cpu_kernels, "avx512")) return vkc_mm16_best_path(type);
@@ -259,7 +260,9 @@ static vka_result run16_cpu(bench *b, const kc_case *c, bench_row *row, const mm
         mm16_check(c, m, u.out, res);
         snprintf(row->shape, sizeof row->shape, "M=%d N=%d K=%d %s", u.M, u.N, u.K,
                  vkc_mm16_path_name(u.path)); /* the path's name in place of the type's */
-        row->ceiling_scale = u.path == VKC_MM16_DPBF16 ? 2 : 1;
+        /* vdpbf16ps: 2 products a lane; AMX: a 16 x 16 x 32 TDPBF16PS per 16 cycles, 1024
+         * flops a cycle, 16 x AVX-512's two FMA ports (Intel's Sapphire Rapids figures) */
+        row->ceiling_scale = u.path == VKC_MM16_DPBF16 ? 2 : u.path == VKC_MM16_AMX ? 16 : 1;
         r = bench_measure(&b->kernel_plan, mm16_once, &u, &res->t);
     }
     if (r == VKA_SUCCESS) {

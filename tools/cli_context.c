@@ -115,7 +115,7 @@ void cli_16bit_text(const vka_device_info *d, char *out, size_t cap) {
                       : d->cpu_f16c                      ? "F16C"
                       : d->cpu_avx512_bf16               ? "AVX512-BF16"
                                                          : "none: scalar reference";
-    snprintf(out, cap, "%s (%s)", path, isa);
+    snprintf(out, cap, "%s (%s%s)", path, isa, d->cpu_amx_bf16 ? "; bf16 matmul on AMX" : "");
 }
 
 static bool device_problem(vka_result r) {

@@ -69,6 +69,8 @@ vka_result vkb_cpu_create(vka_context *ctx, const vka_settings *s, vkb_backend *
     cb->isa = reference ? VKC_ISA_BASELINE : vkc_cpu_isa();
     if (kernels == VKA_CPU_KERNELS_FAST_AVX2 && cb->isa > VKC_ISA_AVX2) cb->isa = VKC_ISA_AVX2;
     cb->cvt = vkc_cvt_features(cb->isa);
+    cb->mm16_bf16 = cpu_mm16_path(cb, VKA_BF16);
+    cb->mm16_f16 = cpu_mm16_path(cb, VKA_F16);
     vka_log(ctx, VKA_LOG_INFO, "cpu backend: %d thread(s), %s kernels (%s)", cb->nt,
             reference ? "reference" : "fast", vkc_isa_name(cb->isa));
     *out = &cb->base;

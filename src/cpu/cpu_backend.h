@@ -7,6 +7,7 @@
 #include "backend.h"
 #include "cpu/convert.h"
 #include "cpu/cpu_ops.h"
+#include "cpu/matmul16.h"
 
 /* A recorded op: run(cb, args) executes it; args is the op's own copy of its arguments. */
 typedef struct cpu_backend cpu_backend;
@@ -41,6 +42,9 @@ struct cpu_backend {
     int nt;            /* OpenMP threads for every parallel region (>= 1) */
     vkc_isa isa;       /* the fast kernels' vector ISA (cpuid); VKC_ISA_BASELINE: reference */
     unsigned cvt;      /* the 16-bit conversions' features (vkc_cvt_features of isa) */
+    /* the 16-bit matmul's path for bf16 and for fp16 (cpu_mm16_path), chosen once: the AMX
+     * path's check asks the OS for the tile state */
+    vkc_mm16_path mm16_bf16, mm16_f16;
     bool reference;    /* VKATTN_CPU_KERNELS=reference: the reference kernels only */
     vkb_graph *rec;    /* graph being recorded, NULL outside graph_begin/graph_end */
     bool profiling;    /* graphs recorded from now on time each command */
@@ -74,5 +78,8 @@ vka_result cpu_graph_times(vkb_backend *be, vkb_graph *graph, double *total_ms,
 
 /* Fill the op entries of ops (cpu_commands.c). */
 void vkc_fill_op_table(vkb_ops *ops);
+/* The 16-bit matmul's path for type on this backend (cpu_commands.c): the reference with the
+ * reference kernels, else the fastest the CPU runs within the backend's ISA. */
+vkc_mm16_path cpu_mm16_path(const cpu_backend *cb, vka_dtype type);
 
 #endif

@@ -135,9 +135,9 @@ static void op_add_inplace(vkb_backend *be, vkb_tensor dst, vkb_tensor src, size
 typedef struct { void *out; const float *a, *b, *bias; vkb_matmul mm; } matmul_args;
 
 /* The 16-bit path for the backend's kernels: the reference with the reference kernels, else the
- * fastest this CPU runs for type within the backend's ISA (vdpbf16ps for bf16 with
- * AVX512-BF16). */
-static vkc_mm16_path mm16_path(const cpu_backend *cb, vka_dtype type) {
+ * fastest this CPU runs for type within the backend's ISA (for bf16: AMX tiles where the CPU
+ * has AMX-BF16 and the OS grants them, else vdpbf16ps with AVX512-BF16). */
+vkc_mm16_path cpu_mm16_path(const cpu_backend *cb, vka_dtype type) {
     if (cb->reference || cb->isa == VKC_ISA_BASELINE) return VKC_MM16_REFERENCE;
     if (cb->isa == VKC_ISA_AVX512) return vkc_mm16_best_path(type);
     return vkc_mm16_path_supported(type, VKC_MM16_WIDEN_AVX2) ? VKC_MM16_WIDEN_AVX2
@@ -153,7 +153,7 @@ static vka_result run_matmul16(cpu_backend *cb, const void *p) {
     vkc_matmul16(x->out, mm->out.dtype, (const uint16_t *)(const void *)x->a,
                  (const uint16_t *)(const void *)x->b, x->bias, mm->M, mm->N, mm->K, mm->batch,
                  mm->trans_a, mm->trans_b, mm->stride_a, mm->stride_b, mm->stride_out,
-                 mm->alpha, mm->accumulate, type, mm16_path(cb, type), cb->cvt, cb->nt);
+                 mm->alpha, mm->accumulate, type, type == VKA_BF16 ? cb->mm16_bf16 : cb->mm16_f16, cb->cvt, cb->nt);
     return VKA_SUCCESS;
 }
 

@@ -20,11 +20,17 @@
  *
  * Every path sums each output in the order matmul16.h states, whatever the tile sizes or the
  * thread count. Scratch lives on the stack (~280 KiB per tile, ~200 KiB per GEMV item). */
+#define _DEFAULT_SOURCE /* syscall: amx_permitted */
 #include "cpu/matmul16.h"
 
 #include "cpu/cpu_ops.h"
 #include "cpu/matmul_tiles.h" /* vkc_mm_epilogue16, vkc_mm_out_at: a 16-bit out */
 #include "cpu/simd.h"
+
+#ifdef __linux__
+#include <sys/syscall.h> /* SYS_arch_prctl: amx_permitted */
+#include <unistd.h>
+#endif
 
 enum {
     BM_MB = 96,  /* rows per tile: a multiple of 8 and 6 */
@@ -298,6 +304,109 @@ BM_TARGET_BF16 static void dp_tile(const bm_mm *mm, void *out, bm_view a, bm_vie
     }
     bm_epilogue(mm, out, acc, i0, mb, j0, nb);
 }
+/* --- AMX (AMX-TILE + AMX-BF16: TDPBF16PS) -------------------------------------------------
+ * One tile of out with the tile registers: op(b)'s block packed as for vdpbf16ps (panels of 32
+ * columns, a k pair per 32-bit lane: a panel's row kp is two 16-column rows of a TDPBF16PS
+ * operand, 64 bytes apart, 128-byte stride), op(a)'s block copied row by row (AM_LDA bf16 a
+ * row, k contiguous), both zero-padded to a whole number of 32-element k steps and to 32 rows
+ * and columns. Tiles 0-3 hold a 32 x 32 block of acc (fp32, row stride BM_NB), 4-5 two 16-row
+ * slices of a, 6-7 two 16-column slices of b. The operating system must grant the tile data
+ * first (Linux: arch_prctl ARCH_REQ_XCOMP_PERM, once per process; amx_permitted). */
+enum {
+    AM_KQ = BM_KC / 2, /* k pairs per block at most: a multiple of 16 */
+    AM_LDA = BM_KC,    /* bf16 per packed row of a */
+};
+_Static_assert(BM_KC % 32 == 0 && BM_MB % 32 == 0 && BM_NB % 32 == 0, "AMX steps of 32");
+
+/* Whether the OS lets this process use the AMX tile data (Linux 5.16+ asks for it: without
+ * permission the first tile instruction raises SIGILL). Asking is idempotent and harmless: the
+ * kernel then grows a thread's signal frame only once that thread uses the tiles. */
+static bool amx_permitted(void) {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    enum { ARCH_GET_XCOMP_PERM_ = 0x1022, ARCH_REQ_XCOMP_PERM_ = 0x1023, XTILEDATA_ = 18 };
+    unsigned long bits = 0;
+    if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM_, &bits) == 0 && (bits >> XTILEDATA_ & 1))
+        return true;
+    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM_, XTILEDATA_) == 0;
+#else
+    return false;
+#endif
+}
+
+#define AM_TARGET __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512bf16,avx2,fma")))
+
+typedef struct am_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} am_config;
+
+/* Rows i .. i + h of op(a)(.., k0 .. k0 + kc) into dst (AM_LDA a row), zeros past kc up to kp
+ * pairs and in the rows from h up to rows. */
+static void am_pack_a(uint16_t *dst, bm_view a, int k0, int kc, int kp, int i, int h, int rows) {
+    for (int r = 0; r < rows; r++) {
+        uint16_t *d = dst + (size_t)r * AM_LDA;
+        int k = 0;
+        if (r < h && a.cs == 1) memcpy(d, a.p + (size_t)(i + r) * a.rs + k0, (size_t)kc * 2), k = kc;
+        else if (r < h)
+            for (; k < kc; k++) d[k] = bm_at(a, i + r, k0 + k);
+        if (r >= h) k = 0;
+        memset(d + k, 0, (size_t)(2 * kp - k) * sizeof *d);
+    }
+}
+
+AM_TARGET static void am_tile(const bm_mm *mm, void *out, bm_view a, bm_view b, int i0, int mb,
+                              int j0, int nb) {
+    const int K = mm->K;
+    _Alignas(64) float acc[BM_MB * BM_NB];
+    _Alignas(64) uint16_t bp[AM_KQ * 2 * BM_NB];
+    _Alignas(64) uint16_t ap[BM_MB * AM_LDA];
+    int mbp = (mb + 31) / 32 * 32, nbp = (nb + 31) / 32 * 32;
+    am_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+    _tile_loadconfig(&cfg);
+    memset(acc, 0, (size_t)mbp * BM_NB * sizeof(float));
+    for (int k0 = 0; k0 < K; k0 += BM_KC) {
+        int kc = K - k0 < BM_KC ? K - k0 : BM_KC, kc2 = (kc + 1) / 2, kp = (kc2 + 15) / 16 * 16;
+        for (int p = 0; p < nbp; p += DP_NR) {
+            uint16_t *panel = bp + (size_t)p * kp * 2;
+            int w = nb - p < DP_NR ? nb - p : DP_NR;
+            dp_pack_b(panel, b, k0, kc, j0 + p, w); /* w > 0: p < nb */
+            memset(panel + (size_t)kc2 * DP_NR * 2, 0, (size_t)(kp - kc2) * DP_NR * 2 * sizeof *panel);
+        }
+        am_pack_a(ap, a, k0, kc, kp, i0, mb, mbp);
+        for (int p = 0; p < nbp; p += 32) {
+            const uint16_t *panel = bp + (size_t)p * kp * 2;
+            for (int g = 0; g < mbp; g += 32) {
+                float *c = acc + (size_t)g * BM_NB + p;
+                const size_t cs = BM_NB * sizeof(float);
+                _tile_loadd(0, c, cs);
+                _tile_loadd(1, c + 16, cs);
+                _tile_loadd(2, c + 16 * BM_NB, cs);
+                _tile_loadd(3, c + 16 * BM_NB + 16, cs);
+                for (int q = 0; q < kp; q += 16) {
+                    const uint16_t *a0 = ap + (size_t)g * AM_LDA + 2 * q;
+                    _tile_loadd(4, a0, AM_LDA * 2);
+                    _tile_loadd(5, a0 + 16 * AM_LDA, AM_LDA * 2);
+                    _tile_loadd(6, panel + (size_t)q * 64, 128);
+                    _tile_loadd(7, panel + (size_t)q * 64 + 32, 128);
+                    _tile_dpbf16ps(0, 4, 6);
+                    _tile_dpbf16ps(1, 4, 7);
+                    _tile_dpbf16ps(2, 5, 6);
+                    _tile_dpbf16ps(3, 5, 7);
+                }
+                _tile_stored(0, c, cs);
+                _tile_stored(1, c + 16, cs);
+                _tile_stored(2, c + 16 * BM_NB, cs);
+                _tile_stored(3, c + 16 * BM_NB + 16, cs);
+            }
+        }
+    }
+    _tile_release();
+    bm_epilogue(mm, out, acc, i0, mb, j0, nb);
+}
 #endif
 
 /* From cpuid as vkc_cpu_isa (matmul_fast.c) asks it (__builtin_cpu_supports checks that the OS
@@ -317,6 +426,10 @@ bool vkc_mm16_path_supported(vka_dtype type, vkc_mm16_path path) {
     case VKC_MM16_DPBF16:
         return type == VKA_BF16 && avx512 && __builtin_cpu_supports("avx512bw") &&
                (vkc_cvt_features(VKC_ISA_AVX512) & VKC_CVT_BF16);
+    case VKC_MM16_AMX: /* its b packing is vdpbf16ps's, its GEMV the AVX-512 one */
+        return vkc_mm16_path_supported(type, VKC_MM16_DPBF16) &&
+               __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") &&
+               amx_permitted();
     default: return false;
     }
 #else
@@ -325,7 +438,7 @@ bool vkc_mm16_path_supported(vka_dtype type, vkc_mm16_path path) {
 }
 
 vkc_mm16_path vkc_mm16_best_path(vka_dtype type) {
-    static const vkc_mm16_path order[] = {VKC_MM16_DPBF16, VKC_MM16_WIDEN_AVX512,
+    static const vkc_mm16_path order[] = {VKC_MM16_AMX, VKC_MM16_DPBF16, VKC_MM16_WIDEN_AVX512,
                                           VKC_MM16_WIDEN_AVX2};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
         if (vkc_mm16_path_supported(type, order[i])) return order[i];
@@ -337,6 +450,7 @@ const char *vkc_mm16_path_name(vkc_mm16_path path) {
     case VKC_MM16_WIDEN_AVX2: return "widen-avx2";
     case VKC_MM16_WIDEN_AVX512: return "widen-avx512";
     case VKC_MM16_DPBF16: return "vdpbf16ps";
+    case VKC_MM16_AMX: return "amx-bf16";
     default: return "reference";
     }
 }
@@ -357,6 +471,7 @@ void vkc_matmul16(void *out, int out_dtype, const uint16_t *a, const uint16_t *b
         if (path == VKC_MM16_WIDEN_AVX512) mm.feat = vkc_cvt_features(VKC_ISA_AVX512);
         if (path == VKC_MM16_WIDEN_AVX2) mm.feat = vkc_cvt_features(VKC_ISA_AVX2);
         if (path == VKC_MM16_DPBF16) tile = dp_tile;
+        else if (path == VKC_MM16_AMX) tile = am_tile;
         else if (path == VKC_MM16_WIDEN_AVX512) tile = bw_tile_avx512;
         else if (path == VKC_MM16_WIDEN_AVX2) tile = bw_tile_avx2;
         if (tile != ref_tile && vkc_mm16_gemv(M, K, trans_a, trans_b)) {

@@ -32,6 +32,15 @@
  *    2^-126 per accumulation and per denormal input times its partner; an odd K's last pair
  *    has a zero partner (an exact + 0). test_bf16_summation_order checks this order bit for
  *    bit on the CPU it runs on (Zen 5: it holds).
+ *  - AMX (bf16 only): AMX-BF16 TDPBF16PS on tiles of 16 x 16 fp32 (Intel Sapphire Rapids and
+ *    later; Linux grants the tile state on request, matmul16.c's amx_permitted). The SDM's
+ *    pseudo-code gives vdpbf16ps's per-pair rounding, but the hardware rounds otherwise: on a
+ *    Xeon with AMX, of 256 outputs of one 16 x 16 x 32 step, none of k-then-k+1, k+1-then-k,
+ *    the pair rounded then added, the pair fused, or the 32 products fused matched all (96 to
+ *    151 differed). So no order is stated: the bits are deterministic (the same blocking of K
+ *    into BM_KC and 32-element steps whatever the tile sizes or threads), within the
+ *    reference's error bound, denormals flushed as vdpbf16ps's; exact where every partial sum
+ *    is (small integers). The GEMV (below) is the AVX-512 one.
  *  - GEMV (every path but the reference, where vkc_mm16_gemv says: M <= VKC_MM16_GEMV_MAX_M,
  *    a (M, K) and b (N, K) both contiguous along K, i.e. !trans_a && trans_b; decoding one
  *    token): 32 strands, strand s = 0 .. 31 summing the k = s mod 32 in order, c_s = 0, then
@@ -53,6 +62,7 @@ typedef enum vkc_mm16_path {
     VKC_MM16_WIDEN_AVX2,
     VKC_MM16_WIDEN_AVX512,
     VKC_MM16_DPBF16,
+    VKC_MM16_AMX,
 } vkc_mm16_path;
 
 /* Whether a fast path computes this shape as a GEMV (the order above). */
@@ -63,8 +73,9 @@ static inline bool vkc_mm16_gemv(int M, int K, bool trans_a, bool trans_b) {
 /* Whether this CPU (and its OS) runs path for a and b of type (VKA_BF16 or VKA_F16), from
  * cpuid. */
 bool vkc_mm16_path_supported(vka_dtype type, vkc_mm16_path path);
-/* The fastest supported path for type: DPBF16 for bf16 where the CPU has AVX512_BF16, else the
- * widening one of the widest ISA, else the reference. */
+/* The fastest supported path for type: AMX for bf16 where the CPU has AMX-BF16 and the OS
+ * grants it, else DPBF16 where the CPU has AVX512_BF16, else the widening one of the widest
+ * ISA, else the reference. */
 vkc_mm16_path vkc_mm16_best_path(vka_dtype type);
 const char *vkc_mm16_path_name(vkc_mm16_path path);
 
