@@ -1571,8 +1571,8 @@ typedef struct vka_train_state {
  * accepts), VKA_ERROR_IO.
  */
 vka_result vka_gpt_save_state(vka_gpt *gpt, const vka_train_state *state, const char *path);
-/** Read a training-state file (version 7; or 6, without grad_accum: it reads as 1; or 5, without the precision and loss scaling: they
- * read as fp32 and the default; or 4, also without the run_ fields: run_recorded reads as
+/** Read a training-state file (version 7; or 6, without adamw.grad_accum: it reads as 1; or
+ * 5, also without the precision and loss scaling: they read as fp32 and the default; or 4, also without the run_ fields: run_recorded reads as
  * 0; or 3, also without the trailer; or 2 or 1, which also lack text_bytes, text_hash and
  * eval_pending: they read as 0, and version 1 lacks eval_windows too: it reads as -1) into a
  * new model (m, v, step, tokenizer id, precision and loss scaling restored) and *state.
