@@ -1330,13 +1330,32 @@ typedef struct vka_adamw_desc {
     float eps;          /* 0 = 1e-8 */
     float weight_decay; /* decoupled decay of 2-D weights; 0 = none */
     float grad_clip;    /* max global gradient norm; 0 = no clipping */
+    /* Gradient accumulation (vka_gpt_train_step only): the step's inputs and targets hold
+     * grad_accum micro-batches of B rows, (grad_accum * B, T), run one after another through
+     * activations sized for B, their gradients summed, then one clip and AdamW update: the
+     * update of one step on the grad_accum * B rows, up to summation order. 0 or 1 = none;
+     * at most VKA_GPT_MAX_GRAD_ACCUM. */
+    int grad_accum;
 } vka_adamw_desc;
+/* The most micro-batches one training step takes (vka_adamw_desc.grad_accum). */
+#define VKA_GPT_MAX_GRAD_ACCUM 65536
 
 /**
  * One training step recorded in one command buffer and submitted once: forward, backward,
  * gradient clipping, AdamW. The host waits once and reads back only the loss (*loss, mean over
  * B*T before the update). Optional *grad_norm receives the global norm before clipping.
- * Errors: as vka_gpt_forward.
+ * With opt->grad_accum = N > 1, inputs and targets are (N*B, T): micro-batch k is rows
+ * [k*B, (k+1)*B), so the step sees the rows a step with B*N rows would. Each micro-batch is
+ * one graph (the first zeroes the gradients, the last clips and updates; each recorded once
+ * per shape and reused), submitted and waited for in turn: N submissions per step. Each
+ * micro-batch's loss gradient is 1 / the counted targets of all N, so the summed gradients are
+ * those of the mean loss over the N*B rows; *loss is that mean (the micro-batches' losses
+ * weighted by their counted targets) and *grad_norm the norm of the summed gradients. A
+ * micro-batch may have all its targets -1 as long as one of the N*B rows counts. Under loss
+ * scaling an overflow in any micro-batch skips the whole step. vka_gpt_times then gives the
+ * last micro-batch's times.
+ * Errors: as vka_gpt_forward; VKA_ERROR_INVALID_ARGUMENT also for grad_accum outside
+ * 0..VKA_GPT_MAX_GRAD_ACCUM or N*B beyond INT_MAX rows.
  */
 vka_result vka_gpt_train_step(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets,
                               int B, int T, const vka_adamw_desc *opt, float *loss,
@@ -1473,7 +1492,9 @@ vka_result vka_gpt_session_finish(vka_gpt_session *sess);
  * valid while it lives. Errors: VKA_ERROR_UNSUPPORTED (CPU backend). */
 vka_result vka_gpt_session_logits_buffer(vka_gpt_session *sess, void *buffer /* VkBuffer * */,
                                          uint64_t *offset, uint64_t *size);
-/** One training step as vka_gpt_train_step (the AdamW settings are taken at _prepare). */
+/** One training step as vka_gpt_train_step (the AdamW settings are taken at _prepare); one
+ * graph, so without gradient accumulation: opt->grad_accum > 1 is VKA_ERROR_INVALID_ARGUMENT
+ * here (vka_gpt_train_step runs it). */
 vka_result vka_gpt_train_step_prepare(vka_gpt *gpt, const int32_t *inputs,
                                       const int32_t *targets, int B, int T,
                                       const vka_adamw_desc *opt, vka_graph **graph);
@@ -1501,11 +1522,13 @@ typedef struct vka_train_state {
     uint64_t rng_state;     /* batch sampler state (vka_data_batch) */
     uint64_t seed;          /* seed the run started from */
     uint64_t total_steps;   /* steps the run was asked for */
-    int32_t B, T;           /* batch and context of the run */
+    int32_t B, T;           /* batch and context of the run (B: rows per micro-batch when
+                               adamw.grad_accum > 1; a step takes B * grad_accum rows) */
     float lr, min_lr;       /* peak and final learning rate of the schedule */
     int32_t warmup_steps;   /* linear warm-up steps */
     int32_t eval_every;     /* steps between validation evaluations */
-    vka_adamw_desc adamw;   /* optimizer settings (lr field unused) */
+    vka_adamw_desc adamw;   /* optimizer settings (lr field unused; grad_accum recorded from
+                               version 7, read as 1 from earlier files) */
     float best_val_loss;    /* lowest validation loss seen so far (NaN if none) */
     int32_t eval_windows;   /* validation windows each evaluation scores; 0 = all. Reads as -1
                                from a version-1 state file, which did not record it. */
@@ -1540,13 +1563,13 @@ typedef struct vka_train_state {
     uint32_t loss_scale_good; /* steps in a row without overflow since S last changed */
     uint64_t skipped_steps;   /* steps skipped for overflowed gradients */
 } vka_train_state;
-/* A training state's limits (checked when it is saved and loaded): B*T tokens per step, and
- * total_steps. */
+/* A training state's limits (checked when it is saved and loaded): B*T*grad_accum tokens per
+ * step, and total_steps. */
 #define VKA_TRAIN_MAX_BT (1 << 20)
 #define VKA_TRAIN_MAX_STEPS 1000000000000ull
 
 /**
- * Write a training-state file (version 6): the model (llm.c header and parameters), AdamW m and
+ * Write a training-state file (version 7): the model (llm.c header and parameters), AdamW m and
  * v, and *state (but its run_ fields: the backend, kernels and device of the model's context
  * and the model's precision),
  * with the trailer vka_gpt_save writes; temporary name, then rename.
@@ -1554,8 +1577,8 @@ typedef struct vka_train_state {
  * accepts), VKA_ERROR_IO.
  */
 vka_result vka_gpt_save_state(vka_gpt *gpt, const vka_train_state *state, const char *path);
-/** Read a training-state file (version 6; or 5, without the precision and loss scaling: they
- * read as fp32 and the default; or 4, also without the run_ fields: run_recorded reads as
+/** Read a training-state file (version 7; or 6, without adamw.grad_accum: it reads as 1; or
+ * 5, also without the precision and loss scaling: they read as fp32 and the default; or 4, also without the run_ fields: run_recorded reads as
  * 0; or 3, also without the trailer; or 2 or 1, which also lack text_bytes, text_hash and
  * eval_pending: they read as 0, and version 1 lacks eval_windows too: it reads as -1) into a
  * new model (m, v, step, tokenizer id, precision and loss scaling restored) and *state.

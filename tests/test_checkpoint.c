@@ -418,7 +418,7 @@ static void test_state_round_trip(void **state) {
     vka_train_state st = {.step = 3, .rng_state = 0x0123456789ABCDEFull, .seed = 3,
                           .total_steps = 1000, .B = 3, .T = 4, .lr = 1e-2f, .min_lr = 1e-3f,
                           .warmup_steps = 10, .eval_every = 50,
-                          .adamw = {0, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f}, .best_val_loss = NAN,
+                          .adamw = {0, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 3}, .best_val_loss = NAN,
                           .eval_windows = 37, .text_bytes = 0x123456789ull,
                           .text_hash = 0xFEDCBA9876543210ull, .eval_pending = 1};
     const char *path = tf_path(&d, "state.bin");
@@ -523,11 +523,11 @@ static void test_state_damaged_files(void **state) {
     tf_write(bad, file, size - 1);
     r = vka_gpt_load_state(ctx, bad, &back, &got);
     tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "truncated", NULL);
-    uint32_t v = 7;
+    uint32_t v = 8;
     memcpy(file + 4, &v, 4);
     tf_write(bad, file, size);
     r = vka_gpt_load_state(ctx, bad, &back, &got);
-    tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "version 7", NULL);
+    tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "version 8", NULL);
     assert_int_equal(vka_train_state_read(ctx, bad, &got), VKA_ERROR_FORMAT);
     assert_int_equal(vka_train_state_read(NULL, bad, &got), VKA_ERROR_FORMAT);
     assert_int_equal(vka_train_state_read(NULL, tf_path(&d, "nope.bin"), &got), VKA_ERROR_IO);
@@ -549,6 +549,12 @@ static void test_state_damaged_files(void **state) {
         tf_expect_error(ctx, r, VKA_ERROR_FORMAT, "bad training-state header", "loss scaling", NULL);
         memcpy(file + 4 * 113, keep, sizeof keep);
     }
+    /* Version 6 (before word 118, grad_accum) still loads: no accumulation. */
+    fix_header_sum(file);
+    tf_write(bad, file, size);
+    assert_int_equal(vka_gpt_load_state(ctx, bad, &back, &got), VKA_SUCCESS);
+    assert_int_equal(got.adamw.grad_accum, 1);
+    vka_gpt_destroy(back);
     v = 5;
     memcpy(file + 4, &v, 4);
     const size_t words[] = {39, 47, 111};

@@ -977,8 +977,84 @@ static void test_cli_killed_during_save_keeps_a_complete_set(void **state) {
     tf_rmdir(&d);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * --grad-accum
+ * ------------------------------------------------------------------------------------------- */
+
+/* --grad-accum 2 --batch 3 draws the windows of --batch 6 and takes the same steps (each
+ * step's loss within 1e-6 relative: summation order), reports 6 x ctx tokens per step; the
+ * state keeps it: stopped and resumed, the files are byte for byte those of the straight run;
+ * a resume with another --grad-accum is refused naming both; the option's range and the
+ * tokens-per-step limit are usage errors. */
+static void test_cli_grad_accum(void **state) {
+    (void)state;
+    tf_dir d = tf_mkdir();
+    write_text(tf_path(&d, "a.txt"), 6000);
+#define ACCUM_RUN "train", "--backend", "cpu", "--layers", "2", "--heads", "2", "--embd", "32", \
+                  "--ctx", "23", "--steps", "6", "--eval-every", "0", "--eval-windows", "2",    \
+                  "--data", "a.txt", "--json"
+    cu_result big = cu_run(&d, ACCUM_RUN, "--batch", "6", "--out", "big.bin");
+    cu_expect(&big, 0, NULL, "--batch 6");
+    cu_result acc = cu_run(&d, ACCUM_RUN, "--batch", "3", "--grad-accum", "2", "--out", "acc.bin");
+    cu_expect(&acc, 0, NULL, "--batch 3 --grad-accum 2");
+    char lb[512], la[512];
+    assert_true(cu_line(acc.out, "\"event\":\"start\"", 0, la, sizeof la));
+    assert_true(cu_json_num(la, "grad_accum") == 2 && cu_json_num(la, "B") == 3);
+    double worst = 0.0;
+    for (int s = 0; s < 6; s++) {
+        assert_true(cu_line(big.out, "\"step\":", s, lb, sizeof lb));
+        assert_true(cu_line(acc.out, "\"step\":", s, la, sizeof la));
+        double x = cu_json_num(lb, "loss"), y = cu_json_num(la, "loss");
+        worst = fmax(worst, fabs(x - y) / fabs(x));
+        assert_true(cu_json_num(lb, "lr") == cu_json_num(la, "lr"));
+    }
+    print_message("  max relative loss difference, --batch 6 and --batch 3 --grad-accum 2: %.3g\n",
+                  worst);
+    assert_true(worst <= 1e-6);
+    cu_free(&big);
+    cu_free(&acc);
+    /* the text summary: 6 rows of 23 */
+    cu_result h = cu_run(&d, "train", "--backend", "cpu", "--layers", "1", "--heads", "1", "--embd", "8",
+               "--ctx", "23", "--steps", "1", "--eval-windows", "1", "--data", "a.txt",
+               "--batch", "3", "--grad-accum", "2", "--out", "h.bin");
+    cu_expect(&h, 0, NULL, "text summary");
+    assert_non_null(strstr(h.out, "batch 6 (2 micro-batches of 3) x 23 = 138 tokens/step"));
+    cu_free(&h);
+    /* stopped at 3 and resumed: the straight run's files, byte for byte */
+    cu_result r = cu_run(&d, ACCUM_RUN, "--batch", "3", "--grad-accum", "2", "--out", "part.bin",
+                         "--stop-at", "3");
+    cu_expect(&r, 0, NULL, "stop at 3");
+    cu_free(&r);
+    assert_int_equal(load_state(tf_path(&d, "part.state.bin")).adamw.grad_accum, 2);
+    r = cu_run(&d, "train", "--backend", "cpu", "--resume", "part.state.bin", "--data", "a.txt",
+               "--grad-accum", "3");
+    cu_expect(&r, CLI_USAGE_STATUS, "--grad-accum 3 differs from 2 saved in part.state.bin",
+              "resume with another --grad-accum");
+    cu_free(&r);
+    r = cu_run(&d, "train", "--backend", "cpu", "--resume", "part.state.bin", "--data", "a.txt",
+               "--quiet");
+    cu_expect(&r, 0, NULL, "resume");
+    cu_free(&r);
+    size_t na = 0, nb = 0;
+    unsigned char *fa = tf_read(tf_path(&d, "part.bin"), &na), *fb = tf_read(tf_path(&d, "acc.bin"), &nb);
+    assert_true(na == nb);
+    assert_memory_equal(fa, fb, na);
+    free(fa);
+    free(fb);
+    /* ranges */
+    r = cu_run(&d, ACCUM_RUN, "--batch", "3", "--grad-accum", "0");
+    cu_expect(&r, CLI_USAGE_STATUS, "--grad-accum", "--grad-accum 0");
+    cu_free(&r);
+    r = cu_run(&d, ACCUM_RUN, "--batch", "4096", "--grad-accum", "12");
+    cu_expect(&r, CLI_USAGE_STATUS, "--batch 4096 x --grad-accum 12 x --ctx 23", "tokens per step");
+    cu_free(&r);
+#undef ACCUM_RUN
+    tf_rmdir(&d);
+}
+
 int main(int argc, char **argv) {
     const struct CMUnitTest quick[] = {
+        cmocka_unit_test(test_cli_grad_accum),
         cmocka_unit_test(test_cli_resume_refuses_another_text),
         cmocka_unit_test(test_cli_resume_of_a_builtin_run_hints),
         cmocka_unit_test(test_cli_stop_at_and_finished_runs),

@@ -33,6 +33,11 @@ static const cli_command train_cmd = {
         "\n"
         "Batches: B windows of ctx+1 tokens at uniformly random offsets of the training split,\n"
         "drawn from a generator seeded by --seed (which also seeds the initial weights).\n"
+        "--grad-accum N: each step draws N*B windows (the ones a run with --batch N*B draws) and\n"
+        "runs them as N micro-batches of B through activations sized for B, summing their\n"
+        "gradients before one clip and AdamW update: the step of a batch of N*B up to summation\n"
+        "order, in the memory of B. Steps, the schedule and --steps count optimizer steps;\n"
+        "tokens/step is N*B*ctx.\n"
         "Evaluation (every --eval-every steps and at the end): the mean loss over the windows of\n"
         "ctx+1 tokens of the validation split starting at 0, ctx, 2*ctx, ... (all of them, or the\n"
         "first --eval-windows); the same windows every time, so values are comparable.\n"
@@ -67,7 +72,7 @@ static const cli_command train_cmd = {
         "\n"
         "--resume STATE continues a run exactly where it stopped: the same batches, the same\n"
         "schedule and settings. STATE holds the model's shape (--layers, --heads, --embd, --ctx),\n"
-        "--batch, --steps, --warmup, --lr, --min-lr, --weight-decay, --grad-clip, --beta1, --beta2,\n"
+        "--batch, --grad-accum, --steps, --warmup, --lr, --min-lr, --weight-decay, --grad-clip, --beta1, --beta2,\n"
         "--seed, --eval-every and --eval-windows; giving one of them with a different value is an\n"
         "error. STATE also records where its steps ran: without --backend the run continues on\n"
         "that backend with the same kernels; another --backend, --kernels or device is taken,\n"
@@ -113,6 +118,8 @@ static int check_resume_options(cli_opt *opts, int n, const train_run *r) {
         {"embd", o->embd, c.C},
         {"ctx", o->ctx, s->T},
         {"batch", o->batch, s->B},
+        /* A state before version 7 reads as 1. */
+        {"grad-accum", o->grad_accum, s->adamw.grad_accum > 1 ? s->adamw.grad_accum : 1},
         {"steps", o->steps, (double)s->total_steps},
         {"warmup", o->warmup, s->warmup_steps},
         {"lr", o->lr, s->lr},
@@ -275,6 +282,11 @@ static int check_options(train_opts *o) {
         return cli_usage_error("train", "--batch %d x --ctx %d = %lld tokens per step is more than "
                                "a run takes (%d): use a smaller --batch", o->batch, o->ctx,
                                (long long)o->batch * o->ctx, VKA_TRAIN_MAX_BT);
+    if ((int64_t)o->batch * o->grad_accum * o->ctx > VKA_TRAIN_MAX_BT)
+        return cli_usage_error("train", "--batch %d x --grad-accum %d x --ctx %d = %lld tokens "
+                               "per step is more than a run takes (%d): use a smaller --batch "
+                               "or --grad-accum", o->batch, o->grad_accum, o->ctx,
+                               (long long)o->batch * o->grad_accum * o->ctx, VKA_TRAIN_MAX_BT);
     if (!o->init && o->embd % o->heads != 0)
         return cli_usage_error("train", "--heads %d does not divide --embd %d (head size = embd / "
                                "heads)", o->heads, o->embd);
@@ -491,7 +503,8 @@ static int new_model(train_run *r) {
         .eval_every = o->eval_every,
         .eval_windows = o->eval_windows,
         .adamw = {.beta1 = o->beta1, .beta2 = o->beta2, .eps = 1e-8f,
-                  .weight_decay = o->weight_decay, .grad_clip = o->grad_clip},
+                  .weight_decay = o->weight_decay, .grad_clip = o->grad_clip,
+                  .grad_accum = o->grad_accum},
         .best_val_loss = NAN,
     };
     vka_data_text_id(r->data, &r->st.text_bytes, &r->st.text_hash);
@@ -596,7 +609,7 @@ static int setup(train_run *r, cli_opt *opts, int n_opts) {
 
 int cmd_train(int argc, char **argv) {
     train_opts o = {
-        .layers = 4, .heads = 4, .embd = 128, .ctx = 64, .batch = 12, .steps = 2000,
+        .layers = 4, .heads = 4, .embd = 128, .ctx = 64, .batch = 12, .grad_accum = 1, .steps = 2000,
         .warmup = -1, .lr = 1e-3f, .min_lr = -1.0f, .weight_decay = 0.1f, .grad_clip = 1.0f,
         .beta1 = 0.9f, .beta2 = 0.99f, .seed = 1337, .eval_every = 250,
         .save_every = TRAIN_SAVE_EVERY_DEFAULT, .log_every = 10,
@@ -626,7 +639,11 @@ int cmd_train(int argc, char **argv) {
                 VKA_GPT_MAX_C),
         CLI_INT("embd", &o.embd, "C", "channels (default: 128)", 1, VKA_GPT_MAX_C),
         CLI_INT("ctx", &o.ctx, "T", "context length in tokens (default: 64)", 1, VKA_GPT_MAX_T),
-        CLI_INT("batch", &o.batch, "B", "sequences per step (default: 12)", 1, VKA_TRAIN_MAX_BT),
+        CLI_INT("batch", &o.batch, "B", "sequences per step (per micro-batch with --grad-accum) "
+                "(default: 12)", 1, VKA_TRAIN_MAX_BT),
+        CLI_INT("grad-accum", &o.grad_accum, "N", "micro-batches of --batch sequences per "
+                "optimizer step, gradients summed (default: 1 = none)", 1,
+                VKA_GPT_MAX_GRAD_ACCUM),
         CLI_INT("steps", &o.steps, "N", "optimizer steps (default: 2000)", 1, 1e9),
         CLI_FLOAT_GT("lr", &o.lr, "LR", "peak learning rate (default: 1e-3)", 0, 10),
         CLI_FLOAT("min-lr", &o.min_lr, "LR", "final learning rate (default: lr/10)", 0, 10),

@@ -18,6 +18,7 @@ typedef struct train_opts {
     int vocab_size;       /* --vocab-size: learn a BPE vocabulary of this many tokens; 0 = no */
     cli_backend_opts b;
     int layers, heads, embd, ctx, batch;
+    int grad_accum;       /* --grad-accum: micro-batches of --batch rows per step */
     int steps, warmup;    /* warmup -1 = steps / 20 */
     float lr, min_lr;     /* min_lr < 0 = lr / 10 */
     float weight_decay, grad_clip, beta1, beta2;
@@ -80,6 +81,8 @@ typedef struct train_run {
 /* The learning rate of the step that takes the model from st->step = s to s + 1 (see the
  * schedule in cmd_train.c's help and docs/commands.md). */
 float train_lr_at(const vka_train_state *st, uint64_t s);
+/* Rows (windows) per optimizer step: B per micro-batch times adamw.grad_accum (0: 1). */
+int train_step_rows(const vka_train_state *st);
 /* Run the steps from r->st.step to the end (or --stop-at, or a signal), evaluating, reporting
  * and saving. Returns an exit code. */
 int train_loop(train_run *r);

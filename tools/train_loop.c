@@ -63,6 +63,10 @@ float train_lr_at(const vka_train_state *st, uint64_t s) {
     return (float)(min_lr + (lr - min_lr) * 0.5 * (1.0 + cos(pi * p)));
 }
 
+int train_step_rows(const vka_train_state *st) {
+    return st->B * (st->adamw.grad_accum > 1 ? st->adamw.grad_accum : 1);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Evaluation and saving
  * ------------------------------------------------------------------------------------------- */
@@ -109,15 +113,16 @@ vka_result train_eval(train_run *r, double *loss, bool *abandoned) {
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct batch_buf {
-    int32_t *inputs, *targets; /* (B, T) */
+    int32_t *inputs, *targets; /* (grad_accum * B, T) */
 } batch_buf;
 
-/* One optimizer step on the next batch; fills p. */
+/* One optimizer step on the next batch; fills p. With --grad-accum N the batch has N*B rows,
+ * the rows a run with N*B rows per step draws: micro-batch k is rows [k*B, (k+1)*B). */
 static vka_result step_once(train_run *r, batch_buf *bb, train_progress *p) {
     vka_train_state *st = &r->st;
     double t0 = cli_now();
-    vka_result res = vka_data_batch(r->data, VKA_SPLIT_TRAIN, st->B, st->T, &st->rng_state,
-                                    bb->inputs, bb->targets);
+    vka_result res = vka_data_batch(r->data, VKA_SPLIT_TRAIN, train_step_rows(st), st->T,
+                                    &st->rng_state, bb->inputs, bb->targets);
     vka_adamw_desc opt = st->adamw;
     opt.lr = train_lr_at(st, st->step);
     float loss = NAN, norm = NAN, scale = vka_gpt_loss_scale(r->gpt);
@@ -196,12 +201,12 @@ static int pending_evaluation(train_run *r) {
 int train_loop(train_run *r) {
     vka_train_state *st = &r->st;
     const train_opts *o = r->o;
-    batch_buf bb = {malloc((size_t)st->B * st->T * sizeof(int32_t)),
-                    malloc((size_t)st->B * st->T * sizeof(int32_t))};
+    size_t rows = (size_t)train_step_rows(st);
+    batch_buf bb = {malloc(rows * st->T * sizeof(int32_t)), malloc(rows * st->T * sizeof(int32_t))};
     if (!bb.inputs || !bb.targets) {
         free(bb.inputs);
         free(bb.targets);
-        fprintf(stderr, "vkattn train: out of memory for a batch of %d x %d\n", st->B, st->T);
+        fprintf(stderr, "vkattn train: out of memory for a batch of %zu x %d\n", rows, st->T);
         return CLI_ERROR;
     }
     catch_signals();

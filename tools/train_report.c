@@ -45,9 +45,10 @@ void report_start(train_run *r) {
         cli_json_str(stdout, "precision", r->precision);
         printf(",\"params\":%zu,\"L\":%d,\"NH\":%d,\"C\":%d,\"T\":%d,\"V\":%d,\"B\":%d"
                ",\"first_step\":%llu,\"total_steps\":%llu,\"train_tokens\":%zu,\"val_tokens\":%zu"
-               ",\"val_windows\":%zu}\n",
+               ",\"val_windows\":%zu,\"grad_accum\":%d}\n",
                params, c.L, c.NH, c.C, st->T, c.V, st->B, (unsigned long long)st->step + 1,
-               (unsigned long long)st->total_steps, n_train, n_val, r->val_windows);
+               (unsigned long long)st->total_steps, n_train, n_val, r->val_windows,
+               train_step_rows(st) / st->B);
         fflush(stdout);
     }
     if (!r->info) return;
@@ -61,10 +62,15 @@ void report_start(train_run *r) {
             : strcmp(r->precision, "bf16") == 0 ? "bf16 mixed precision (fp32 master weights)"
                                                 : "fp16 mixed precision (fp32 master weights, "
                                                   "dynamic loss scaling)");
-    fprintf(f, "training: steps %llu..%llu of %llu, batch %d x %d = %d tokens/step, lr %g -> %g, "
-            "warm-up %d, weight decay %g, grad clip %g\n",
+    char accum[64] = "";
+    if (train_step_rows(st) > st->B)
+        snprintf(accum, sizeof accum, " (%d micro-batches of %d)", train_step_rows(st) / st->B,
+                 st->B);
+    fprintf(f, "training: steps %llu..%llu of %llu, batch %d%s x %d = %d tokens/step, lr %g -> "
+            "%g, warm-up %d, weight decay %g, grad clip %g\n",
             (unsigned long long)st->step + 1, (unsigned long long)st->total_steps,
-            (unsigned long long)st->total_steps, st->B, st->T, st->B * st->T, (double)st->lr,
+            (unsigned long long)st->total_steps, train_step_rows(st), accum, st->T,
+            train_step_rows(st) * st->T, (double)st->lr,
             (double)st->min_lr, st->warmup_steps, (double)st->adamw.weight_decay,
             (double)st->adamw.grad_clip);
     fprintf(f, "validation: %zu windows of %d+1 tokens%s\n", r->val_windows, st->T,
@@ -99,7 +105,7 @@ void report_step(train_run *r, const train_progress *p) {
         rep->sum_ms += p->ms;
         rep->n_ms++;
     }
-    double tokens_per_s = p->ms > 0 ? (double)st->B * st->T / (p->ms / 1e3) : 0.0;
+    double tokens_per_s = p->ms > 0 ? (double)train_step_rows(st) * st->T / (p->ms / 1e3) : 0.0;
     if (r->o->json) {
         json_step(r, p, tokens_per_s);
         return;
@@ -253,7 +259,7 @@ void report_end(train_run *r, const char *event, double val_loss) {
     }
     if (!isnan(mean_ms))
         fprintf(f, "%.1f ms/step on average (%.0f tokens/s) after the first step\n", mean_ms,
-                (double)st->B * st->T / (mean_ms / 1e3));
+                (double)train_step_rows(st) * st->T / (mean_ms / 1e3));
     fprintf(f, "saved %s, %s, %s\n", r->model_path, r->tok_path, r->state_path);
     if (!r->o->json && r->o->profile && r->prof_count > 0) report_profile(r, f);
     fflush(f);

@@ -211,6 +211,35 @@ class Backend:
             self.assertEqual(gpt.get_params(), expected, f"set_params({type(form).__name__})")
         gpt.close()
 
+    def test_python_grad_accum_matches_one_big_batch(self):
+        # grad_accum=3 on B=1 rows each: the step of B=3 up to summation order; losses within
+        # 1e-6 relative.
+        V, T3 = 19, 11
+        ids = [(i * 7 + 3) % V for i in range(3 * T3)]
+        tgt = [(i * 5 + 1) % V for i in ids]
+        tgt[T3:2 * T3] = [-1] * T3  # micro-batch 1 ignored: dloss is 1 / the count of all 3
+        big, acc = self.model(V), self.model(V)
+        for step in range(5):
+            a = big.train_step(ids, tgt, 3, T3, lr=1e-2, grad_clip=1.0)
+            b = acc.train_step(ids, tgt, 1, T3, lr=1e-2, grad_clip=1.0, grad_accum=3)
+            self.assertLessEqual(abs(a - b), 1e-6 * abs(a), f"step {step}: {a} vs {b}")
+        self.assertEqual(acc.step, 5)
+        pa, pb = big.get_params(), acc.get_params()
+        num = sum((x - y) ** 2 for x, y in zip(pa, pb))
+        den = sum(x * x for x in pa)
+        # loose: the attention's key biases, whose exact gradient is 0, take AdamW steps on
+        # rounding noise (test_grad_accum leaves them out and bounds the rest by 1e-6)
+        self.assertLessEqual(math.sqrt(num / den), 1e-4)
+        # N*B*T ids, named; grad_accum's range
+        self.assertBinding(ValueError, lambda: acc.train_step(ids[:2 * T3], tgt[:2 * T3], 1, T3,
+                                                              lr=1e-3, grad_accum=3), 2 * T3)
+        self.assertBinding(ValueError, lambda: acc.train_step(ids, tgt, 1, T3, lr=1e-3,
+                                                              grad_accum=-1), "grad_accum")
+        self.assertBinding(TypeError, lambda: acc.train_step(ids, tgt, 1, T3, lr=1e-3,
+                                                             grad_accum=2.0), "grad_accum")
+        big.close()
+        acc.close()
+
     def test_python_token_arrays_lengths_and_types(self):
         V = 10
         gpt = self.model(V)

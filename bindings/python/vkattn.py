@@ -78,7 +78,8 @@ class vka_gpt_config(_c.Structure):
 
 class vka_adamw_desc(_c.Structure):
     _fields_ = [(name, _c.c_float)
-                for name in ("lr", "beta1", "beta2", "eps", "weight_decay", "grad_clip")]
+                for name in ("lr", "beta1", "beta2", "eps", "weight_decay", "grad_clip")] + [
+                    ("grad_accum", _c.c_int)]
 
 
 class vka_sample_desc(_c.Structure):
@@ -90,6 +91,7 @@ class vka_gpt_session_desc(_c.Structure):
     _fields_ = [("max_T", _c.c_int), ("prefill_chunk", _c.c_int), ("seed", _c.c_uint64)]
 
 
+MAX_GRAD_ACCUM = 65536  # VKA_GPT_MAX_GRAD_ACCUM
 BACKENDS = {"vulkan": 0, "cpu": 1}
 LOG_LEVELS = {"error": 0, "warn": 1, "info": 2, "debug": 3}
 SPLITS = {"train": 0, "val": 1, "all": 2}
@@ -772,18 +774,23 @@ class GPT(_Child):
         return (result, array.array("f", out)) if logits else result
 
     def train_step(self, inputs, targets, B, T, lr, beta1=0.0, beta2=0.0, eps=0.0,
-                   weight_decay=0.0, grad_clip=0.0):
+                   weight_decay=0.0, grad_clip=0.0, grad_accum=1):
         """One AdamW step on B*T inputs and targets (0 = the library's defaults: 0.9, 0.999,
         1e-8; no decay or clipping): returns the loss before the update; .grad_norm is then the
-        gradient norm before clipping."""
+        gradient norm before clipping. grad_accum = N > 1: inputs and targets hold N*B*T ids,
+        run as N micro-batches of B rows (rows k*B .. (k+1)*B-1 the k-th) whose gradients are
+        summed before the one update: the step on the N*B rows up to summation order, in the
+        activation memory of B (vka_adamw_desc.grad_accum); 0 or 1 = none."""
         h = self._handle()
-        inp, tgt, B, T = self._batch(inputs, targets, B, T)
+        N = _int(grad_accum, "grad_accum", 0, MAX_GRAD_ACCUM)
+        B = _int(B, "B", 1)
+        inp, tgt, _, T = self._batch(inputs, targets, B * max(N, 1), T)
         if tgt is None:
             raise _bad("targets must be token ids, not None", TypeError)
         opt = vka_adamw_desc(lr=_float(lr, "lr"), beta1=_float(beta1, "beta1"),
                              beta2=_float(beta2, "beta2"), eps=_float(eps, "eps"),
                              weight_decay=_float(weight_decay, "weight_decay"),
-                             grad_clip=_float(grad_clip, "grad_clip"))
+                             grad_clip=_float(grad_clip, "grad_clip"), grad_accum=N)
         loss, norm = _c.c_float(), _c.c_float()
         self._check(load_library().vka_gpt_train_step(h, inp, tgt, B, T, _c.byref(opt),
                                                       _c.byref(loss), _c.byref(norm)))

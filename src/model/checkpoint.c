@@ -11,10 +11,11 @@
  * trailer", below); a file without its mark must have 0 in every word from 8 on, as llm.c
  * writes it.
  *
- * Training state (vka_gpt_save_state), our format, version 6. Little-endian as the host writes
+ * Training state (vka_gpt_save_state), our format, version 7. Little-endian as the host writes
  * it. A 1024-byte header of 256 uint32 words:
  *   [0]      magic 0x53414B56 (the bytes "VKAS")
- *   [1]      version 6 (still read: version 5, the same without words 112..117; version 4, also
+ *   [1]      version 7 (still read: version 6, the same without word 118; version 5, also
+ *            without words 112..117; version 4, also
  *            without words 39..111; version 3, also
  *            without the trailer; version 2, also without words 34..38; version 1, also without
  *            word 31)
@@ -41,6 +42,8 @@
  *            a power of two in [2^-24, 2^24])  [115] clean steps since S changed
  *   [116..117] skipped steps (words 112..117: version 6; earlier versions wrote 0 there and
  *            read back as fp32 with the default scaling)
+ *   [118] state.adamw.grad_accum (int32, 0 or 1: none; version 7; earlier versions wrote 0
+ *            there and read back as 1)
  *   [248..255] the trailer (versions 4 and 5, where it is required)
  *   others 0
  * then the payload: parameters, AdamW m, AdamW v, each num_params float32 in llm.c order.
@@ -74,7 +77,7 @@
 #define MODEL_VERSION 3      /* float32 parameters */
 #define MODEL_VERSION_BF16 5 /* bf16 parameters (llm.c's); 4 was never a model version */
 #define STATE_MAGIC 0x53414B56u
-#define STATE_VERSION 6
+#define STATE_VERSION 7
 #define STATE_OLDEST_VERSION 1 /* 1: without eval_windows; 1 and 2: without the text's identity
                                   and eval_pending; 1 to 3: without the trailer; 1 to 4: without
                                   the backend the steps ran on */
@@ -89,7 +92,7 @@
  * 4 used fewer, but what their later words hold is ignored, so only the words no version used
  * must be 0). */
 #define MODEL_USED_WORDS 8
-#define STATE_USED_WORDS 118
+#define STATE_USED_WORDS 119
 /* Where a state records the backend its steps ran on (version 5). */
 #define STATE_RUN_BACKEND 39
 #define STATE_RUN_KERNELS 40
@@ -104,6 +107,9 @@
 #define STATE_SCALE_GOOD 115
 #define STATE_SKIPPED 116
 #define STATE_PRECISION_VERSION 6
+/* Micro-batches per step (vka_adamw_desc.grad_accum; version 7). */
+#define STATE_GRAD_ACCUM 118
+#define STATE_GRAD_ACCUM_VERSION 7
 #define HASH_SEED 0xCBF29CE484222325ull
 #define HASH_PRIME 0x100000001B3ull
 
@@ -225,6 +231,7 @@ static void put_state(uint32_t *h, uint64_t model_step, const vka_train_state *s
     put_u64(h, 34, s->text_bytes);
     put_u64(h, 36, s->text_hash);
     h[38] = (uint32_t)s->eval_pending;
+    h[STATE_GRAD_ACCUM] = (uint32_t)s->adamw.grad_accum;
 }
 
 /* Where the steps ran: ctx's backend, kernels and device (words 39..111, NUL-padded text). */
@@ -264,7 +271,7 @@ static void get_state(const uint32_t *h, vka_train_state *s) {
     s->warmup_steps = (int32_t)h[22];
     s->eval_every = (int32_t)h[23];
     s->adamw = (vka_adamw_desc){bits_f32(h[24]), bits_f32(h[25]), bits_f32(h[26]),
-                                bits_f32(h[27]), bits_f32(h[28]), bits_f32(h[29])};
+                                bits_f32(h[27]), bits_f32(h[28]), bits_f32(h[29]), 0};
     s->best_val_loss = bits_f32(h[30]);
     s->eval_windows = h[1] >= 2 ? (int32_t)h[31] : -1;
     if (h[1] >= 3) {
@@ -287,6 +294,7 @@ static void get_state(const uint32_t *h, vka_train_state *s) {
     s->loss_scale = v6 ? bits_f32(h[STATE_SCALE]) : 1.0f;
     s->loss_scale_good = v6 ? h[STATE_SCALE_GOOD] : 0;
     s->skipped_steps = v6 ? get_u64(h, STATE_SKIPPED) : 0;
+    s->adamw.grad_accum = h[1] >= STATE_GRAD_ACCUM_VERSION ? (int32_t)h[STATE_GRAD_ACCUM] : 1;
 }
 
 /* What is wrong with a training state for a model of configuration c, if anything: every field
@@ -296,11 +304,17 @@ static bool state_problem(const vka_train_state *s, const vka_gpt_config *c, cha
     const vka_adamw_desc *a = &s->adamw;
     if (s->T < 1 || s->T > c->max_T)
         snprintf(msg, cap, "T = %d is outside 1..%d (the model's maxT)", s->T, c->max_T);
+    else if (a->grad_accum < 0 || a->grad_accum > VKA_GPT_MAX_GRAD_ACCUM)
+        snprintf(msg, cap, "grad_accum = %d is outside 0..%d", a->grad_accum,
+                 VKA_GPT_MAX_GRAD_ACCUM);
     else if (s->B < 1 || (int64_t)s->B * s->T > VKA_TRAIN_MAX_BT ||
              (int64_t)s->B * s->T * c->NH > INT32_MAX)
         snprintf(msg, cap, "B = %d is outside 1..%d (at most %d tokens per step with T = %d, "
                  "and B*NH*T within int32)", s->B, VKA_TRAIN_MAX_BT / s->T, VKA_TRAIN_MAX_BT,
                  s->T);
+    else if ((int64_t)s->B * s->T * VKA_MAX(a->grad_accum, 1) > VKA_TRAIN_MAX_BT)
+        snprintf(msg, cap, "B = %d x T = %d x grad_accum = %d is more than %d tokens per step",
+                 s->B, s->T, a->grad_accum, VKA_TRAIN_MAX_BT);
     else if (s->total_steps < 1 || s->total_steps > VKA_TRAIN_MAX_STEPS)
         snprintf(msg, cap, "total_steps = %" PRIu64 " is outside 1..%" PRIu64, s->total_steps,
                  (uint64_t)VKA_TRAIN_MAX_STEPS);

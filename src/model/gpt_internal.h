@@ -130,13 +130,16 @@ typedef enum gpt_graph_kind {
     G_FORWARD_LOSS_LOGITS, /* G_FORWARD_LOSS keeping every position's logits */
     G_FORWARD_BACKWARD, /* zero grads, forward, loss, backward */
     G_TRAIN,            /* + grad norm and AdamW */
+    G_ACCUMULATE,       /* forward, loss, backward adding into the grads (no zeroing): a
+                           middle micro-batch of gradient accumulation */
+    G_TRAIN_ACCUMULATED, /* + grad norm and AdamW: the last micro-batch */
     G_SAMPLE,           /* forward, logits of batch row 0 copied to the host */
 } gpt_graph_kind;
 
 typedef struct gpt_graph {
     gpt_graph_kind kind;
     int B, T;
-    float grad_clip, weight_decay; /* G_TRAIN only: recorded into the graph */
+    float grad_clip, weight_decay; /* G_TRAIN(_ACCUMULATED) only: recorded into the graph */
     bool profiled;                 /* recorded with per-op timing (vka_context_set_profiling) */
     vkb_graph *graph;
 } gpt_graph;

@@ -2,7 +2,8 @@
  * Running the model: forward, forward + backward, one training step, evaluation. Each call
  * checks its inputs, makes sure the arenas hold its (B, T), writes the per-run values into the
  * host arena and replays a graph recorded once per (kind, B, T): one submission and one wait
- * per call (eval: per batch of windows).
+ * per call (eval: per batch of windows; a training step with gradient accumulation: per
+ * micro-batch).
  */
 #include "model/gpt_internal.h"
 
@@ -15,6 +16,9 @@
 
 /* Eval batches windows so that a forward pass covers about this many positions. */
 #define GPT_EVAL_TOKENS 2048
+
+/* The graph kinds that end with the grad norm and AdamW (their settings are in the graph). */
+static bool updates(gpt_graph_kind kind) { return kind == G_TRAIN || kind == G_TRAIN_ACCUMULATED; }
 
 static void record(vka_gpt *gpt, const gpt_graph *g) {
     switch (g->kind) {
@@ -30,12 +34,14 @@ static void record(vka_gpt *gpt, const gpt_graph *g) {
         break;
     case G_FORWARD_BACKWARD:
     case G_TRAIN:
-        vkm_gpt_record_zero_grads(gpt);
+    case G_ACCUMULATE:
+    case G_TRAIN_ACCUMULATED:
+        if (g->kind == G_FORWARD_BACKWARD || g->kind == G_TRAIN) vkm_gpt_record_zero_grads(gpt);
         vkm_gpt_record_forward(gpt, g->B, g->T, true);
         vkm_gpt_record_head(gpt, g->B, g->T, false, true, true);
         vkm_gpt_record_loss(gpt, g->B, g->T, false);
         vkm_gpt_record_backward(gpt, g->B, g->T);
-        if (g->kind == G_TRAIN) vkm_gpt_record_update(gpt, g->grad_clip, g->weight_decay);
+        if (updates(g->kind)) vkm_gpt_record_update(gpt, g->grad_clip, g->weight_decay);
         break;
     case G_SAMPLE:
         vkm_gpt_record_sample(gpt, g->T);
@@ -46,7 +52,7 @@ static void record(vka_gpt *gpt, const gpt_graph *g) {
 static bool same_graph(const gpt_graph *a, const gpt_graph *b) {
     return a->graph && a->kind == b->kind && a->B == b->B && a->T == b->T &&
            a->profiled == b->profiled &&
-           (a->kind != G_TRAIN ||
+           (!updates(a->kind) ||
             (a->grad_clip == b->grad_clip && a->weight_decay == b->weight_decay));
 }
 
@@ -173,21 +179,27 @@ static size_t counted_targets(const int32_t *targets, size_t n) {
     return c;
 }
 
+/* inputs and targets (N*B, T): N micro-batches of the shape (B, T) (N = 1: no accumulation). */
 static vka_result check_batch(vka_gpt *gpt, const char *fn, const int32_t *inputs,
-                              const int32_t *targets, bool need_targets, int B, int T) {
+                              const int32_t *targets, bool need_targets, int B, int T, int N) {
     if (!inputs || (need_targets && !targets))
         return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
                              inputs ? "targets" : "inputs");
     vka_result r = vkm_gpt_check_shape(gpt, fn, B, T);
-    if (r == VKA_SUCCESS) r = vkm_gpt_check_ids(gpt, fn, "inputs", inputs, (size_t)B * T, T);
-    if (r == VKA_SUCCESS && targets) r = check_targets(gpt, fn, targets, (size_t)B * T, T);
+    if (r == VKA_SUCCESS && (int64_t)N * B > INT_MAX)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "%s: grad_accum = %d micro-batches of B = %d rows is %lld rows, "
+                             "beyond %d", fn, N, B, (long long)N * B, INT_MAX);
+    size_t n = (size_t)N * B * T;
+    if (r == VKA_SUCCESS) r = vkm_gpt_check_ids(gpt, fn, "inputs", inputs, n, T);
+    if (r == VKA_SUCCESS && targets) r = check_targets(gpt, fn, targets, n, T);
     return r;
 }
 
-/* Write inputs, targets (optional, with 1 / their count) and, for backward, the encoder
- * buckets. */
+/* Write inputs, targets (optional, with 1 / their count: of all the step's micro-batches when
+ * all_counted is not 0) and, for backward, the encoder buckets. */
 static vka_result write_batch(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets,
-                              int B, int T, bool buckets, float loss_scale) {
+                              int B, int T, bool buckets, float loss_scale, size_t all_counted) {
     vkb_backend *be = gpt->be;
     size_t BT = (size_t)B * T;
     vka_result r = be->rt->write(be, gpt->host.inputs, 0, inputs, BT);
@@ -195,7 +207,8 @@ static vka_result write_batch(vka_gpt *gpt, const int32_t *inputs, const int32_t
     if (r == VKA_SUCCESS && targets) {
         gpt->counted = counted_targets(targets, BT);
         /* loss scaling: S times, exactly (S is a power of two) */
-        float dloss = (float)(1.0 / (double)gpt->counted) * loss_scale;
+        size_t counted = all_counted ? all_counted : gpt->counted;
+        float dloss = (float)(1.0 / (double)counted) * loss_scale;
         r = be->rt->write(be, gpt->host.dloss, 0, &dloss, 1);
     }
     if (r == VKA_SUCCESS && buckets) {
@@ -331,12 +344,12 @@ vka_result vka_gpt_forward_prepare(vka_gpt *gpt, const int32_t *inputs, const in
     if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
     const char *fn = "vka_gpt_forward";
     vka_result r = can_prepare(gpt, fn, graph);
-    if (r == VKA_SUCCESS) r = check_batch(gpt, fn, inputs, targets, false, B, T);
+    if (r == VKA_SUCCESS) r = check_batch(gpt, fn, inputs, targets, false, B, T, 1);
     if (r != VKA_SUCCESS) return r;
     logits = logits || !targets;
     gpt_shape shape = {.B = B, .T = T, .logits = logits};
     r = vkm_gpt_reserve(gpt, &shape);
-    if (r == VKA_SUCCESS) r = write_batch(gpt, inputs, targets, B, T, false, 1.0f);
+    if (r == VKA_SUCCESS) r = write_batch(gpt, inputs, targets, B, T, false, 1.0f, 0);
     gpt_graph_kind kind = !targets ? G_FORWARD : logits ? G_FORWARD_LOSS_LOGITS : G_FORWARD_LOSS;
     if (r == VKA_SUCCESS) r = hand_out(gpt, kind, B, T, 0, 0, graph);
     gpt->pending_logits = logits;
@@ -379,12 +392,12 @@ vka_result vka_gpt_forward_backward(vka_gpt *gpt, const int32_t *inputs, const i
                                     int B, int T, float *loss) {
     if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
     vka_result r = vkm_gpt_busy(gpt, "vka_gpt_forward_backward");
-    if (r == VKA_SUCCESS) r = check_batch(gpt, "vka_gpt_forward_backward", inputs, targets, true, B, T);
+    if (r == VKA_SUCCESS) r = check_batch(gpt, "vka_gpt_forward_backward", inputs, targets, true, B, T, 1);
     if (r == VKA_SUCCESS) r = vkm_gpt_ensure_grads(gpt);
     if (r != VKA_SUCCESS) return r;
     gpt_shape shape = {.B = B, .T = T, .train = true};
     r = vkm_gpt_reserve(gpt, &shape);
-    if (r == VKA_SUCCESS) r = write_batch(gpt, inputs, targets, B, T, true, 1.0f);
+    if (r == VKA_SUCCESS) r = write_batch(gpt, inputs, targets, B, T, true, 1.0f, 0);
     if (r == VKA_SUCCESS) r = vkm_gpt_run(gpt, G_FORWARD_BACKWARD, B, T, 0, 0);
     if (r == VKA_SUCCESS) {
         gpt->have_grads = true;
@@ -393,11 +406,17 @@ vka_result vka_gpt_forward_backward(vka_gpt *gpt, const int32_t *inputs, const i
     return r;
 }
 
-/* The optimizer settings with defaults filled in, or an error naming the bad field. */
+/* The optimizer settings with defaults filled in (grad_accum 0 as 1), or an error naming the
+ * bad field. */
 static vka_result adamw_settings(vka_gpt *gpt, const vka_adamw_desc *opt, vka_adamw_desc *out) {
     if (!opt)
         return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT, "vka_gpt_train_step: opt is NULL");
     vka_adamw_desc d = *opt;
+    if (d.grad_accum < 0 || d.grad_accum > VKA_GPT_MAX_GRAD_ACCUM)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_gpt_train_step: grad_accum = %d is outside 0..%d (0 or 1: no "
+                             "accumulation)", d.grad_accum, VKA_GPT_MAX_GRAD_ACCUM);
+    if (d.grad_accum == 0) d.grad_accum = 1;
     if (d.beta1 == 0.0f) d.beta1 = 0.9f;
     if (d.beta2 == 0.0f) d.beta2 = 0.999f;
     if (d.eps == 0.0f) d.eps = 1e-8f;
@@ -434,6 +453,28 @@ static void adamw_hyper(const vka_adamw_desc *d, uint64_t step, float *hyper) {
     hyper[VKA_HYPER_BC2] = (float)(1.0 - pow((double)d->beta2, t));
 }
 
+/* The checks and allocations of a training step on inputs (N*B, T) of N micro-batches; the
+ * settings with defaults into *d. */
+static vka_result train_setup(vka_gpt *gpt, const char *fn, const int32_t *inputs,
+                              const int32_t *targets, int B, int T, const vka_adamw_desc *opt,
+                              vka_adamw_desc *d) {
+    vka_result r = adamw_settings(gpt, opt, d);
+    if (r == VKA_SUCCESS) r = check_batch(gpt, fn, inputs, targets, true, B, T, d->grad_accum);
+    if (r == VKA_SUCCESS) r = vkm_gpt_ensure_grads(gpt);
+    if (r == VKA_SUCCESS) r = vkm_gpt_ensure_opt(gpt);
+    gpt_shape shape = {.B = B, .T = T, .train = true};
+    if (r == VKA_SUCCESS) r = vkm_gpt_reserve(gpt, &shape);
+    return r;
+}
+
+/* The step's AdamW scalars and the loss scale's inverse into host.hyper. */
+static vka_result write_hyper(vka_gpt *gpt, const vka_adamw_desc *d, float S) {
+    float hyper[VKA_HYPER_COUNT];
+    adamw_hyper(d, gpt->step, hyper);
+    hyper[VKB_HYPER_GRAD_SCALE] = 1.0f / S; /* exact: S is a power of two */
+    return gpt->be->rt->write(gpt->be, gpt->host.hyper, 0, hyper, VKA_HYPER_COUNT);
+}
+
 vka_result vka_gpt_train_step_prepare(vka_gpt *gpt, const int32_t *inputs,
                                       const int32_t *targets, int B, int T,
                                       const vka_adamw_desc *opt, vka_graph **graph) {
@@ -441,35 +482,68 @@ vka_result vka_gpt_train_step_prepare(vka_gpt *gpt, const int32_t *inputs,
     const char *fn = "vka_gpt_train_step";
     vka_adamw_desc d = {0};
     vka_result r = can_prepare(gpt, fn, graph);
-    if (r == VKA_SUCCESS) r = check_batch(gpt, fn, inputs, targets, true, B, T);
-    if (r == VKA_SUCCESS) r = adamw_settings(gpt, opt, &d);
-    if (r == VKA_SUCCESS) r = vkm_gpt_ensure_grads(gpt);
-    if (r == VKA_SUCCESS) r = vkm_gpt_ensure_opt(gpt);
+    if (r == VKA_SUCCESS && opt && opt->grad_accum > 1)
+        return vka_set_error(gpt->ctx, VKA_ERROR_INVALID_ARGUMENT,
+                             "vka_gpt_train_step_prepare: grad_accum = %d: a prepared step is "
+                             "one graph, without accumulation (vka_gpt_train_step runs it)",
+                             opt->grad_accum);
+    if (r == VKA_SUCCESS) r = train_setup(gpt, fn, inputs, targets, B, T, opt, &d);
     if (r != VKA_SUCCESS) return r;
-    gpt_shape shape = {.B = B, .T = T, .train = true};
-    r = vkm_gpt_reserve(gpt, &shape);
     float S = gpt->scaling ? gpt->loss_scale : 1.0f; /* dynamic loss scaling (gpt_mixed.c) */
-    if (r == VKA_SUCCESS) r = write_batch(gpt, inputs, targets, B, T, true, S);
-    float hyper[VKA_HYPER_COUNT];
-    adamw_hyper(&d, gpt->step, hyper);
-    hyper[VKB_HYPER_GRAD_SCALE] = 1.0f / S; /* exact: S is a power of two */
-    if (r == VKA_SUCCESS) r = gpt->be->rt->write(gpt->be, gpt->host.hyper, 0, hyper, VKA_HYPER_COUNT);
+    r = write_batch(gpt, inputs, targets, B, T, true, S, 0);
+    if (r == VKA_SUCCESS) r = write_hyper(gpt, &d, S);
     if (r == VKA_SUCCESS) r = hand_out(gpt, G_TRAIN, B, T, d.grad_clip, d.weight_decay, graph);
+    return r;
+}
+
+/* After the step's update ran: the loss scale's bookkeeping and the AdamW t. */
+static vka_result step_done(vka_gpt *gpt, float *grad_norm) {
+    float norm = 0.0f;
+    vka_result r = VKA_SUCCESS;
+    if (gpt->scaling) r = gpt->be->rt->read(gpt->be, gpt->host.norm, 0, &norm, 1);
+    /* a step skipped by loss scaling (overflowed gradients: AdamW changed nothing) is no AdamW
+     * step: its bias correction's t does not advance */
+    if (r == VKA_SUCCESS && vkm_gpt_scale_step(gpt, norm)) gpt->step++;
+    gpt->have_grads = true; /* scaled by the step's S when loss scaling is on */
+    if (r == VKA_SUCCESS && grad_norm) r = gpt->be->rt->read(gpt->be, gpt->host.norm, 0, grad_norm, 1);
     return r;
 }
 
 vka_result vka_gpt_train_step_finish(vka_gpt *gpt, float *loss, float *grad_norm) {
     if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
     vka_result r = take_pending(gpt, "vka_gpt_train_step_finish", true);
-    if (r != VKA_SUCCESS) return r;
-    float norm = 0.0f;
-    if (gpt->scaling) r = gpt->be->rt->read(gpt->be, gpt->host.norm, 0, &norm, 1);
-    /* a step skipped by loss scaling (overflowed gradients: AdamW changed nothing) is no AdamW
-     * step: its bias correction's t does not advance */
-    if (r == VKA_SUCCESS && vkm_gpt_scale_step(gpt, norm)) gpt->step++;
-    gpt->have_grads = true; /* scaled by the step's S when loss scaling is on */
+    if (r == VKA_SUCCESS) r = step_done(gpt, grad_norm);
     if (r == VKA_SUCCESS) r = read_loss(gpt, loss, (size_t)gpt->pending_B * gpt->pending_T);
-    if (r == VKA_SUCCESS && grad_norm) r = gpt->be->rt->read(gpt->be, gpt->host.norm, 0, grad_norm, 1);
+    return r;
+}
+
+/* A step of N > 1 micro-batches (vka_gpt_train_step's docstring): one graph each, the first
+ * zeroing the gradients, the last updating; every micro-batch's dloss is 1 / the counted
+ * targets of all N. */
+static vka_result train_accumulated(vka_gpt *gpt, const int32_t *inputs, const int32_t *targets,
+                                    int B, int T, const vka_adamw_desc *opt, float *loss,
+                                    float *grad_norm) {
+    const char *fn = "vka_gpt_train_step";
+    vka_adamw_desc d = {0};
+    vka_result r = vkm_gpt_busy(gpt, fn);
+    if (r == VKA_SUCCESS) r = train_setup(gpt, fn, inputs, targets, B, T, opt, &d);
+    if (r != VKA_SUCCESS) return r;
+    int N = d.grad_accum;
+    size_t BT = (size_t)B * T, all = counted_targets(targets, (size_t)N * BT);
+    float S = gpt->scaling ? gpt->loss_scale : 1.0f;
+    r = write_hyper(gpt, &d, S);
+    double sum = 0.0; /* of the counted positions' losses */
+    for (int k = 0; r == VKA_SUCCESS && k < N; k++) {
+        gpt_graph_kind kind = k == 0 ? G_FORWARD_BACKWARD : k < N - 1 ? G_ACCUMULATE
+                                                                      : G_TRAIN_ACCUMULATED;
+        float part = 0.0f; /* the graph's loss: the mean over B*T, ignored positions adding 0 */
+        r = write_batch(gpt, inputs + (size_t)k * BT, targets + (size_t)k * BT, B, T, true, S, all);
+        if (r == VKA_SUCCESS) r = vkm_gpt_run(gpt, kind, B, T, d.grad_clip, d.weight_decay);
+        if (r == VKA_SUCCESS) r = gpt->be->rt->read(gpt->be, gpt->host.loss, 0, &part, 1);
+        sum += (double)part * (double)BT;
+    }
+    if (r == VKA_SUCCESS) r = step_done(gpt, grad_norm);
+    if (r == VKA_SUCCESS && loss) *loss = (float)(sum / (double)all);
     return r;
 }
 
@@ -477,6 +551,8 @@ vka_result vka_gpt_train_step(vka_gpt *gpt, const int32_t *inputs, const int32_t
                               int B, int T, const vka_adamw_desc *opt, float *loss,
                               float *grad_norm) {
     if (!gpt) return VKA_ERROR_INVALID_ARGUMENT;
+    if (opt && opt->grad_accum > 1)
+        return train_accumulated(gpt, inputs, targets, B, T, opt, loss, grad_norm);
     vka_graph *graph = NULL;
     vka_result r = vka_gpt_train_step_prepare(gpt, inputs, targets, B, T, opt, &graph);
     if (r != VKA_SUCCESS) return r;
@@ -523,7 +599,7 @@ vka_result vka_gpt_eval(vka_gpt *gpt, const int32_t *tokens, size_t n, int T, do
             memcpy(inputs + (size_t)b * T, win, (size_t)T * sizeof *inputs);
             memcpy(targets + (size_t)b * T, win + 1, (size_t)T * sizeof *targets);
         }
-        r = write_batch(gpt, inputs, targets, B, T, false, 1.0f);
+        r = write_batch(gpt, inputs, targets, B, T, false, 1.0f, 0);
         if (r == VKA_SUCCESS) r = vkm_gpt_run(gpt, G_FORWARD_LOSS, B, T, 0, 0);
         if (r == VKA_SUCCESS) r = gpt->be->rt->read(gpt->be, gpt->host.losses, 0, losses, (size_t)B * T);
         for (size_t i = 0; r == VKA_SUCCESS && i < (size_t)B * T; i++) sum += losses[i];

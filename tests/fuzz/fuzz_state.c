@@ -54,6 +54,7 @@ static void check_loaded(vka_gpt *gpt, const vka_train_state *st) {
     int T = fz_tokens(gpt, ids, tg);
     vka_adamw_desc opt = st->adamw;
     opt.lr = st->lr;
+    opt.grad_accum = 1; /* ids and tg hold one micro-batch of T */
     float loss = 0, norm = 0;
     r = vka_gpt_train_step(gpt, ids, tg, 1, T, &opt, &loss, &norm);
     if (r != VKA_SUCCESS) fz_check_failure(r, path);
