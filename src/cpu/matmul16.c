@@ -230,16 +230,18 @@ BM_TARGET_BF16 static void dp_pack_b(uint16_t *dst, bm_view b, int k0, int kc, i
             _mm512_storeu_si512(dst + (size_t)kp * 64, _mm512_permutex2var_epi16(x, il, y));
             _mm512_storeu_si512(dst + (size_t)kp * 64 + 32, _mm512_permutex2var_epi16(x, ih, y));
         }
-    } else if (b.rs == 1 && full) { /* columns contiguous: a pair is one 32-bit word */
-        for (int jj = 0; jj < DP_NR; jj++) {
-            const uint16_t *col = b.p + (size_t)(j + jj) * b.cs + k0;
-            for (int q = 0; q < full; q++) {
-                uint32_t v;
-                memcpy(&v, col + 2 * q, sizeof v);
-                memcpy(dst + ((size_t)q * DP_NR + jj) * 2, &v, sizeof v);
-            }
+    } else if (b.rs == 1 && full && b.cs <= INT32_MAX / 16) {
+        /* columns contiguous: a pair is one 32-bit word, 16 columns' gathered at a time (scale
+         * 2: the column stride b.cs counts uint16_t; the pairs need no alignment) */
+        int32_t cols[16];
+        for (int q = 0; q < 16; q++) cols[q] = (int32_t)((size_t)q * b.cs);
+        __m512i idx = _mm512_loadu_si512(cols);
+        const uint16_t *c0 = b.p + (size_t)j * b.cs + k0, *c16 = c0 + (size_t)16 * b.cs;
+        for (; kp < full; kp++) {
+            _mm512_storeu_si512(dst + (size_t)kp * 64, _mm512_i32gather_epi32(idx, c0 + 2 * kp, 2));
+            _mm512_storeu_si512(dst + (size_t)kp * 64 + 32,
+                                _mm512_i32gather_epi32(idx, c16 + 2 * kp, 2));
         }
-        kp = full;
     }
     for (; kp < kc2; kp++)
         for (int jj = 0; jj < DP_NR; jj++)
@@ -342,15 +344,39 @@ typedef struct am_config {
 } am_config;
 
 /* Rows i .. i + h of op(a)(.., k0 .. k0 + kc) into dst (AM_LDA a row), zeros past kc up to kp
- * pairs and in the rows from h up to rows. */
-static void am_pack_a(uint16_t *dst, bm_view a, int k0, int kc, int kp, int i, int h, int rows) {
+ * pairs and in the rows from h up to rows. Rows contiguous along k: copied; a transposed a
+ * (op(a)(r, k) = p[r + k cs], the weight gradient's dout^T): 32 rows of two k at a time,
+ * interleaved into 32 pairs (one 32-bit word each) and scattered to their rows. */
+AM_TARGET static void am_pack_a(uint16_t *dst, bm_view a, int k0, int kc, int kp, int i, int h,
+                                int rows) {
+    int vec_rows = 0, full = kc / 2; /* rows whose first 2 full k the vector loop wrote */
+    if (a.rs == 1 && a.cs != 1 && full > 0) {
+        uint16_t lo[32], hi[32];
+        uint32_t rowoff[16];
+        for (int q = 0; q < 16; q++) lo[2 * q] = (uint16_t)q, lo[2 * q + 1] = (uint16_t)(32 + q);
+        for (int q = 0; q < 16; q++)
+            hi[2 * q] = (uint16_t)(16 + q), hi[2 * q + 1] = (uint16_t)(48 + q);
+        for (int q = 0; q < 16; q++) rowoff[q] = (uint32_t)(q * AM_LDA / 2);
+        __m512i il = _mm512_loadu_si512(lo), ih = _mm512_loadu_si512(hi);
+        __m512i off = _mm512_loadu_si512(rowoff);
+        for (; vec_rows + 32 <= h; vec_rows += 32) {
+            uint32_t *d = (uint32_t *)(void *)(dst + (size_t)vec_rows * AM_LDA);
+            for (int q = 0; q < full; q++) {
+                const uint16_t *x0 = a.p + (size_t)(k0 + 2 * q) * a.cs + i + vec_rows;
+                __m512i x = _mm512_loadu_si512(x0), y = _mm512_loadu_si512(x0 + a.cs);
+                _mm512_i32scatter_epi32(d + q, off, _mm512_permutex2var_epi16(x, il, y), 4);
+                _mm512_i32scatter_epi32(d + 16 * AM_LDA / 2 + q, off,
+                                        _mm512_permutex2var_epi16(x, ih, y), 4);
+            }
+        }
+    }
     for (int r = 0; r < rows; r++) {
         uint16_t *d = dst + (size_t)r * AM_LDA;
-        int k = 0;
-        if (r < h && a.cs == 1) memcpy(d, a.p + (size_t)(i + r) * a.rs + k0, (size_t)kc * 2), k = kc;
-        else if (r < h)
-            for (; k < kc; k++) d[k] = bm_at(a, i + r, k0 + k);
+        int k = r < vec_rows ? 2 * full : 0;
         if (r >= h) k = 0;
+        else if (a.cs == 1) memcpy(d, a.p + (size_t)(i + r) * a.rs + k0, (size_t)kc * 2), k = kc;
+        else
+            for (; k < kc; k++) d[k] = bm_at(a, i + r, k0 + k);
         memset(d + k, 0, (size_t)(2 * kp - k) * sizeof *d);
     }
 }
