@@ -1,5 +1,8 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#ifdef VKA_S16
+#extension GL_EXT_shader_16bit_storage : require
+#endif
 // Layer normalisation (Ba et al. 2016) over rows of C, eps 1e-5, as llm.c layernorm_forward:
 //   mean = sum(x) / C; var = sum((x - mean)^2) / C (second pass, never E[x^2] - E[x]^2);
 //   rstd = 1 / sqrt(var + eps); out = (x - mean) * rstd * weight + bias.
@@ -21,6 +24,12 @@
 // texels (bindings 12, 13, 14 over bindings 3, 4, 5) and writes out as vec4: on llvmpipe one
 // gather per vec4 instead of a loop over the lanes per float. A 16-bit inp or out is read or
 // written as words through its storage binding (inp's texel binding then holds a dummy view).
+//
+// vka:s16-variant: the storage build also built with VKA_S16 defined
+// (VKA_SHADER_LAYERNORM_FORWARD_S16), for devices with 16-bit storage (vk_internal.h,
+// s16_kernels): 16-bit inp and out are arrays of uint16_t over the same bindings, each out
+// element stored alone (no atomics where rows share a word), with the same conversions, so the
+// same bits. The texel build has no such variant.
 #include "common.glsl"
 #include "rowreduce.glsl"
 #include "sumloop.glsl"
@@ -42,8 +51,13 @@ VKA_PC_BLOCK(VKA_PC_LAYERNORM_FORWARD_VIEWS, VKA_PC_LAYERNORM_FORWARD)
 layout(constant_id = 3) const uint INP16 = 0u;
 layout(constant_id = 4) const uint OUT16 = 0u;
 
+#ifdef VKA_S16
+layout(set = 0, binding = 0) writeonly buffer Out16 { uint16_t out16[]; };
+layout(set = 0, binding = 3) readonly buffer Inp16 { uint16_t inp16[]; };
+#else
 layout(set = 0, binding = 0) buffer Out16 { uint out16[]; };
 layout(set = 0, binding = 3) readonly buffer Inp16 { uint inp16[]; };
+#endif
 
 #ifdef VKA_TEXEL
 layout(set = 0, binding = 0) writeonly buffer Out4 { vec4 out4[]; };
@@ -106,7 +120,11 @@ void main() {
 float inp_at(uint x0, uint c) {
     if (INP16 == 0u) return inp[x0 + c];
     uint e = x0 + c;
+#ifdef VKA_S16
+    return widen16_to(INP16 == 2u, uint(inp16[e]));
+#else
     return widen16_to(INP16 == 2u, (inp16[e >> 1] >> ((e & 1u) << 4)) & 0xFFFFu);
+#endif
 }
 
 // out's f32 value at column c.
@@ -119,6 +137,10 @@ float ln_out(uint x0, uint c, float m, float s) {
 // on this row's half only.
 void store16(uint e0, uint x0, float m, float s, uint lane) {
     bool f16 = OUT16 == 2u;
+#ifdef VKA_S16
+    for (uint c = lane; c < pc.C; c += SEG)
+        out16[e0 + c] = uint16_t(narrow16_to(f16, ln_out(x0, c, m, s)));
+#else
     uint w1 = (e0 + pc.C - 1u) >> 1;
     for (uint w = (e0 >> 1) + lane; w <= w1; w += SEG) {
         uint c = 2u * w - e0; // column of the low half (wraps to -1 when it is the row before's)
@@ -135,6 +157,7 @@ void store16(uint e0, uint x0, float m, float s, uint lane) {
             atomicOr(out16[w], hi << 16);
         }
     }
+#endif
 }
 
 void main() {
