@@ -1,5 +1,8 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#ifdef VKA_S16
+#extension GL_EXT_shader_16bit_storage : require
+#endif
 // Fused softmax + cross-entropy backward (llm.c crossentropy_softmax_backward), WRITES:
 //   dlogits[i, j] = (softmax(logits[i, :V])[j] - (j == targets[i])) * dloss   for j < V,
 //   dlogits[i, j] = 0                                                     for V <= j < Vp,
@@ -17,6 +20,12 @@
 // or a view starting mid-word) is updated on this row's half only, by atomicAnd / atomicOr, so
 // rows in other invocations do not race. In place, both halves of a whole word are read by the
 // invocation that then stores it.
+//
+// vka:s16-variant: also built with VKA_S16 defined (VKA_SHADER_CROSSENTROPY_BACKWARD_S16), for
+// devices with 16-bit storage (vk_internal.h, s16_kernels): 16-bit logits and dlogits are
+// arrays of uint16_t over the same bindings (crossentropy.glsl), each dlogits element stored
+// alone (no atomics), with the same conversions, so the same bits. In place, each element is
+// read by the invocation that then overwrites it, as before.
 #include "common.glsl"
 #include "rowreduce.glsl"
 
@@ -32,7 +41,11 @@ VKA_PC_BLOCK(VKA_PC_CROSSENTROPY_BACKWARD_VIEWS, VKA_PC_CROSSENTROPY)
 #include "crossentropy.glsl"
 
 layout(constant_id = 4) const uint D16 = 0u;
+#ifdef VKA_S16
+layout(set = 0, binding = 0) writeonly buffer Dlogits16 { uint16_t dlogits16[]; };
+#else
 layout(set = 0, binding = 0) buffer Dlogits16 { uint dlogits16[]; };
+#endif
 
 // dlogits' f32 value at column j of the row whose first logit is at index row.
 float dvalue(uint row, uint j, vec2 ms, float inv_sum, int t, bool counted, float dloss) {
@@ -67,6 +80,10 @@ void main() {
     }
     bool f16 = D16 == 2u;
     uint e0 = 2u * pc.dlogits_off + pc.out_half + i * pc.Vp; // the row's first element
+#ifdef VKA_S16
+    for (uint j = lane; j < pc.Vp; j += SEG)
+        dlogits16[e0 + j] = uint16_t(narrow16_to(f16, dvalue(row, j, ms, inv_sum, t, counted, dloss)));
+#else
     uint w1 = (e0 + pc.Vp - 1u) >> 1;
     for (uint w = (e0 >> 1) + lane; w <= w1; w += SEG) {
         uint c = 2u * w - e0; // column of the low half (wraps to -1 when it is the row before's)
@@ -83,4 +100,5 @@ void main() {
             atomicOr(dlogits16[w], hi << 16);
         }
     }
+#endif
 }

@@ -992,8 +992,9 @@ static void test_cli_info(void **state) {
         snprintf(line, sizeof line, "16-bit data                %s (%s)\n",
                  vka_16bit_path_string(sel.path_16bit),
                  sel.path_16bit == VKA_16BIT_STORAGE
-                     ? "kv_write and layernorm forward load and store 16-bit elements, the other "
-                       "kernels packed 32-bit words; fp32 arithmetic"
+                     ? "kv_write, layernorm forward, matmul and crossentropy backward load and "
+                       "store 16-bit elements, the other kernels packed 32-bit words; fp32 "
+                       "arithmetic"
                  : sel.storage_16bit ? off
                                      : packed);
         tu_done(ctx);
