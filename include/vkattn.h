@@ -315,22 +315,22 @@ typedef enum vka_device_type {
 } vka_device_type;
 
 /** How the kernels of a device hold bf16 and fp16 data (vka_device_info.path_16bit), chosen
- * per device. Every path computes in fp32 and rounds with the same integer conversions, so
- * the paths give the same bits. Where the device has storageBuffer16BitAccess (and
- * VKATTN_16BIT_STORAGE is not 0) the kernels with 16-bit-storage builds (the KV-cache write,
- * layernorm forward, matmul, cross-entropy backward: their storage-buffer builds, not the
- * texel ones) load and store
- * single 16-bit elements (VKA_16BIT_STORAGE); the other Vulkan kernels, and every kernel
- * elsewhere, read and write 16-bit tensors as packed 32-bit words (VKA_16BIT_PACKED), a lone
- * element's store being an atomic on its half of the word. No path computes in fp16, even
- * with shaderFloat16: issue 19 requires fp32 accumulation, and these bandwidth-bound kernels
- * gain nothing from fp16 arithmetic on llvmpipe or desktop GPUs; VKA_16BIT_STORAGE_FP16 stays
- * in the enum (ABI) but is never reported. */
+ * per device. 16-bit tensors are two elements a 32-bit word on every path, and every path
+ * computes in fp32 and rounds with the same integer conversions, so the paths give the same
+ * bits. Where the device has storageBuffer16BitAccess (and VKATTN_16BIT_STORAGE is not 0) the
+ * kernels with 16-bit-storage builds (the KV-cache write, layernorm forward, matmul,
+ * cross-entropy backward: their storage-buffer builds, not the texel ones) store a lone 16-bit
+ * element (one whose word's other half belongs to another invocation) as a 16-bit store
+ * instead of by atomics on its word, and the KV-cache write also loads single elements
+ * (VKA_16BIT_STORAGE); elsewhere the kernels read and write packed words (VKA_16BIT_PACKED).
+ * No path computes in fp16, even with shaderFloat16: issue 19 requires fp32 accumulation, and
+ * these bandwidth-bound kernels gain nothing from fp16 arithmetic on llvmpipe or desktop
+ * GPUs; VKA_16BIT_STORAGE_FP16 stays in the enum (ABI) but is never reported. */
 typedef enum vka_16bit_path {
     /* "none: bf16/fp16 packed in 32-bit words": two 16-bit values to a 32-bit word, unpacked
      * to fp32 in the shader (no storageBuffer16BitAccess, or VKATTN_16BIT_STORAGE=0) */
     VKA_16BIT_PACKED = 0,
-    /* "16-bit storage (fp32 compute)": storageBuffer16BitAccess used; loads widen to fp32 */
+    /* "16-bit storage (fp32 compute)": storageBuffer16BitAccess used (above) */
     VKA_16BIT_STORAGE = 1,
     /* "fp16 compute + 16-bit storage": not used (see above); kept for the ABI */
     VKA_16BIT_STORAGE_FP16 = 2,
@@ -659,9 +659,8 @@ vka_result vka_copy(vka_context *ctx, vka_tensor *dst, const vka_tensor *src, si
  * bf16 (VKA_BF16) or both fp16 (VKA_F16): then each element is widened to float32 exactly, each
  * product is exact in float32 (fp16 always; bf16 unless it underflows below 1.2e-38) and the sums
  * are float32 as with float32 inputs (llm.c's mixed precision; Vulkan reads the 16-bit elements
- * one at a time with 16-bit storage (vka_16bit_path; the CPU-type variant's vector and texel
- * reads: as words) or from their 32-bit words, and widens them in the shader, fp16 with
- * unpackHalf2x16, on any device: the same bits on either path); bias stays float32. out is float32, or bf16 / fp16 whatever a and b are: a 16-bit
+ * from their 32-bit words and widens them in the shader, fp16 with unpackHalf2x16, on any
+ * device); bias stays float32. out is float32, or bf16 / fp16 whatever a and b are: a 16-bit
  * out holds exactly the float32 out's values (the same kernels and summation order, alpha and
  * bias applied in float32) rounded to nearest, ties to even, i.e. vka_copy of the float32
  * call's out, bit for bit (NaN stays NaN, fp16 past 65520 gives Inf); its strides count its

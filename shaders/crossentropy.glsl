@@ -8,12 +8,7 @@
 
 layout(constant_id = 3) const uint L16 = 0u;
 
-#ifdef VKA_S16
-// The 16-bit-storage build (crossentropy_backward.comp's VKA_S16): one element each.
-layout(set = 0, binding = 1) readonly buffer Logits16 { uint16_t logits16[]; };
-#else
 layout(set = 0, binding = 1) readonly buffer Logits16 { uint logits16[]; };
-#endif
 
 // Index of row i's first logit: into logits[] (f32) or in halves of logits16[] (16-bit).
 uint logits_row(uint i) {
@@ -23,11 +18,7 @@ uint logits_row(uint i) {
 // The logit at index e (logits_row's units), in f32: a 16-bit one widened exactly.
 float logit(uint e) {
     if (L16 == 0u) return logits[e];
-#ifdef VKA_S16
-    return widen16_to(L16 == 2u, uint(logits16[e]));
-#else
     return widen16_to(L16 == 2u, (logits16[e >> 1] >> ((e & 1u) << 4)) & 0xFFFFu);
-#endif
 }
 
 #endif

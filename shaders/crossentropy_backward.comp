@@ -22,10 +22,10 @@
 // invocation that then stores it.
 //
 // vka:s16-variant: also built with VKA_S16 defined (VKA_SHADER_CROSSENTROPY_BACKWARD_S16), for
-// devices with 16-bit storage (vk_internal.h, s16_kernels): 16-bit logits and dlogits are
-// arrays of uint16_t over the same bindings (crossentropy.glsl), each dlogits element stored
-// alone (no atomics), with the same conversions, so the same bits. In place, each element is
-// read by the invocation that then overwrites it, as before.
+// devices with 16-bit storage (vk_internal.h, s16_kernels): dlogits' lone halves (a word the row
+// shares with its neighbour, or the padding half) are stored as uint16_t instead of by
+// atomicAnd / atomicOr, whole words as before; logits are read as words (as matmul.comp's
+// VKA_S16 build says why). The same conversions, so the same bits; in place as before.
 #include "common.glsl"
 #include "rowreduce.glsl"
 
@@ -41,10 +41,9 @@ VKA_PC_BLOCK(VKA_PC_CROSSENTROPY_BACKWARD_VIEWS, VKA_PC_CROSSENTROPY)
 #include "crossentropy.glsl"
 
 layout(constant_id = 4) const uint D16 = 0u;
-#ifdef VKA_S16
-layout(set = 0, binding = 0) writeonly buffer Dlogits16 { uint16_t dlogits16[]; };
-#else
 layout(set = 0, binding = 0) buffer Dlogits16 { uint dlogits16[]; };
+#ifdef VKA_S16
+layout(set = 0, binding = 0) writeonly buffer Dlogits16h { uint16_t dlogits16h[]; };
 #endif
 
 // dlogits' f32 value at column j of the row whose first logit is at index row.
@@ -80,10 +79,6 @@ void main() {
     }
     bool f16 = D16 == 2u;
     uint e0 = 2u * pc.dlogits_off + pc.out_half + i * pc.Vp; // the row's first element
-#ifdef VKA_S16
-    for (uint j = lane; j < pc.Vp; j += SEG)
-        dlogits16[e0 + j] = uint16_t(narrow16_to(f16, dvalue(row, j, ms, inv_sum, t, counted, dloss)));
-#else
     uint w1 = (e0 + pc.Vp - 1u) >> 1;
     for (uint w = (e0 >> 1) + lane; w <= w1; w += SEG) {
         uint c = 2u * w - e0; // column of the low half (wraps to -1 when it is the row before's)
@@ -93,12 +88,19 @@ void main() {
         if (lo_in && hi_in) {
             dlogits16[w] = lo | (hi << 16);
         } else if (lo_in) {
+#ifdef VKA_S16
+            dlogits16h[2u * w] = uint16_t(lo);
+#else
             atomicAnd(dlogits16[w], 0xFFFF0000u);
             atomicOr(dlogits16[w], lo);
+#endif
         } else {
+#ifdef VKA_S16
+            dlogits16h[2u * w + 1u] = uint16_t(hi);
+#else
             atomicAnd(dlogits16[w], 0x0000FFFFu);
             atomicOr(dlogits16[w], hi << 16);
+#endif
         }
     }
-#endif
 }

@@ -27,8 +27,10 @@
 //
 // vka:s16-variant: the storage build also built with VKA_S16 defined
 // (VKA_SHADER_LAYERNORM_FORWARD_S16), for devices with 16-bit storage (vk_internal.h,
-// s16_kernels): 16-bit inp and out are arrays of uint16_t over the same bindings, each out
-// element stored alone (no atomics where rows share a word), with the same conversions, so the
+// s16_kernels): out's lone halves (a word shared with the neighbouring row, or the padding half)
+// are stored as uint16_t instead of by atomicAnd / atomicOr, whole words as before (storing
+// every element alone doubles the stores, each a loop over the lanes on llvmpipe: 10% slower);
+// inp is read as words (as matmul.comp's VKA_S16 build says why). The same conversions, so the
 // same bits. The texel build has no such variant.
 #include "common.glsl"
 #include "rowreduce.glsl"
@@ -51,12 +53,10 @@ VKA_PC_BLOCK(VKA_PC_LAYERNORM_FORWARD_VIEWS, VKA_PC_LAYERNORM_FORWARD)
 layout(constant_id = 3) const uint INP16 = 0u;
 layout(constant_id = 4) const uint OUT16 = 0u;
 
-#ifdef VKA_S16
-layout(set = 0, binding = 0) writeonly buffer Out16 { uint16_t out16[]; };
-layout(set = 0, binding = 3) readonly buffer Inp16 { uint16_t inp16[]; };
-#else
 layout(set = 0, binding = 0) buffer Out16 { uint out16[]; };
 layout(set = 0, binding = 3) readonly buffer Inp16 { uint inp16[]; };
+#ifdef VKA_S16
+layout(set = 0, binding = 0) writeonly buffer Out16h { uint16_t out16h[]; };
 #endif
 
 #ifdef VKA_TEXEL
@@ -120,11 +120,7 @@ void main() {
 float inp_at(uint x0, uint c) {
     if (INP16 == 0u) return inp[x0 + c];
     uint e = x0 + c;
-#ifdef VKA_S16
-    return widen16_to(INP16 == 2u, uint(inp16[e]));
-#else
     return widen16_to(INP16 == 2u, (inp16[e >> 1] >> ((e & 1u) << 4)) & 0xFFFFu);
-#endif
 }
 
 // out's f32 value at column c.
@@ -137,10 +133,6 @@ float ln_out(uint x0, uint c, float m, float s) {
 // on this row's half only.
 void store16(uint e0, uint x0, float m, float s, uint lane) {
     bool f16 = OUT16 == 2u;
-#ifdef VKA_S16
-    for (uint c = lane; c < pc.C; c += SEG)
-        out16[e0 + c] = uint16_t(narrow16_to(f16, ln_out(x0, c, m, s)));
-#else
     uint w1 = (e0 + pc.C - 1u) >> 1;
     for (uint w = (e0 >> 1) + lane; w <= w1; w += SEG) {
         uint c = 2u * w - e0; // column of the low half (wraps to -1 when it is the row before's)
@@ -150,14 +142,21 @@ void store16(uint e0, uint x0, float m, float s, uint lane) {
         if (lo_in && hi_in) {
             out16[w] = lo | (hi << 16);
         } else if (lo_in) {
+#ifdef VKA_S16
+            out16h[2u * w] = uint16_t(lo);
+#else
             atomicAnd(out16[w], 0xFFFF0000u);
             atomicOr(out16[w], lo);
+#endif
         } else {
+#ifdef VKA_S16
+            out16h[2u * w + 1u] = uint16_t(hi);
+#else
             atomicAnd(out16[w], 0x0000FFFFu);
             atomicOr(out16[w], hi << 16);
+#endif
         }
     }
-#endif
 }
 
 void main() {
