@@ -314,19 +314,25 @@ typedef enum vka_device_type {
     VKA_DEVICE_TYPE_CPU = 4, /* software drivers such as lavapipe, and the CPU backend */
 } vka_device_type;
 
-/** How a device can hold bf16 and fp16 data (vka_device_info.path_16bit): the features it
- * enables. Today's Vulkan kernels (16-bit matmul, attention, cross-entropy, kv_write,
- * encoder, layernorm forward and backward, GELU, residual, conversions)
- * read every 16-bit tensor as packed 32-bit words and compute in fp32 on every path; kernels
- * using 16-bit loads and fp16 arithmetic are to come. Whatever the path, arithmetic that
- * needs it (sums, statistics) stays fp32. */
+/** How the kernels of a device hold bf16 and fp16 data (vka_device_info.path_16bit), chosen
+ * per device. 16-bit tensors are two elements a 32-bit word on every path, and every path
+ * computes in fp32 and rounds with the same integer conversions, so the paths give the same
+ * bits. Where the device has storageBuffer16BitAccess (and VKATTN_16BIT_STORAGE is not 0) the
+ * kernels with 16-bit-storage builds (the KV-cache write, layernorm forward, matmul,
+ * cross-entropy backward: their storage-buffer builds, not the texel ones) store a lone 16-bit
+ * element (one whose word's other half belongs to another invocation) as a 16-bit store
+ * instead of by atomics on its word, and the KV-cache write also loads single elements
+ * (VKA_16BIT_STORAGE); elsewhere the kernels read and write packed words (VKA_16BIT_PACKED).
+ * No path computes in fp16, even with shaderFloat16: issue 19 requires fp32 accumulation, and
+ * these bandwidth-bound kernels gain nothing from fp16 arithmetic on llvmpipe or desktop
+ * GPUs; VKA_16BIT_STORAGE_FP16 stays in the enum (ABI) but is never reported. */
 typedef enum vka_16bit_path {
-    /* "none: bf16/fp16 packed in 32-bit words": no 16-bit storage buffers; two 16-bit values
-     * to a 32-bit word, unpacked to fp32 in the shader */
+    /* "none: bf16/fp16 packed in 32-bit words": two 16-bit values to a 32-bit word, unpacked
+     * to fp32 in the shader (no storageBuffer16BitAccess, or VKATTN_16BIT_STORAGE=0) */
     VKA_16BIT_PACKED = 0,
-    /* "16-bit storage (fp32 compute)": storageBuffer16BitAccess; loads widen to fp32 */
+    /* "16-bit storage (fp32 compute)": storageBuffer16BitAccess used (above) */
     VKA_16BIT_STORAGE = 1,
-    /* "fp16 compute + 16-bit storage": storageBuffer16BitAccess and shaderFloat16 */
+    /* "fp16 compute + 16-bit storage": not used (see above); kept for the ABI */
     VKA_16BIT_STORAGE_FP16 = 2,
     /* "host: converted by the CPU": the CPU backend, 16-bit words in host memory converted in
      * registers (vka_device_info.cpu_f16c, cpu_avx512_bf16; else the scalar reference) */
@@ -368,9 +374,11 @@ typedef struct vka_device_info {
     bool float16_supported;         /* shaderFloat16 (VK_KHR_shader_float16_int8, 1.2) */
     bool storage_16bit;             /* storageBuffer16BitAccess is enabled */
     bool float16;                   /* shaderFloat16 is enabled */
-    /* How 16-bit data is stored and computed: the selected device from the enabled features,
-     * another from its supported ones (what it would get if vkattn created it); the CPU
-     * backend: VKA_16BIT_HOST. 0 = VKA_16BIT_PACKED. */
+    /* How the kernels store 16-bit data: the selected device's kernels (VKA_16BIT_STORAGE
+     * where storage_16bit is enabled and VKATTN_16BIT_STORAGE is not 0, else
+     * VKA_16BIT_PACKED), another device's from its supported features (what it would get if
+     * vkattn created it, with the default settings); the CPU backend: VKA_16BIT_HOST.
+     * 0 = VKA_16BIT_PACKED. */
     vka_16bit_path path_16bit;
     /* The CPU backend's conversions (fp32 <-> fp16: F16C; fp32 -> bf16: AVX512-BF16's
      * VCVTNEPS2BF16): true where the CPU has the instructions and the fast kernels use them;

@@ -1,5 +1,8 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#ifdef VKA_S16
+#extension GL_EXT_shader_16bit_storage : require
+#endif
 // Fused softmax + cross-entropy backward (llm.c crossentropy_softmax_backward), WRITES:
 //   dlogits[i, j] = (softmax(logits[i, :V])[j] - (j == targets[i])) * dloss   for j < V,
 //   dlogits[i, j] = 0                                                     for V <= j < Vp,
@@ -17,6 +20,12 @@
 // or a view starting mid-word) is updated on this row's half only, by atomicAnd / atomicOr, so
 // rows in other invocations do not race. In place, both halves of a whole word are read by the
 // invocation that then stores it.
+//
+// vka:s16-variant: also built with VKA_S16 defined (VKA_SHADER_CROSSENTROPY_BACKWARD_S16), for
+// devices with 16-bit storage (vk_internal.h, s16_kernels): dlogits' lone halves (a word the row
+// shares with its neighbour, or the padding half) are stored as uint16_t instead of by
+// atomicAnd / atomicOr, whole words as before; logits are read as words (as matmul.comp's
+// VKA_S16 build says why). The same conversions, so the same bits; in place as before.
 #include "common.glsl"
 #include "rowreduce.glsl"
 
@@ -33,6 +42,9 @@ VKA_PC_BLOCK(VKA_PC_CROSSENTROPY_BACKWARD_VIEWS, VKA_PC_CROSSENTROPY)
 
 layout(constant_id = 4) const uint D16 = 0u;
 layout(set = 0, binding = 0) buffer Dlogits16 { uint dlogits16[]; };
+#ifdef VKA_S16
+layout(set = 0, binding = 0) writeonly buffer Dlogits16h { uint16_t dlogits16h[]; };
+#endif
 
 // dlogits' f32 value at column j of the row whose first logit is at index row.
 float dvalue(uint row, uint j, vec2 ms, float inv_sum, int t, bool counted, float dloss) {
@@ -76,11 +88,19 @@ void main() {
         if (lo_in && hi_in) {
             dlogits16[w] = lo | (hi << 16);
         } else if (lo_in) {
+#ifdef VKA_S16
+            dlogits16h[2u * w] = uint16_t(lo);
+#else
             atomicAnd(dlogits16[w], 0xFFFF0000u);
             atomicOr(dlogits16[w], lo);
+#endif
         } else {
+#ifdef VKA_S16
+            dlogits16h[2u * w + 1u] = uint16_t(hi);
+#else
             atomicAnd(dlogits16[w], 0x0000FFFFu);
             atomicOr(dlogits16[w], hi << 16);
+#endif
         }
     }
 }

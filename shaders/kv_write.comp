@@ -1,5 +1,8 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#ifdef VKA_S16
+#extension GL_EXT_shader_16bit_storage : require
+#endif
 // KV cache write: for t < min(T, pos[1]) with p = pos[0] + t in [0, max_T):
 //   kcache[h, p, :] = k part, vcache[h, p, :] = v part of qkv[t] (T, 3C), C = NH*HS.
 // kcache, vcache (NH, max_T, HS); pos (2) int32 written by the host before each run.
@@ -11,6 +14,11 @@
 // qkv element rounded as vka_copy rounds): their views are words, two elements each (element 2i
 // in the low half), starting at a word's high half where pc.c_half / pc.q_half say so; a cache
 // element is stored into its half of the word atomically (odd HS: rows share words).
+//
+// vka:s16-variant: also built with VKA_S16 defined (VKA_SHADER_KV_WRITE_S16), for devices with
+// 16-bit storage (vk_internal.h, s16_kernels): the 16-bit views are arrays of uint16_t over the
+// same bindings (element 2w + half of word w), each element loaded and stored alone, with the
+// same conversions, so the same bits.
 #include "common.glsl"
 #include "half.glsl"
 
@@ -20,9 +28,15 @@ layout(set = 0, binding = 0) buffer KC { float kc[]; };
 layout(set = 0, binding = 1) buffer VC { float vc[]; };
 layout(set = 0, binding = 2) readonly buffer Qkv { float qkv[]; };
 layout(set = 0, binding = 3) readonly buffer Pos { int pos[]; };
+#ifdef VKA_S16
+layout(set = 0, binding = 0) writeonly buffer KC16 { uint16_t kc16[]; };
+layout(set = 0, binding = 1) writeonly buffer VC16 { uint16_t vc16[]; };
+layout(set = 0, binding = 2) readonly buffer Qkv16 { uint16_t qkv16[]; };
+#else
 layout(set = 0, binding = 0) buffer KC16 { uint kc16[]; };
 layout(set = 0, binding = 1) buffer VC16 { uint vc16[]; };
 layout(set = 0, binding = 2) readonly buffer Qkv16 { uint qkv16[]; };
+#endif
 
 #include "pc/kv.h"
 VKA_PC_BLOCK(VKA_PC_KV_WRITE_VIEWS, VKA_PC_KV_WRITE)
@@ -32,13 +46,21 @@ const bool F16 = (T16 & 4u) != 0u;
 // Element e of the bound qkv rows.
 float ld_qkv(uint e) {
     if ((T16 & 2u) == 0u) return qkv[pc.qkv_off + e];
+#ifdef VKA_S16
+    return widen16_to(F16, uint(qkv16[2u * pc.qkv_off + pc.q_half + e]));
+#else
     uint i = 2u * pc.qkv_off + pc.q_half + e, w = qkv16[i >> 1];
     return widen16_to(F16, (i & 1u) != 0u ? w >> 16 : w & 0xFFFFu);
+#endif
 }
 
 // Element e of the bound cache rows := x (16-bit: rounded, into its half of the word).
 void st16(bool v, uint e, float x) {
     uint i = 2u * (v ? pc.v_off : pc.k_off) + pc.c_half + e, h = narrow16_to(F16, x);
+#ifdef VKA_S16
+    if (v) vc16[i] = uint16_t(h);
+    else kc16[i] = uint16_t(h);
+#else
     uint keep = (i & 1u) != 0u ? 0x0000FFFFu : 0xFFFF0000u, put = (i & 1u) != 0u ? h << 16 : h;
     if (v) {
         atomicAnd(vc16[i >> 1], keep);
@@ -47,6 +69,7 @@ void st16(bool v, uint e, float x) {
         atomicAnd(kc16[i >> 1], keep);
         atomicOr(kc16[i >> 1], put);
     }
+#endif
 }
 
 void main() {

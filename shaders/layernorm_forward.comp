@@ -1,5 +1,8 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#ifdef VKA_S16
+#extension GL_EXT_shader_16bit_storage : require
+#endif
 // Layer normalisation (Ba et al. 2016) over rows of C, eps 1e-5, as llm.c layernorm_forward:
 //   mean = sum(x) / C; var = sum((x - mean)^2) / C (second pass, never E[x^2] - E[x]^2);
 //   rstd = 1 / sqrt(var + eps); out = (x - mean) * rstd * weight + bias.
@@ -21,6 +24,14 @@
 // texels (bindings 12, 13, 14 over bindings 3, 4, 5) and writes out as vec4: on llvmpipe one
 // gather per vec4 instead of a loop over the lanes per float. A 16-bit inp or out is read or
 // written as words through its storage binding (inp's texel binding then holds a dummy view).
+//
+// vka:s16-variant: the storage build also built with VKA_S16 defined
+// (VKA_SHADER_LAYERNORM_FORWARD_S16), for devices with 16-bit storage (vk_internal.h,
+// s16_kernels): out's lone halves (a word shared with the neighbouring row, or the padding half)
+// are stored as uint16_t instead of by atomicAnd / atomicOr, whole words as before (storing
+// every element alone doubles the stores, each a loop over the lanes on llvmpipe: 10% slower);
+// inp is read as words (as matmul.comp's VKA_S16 build says why). The same conversions, so the
+// same bits. The texel build has no such variant.
 #include "common.glsl"
 #include "rowreduce.glsl"
 #include "sumloop.glsl"
@@ -44,6 +55,9 @@ layout(constant_id = 4) const uint OUT16 = 0u;
 
 layout(set = 0, binding = 0) buffer Out16 { uint out16[]; };
 layout(set = 0, binding = 3) readonly buffer Inp16 { uint inp16[]; };
+#ifdef VKA_S16
+layout(set = 0, binding = 0) writeonly buffer Out16h { uint16_t out16h[]; };
+#endif
 
 #ifdef VKA_TEXEL
 layout(set = 0, binding = 0) writeonly buffer Out4 { vec4 out4[]; };
@@ -128,11 +142,19 @@ void store16(uint e0, uint x0, float m, float s, uint lane) {
         if (lo_in && hi_in) {
             out16[w] = lo | (hi << 16);
         } else if (lo_in) {
+#ifdef VKA_S16
+            out16h[2u * w] = uint16_t(lo);
+#else
             atomicAnd(out16[w], 0xFFFF0000u);
             atomicOr(out16[w], lo);
+#endif
         } else {
+#ifdef VKA_S16
+            out16h[2u * w + 1u] = uint16_t(hi);
+#else
             atomicAnd(out16[w], 0x0000FFFFu);
             atomicOr(out16[w], hi << 16);
+#endif
         }
     }
 }

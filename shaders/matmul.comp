@@ -1,6 +1,9 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
+#ifdef VKA_S16
+#extension GL_EXT_shader_16bit_storage : require
+#endif
 // Batched row-major matrix product (src/backend.h, vkb_matmul):
 //   out[b] = alpha * op(A[b]) * op(B[b]) (+ bias) (+ out[b] if accumulate)
 // op(A) is (M, K): A stored (M, K), or (K, M) when trans_a; op(B) is (K, N): B stored (K, N), or
@@ -26,6 +29,13 @@
 // devices with texel_operands (src/vk/vk_internal.h). On llvmpipe a texel fetch with
 // lane-varying addresses is one gather, a storage buffer load a loop over the 8 lanes with a
 // bounds check per component: the product runs about twice as fast, and builds faster.
+//
+// vka:s16-variant: the storage build (both variants) also built with VKA_S16 defined
+// (VKA_SHADER_MATMUL_S16), for devices with 16-bit storage (vk_internal.h, s16_kernels): a 16-bit
+// out's lone halves (a word shared with another invocation, or the padding half) are stored as
+// uint16_t instead of by atomicAnd / atomicOr, whole words as before. A and B are still read as
+// words: one 16-bit load per element was 5% slower on llvmpipe (Mesa 22.3) than a word load
+// and a shift, and the same elsewhere. The same conversions, so the same bits.
 #include "common.glsl"
 
 layout(constant_id = 1) const uint TRANS = 0;   // bit 0: A stored (K, M); bit 1: B stored (N, K)
@@ -73,6 +83,9 @@ layout(set = 0, binding = 1) readonly buffer AU2 { uvec2 a_u2[]; }; // 4 element
 layout(set = 0, binding = 2) readonly buffer BU2 { uvec2 b_u2[]; };
 layout(set = 0, binding = 1) readonly buffer AU4 { uvec4 a_u4[]; }; // 8 elements (CPU, K8)
 layout(set = 0, binding = 2) readonly buffer BU4 { uvec4 b_u4[]; };
+#ifdef VKA_S16
+layout(set = 0, binding = 0) writeonly buffer OutH { uint16_t out_h[]; }; // its lone halves
+#endif
 #ifdef VKA_TEXEL
 layout(set = 0, binding = 12) uniform samplerBuffer a_tex;
 layout(set = 0, binding = 13) uniform samplerBuffer b_tex;
@@ -187,6 +200,7 @@ uint out16_value(uint j, float acc) {
 // accumulated product is acc1. The word holding both j and j + 1 (j at its low half) is stored
 // whole when both are this invocation's (j + 1 then stores nothing); a half whose partner is
 // another invocation's, or no element of out, is updated alone, atomically.
+// (VKA_S16: a lone half stored as a uint16_t instead, no atomics.)
 void store_out16(uint bi, uint i, uint j, float acc, bool prev, bool next, float acc1) {
     uint e = 2u * pc.out_off + pc.out_half + bi * pc.stride_out + i * pc.ldo + j;
     uint w = e >> 1;
@@ -196,11 +210,19 @@ void store_out16(uint bi, uint i, uint j, float acc, bool prev, bool next, float
     if (!high && next) {
         out_u[w] = h | (out16_value(j + 1u, acc1) << 16);
     } else if (!high) {
+#ifdef VKA_S16
+        out_h[e] = uint16_t(h);
+#else
         atomicAnd(out_u[w], 0xFFFF0000u);
         atomicOr(out_u[w], h);
+#endif
     } else {
+#ifdef VKA_S16
+        out_h[e] = uint16_t(h);
+#else
         atomicAnd(out_u[w], 0x0000FFFFu);
         atomicOr(out_u[w], h << 16);
+#endif
     }
 }
 

@@ -137,6 +137,8 @@ static vka_result resolve_vulkan(vka_context *ctx, const vka_context_desc *d, co
                                      &s->max_binding_bytes);
     if (r != VKA_SUCCESS) return r;
     s->texel_loads = !e->set[VKA_SETTING_TEXEL_LOADS] || e->value[VKA_SETTING_TEXEL_LOADS] == 1;
+    s->storage_16bit_kernels =
+        !e->set[VKA_SETTING_STORAGE_16BIT] || e->value[VKA_SETTING_STORAGE_16BIT] == 1;
     s->validation_from_env = d->validation == 0;
     s->validation = d->validation > 0 ||
                     (d->validation == 0 && e->value[VKA_SETTING_VALIDATION] == 1);

@@ -42,6 +42,9 @@ typedef enum vka_setting_kind {
       "a kernel variant: use gpu, cpu or auto (or leave it unset)")                                \
     X(TEXEL_LOADS, "VKATTN_TEXEL_LOADS", NULL, VKA_SETTING_FLAG, 0, 1, "1 (CPU-type kernels)",     \
       "0 or 1 (0 makes the CPU-type kernels read tensors through storage buffers only)")           \
+    X(STORAGE_16BIT, "VKATTN_16BIT_STORAGE", NULL, VKA_SETTING_FLAG, 0, 1,                       \
+      "1 (where the device has storageBuffer16BitAccess)",                                         \
+      "0 or 1 (0 makes the Vulkan kernels read and write bf16/fp16 as packed 32-bit words)")      \
     X(MAX_BINDING_BYTES, "VKATTN_MAX_BINDING_BYTES", "max_binding_bytes", VKA_SETTING_BYTES,       \
       4096, 0, "maxStorageBufferRange", "it lowers the most bytes one descriptor binds")           \
     X(MAX_TENSOR_BYTES, "VKATTN_MAX_TENSOR_BYTES", "max_tensor_bytes", VKA_SETTING_BYTES, 65536,   \
@@ -95,6 +98,7 @@ typedef struct vka_settings {
     bool validation_from_env;     /* desc.validation was 0: VKATTN_VALIDATION decided */
     uint64_t max_binding_bytes;   /* 0 = maxStorageBufferRange */
     bool texel_loads;             /* VKATTN_TEXEL_LOADS is not 0 */
+    bool storage_16bit_kernels;   /* VKATTN_16BIT_STORAGE is not 0 */
     uint64_t fail_alloc_at, fail_submit_at; /* VKATTN_TEST_FAIL_ALLOC / _SUBMIT, 0 = never */
 } vka_settings;
 

@@ -181,6 +181,31 @@ static inline void tu_on_vulkan(vka_kernels kernels, void (*cases)(vka_context *
     }
 #define TU_VULKAN_TEST_ENTRIES(name) cmocka_unit_test(name##_gpu_kernels), cmocka_unit_test(name##_cpu_kernels)
 
+#ifdef TU_HAVE_PACKED16
+/* tu_on_vulkan() on the packed 16-bit path (tu_gpu_packed16). TU_VULKAN_TESTS16(name, cases)
+ * defines TU_VULKAN_TESTS' two tests (on the device's 16-bit path: 16-bit storage where it has
+ * it) and name_packed_gpu_kernels, name_packed_cpu_kernels on the packed path, so that a
+ * 16-bit op test runs both paths of the kernels that have both (vka_16bit_path). */
+static inline void tu_on_vulkan_packed16(vka_kernels kernels, void (*cases)(vka_context *ctx)) {
+    vka_context *ctx = tu_gpu_packed16(kernels, 0);
+    cases(ctx);
+    tu_done(ctx);
+}
+#define TU_VULKAN_TESTS16(name, cases)                                                         \
+    TU_VULKAN_TESTS(name, cases)                                                               \
+    static void name##_packed_gpu_kernels(void **state) {                                      \
+        (void)state;                                                                           \
+        tu_on_vulkan_packed16(VKA_KERNELS_GPU, cases);                                         \
+    }                                                                                          \
+    static void name##_packed_cpu_kernels(void **state) {                                      \
+        (void)state;                                                                           \
+        tu_on_vulkan_packed16(VKA_KERNELS_CPU, cases);                                         \
+    }
+#define TU_VULKAN_TEST_ENTRIES16(name)                                                         \
+    TU_VULKAN_TEST_ENTRIES(name), cmocka_unit_test(name##_packed_gpu_kernels),                \
+        cmocka_unit_test(name##_packed_cpu_kernels)
+#endif
+
 /* End the graph expecting failure r with a message containing text. */
 static inline void tu_end_expect(vka_context *ctx, vka_result r, const char *text) {
     vka_graph *g = NULL;

@@ -985,10 +985,18 @@ static void test_cli_info(void **state) {
         /* the 16-bit path the library reports for the selected device, as info prints it */
         vka_device_info sel;
         assert_int_equal(vka_context_selected_device(ctx, &sel), VKA_SUCCESS);
-        char line[160];
+        char line[320];
+        const char *packed = "the kernels read bf16 and fp16 as packed 32-bit words, fp32 arithmetic";
+        char off[160];
+        snprintf(off, sizeof off, "VKATTN_16BIT_STORAGE=0: %s", packed);
         snprintf(line, sizeof line, "16-bit data                %s (%s)\n",
                  vka_16bit_path_string(sel.path_16bit),
-                 "the kernels read bf16 and fp16 as packed 32-bit words, fp32 arithmetic");
+                 sel.path_16bit == VKA_16BIT_STORAGE
+                     ? "a lone 16-bit element stored alone, not by atomics on its word (kv_write, "
+                       "layernorm forward, matmul, crossentropy backward), else packed 32-bit "
+                       "words; fp32 arithmetic"
+                 : sel.storage_16bit ? off
+                                     : packed);
         tu_done(ctx);
         r = cu_run(&d, "info");
         cu_expect(&r, 0, NULL, "info");

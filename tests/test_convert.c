@@ -4,6 +4,7 @@
  * AVX512-BF16) against the reference bit for bit on boundary cases and millions
  * of random fp32 patterns, and known values computed offline with Python
  * (struct.pack('e') for fp16; exact rational rounding for bf16). */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "test_util.h"
 
 #include "cpu/convert.h"
@@ -286,19 +287,37 @@ static void test_convert_cpu_backend_device_info(void **state) {
     tu_done(ctx);
 }
 
-/* A Vulkan device vkattn creates gets every 16-bit feature it supports (lavapipe: both), and
- * the path follows from them; the other devices report what they would get. */
+/* The selected device's 16-bit path with VKATTN_16BIT_STORAGE=0: packed, whatever it has. */
+static void packed_when_turned_off(void) {
+    const char *was = getenv("VKATTN_16BIT_STORAGE");
+    char saved[16] = "";
+    if (was) snprintf(saved, sizeof saved, "%s", was);
+    setenv("VKATTN_16BIT_STORAGE", "0", 1);
+    vka_context *ctx = tu_gpu();
+    if (was) setenv("VKATTN_16BIT_STORAGE", saved, 1);
+    else unsetenv("VKATTN_16BIT_STORAGE");
+    vka_device_info d;
+    assert_int_equal(vka_context_selected_device(ctx, &d), VKA_SUCCESS);
+    assert_int_equal(d.path_16bit, VKA_16BIT_PACKED);
+    assert_int_equal(d.storage_16bit, d.storage_16bit_supported); /* still enabled */
+    tu_done(ctx);
+}
+
+/* A Vulkan device vkattn creates gets every 16-bit feature it supports (lavapipe: both); the
+ * path follows from its 16-bit storage (never fp16 arithmetic: vka_16bit_path) and
+ * VKATTN_16BIT_STORAGE; the other devices report what they would get. */
 static void test_convert_vulkan_device_info(void **state) {
     (void)state;
     vka_context *ctx = tu_gpu();
     if (!ctx) return;
+    const char *s16 = getenv("VKATTN_16BIT_STORAGE");
+    bool off = s16 && strcmp(s16, "0") == 0;
     for (uint32_t i = 0; i < vka_context_device_count(ctx); i++) {
         vka_device_info d;
         assert_int_equal(vka_context_device_info(ctx, i, &d), VKA_SUCCESS);
-        vka_16bit_path want = d.storage_16bit_supported && d.float16_supported
-                                  ? VKA_16BIT_STORAGE_FP16
-                              : d.storage_16bit_supported ? VKA_16BIT_STORAGE
-                                                          : VKA_16BIT_PACKED;
+        vka_16bit_path want = d.storage_16bit_supported && !(d.selected && off)
+                                  ? VKA_16BIT_STORAGE
+                                  : VKA_16BIT_PACKED;
         print_message("  device %u (%s, %s): %s\n", i, d.name, d.driver_name,
                       vka_16bit_path_string(d.path_16bit));
         assert_int_equal(d.path_16bit, want);
@@ -316,6 +335,7 @@ static void test_convert_vulkan_device_info(void **state) {
                         "none: bf16/fp16 packed in 32-bit words");
     assert_string_equal(vka_16bit_path_string((vka_16bit_path)99), "unknown");
     tu_done(ctx);
+    packed_when_turned_off();
 }
 
 int main(void) {

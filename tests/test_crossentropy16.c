@@ -13,6 +13,7 @@
  *      f32 bound, the padding columns written with zeros;
  *  (d) CPU backend and Vulkan agree within the f32 tolerance;
  *  (e) bad mixes are refused naming the op and the tensors. */
+#define _POSIX_C_SOURCE 200809L /* setenv (tu_gpu_packed16) */
 #include "op_util.h"
 
 #include <stdint.h>
@@ -210,7 +211,7 @@ static void test_crossentropy16_cpu(void **state) {
     tu_done(ctx);
 }
 
-TU_VULKAN_TESTS(test_crossentropy16_vulkan, shapes)
+TU_VULKAN_TESTS16(test_crossentropy16_vulkan, shapes)
 
 /* Blocks of rows in 4 KiB bindings: 16-bit blocks starting at a word's high half. */
 static void limited(vka_kernels kernels) {
@@ -272,7 +273,7 @@ static void test_crossentropy16_refusals(void **state) {
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crossentropy16_cpu),
-        TU_VULKAN_TEST_ENTRIES(test_crossentropy16_vulkan),
+        TU_VULKAN_TEST_ENTRIES16(test_crossentropy16_vulkan),
         cmocka_unit_test(test_crossentropy16_split_gpu_kernels),
         cmocka_unit_test(test_crossentropy16_split_cpu_kernels),
         cmocka_unit_test(test_crossentropy16_refusals),

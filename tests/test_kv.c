@@ -4,6 +4,7 @@
  * bad ids, and greedy generation with the cache identical to the recompute path for 300 tokens
  * from a model of context 256 (crossing the full-context point), on both backends.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv (tu_gpu_packed16) */
 #include <string.h>
 #include "gpt_util.h"
 #include "op_util.h"
@@ -148,8 +149,11 @@ static void test_kv_write16(void **state) {
     kv_write16_shapes(cpu);
     tu_done(cpu);
     const vka_kernels kinds[] = {VKA_KERNELS_GPU, VKA_KERNELS_CPU};
-    for (size_t k = 0; k < TU_LEN(kinds); k++) {
+    for (size_t k = 0; k < TU_LEN(kinds); k++) { /* the device's 16-bit path, then packed */
         vka_context *gpu = tu_gpu_kernels(kinds[k]);
+        kv_write16_shapes(gpu);
+        tu_done(gpu);
+        gpu = tu_gpu_packed16(kinds[k], 0);
         kv_write16_shapes(gpu);
         tu_done(gpu);
     }

@@ -14,6 +14,7 @@
  *      (weight 1e5) gives Inf.
  * Shapes: N = 1, C = 1, odd C (7, 769), C past a workgroup (3000), N not a multiple of anything,
  * and with a 4 KiB binding limit blocks of rows starting at the high half of a word. */
+#define _POSIX_C_SOURCE 200809L /* setenv (tu_gpu_packed16) */
 #include "op_util.h"
 
 typedef struct ln16_case {
@@ -366,6 +367,9 @@ static void split_cases(vka_kernels kernels) {
     vka_context *ctx = split_ctx(kernels);
     sweep(ctx, shapes, TU_LEN(shapes), 40);
     tu_done(ctx);
+    ctx = tu_gpu_packed16(kernels, 4096); /* and on the packed 16-bit path */
+    sweep(ctx, shapes, TU_LEN(shapes), 40);
+    tu_done(ctx);
 }
 
 static void test_layernorm16_split_gpu_kernels(void **state) {
@@ -378,15 +382,15 @@ static void test_layernorm16_split_cpu_kernels(void **state) {
     split_cases(VKA_KERNELS_CPU);
 }
 
-TU_VULKAN_TESTS(test_layernorm16_vulkan_matches_cpu, vulkan_cases)
-TU_VULKAN_TESTS(test_layernorm16_vulkan_special_values, special_cases)
+TU_VULKAN_TESTS16(test_layernorm16_vulkan_matches_cpu, vulkan_cases)
+TU_VULKAN_TESTS16(test_layernorm16_vulkan_special_values, special_cases)
 
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layernorm16_cpu_kernels),
         cmocka_unit_test(test_layernorm16_special_values_cpu),
-        TU_VULKAN_TEST_ENTRIES(test_layernorm16_vulkan_matches_cpu),
-        TU_VULKAN_TEST_ENTRIES(test_layernorm16_vulkan_special_values),
+        TU_VULKAN_TEST_ENTRIES16(test_layernorm16_vulkan_matches_cpu),
+        TU_VULKAN_TEST_ENTRIES16(test_layernorm16_vulkan_special_values),
         cmocka_unit_test(test_layernorm16_split_gpu_kernels),
         cmocka_unit_test(test_layernorm16_split_cpu_kernels),
     };

@@ -230,7 +230,7 @@ static void vulkan_cases(vka_context *ctx) {
     };
     vulkan_vs_cpu(ctx, shapes, TU_LEN(shapes), 700);
 }
-TU_VULKAN_TESTS(test_matmul16_vulkan, vulkan_cases)
+TU_VULKAN_TESTS16(test_matmul16_vulkan, vulkan_cases)
 
 /* op(a)(i, k) (op(b)(k, j)) of batch 0 set to x, rounded to the type, in both forms. */
 static void set_a(mm_data *d, int i, int k, float x) {
@@ -270,7 +270,7 @@ static void special_cases(vka_context *ctx) {
         }
     tu_done(cpu);
 }
-TU_VULKAN_TESTS(test_matmul16_special_values, special_cases)
+TU_VULKAN_TESTS16(test_matmul16_special_values, special_cases)
 
 static void test_matmul16_special_values_cpu(void **state) {
     (void)state;
@@ -415,8 +415,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_matmul16_refusals_vulkan),
         cmocka_unit_test(test_matmul16_cpu_backend),
         cmocka_unit_test(test_matmul16_special_values_cpu),
-        TU_VULKAN_TEST_ENTRIES(test_matmul16_vulkan),
-        TU_VULKAN_TEST_ENTRIES(test_matmul16_special_values),
+        TU_VULKAN_TEST_ENTRIES16(test_matmul16_vulkan),
+        TU_VULKAN_TEST_ENTRIES16(test_matmul16_special_values),
         cmocka_unit_test(test_matmul16_split_gpu_kernels),
         cmocka_unit_test(test_matmul16_split_cpu_kernels),
     };

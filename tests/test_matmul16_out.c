@@ -14,6 +14,7 @@
  * batches start at high halves; rows longer than a workgroup's columns and N past a CPU tile
  * (128, 256); the CPU's GEMV (few rows, b transposed) and the Vulkan CPU-type variant's vec4
  * and eight-at-a-time loads; bias and alpha; every transpose. */
+#define _POSIX_C_SOURCE 200809L /* setenv (tu_gpu_packed16) */
 #include "op_util.h"
 
 #define SENTINEL16 0xABCDu /* out's elements before the op */
@@ -219,7 +220,7 @@ static void vulkan_cases(vka_context *ctx) {
         case_on(ctx, out, in, c, 300 + s);
     }
 }
-TU_VULKAN_TESTS(test_matmul16_out_vulkan, vulkan_cases)
+TU_VULKAN_TESTS16(test_matmul16_out_vulkan, vulkan_cases)
 
 /* A Vulkan context binding at most 4 KiB a view (1020 floats, 2040 16-bit elements). */
 static vka_context *split_ctx(vka_kernels kernels) { return tu_gpu_limited(kernels, 4096); }
@@ -296,7 +297,7 @@ static void special_cases(vka_context *ctx) {
             data_free(&d);
         }
 }
-TU_VULKAN_TESTS(test_matmul16_out_special_values, special_cases)
+TU_VULKAN_TESTS16(test_matmul16_out_special_values, special_cases)
 
 static void test_matmul16_out_special_values_cpu(void **state) {
     (void)state;
@@ -360,8 +361,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_matmul16_out_refusals_vulkan),
         cmocka_unit_test(test_matmul16_out_cpu_kernels),
         cmocka_unit_test(test_matmul16_out_special_values_cpu),
-        TU_VULKAN_TEST_ENTRIES(test_matmul16_out_special_values),
-        TU_VULKAN_TEST_ENTRIES(test_matmul16_out_vulkan),
+        TU_VULKAN_TEST_ENTRIES16(test_matmul16_out_special_values),
+        TU_VULKAN_TEST_ENTRIES16(test_matmul16_out_vulkan),
         cmocka_unit_test(test_matmul16_out_split_gpu_kernels),
         cmocka_unit_test(test_matmul16_out_split_cpu_kernels),
     };

@@ -72,6 +72,28 @@ static inline vka_context *tu_gpu_limited(vka_kernels kernels, uint64_t max_bind
     return ctx;
 }
 
+#if defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 200112L /* setenv: a file defining it */
+#define TU_HAVE_PACKED16 1
+/* tu_gpu_limited() on the packed 16-bit path (VKATTN_16BIT_STORAGE=0, set while the context
+ * is created: settings are read once, at create): its kernels read and write bf16 and fp16 as
+ * 32-bit words even where the device has 16-bit storage, which the other contexts then use
+ * (vka_16bit_path). The variable is restored after. */
+static inline vka_context *tu_gpu_packed16(vka_kernels kernels, uint64_t max_binding_bytes) {
+    const char *was = getenv("VKATTN_16BIT_STORAGE");
+    char saved[16] = "";
+    if (was) snprintf(saved, sizeof saved, "%s", was);
+    setenv("VKATTN_16BIT_STORAGE", "0", 1);
+    vka_context *ctx = tu_gpu_limited(kernels, max_binding_bytes);
+    if (was) setenv("VKATTN_16BIT_STORAGE", saved, 1);
+    else unsetenv("VKATTN_16BIT_STORAGE");
+    vka_device_info d;
+    if (ctx && (vka_context_selected_device(ctx, &d) != VKA_SUCCESS ||
+                d.path_16bit != VKA_16BIT_PACKED))
+        fail_msg("VKATTN_16BIT_STORAGE=0: the context is not on the packed 16-bit path");
+    return ctx;
+}
+#endif
+
 /* tu_gpu_kernels() with the variants the device type calls for. */
 static inline vka_context *tu_gpu(void) { return tu_gpu_kernels(VKA_KERNELS_AUTO); }
 

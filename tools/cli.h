@@ -233,8 +233,13 @@ const char *cli_vendor_name(uint32_t vendor_id);
 void cli_api_version(uint32_t v, char *out, size_t cap);
 /* The driver version as its vendor writes it (NVIDIA's packing differs from Vulkan's). */
 void cli_driver_version(const vka_device_info *d, char *out, size_t cap);
-/* What the Vulkan kernels do with 16-bit data on every path (vka_16bit_path's docstring). */
+/* What the Vulkan kernels do with 16-bit data on each path (vka_16bit_path's docstring): the
+ * kernels with 16-bit-storage builds (shaders/ with "// vka:s16-variant"), and the rest. */
 #define CLI_16BIT_KERNELS "the kernels read bf16 and fp16 as packed 32-bit words, fp32 arithmetic"
+#define CLI_16BIT_KERNELS_S16                                                                    \
+    "a lone 16-bit element stored alone, not by atomics on its word (kv_write, layernorm "     \
+    "forward, matmul, crossentropy backward), else packed 32-bit words; fp32 arithmetic"
+#define CLI_16BIT_KERNELS_OFF "VKATTN_16BIT_STORAGE=0: " CLI_16BIT_KERNELS
 /* How the device holds 16-bit data (vka_16bit_path_string), with the CPU backend's conversion
  * instructions ("host: converted by the CPU (F16C, AVX512-BF16)"). */
 void cli_16bit_text(const vka_device_info *d, char *out, size_t cap);

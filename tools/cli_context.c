@@ -107,8 +107,11 @@ void cli_device_name(vka_context *ctx, char *out, size_t cap) {
 
 void cli_16bit_text(const vka_device_info *d, char *out, size_t cap) {
     const char *path = vka_16bit_path_string(d->path_16bit);
-    if (d->path_16bit != VKA_16BIT_HOST) { /* the features; what today's kernels do with them */
-        snprintf(out, cap, "%s (%s)", path, CLI_16BIT_KERNELS);
+    if (d->path_16bit != VKA_16BIT_HOST) { /* what the kernels do with 16-bit data */
+        const char *how = d->path_16bit == VKA_16BIT_STORAGE ? CLI_16BIT_KERNELS_S16
+                          : d->storage_16bit                 ? CLI_16BIT_KERNELS_OFF
+                                                             : CLI_16BIT_KERNELS;
+        snprintf(out, cap, "%s (%s)", path, how);
         return;
     }
     const char *isa = d->cpu_f16c && d->cpu_avx512_bf16 ? "F16C, AVX512-BF16"

@@ -62,7 +62,7 @@ int cmd_check(int argc, char **argv) {
     vka_context *ctx = NULL;
     rc = cli_context("check", &b, &ctx);
     if (rc != CLI_OK) return rc;
-    char device[256], p16[128] = "unknown";
+    char device[256], p16[256] = "unknown";
     cli_device_name(ctx, device, sizeof device);
     vka_device_info info;
     if (vka_context_selected_device(ctx, &info) == VKA_SUCCESS)

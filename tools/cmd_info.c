@@ -58,7 +58,7 @@ static void print_device(const vka_device_info *d) {
         printf("    timestamps                 yes (%g ns per tick)\n", (double)d->timestamp_period);
     else printf("    timestamps                 no\n");
     printf("    compute queue              %s\n", d->has_compute ? "yes" : "no");
-    char p16[128];
+    char p16[256];
     cli_16bit_text(d, p16, sizeof p16);
     printf("    16-bit data                %s\n", p16);
     printf("    16-bit storage / float16   %s / %s", supported(d->storage_16bit_supported),
@@ -166,7 +166,7 @@ static int report(vka_context *ctx, bool json, const char *device_opt, int threa
     if (r != VKA_SUCCESS) return cli_fail("info", ctx, r, "selected device");
     char why[128];
     selection_reason(device_opt, why, sizeof why);
-    char p16[128];
+    char p16[256];
     cli_16bit_text(cpu, p16, sizeof p16);
     if (json) printf("{\"version\":\"%s\",\"devices\":[", vka_version_string());
     else printf("Vulkan devices (%u):\n", n);

@@ -597,6 +597,10 @@ bool vkv_fits16(vkv_backend *vb, const char *op, const char *what, size_t elems,
     return false;
 }
 
+vka_shader_id vkv_s16(const vkv_backend *vb, vka_shader_id packed, vka_shader_id s16) {
+    return vb->dev->s16_kernels ? s16 : packed;
+}
+
 void vkv_dispatch(vkv_backend *vb, const vkv_call *call) {
     const char *label = call->label ? call->label : vka_shader_registry[call->shader].name;
     if (!can_record(vb, label) || call->groups == 0) return;

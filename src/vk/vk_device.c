@@ -274,10 +274,10 @@ static void query_16bit(const vkr_device *dev, VkPhysicalDevice phys, uint32_t a
     *float16 = f16_known && f16.shaderFloat16 == VK_TRUE;
 }
 
-/* What vkattn does with 16-bit data given the features it may use. */
-static vka_16bit_path path_16bit(bool storage, bool float16) {
-    if (storage && float16) return VKA_16BIT_STORAGE_FP16;
-    return storage ? VKA_16BIT_STORAGE : VKA_16BIT_PACKED;
+/* What vkattn's kernels do with 16-bit data: 16-bit loads and stores where they use 16-bit
+ * storage, else packed words; fp32 arithmetic either way, so never VKA_16BIT_STORAGE_FP16. */
+static vka_16bit_path path_16bit(bool s16_kernels) {
+    return s16_kernels ? VKA_16BIT_STORAGE : VKA_16BIT_PACKED;
 }
 
 static void fill_info(vkr_device *dev, uint32_t index, VkPhysicalDevice phys, vka_device_info *o) {
@@ -346,7 +346,7 @@ static void fill_info(vkr_device *dev, uint32_t index, VkPhysicalDevice phys, vk
     }
     query_16bit(dev, phys, p.apiVersion, &o->storage_16bit_supported, &o->float16_supported);
     /* what it would use if vkattn created the device; the selected one's is set once known */
-    o->path_16bit = path_16bit(o->storage_16bit_supported, o->float16_supported);
+    o->path_16bit = path_16bit(o->storage_16bit_supported); /* with the default settings */
 }
 
 static int type_rank(vka_device_type t) {
@@ -494,7 +494,8 @@ static void finish_selection(vkr_device *dev, const vka_settings *s) {
     sel->selected = true;
     sel->storage_16bit = dev->storage_16bit;
     sel->float16 = dev->float16;
-    sel->path_16bit = path_16bit(dev->storage_16bit, dev->float16);
+    dev->s16_kernels = dev->storage_16bit && s->storage_16bit_kernels;
+    sel->path_16bit = path_16bit(dev->s16_kernels);
     dev->phys = dev->phys_list[dev->selected];
     dev->vki.GetPhysicalDeviceProperties(dev->phys, &dev->props);
     dev->vki.GetPhysicalDeviceMemoryProperties(dev->phys, &dev->mem_props);

@@ -129,6 +129,10 @@ typedef struct vkr_device {
      * application's: what vka_vulkan_env says it enabled) */
     bool storage_16bit; /* storageBuffer16BitAccess */
     bool float16;       /* shaderFloat16 */
+    /* The kernels with 16-bit builds use them (VKA_SHADER_<NAME>_S16, vkv_s16): storage_16bit
+     * is enabled and VKATTN_16BIT_STORAGE is not 0. Else they read and write 16-bit tensors as
+     * packed 32-bit words. vka_device_info.path_16bit says which. */
+    bool s16_kernels;
 } vkr_device;
 
 struct vka_settings;
@@ -181,6 +185,12 @@ typedef struct vkv_call {
  * dispatches. groups beyond maxComputeWorkGroupCount[0] are folded into y. Failures are sticky
  * (vkb_fail). groups == 0 records nothing. */
 void vkv_dispatch(vkv_backend *vb, const vkv_call *call);
+
+/* The build of a shader to run for a dispatch with 16-bit tensors: s16, its 16-bit-storage
+ * build (VKA_SHADER_<NAME>_S16, from the line "// vka:s16-variant"), where the device uses
+ * those (dev->s16_kernels), else packed, its build over 32-bit words. A dispatch with f32
+ * tensors only keeps the packed build, so f32 runs the SPIR-V it always has. */
+vka_shader_id vkv_s16(const vkv_backend *vb, vka_shader_id packed, vka_shader_id s16);
 
 /* Record a vkCmdFillBuffer / vkCmdCopyBuffer with the same hazard tracking. */
 void vkv_fill(vkv_backend *vb, vkb_tensor t, uint32_t bits);

@@ -46,6 +46,9 @@ static void dispatch(vkb_backend *be, vka_shader_id shader, const char *op, int 
                          .label = op};
         vkv_call_layout(&call, &lay);
         if (logits.dtype != VKA_F32 || (backward && out.dtype != VKA_F32)) {
+            if (backward)
+                call.shader = vkv_s16(vb, VKA_SHADER_CROSSENTROPY_BACKWARD,
+                                      VKA_SHADER_CROSSENTROPY_BACKWARD_S16);
             call.spec[3] = logits.dtype; /* L16 */
             call.spec[4] = backward ? out.dtype : 0u; /* D16 */
             call.n_spec = 5;

@@ -38,7 +38,9 @@ void vkv_kv_write(vkb_backend *be, vkb_tensor kcache, vkb_tensor vcache, vkb_ten
                               .r0 = (uint32_t)r0, .nr = (uint32_t)nr, .h0 = (uint32_t)h0,
                               .nh = (uint32_t)(h1 - h0), .t0 = (uint32_t)t0, .nt = (uint32_t)nt,
                               .c_half = c_half, .q_half = q_half};
-            vkv_call call = {.shader = VKA_SHADER_KV_WRITE,
+            vkv_call call = {.shader = t16 ? vkv_s16(vb, VKA_SHADER_KV_WRITE,
+                                                     VKA_SHADER_KV_WRITE_S16)
+                                           : VKA_SHADER_KV_WRITE,
                              .bind = {ks, vs, qs, ps},
                              .writes = {true, true, false, false},
                              .n_bind = 4,

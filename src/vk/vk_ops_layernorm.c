@@ -66,7 +66,9 @@ void vkv_layernorm_forward(vkb_backend *be, vkb_tensor out, vkb_tensor mean, vkb
         vkb_tensor ms = vkb_slice(mean, r0, n), rs = vkb_slice(rstd, r0, n);
         pc_layernorm_forward pc = {.N = (uint32_t)n, .C = (uint32_t)C,
                                    .half0 = (uint32_t)(e0 & 1)};
-        vkv_call call = {.shader = VKA_SHADER_LAYERNORM_FORWARD,
+        vkv_call call = {.shader = any16 ? vkv_s16(vb, VKA_SHADER_LAYERNORM_FORWARD,
+                                                   VKA_SHADER_LAYERNORM_FORWARD_S16)
+                                         : VKA_SHADER_LAYERNORM_FORWARD,
                          .texel = {inp.dtype ? VKV_NO_TEXEL : 3, 4, 5},
                          .bind = {os, ms, rs, is, ws, bs},
                          .writes = {true, true, true},

@@ -234,7 +234,9 @@ static void dispatch_block(vkv_backend *vb, const vkb_matmul *mm, size_t so, siz
                     .alpha = mm->alpha, .lda = (uint32_t)(mm->trans_a ? M : K),
                     .ldb = (uint32_t)(mm->trans_b ? K : N), .ldo = (uint32_t)N,
                     .a_half = a_half, .b_half = b_half, .out_half = out_half};
-    vkv_call call = {.shader = VKA_SHADER_MATMUL,
+    bool any16 = is16 || mm->out.dtype != VKA_F32;
+    vkv_call call = {.shader = any16 ? vkv_s16(vb, VKA_SHADER_MATMUL, VKA_SHADER_MATMUL_S16)
+                                     : VKA_SHADER_MATMUL,
                      .n_spec = 8,
                      .bind = {o, a, b, bs},
                      .writes = {true, false, false, false},
