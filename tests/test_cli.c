@@ -992,9 +992,9 @@ static void test_cli_info(void **state) {
         snprintf(line, sizeof line, "16-bit data                %s (%s)\n",
                  vka_16bit_path_string(sel.path_16bit),
                  sel.path_16bit == VKA_16BIT_STORAGE
-                     ? "a lone 16-bit element stored alone, not by atomics on its word (kv_write, "
-                       "layernorm forward, matmul, crossentropy backward), else packed 32-bit "
-                       "words; fp32 arithmetic"
+                     ? "16-bit loads and stores in kv_write and the storage-buffer builds of "
+                       "layernorm forward, matmul and crossentropy backward; packed 32-bit words "
+                       "in the texel builds and the other kernels; fp32 arithmetic"
                  : sel.storage_16bit ? off
                                      : packed);
         tu_done(ctx);

@@ -237,8 +237,9 @@ void cli_driver_version(const vka_device_info *d, char *out, size_t cap);
  * kernels with 16-bit-storage builds (shaders/ with "// vka:s16-variant"), and the rest. */
 #define CLI_16BIT_KERNELS "the kernels read bf16 and fp16 as packed 32-bit words, fp32 arithmetic"
 #define CLI_16BIT_KERNELS_S16                                                                    \
-    "a lone 16-bit element stored alone, not by atomics on its word (kv_write, layernorm "     \
-    "forward, matmul, crossentropy backward), else packed 32-bit words; fp32 arithmetic"
+    "16-bit loads and stores in kv_write and the storage-buffer builds of layernorm forward, "  \
+    "matmul and crossentropy backward; packed 32-bit words in the texel builds and the other "  \
+    "kernels; fp32 arithmetic"
 #define CLI_16BIT_KERNELS_OFF "VKATTN_16BIT_STORAGE=0: " CLI_16BIT_KERNELS
 /* How the device holds 16-bit data (vka_16bit_path_string), with the CPU backend's conversion
  * instructions ("host: converted by the CPU (F16C, AVX512-BF16)"). */

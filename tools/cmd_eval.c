@@ -128,8 +128,14 @@ static int evaluate(vka_context *ctx, const eval_opts *o) {
         goto done;
     }
     if (!isfinite(loss)) {
-        fprintf(stderr, "vkattn eval: the mean loss over %s is %g: the model %s gives non-finite "
-                "logits (its parameters overflow)\n", o->data, loss, o->model);
+        if (o->b.precision == VKA_F16)
+            fprintf(stderr, "vkattn eval: the mean loss over %s is %g: the model %s gives "
+                    "non-finite logits in fp16 (an activation or weight past fp16's largest "
+                    "value, 65504); --precision bf16 or fp32 has float32's range\n", o->data, loss,
+                    o->model);
+        else
+            fprintf(stderr, "vkattn eval: the mean loss over %s is %g: the model %s gives "
+                    "non-finite logits (its parameters overflow)\n", o->data, loss, o->model);
         rc = CLI_ERROR;
         goto done;
     }

@@ -78,8 +78,9 @@ static void json_16bit(const vka_device_info *d) {
            ",\"storage_16bit\":%s,\"float16\":%s",
            d->storage_16bit_supported ? "true" : "false", d->float16_supported ? "true" : "false",
            d->storage_16bit ? "true" : "false", d->float16 ? "true" : "false");
-    printf(",\"cpu_f16c\":%s,\"cpu_avx512_bf16\":%s", d->cpu_f16c ? "true" : "false",
-           d->cpu_avx512_bf16 ? "true" : "false");
+    printf(",\"cpu_f16c\":%s,\"cpu_avx512_bf16\":%s,\"cpu_amx_bf16\":%s",
+           d->cpu_f16c ? "true" : "false", d->cpu_avx512_bf16 ? "true" : "false",
+           d->cpu_amx_bf16 ? "true" : "false");
 }
 
 static void json_device(const vka_device_info *d) {
@@ -184,8 +185,9 @@ static int report(vka_context *ctx, bool json, const char *device_opt, int threa
         cli_json_str(stdout, "selected_by", why);
         printf(",\"cpu_threads\":%d", threads < 0 ? 0 : threads);
         cli_json_str(stdout, "cpu_path_16bit", p16);
-        printf(",\"cpu_f16c\":%s,\"cpu_avx512_bf16\":%s}\n", cpu->cpu_f16c ? "true" : "false",
-               cpu->cpu_avx512_bf16 ? "true" : "false");
+        printf(",\"cpu_f16c\":%s,\"cpu_avx512_bf16\":%s,\"cpu_amx_bf16\":%s}\n",
+               cpu->cpu_f16c ? "true" : "false", cpu->cpu_avx512_bf16 ? "true" : "false",
+               cpu->cpu_amx_bf16 ? "true" : "false");
     } else {
         printf("\nSelected: device %u, %s (by %s)\n", sel.index, sel.name, why);
         if (threads < 0) {

@@ -295,8 +295,12 @@ void report_diverged(train_run *r, const train_progress *p) {
     if (r->info == stdout) close_line(r);
     fprintf(f, "vkattn train: step %llu gave loss %g, gradient norm %g: not finite (the run "
             "diverged, and resuming would repeat it: start again with a lower --lr, or from the "
-            "kept model with --init MODEL --lr LOWER); stopping, nothing saved\n",
-            (unsigned long long)p->step, (double)p->loss, (double)p->grad_norm);
+            "kept model with --init MODEL --lr LOWER%s); stopping, nothing saved\n",
+            (unsigned long long)p->step, (double)p->loss, (double)p->grad_norm,
+            r->precision && strcmp(r->precision, "fp16") == 0
+                ? "; in fp16 an activation past 65504 overflows where --precision bf16 or fp32 "
+                  "does not"
+                : "");
     report_kept(f, r);
     fflush(f);
 }

@@ -746,7 +746,7 @@ class GPT(_Child):
         buf = _float32s(values, n, "set_params", " (the model's num_params)")
         self._check(load_library().vka_gpt_set_params(h, buf, n))
 
-    def _batch(self, inputs, targets, B, T):
+    def _batch(self, inputs, targets, B, T, what="B*T", rows=1):
         """inputs and targets (may be None) as B*T ids, and B and T; T None = len(inputs) / B."""
         inp, n = _int32s(inputs, what="inputs")
         B = _int(B, "B", 1)
@@ -755,7 +755,7 @@ class GPT(_Child):
                 raise _bad(f"inputs: {n} ids is not a whole number of rows of B = {B}")
             T = n // B
         T = _int(T, "T", 1)
-        expected = f" (B*T = {B}*{T})"
+        expected = f" ({what} = {B}*{T})" if what == "B*T" else f" ({what} = {B // rows}*{T}*{rows})"
         inp, _ = _int32s(inp, B * T, "inputs", expected)
         tgt = None if targets is None else _int32s(targets, B * T, "targets", expected)[0]
         return inp, tgt, B, T
@@ -784,7 +784,8 @@ class GPT(_Child):
         h = self._handle()
         N = _int(grad_accum, "grad_accum", 0, MAX_GRAD_ACCUM)
         B = _int(B, "B", 1)
-        inp, tgt, _, T = self._batch(inputs, targets, B * max(N, 1), T)
+        inp, tgt, _, T = self._batch(inputs, targets, B * max(N, 1), T,
+                                     *(("B*T*grad_accum", N) if N > 1 else ()))
         if tgt is None:
             raise _bad("targets must be token ids, not None", TypeError)
         opt = vka_adamw_desc(lr=_float(lr, "lr"), beta1=_float(beta1, "beta1"),
