@@ -27,6 +27,9 @@
 #include "cpu/matmul_tiles.h" /* vkc_mm_epilogue16, vkc_mm_out_at: a 16-bit out */
 #include "cpu/simd.h"
 
+#ifdef VKC_X86
+#include <cpuid.h> /* __get_cpuid_count: amx_bf16_cpuid */
+#endif
 #ifdef __linux__
 #include <sys/syscall.h> /* SYS_arch_prctl: amx_permitted */
 #include <unistd.h>
@@ -335,6 +338,14 @@ static bool amx_permitted(void) {
 #endif
 }
 
+/* AMX-TILE and AMX-BF16 from cpuid leaf 7 (EDX bits 24 and 22): read directly, as clang 14's
+ * __builtin_cpu_supports knows neither name. */
+static bool amx_bf16_cpuid(void) {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return (d >> 24 & 1) && (d >> 22 & 1);
+}
+
 #define AM_TARGET __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512bf16,avx2,fma")))
 
 typedef struct am_config {
@@ -454,8 +465,7 @@ bool vkc_mm16_path_supported(vka_dtype type, vkc_mm16_path path) {
                (vkc_cvt_features(VKC_ISA_AVX512) & VKC_CVT_BF16);
     case VKC_MM16_AMX: /* its b packing is vdpbf16ps's, its GEMV the AVX-512 one */
         return vkc_mm16_path_supported(type, VKC_MM16_DPBF16) &&
-               __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") &&
-               amx_permitted();
+               amx_bf16_cpuid() && amx_permitted();
     default: return false;
     }
 #else
